@@ -1,0 +1,204 @@
+"""The results document: what one grading run decided, as a versioned JSON schema.
+
+Everything here is decided on the host. Reports, batch exports and the CLI read only this.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = "1.0"
+
+
+class Verdict(StrEnum):
+    """Verdict taxonomy, worst first: the overall verdict is the worst one seen."""
+
+    INTERNAL_ERROR = "internal_error"  # the grader itself failed; never the student's fault
+    UNGRADABLE_LAYOUT = "ungradable_layout"  # files missing or misplaced; nothing was built
+    COMPILE_ERROR = "compile_error"
+    NOT_USING_KERNEL = "not_using_kernel"  # wrapper computes on the host / kernel never launches
+    TIMEOUT = "timeout"
+    CRASH = "crash"  # process died (signal) or exited non-zero
+    RUNTIME_ERROR = "runtime_error"  # emulator check fired: out-of-bounds, overflow, missing sync ...
+    WRONG_ANSWER = "wrong_answer"
+    TOO_SLOW = "too_slow"
+    PASSED = "passed"
+
+    @property
+    def severity(self) -> int:
+        return list(Verdict).index(self)
+
+
+def worst(verdicts: list[Verdict]) -> Verdict:
+    return min(verdicts, key=lambda v: v.severity) if verdicts else Verdict.PASSED
+
+
+class Student(BaseModel):
+    id: str = "anonymous"
+    name: str = ""
+
+
+class SourceLocation(BaseModel):
+    file: str | None = None
+    line: int | None = None
+
+
+class EmuDiagnostic(BaseModel):
+    """One warning or error the emulator reported (checks real hardware never gives)."""
+
+    severity: Literal["error", "warning", "note"] = "error"
+    kind: str = Field(description="machine name, e.g. gdram_oob_write, nram_overflow, async_hazard, barrier_deadlock")
+    message: str
+    kernel: str | None = None
+    location: SourceLocation = Field(default_factory=SourceLocation)
+
+
+class TraceSummary(BaseModel):
+    """Per-launch emulator trace, summarised (the emulator's trace JSON, read on the host under a size cap)."""
+
+    kernel: str
+    dim: tuple[int, int, int] = (1, 1, 1)
+    func_type: str = "BLOCK"
+    device_profile: str
+    modelled_time_us: float
+    time_split_us: dict[str, float] = Field(default_factory=dict, description="scalar/vector/tensor/io/wait")
+    bytes_moved: dict[str, int] = Field(default_factory=dict, description="per direction, e.g. GDRAM2NRAM")
+    onchip_peak_bytes: dict[str, int] = Field(default_factory=dict, description="nram/wram/sram peak use")
+    onchip_capacity_bytes: dict[str, int] = Field(default_factory=dict)
+    builtin_counts: dict[str, int] = Field(default_factory=dict)
+    cores_used: int = 1
+    launches: int = 1
+    diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
+
+
+class Mismatch(BaseModel):
+    index: list[int]
+    expected: float | None
+    actual: float | None  # None when the element was never written (still holds the poison)
+
+
+class CaseResult(BaseModel):
+    name: str
+    group: str
+    entry: str
+    shapes: dict[str, list[int]] = Field(description="input name -> shape")
+    dtype: str
+    verdict: Verdict
+    passed: bool
+    diff1: float | None = None
+    diff2: float | None = None
+    diff3: float | None = None
+    max_abs_error: float | None = None
+    unwritten_fraction: float | None = None
+    nan_inf_mismatch: int = 0
+    mismatches: list[Mismatch] = Field(default_factory=list, description="first few, in index order")
+    message: str = ""
+    diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
+    wall_seconds: float | None = None
+
+
+class GroupScore(BaseModel):
+    name: str
+    description: str = ""
+    points: float
+    points_possible: float
+    passed_cases: int
+    total_cases: int
+
+
+class Timing(BaseModel):
+    source: Literal["modelled", "hardware", "host_clock"]
+    median_us: float
+    min_us: float
+    max_us: float
+    spread: float = Field(description="(p75-p25)/median, relative")
+    repeats: int
+    floor_us: float | None = Field(None, description="roofline floor: bytes/peak bandwidth, flops/peak")
+    below_floor: bool = False
+    achieved_gbps: float | None = None
+    achieved_gflops: float | None = None
+
+
+class RequirementResult(BaseModel):
+    name: str
+    description: str
+    passed: bool
+    detail: str = ""
+
+
+class StageResult(BaseModel):
+    name: str
+    title: str
+    entry: str
+    points: float
+    points_possible: float
+    correct: bool
+    verdict: Verdict
+    message: str = ""
+    perf_shape: dict[str, list[int]] = Field(default_factory=dict)
+    timing: Timing | None = None
+    threshold_us: float | None = None
+    reference_us: float | None = None
+    requirements: list[RequirementResult] = Field(default_factory=list)
+    trace: TraceSummary | None = None
+    next_step: str | None = Field(None, description="the one change most likely to reach the next stage")
+
+
+class BuildInfo(BaseModel):
+    ok: bool
+    toolchain: str = Field(description="e.g. cncc-emu 0.1 (g++ 12.2) or cncc 4.x")
+    compiler_output: str = ""
+    duration_seconds: float = 0.0
+    cached: bool = False
+    cache_key: str | None = None
+
+
+class Seeds(BaseModel):
+    mode: Literal["public", "secret"]
+    master: str | None = Field(None, description="the master seed; withheld (None) in secret mode")
+    master_digest: str = Field(description="sha256 prefix of the master seed, so a run can be matched later")
+
+
+class Versions(BaseModel):
+    grader: str
+    toolchain: str = ""
+    image: str = ""
+    torch: str = ""
+    python: str = ""
+    device_driver: str = ""
+
+
+class GradeResult(BaseModel):
+    schema_version: str = SCHEMA_VERSION
+    student: Student = Field(default_factory=Student)
+    assignment: str
+    assignment_title: str = ""
+    submission_path: str
+    submission_hash: str
+    backend: Literal["emu", "mlu"]
+    device_profile: str
+    time_is_modelled: bool = Field(description="True on the emulator: times come from the cost model")
+    sandbox: str = Field(description="docker / bwrap / process")
+    verdict: Verdict
+    message: str = ""
+    score: float
+    max_score: float
+    groups: list[GroupScore] = Field(default_factory=list)
+    cases: list[CaseResult] = Field(default_factory=list)
+    stages: list[StageResult] = Field(default_factory=list)
+    build: BuildInfo | None = None
+    seeds: Seeds
+    versions: Versions
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> GradeResult:
+        return cls.model_validate_json(text)

@@ -1,0 +1,1 @@
+"""BANG-on-CPU emulator."""

@@ -1,0 +1,1 @@
+"""In-sandbox build and run harness."""
