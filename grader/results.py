@@ -75,6 +75,25 @@ class TraceSummary(BaseModel):
     diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
 
 
+class SourceExcerpt(BaseModel):
+    """Lines of a submission file around a compiler error or an emulator diagnostic, for the report."""
+
+    file: str = Field(description="path relative to the submission root")
+    first_line: int = Field(description="1-based number of lines[0]")
+    lines: list[str] = Field(default_factory=list)
+
+
+class DevicePeaks(BaseModel):
+    """Peak figures of the device profile, for the roofline; source says where they come from."""
+
+    gdram_gbps: float
+    tensor_gflops: float | None = Field(None, description="fp32 __bang_matmul peak over all cores")
+    vector_gflops: float | None = Field(None, description="fp32 vector-unit peak over all cores")
+    clock_ghz: float | None = None
+    cores: int | None = None
+    source: str = ""
+
+
 class Mismatch(BaseModel):
     index: list[int]
     expected: float | None
@@ -96,6 +115,8 @@ class CaseResult(BaseModel):
     unwritten_fraction: float | None = None
     nan_inf_mismatch: int = 0
     mismatches: list[Mismatch] = Field(default_factory=list, description="first few, in index order")
+    mismatch_count: int | None = Field(None, description="all mismatching elements, not just the listed ones")
+    element_count: int | None = Field(None, description="elements in the output")
     message: str = ""
     diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
     wall_seconds: float | None = None
@@ -191,6 +212,10 @@ class GradeResult(BaseModel):
     cases: list[CaseResult] = Field(default_factory=list)
     stages: list[StageResult] = Field(default_factory=list)
     build: BuildInfo | None = None
+    device_peaks: DevicePeaks | None = Field(None, description="None: the report uses its own profile table")
+    source_excerpts: list[SourceExcerpt] = Field(
+        default_factory=list, description="submission lines around errors; empty: the report reads them from submission_path"
+    )
     seeds: Seeds
     versions: Versions
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

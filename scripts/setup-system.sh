@@ -3,8 +3,13 @@
 # Idempotent: quick when everything is already there. Needs root (as on the dev and CI machines).
 set -euo pipefail
 need=()
-for pkg_cmd in "docker.io:dockerd" "debootstrap:debootstrap" "chromium:chromium" "bubblewrap:bwrap" "g++:g++"; do
-  command -v "${pkg_cmd#*:}" >/dev/null 2>&1 || need+=("${pkg_cmd%%:*}")
+# debootstrap builds the sandbox base image from the mirror apt uses here (grader/sandbox/images.py);
+# util-linux gives prlimit/setpriv and bubblewrap the daemon-less self-check sandbox.
+for pkg_cmd in "docker.io:dockerd" "debootstrap:debootstrap" "chromium:chromium" "bubblewrap:bwrap" "g++:g++" \
+               "util-linux:setpriv" "debian-archive-keyring:/usr/share/keyrings/debian-archive-keyring.gpg"; do
+  probe="${pkg_cmd#*:}"
+  if [ "${probe#/}" != "$probe" ]; then [ -e "$probe" ] || need+=("${pkg_cmd%%:*}")
+  else command -v "$probe" >/dev/null 2>&1 || need+=("${pkg_cmd%%:*}"); fi
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup-system: installing ${need[*]}" >&2

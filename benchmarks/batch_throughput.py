@@ -1,0 +1,130 @@
+"""Batch-grades a generated class on the emulator and measures submissions per minute, cold and warm.
+
+    .venv/bin/python benchmarks/batch_throughput.py                      # 40 students, sigmoid, 2 workers
+    .venv/bin/python benchmarks/batch_throughput.py --students 12 --workers 2 --json out.json
+
+The class mixes instructor references, known-bad fixtures, exact duplicates, renamed copies (the same files
+under another folder name) and zipped submissions. Three runs, each into its own batch directory:
+  cold    empty build cache: every distinct submission is built once (twins wait for the first build)
+  warm    fresh batch directory, the cold run's build cache: nothing is rebuilt
+  resume  the warm directory again: every result is already stored, nothing is graded
+Throughput is submissions graded per minute of wall time (times on the emulator are modelled; the wall
+time measured here is real). Needs the docker sandbox image (`grade images build`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from grader.orchestration.batch import run_batch
+from grader.results import GradeResult
+
+REPO = Path(__file__).resolve().parents[1]
+KERNELS = REPO / "reference_kernels"
+PER_ASSIGNMENT = {
+    "sigmoid": {
+        "references": ["sigmoid/vector", "sigmoid/multicore", "sigmoid/pipeline"],
+        "known_bad": ["compile_error", "tail_dropped", "wrapper_calls_torch_sigmoid", "kernel_never_launches",
+                      "wrong_task_offset", "missing_sync_io", "nram_overflow"],
+    },
+    "matmul": {
+        "references": ["example", "matmul/vector", "matmul/multicore"],
+        "known_bad": ["out_of_bounds_write", "output_partly_unwritten", "wrapper_calls_torch_matmul"],
+    },
+}
+
+
+def copy_submission(src: Path, dest: Path) -> None:
+    """Copies a fixture; `_shared` headers a fixture includes through a relative symlink are resolved."""
+    shutil.copytree(src, dest, symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "expected.toml"))
+
+
+def zip_submission(src: Path, archive: Path) -> None:
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(src.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.name != "expected.toml":
+                zf.write(path, Path("my_ops") / path.relative_to(src))
+
+
+def generate_class(root: Path, assignment: str, students: int) -> dict[str, str]:
+    """Writes `students` submissions into `root`; returns student id -> what it is."""
+    kinds = PER_ASSIGNMENT[assignment]
+    sources = [("reference", KERNELS / r) for r in kinds["references"]]
+    sources += [("known_bad", KERNELS / "known_bad" / b) for b in kinds["known_bad"]]
+    root.mkdir(parents=True)
+    made: dict[str, str] = {}
+    # Every distinct fixture once; then duplicates, renamed copies and zips cycling over them.
+    styles = itertools.cycle(["duplicate", "renamed", "zip"])
+    for i in range(students):
+        kind, src = sources[i % len(sources)]
+        style = "original" if i < len(sources) else next(styles)
+        sid = f"s{i:03d}" if style != "renamed" else f"renamed-copy-{i:03d}"
+        if style == "zip":
+            zip_submission(src, root / f"{sid}.zip")
+        else:
+            copy_submission(src, root / sid)
+        made[sid] = f"{kind}:{src.name} ({style})"
+    return made
+
+
+def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int) -> dict:
+    started = time.monotonic()
+    summary = run_batch(subs, assignment, out, workers=workers, backend="emu", sandbox="docker", force=False,
+                        seed="benchmark", progress=sys.stderr.isatty(), build_cache=cache)
+    wall = time.monotonic() - started
+    cached = 0
+    for path in (out / "results").glob("*.json"):
+        result = GradeResult.from_json(path.read_text())
+        cached += bool(result.build and result.build.cached)
+    return {"run": label, "students": summary.total, "graded": summary.graded, "skipped": summary.skipped,
+            "wall_seconds": round(wall, 1), "per_minute": round(60 * summary.graded / wall, 2) if summary.graded else None,
+            "builds_from_cache": cached, "verdicts": summary.verdicts, "worker_failures": summary.worker_failures}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--assignment", choices=sorted(PER_ASSIGNMENT), default="sigmoid")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the class and batch folders here")
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    args = parser.parse_args(argv)
+
+    work = args.keep or Path(tempfile.mkdtemp(prefix="batch-bench-"))
+    if args.keep and work.exists():
+        shutil.rmtree(work)
+    subs, cache = work / "class", work / "build-cache"
+    kinds = generate_class(subs, args.assignment, args.students)
+    print(f"class of {len(kinds)} in {subs} ({args.assignment}, {args.workers} workers)", file=sys.stderr)
+
+    runs = [measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers),
+            measure("warm", subs, args.assignment, work / "batch-warm", cache, args.workers),
+            measure("resume", subs, args.assignment, work / "batch-warm", cache, args.workers)]
+    cold, warm = runs[0], runs[1]
+    speedup = cold["wall_seconds"] / warm["wall_seconds"] if warm["wall_seconds"] else None
+    report = {"assignment": args.assignment, "students": len(kinds), "workers": args.workers, "runs": runs,
+              "warm_speedup": round(speedup, 2) if speedup else None, "class": kinds}
+
+    print(f"{'run':<8}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'cached builds':>15}")
+    for r in runs:
+        rate = f"{r['per_minute']:.1f}" if r["per_minute"] else "-"
+        print(f"{r['run']:<8}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}"
+              f"{r['builds_from_cache']:>15}")
+    print(f"warm cache speed-up: {report['warm_speedup']}x   verdicts (cold): {cold['verdicts']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if cold["worker_failures"] == 0 and warm["worker_failures"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

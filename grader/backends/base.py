@@ -1,0 +1,59 @@
+"""What differs between the emulator and a real MLU, seen from the host: one Backend strategy per toolchain."""
+
+from __future__ import annotations
+
+import subprocess
+from abc import ABC, abstractmethod
+from typing import Literal
+
+from grader.sandbox.base import Phase
+
+TimingSource = Literal["modelled", "hardware"]
+
+
+class Backend(ABC):
+    name: Literal["emu", "mlu"]
+    timing_source: TimingSource
+    default_device: str
+
+    @abstractmethod
+    def available(self) -> tuple[bool, str]:
+        """Whether grading on this backend can work here, and if not, why (one sentence for `grade doctor`)."""
+
+    @abstractmethod
+    def devices(self) -> list[str]:
+        """Device names `--device` accepts: emulated profiles, or card indices."""
+
+    @abstractmethod
+    def run_env(self, device: str | None) -> dict[str, str]:
+        """Environment the run phase needs to target `device` (None: the default device)."""
+
+    @abstractmethod
+    def toolchain_version(self) -> str:
+        """Toolchain name and version for the report's reproducibility section."""
+
+    def resolve_device(self, device: str | None) -> str:
+        chosen = device or self.default_device
+        known = self.devices()
+        if known and chosen not in known:
+            raise ValueError(f"unknown {self.name} device {chosen!r}; expected one of {', '.join(known)}")
+        return chosen
+
+    def timing_label(self, device: str | None) -> str:
+        """How every figure from this backend is labelled, e.g. "modelled (mlu370-x8)"."""
+        return f"{self.timing_source} ({device or self.default_device})"
+
+    def harness_argv(self, phase: Phase) -> list[str]:
+        """The in-sandbox command for a phase (runners map `python3` to their interpreter)."""
+        if phase is Phase.BUILD:
+            return ["python3", "-m", "bang_harness", "build", "--backend", self.name]
+        return ["python3", "-m", "bang_harness", "run"]
+
+
+def first_output_line(command: list[str], timeout: float = 20.0) -> str | None:
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (proc.stdout or proc.stderr).strip().splitlines()
+    return lines[0].strip() if proc.returncode == 0 and lines else None

@@ -1,0 +1,51 @@
+"""The real-MLU backend: Cambricon's cncc, CNRT and torch_mlu on a card passed into the sandbox."""
+
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+from grader.backends.base import Backend, first_output_line
+
+DEVICE_NODE_GLOB = "/dev/cambricon_dev*"
+
+
+class MluBackend(Backend):
+    name = "mlu"
+    timing_source = "hardware"
+    default_device = "0"
+
+    def available(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("torch_mlu") is None:
+            return False, "torch_mlu is not importable here (Cambricon's PyTorch extension is needed for --backend mlu)"
+        if not self.devices():
+            return False, f"no MLU card: nothing matches {DEVICE_NODE_GLOB}"
+        return True, f"{len(self.devices())} MLU card(s) found"
+
+    def devices(self) -> list[str]:
+        indices = []
+        for node in glob.glob(DEVICE_NODE_GLOB):
+            match = re.fullmatch(r"cambricon_dev(\d+)", Path(node).name)
+            if match:
+                indices.append(int(match.group(1)))
+        return [str(i) for i in sorted(indices)]
+
+    def run_env(self, device: str | None) -> dict[str, str]:
+        card = device or self.default_device
+        if not card.isdigit():
+            raise ValueError(f"an MLU device is a card index, got {card!r}")
+        # Only this card is visible to torch_mlu, so the harness's `mlu` device is that card.
+        return {"MLU_VISIBLE_DEVICES": card}
+
+    def toolchain_version(self) -> str:
+        neuware = Path(os.environ.get("NEUWARE_HOME", "/usr/local/neuware"))
+        cncc = first_output_line([str(neuware / "bin" / "cncc"), "--version"]) or "cncc (not found)"
+        try:
+            torch_mlu = importlib.metadata.version("torch_mlu")
+        except importlib.metadata.PackageNotFoundError:
+            torch_mlu = "not installed"
+        return f"{cncc}; torch_mlu {torch_mlu}"

@@ -1,0 +1,165 @@
+"""The class dashboard: what an instructor wants to see across a batch (score histogram, pass rate per test
+case, stage attainment, fastest and slowest kernels, common failure kinds), as one self-contained HTML.
+
+`class_stats` computes plain data from the results; the template (reports/templates/dashboard.html.j2)
+only lays it out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import jinja2
+
+import grader
+from grader.batch.exports import ClassRow, class_max_score
+from grader.batch.store import atomic_write_text
+from grader.results import Verdict
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
+HISTOGRAM_BINS = 10
+KERNELS_SHOWN = 5
+
+
+@dataclass
+class Bar:
+    label: str
+    value: float  # 0..1 for rates, a count for histograms
+    detail: str = ""
+    title: str = ""
+
+
+@dataclass
+class KernelTime:
+    student_id: str
+    slug: str
+    median_us: float
+    label: str  # "modelled (mlu370-x8)" or "hardware"
+
+
+@dataclass
+class StageStats:
+    name: str
+    title: str
+    full: float  # fraction of students with all the stage's points
+    correct: float  # fraction whose stage entry was correct
+    attempted: int
+    fastest: list[KernelTime] = field(default_factory=list)
+    slowest: list[KernelTime] = field(default_factory=list)
+    threshold_us: float | None = None
+
+
+@dataclass
+class ClassStats:
+    title: str
+    students: int
+    max_score: float
+    mean: float
+    median: float
+    passed: int
+    histogram: list[Bar]
+    verdicts: list[Bar]
+    diagnostics: list[Bar]
+    cases: list[Bar]
+    stages: list[StageStats]
+    table: list[dict]
+    backend: str
+    modelled: bool
+    seed_mode: str
+    generated: str
+    grader_version: str
+
+
+def _histogram(percents: list[float]) -> list[Bar]:
+    counts = [0] * HISTOGRAM_BINS
+    for p in percents:
+        counts[min(HISTOGRAM_BINS - 1, max(0, int(p // (100 / HISTOGRAM_BINS))))] += 1
+    width = 100 // HISTOGRAM_BINS
+    return [Bar(label=f"{i * width}" if i < HISTOGRAM_BINS - 1 else f"{i * width}+", value=c,
+                title=f"{i * width}-{(i + 1) * width}{'%' if i < HISTOGRAM_BINS - 1 else '% incl.'}: {c} students")
+            for i, c in enumerate(counts)]
+
+
+def _kernel_label(row: ClassRow, source: str) -> str:
+    return f"modelled ({row.result.device_profile})" if source == "modelled" else source
+
+
+def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, seed_mode: str) -> ClassStats:
+    n = len(rows)
+    max_score = class_max_score(rows)
+    scores = [r.result.score for r in rows]
+    percents = [100.0 * s / max_score if max_score else 0.0 for s in scores]
+
+    verdict_counts = Counter(r.result.verdict for r in rows)
+    verdicts = [Bar(str(v), verdict_counts[v], f"{verdict_counts[v]} / {n}")
+                for v in sorted(verdict_counts, key=lambda v: (-verdict_counts[v], v.severity))]
+
+    # Failure kinds below the verdict: emulator checks that fired, counted once per student.
+    diag_students: Counter[str] = Counter()
+    for r in rows:
+        kinds = {d.kind for c in r.result.cases for d in c.diagnostics if d.severity == "error"}
+        kinds |= {d.kind for s in r.result.stages if s.trace for d in s.trace.diagnostics if d.severity == "error"}
+        kinds |= {f"case verdict: {c.verdict}" for c in r.result.cases if c.verdict != Verdict.PASSED}
+        diag_students.update(kinds)
+    diagnostics = [Bar(k, c, f"{c} / {n}") for k, c in diag_students.most_common(12)]
+
+    case_total: dict[str, int] = defaultdict(int)
+    case_passed: dict[str, int] = defaultdict(int)
+    case_group: dict[str, str] = {}
+    for r in rows:
+        for c in r.result.cases:
+            label = f"{c.name} [{c.entry}, {c.dtype}]"
+            case_group[label] = c.group
+            case_total[label] += 1
+            case_passed[label] += c.passed
+    cases = [Bar(label, case_passed[label] / case_total[label], f"{case_passed[label]}/{case_total[label]}",
+                 title=case_group[label]) for label in case_total]
+
+    stage_rows: dict[str, list] = defaultdict(list)
+    stage_title: dict[str, str] = {}
+    for r in rows:
+        for s in r.result.stages:
+            stage_rows[s.name].append((r, s))
+            stage_title.setdefault(s.name, s.title or s.name)
+    stages = []
+    for name, items in stage_rows.items():
+        timed = sorted((KernelTime(r.submission.student_id, r.submission.slug, s.timing.median_us,
+                                   _kernel_label(r, s.timing.source))
+                        for r, s in items if s.correct and s.timing is not None), key=lambda k: k.median_us)
+        thresholds = [s.threshold_us for _, s in items if s.threshold_us is not None]
+        stages.append(StageStats(
+            name=name, title=stage_title[name],
+            full=sum(1 for _, s in items if s.points_possible and s.points >= s.points_possible) / n,
+            correct=sum(1 for _, s in items if s.correct) / n, attempted=len(items),
+            fastest=timed[:KERNELS_SHOWN],
+            slowest=list(reversed(timed[-KERNELS_SHOWN:])) if len(timed) > KERNELS_SHOWN else [],
+            threshold_us=thresholds[0] if thresholds else None))
+
+    table = [{"id": r.submission.student_id, "name": r.submission.name or r.result.student.name,
+              "slug": r.submission.slug, "score": r.result.score, "verdict": str(r.result.verdict),
+              "percent": p, "message": (r.result.message.strip().splitlines() or [""])[0][:160]}
+             for r, p in sorted(zip(rows, percents, strict=True), key=lambda rp: rp[0].submission.student_id)]
+    return ClassStats(
+        title=assignment_title, students=n, max_score=max_score,
+        mean=statistics.fmean(scores) if scores else 0.0, median=statistics.median(scores) if scores else 0.0,
+        passed=verdict_counts.get(Verdict.PASSED, 0), histogram=_histogram(percents), verdicts=verdicts,
+        diagnostics=diagnostics, cases=cases, stages=stages, table=table, backend=backend,
+        modelled=backend == "emu", seed_mode=seed_mode,
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), grader_version=grader.__version__)
+
+
+def render_dashboard(stats: ClassStats) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("dashboard.html.j2").render(s=stats)
+
+
+def write_dashboard(rows: list[ClassRow], path: Path, *, assignment_title: str, backend: str,
+                    seed_mode: str) -> ClassStats:
+    stats = class_stats(rows, assignment_title=assignment_title, backend=backend, seed_mode=seed_mode)
+    atomic_write_text(path, render_dashboard(stats))
+    return stats

@@ -1,0 +1,196 @@
+"""What a batch hands to the instructor and the LMS, all derived from the stored results: a gradebook CSV,
+a Canvas import CSV, one Gradescope results.json per student, and the per-student HTML reports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.batch.intake import Submission
+from grader.batch.store import atomic_write_text
+from grader.results import GradeResult, Verdict
+
+
+@dataclass
+class ClassRow:
+    """One student of the batch with the result that counts for them."""
+
+    submission: Submission
+    result: GradeResult
+    run_dir: Path | None = None  # where grading wrote report.html and artefacts
+    stored_as: str = ""  # "<key>@<mtime>" of the stored result: a report drawn from it is up to date
+
+
+def _fmt(points: float) -> str:
+    return f"{points:.2f}".rstrip("0").rstrip(".") if points % 1 else str(int(points))
+
+
+def _ordered_names(rows: list[ClassRow], kind: str) -> dict[str, float]:
+    """Group or stage name -> points possible, in first-seen order (equal across a batch unless the spec
+    changed mid-batch; then the largest)."""
+    names: dict[str, float] = {}
+    for row in rows:
+        items = row.result.groups if kind == "group" else row.result.stages
+        for item in items:
+            names[item.name] = max(names.get(item.name, 0.0), item.points_possible)
+    return names
+
+
+def class_max_score(rows: list[ClassRow]) -> float:
+    return max((r.result.max_score for r in rows), default=0.0)
+
+
+def gradebook_csv(rows: list[ClassRow]) -> str:
+    """One row per student: points per case group and per stage, total, verdict. The first row after the
+    header holds the points possible (instructors asked Otter for exactly this, #803)."""
+    groups = _ordered_names(rows, "group")
+    stages = _ordered_names(rows, "stage")
+    header = (["student_id", "name"] + [f"group:{g}" for g in groups] + [f"stage:{s}" for s in stages]
+              + ["total", "max_score", "percent", "verdict", "message", "submission_hash", "origin"])
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    max_total = class_max_score(rows)
+    writer.writerow(["(points possible)", ""] + [_fmt(p) for p in groups.values()]
+                    + [_fmt(p) for p in stages.values()] + [_fmt(max_total), _fmt(max_total), "100", "", "", "", ""])
+    for row in rows:
+        r = row.result
+        group_points = {g.name: g.points for g in r.groups}
+        stage_points = {s.name: s.points for s in r.stages}
+        max_score = r.max_score or max_total
+        percent = 100.0 * r.score / max_score if max_score else 0.0
+        first_line = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
+        writer.writerow([row.submission.student_id, row.submission.name or r.student.name]
+                        + [_fmt(group_points.get(g, 0.0)) for g in groups]
+                        + [_fmt(stage_points.get(s, 0.0)) for s in stages]
+                        + [_fmt(r.score), _fmt(max_score), f"{percent:.1f}", str(r.verdict), first_line,
+                           row.submission.content_hash[:16], row.submission.origin])
+    return out.getvalue()
+
+
+def _extra(sub: Submission, *names: str) -> str:
+    lowered = {k.strip().lower(): v for k, v in sub.extra.items()}
+    for name in names:
+        if lowered.get(name.lower()):
+            return lowered[name.lower()]
+    return ""
+
+
+def canvas_csv(rows: list[ClassRow], assignment_title: str) -> str:
+    """Canvas gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, then the assignment
+    column, with the 'Points Possible' row Canvas itself exports. Canvas matches students by ID, then SIS
+    ids; an ID we do not know is left empty rather than guessed."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment_title])
+    writer.writerow(["Points Possible", "", "", "", "", _fmt(class_max_score(rows))])
+    for row in rows:
+        sub = row.submission
+        writer.writerow([
+            sub.name or row.result.student.name or sub.student_id,
+            _extra(sub, "canvas_id", "canvas id", "ID"),
+            _extra(sub, "sis user id", "sis_user_id") or sub.student_id,
+            _extra(sub, "sis login id", "sis_login_id", "login"),
+            _extra(sub, "section"),
+            _fmt(row.result.score),
+        ])
+    return out.getvalue()
+
+
+def gradescope_results(result: GradeResult) -> dict:
+    """Gradescope's results.json (autograder spec): one test per case group and per stage, plus an
+    informational build check; the top-level score is the grade."""
+    tests: list[dict] = []
+    if result.build is not None:
+        tests.append({
+            "name": "Build", "number": "0", "status": "passed" if result.build.ok else "failed",
+            "output": result.build.compiler_output[-5000:], "output_format": "text",
+        })
+    for i, group in enumerate(result.groups, start=1):
+        tests.append({
+            "name": f"Correctness: {group.description or group.name}", "number": f"1.{i}",
+            "score": group.points, "max_score": group.points_possible,
+            "output": f"{group.passed_cases}/{group.total_cases} cases passed",
+        })
+    for i, stage in enumerate(result.stages, start=1):
+        timing = ""
+        if stage.timing is not None:
+            label = f"modelled ({result.device_profile})" if stage.timing.source == "modelled" else stage.timing.source
+            timing = f"\nmedian {stage.timing.median_us:.1f} us, {label}"
+            if stage.threshold_us is not None:
+                timing += f"; threshold {stage.threshold_us:.1f} us"
+        tests.append({
+            "name": f"Stage: {stage.title or stage.name}", "number": f"2.{i}",
+            "score": stage.points, "max_score": stage.points_possible,
+            "status": "passed" if stage.verdict == Verdict.PASSED else "failed",
+            "output": (stage.message + timing).strip(),
+        })
+    elapsed = None
+    if result.finished_at is not None:
+        elapsed = max(0.0, (result.finished_at - result.started_at).total_seconds())
+    doc: dict = {
+        "score": result.score,
+        "output": f"Verdict: {result.verdict}. {result.message}".strip()[:10000],
+        "output_format": "simple_format",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {
+            "verdict": str(result.verdict), "submission_hash": result.submission_hash,
+            "backend": result.backend, "device_profile": result.device_profile,
+            "time_is_modelled": result.time_is_modelled, "seed_digest": result.seeds.master_digest,
+        },
+    }
+    if elapsed is not None:
+        doc["execution_time"] = round(elapsed, 3)
+    return doc
+
+
+def write_student_report(row: ClassRow, path: Path) -> str | None:
+    """Puts the student's HTML report at `path`: the one grading wrote, else rendered now from the result
+    (results the batch made itself, e.g. for a crashed worker). Returns a note when neither was possible."""
+    written = row.run_dir / "report.html" if row.run_dir else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if written is not None and written.is_file():
+        shutil.copyfile(written, path)
+        return None
+    try:
+        from grader.reporting import render_report  # type: ignore[attr-defined]
+    except ImportError:
+        return "grader.reporting.render_report is not available"
+    try:
+        render_report(row.result, path)
+    except Exception as exc:  # a report that fails to render must not stop the exports
+        return f"report for {row.submission.student_id} failed to render: {exc!r}"
+    return None
+
+
+def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str) -> list[str]:
+    """Writes every export under `out_dir`; returns notes about what could not be written."""
+    notes: list[str] = []
+    atomic_write_text(out_dir / "gradebook.csv", gradebook_csv(rows))
+    atomic_write_text(out_dir / "canvas.csv", canvas_csv(rows, assignment_title))
+    # Which stored result each report was drawn from: a rerun that graded nothing new redraws nothing.
+    index_path = out_dir / "reports" / ".drawn-from.json"
+    try:
+        drawn = json.loads(index_path.read_text())
+    except (OSError, ValueError):
+        drawn = {}
+    for row in rows:
+        slug = row.submission.slug
+        atomic_write_text(out_dir / "gradescope" / slug / "results.json",
+                          json.dumps(gradescope_results(row.result), indent=2))
+        report = out_dir / "reports" / f"{slug}.html"
+        if row.stored_as and drawn.get(slug) == row.stored_as and report.is_file():
+            continue
+        note = write_student_report(row, report)
+        if note:
+            notes.append(note)
+        else:
+            drawn[slug] = row.stored_as
+    atomic_write_text(index_path, json.dumps(drawn, indent=1, sort_keys=True))
+    return notes

@@ -1,0 +1,386 @@
+"""Turns what an instructor hands in (a folder of student folders/archives, a class archive, or a roster CSV)
+into a list of gradable submissions.
+
+Archives come from students, so they are unpacked defensively: no absolute paths, no `..`, no links or
+device files, and caps on the number of files and on the bytes actually decompressed (a zip bomb lies about
+its sizes). A submission that cannot be taken in is not an exception: it carries a `problem` and becomes a
+result with its verdict, like any other broken submission.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import re
+import shutil
+import stat
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+# Never part of what a student wrote; ignored by the content hash and by layout detection.
+IGNORED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store", "__MACOSX", ".ipynb_checkpoints", ".pytest_cache"})
+IGNORED_SUFFIXES = (".pyc", ".pyo", ".so", ".o")
+
+
+class IntakeError(Exception):
+    """The batch input as a whole cannot be read (not one student's fault)."""
+
+
+@dataclass(frozen=True)
+class IntakeLimits:
+    max_files: int = 2000
+    max_total_bytes: int = 64 << 20
+    max_file_bytes: int = 16 << 20
+    max_depth: int = 12
+
+
+@dataclass
+class Submission:
+    """One student's submission as the batch will grade it."""
+
+    student_id: str
+    name: str
+    origin: str  # what the instructor pointed at: folder, archive or roster row
+    path: Path | None  # folder to grade; None when intake failed
+    content_hash: str = ""
+    problem: str | None = None  # why it cannot be graded (bad archive, missing files); None when fine
+    extra: dict[str, str] = field(default_factory=dict)  # roster columns passed to exports (section, login)
+
+    @property
+    def slug(self) -> str:
+        return file_safe(self.student_id)
+
+
+def file_safe(text: str) -> str:
+    """A student id as a single safe path component (ids come from folder names and rosters)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "student"
+    return slug[:80]
+
+
+def is_archive(path: Path) -> bool:
+    name = path.name.lower()
+    return path.is_file() and name.endswith(ARCHIVE_SUFFIXES)
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()[:16]
+
+
+def archive_stem(path: Path) -> str:
+    name = path.name
+    for suffix in sorted(ARCHIVE_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+# ---------------------------------------------------------------------------------------------- archives
+
+
+def _member_target(root: Path, name: str, limits: IntakeLimits) -> Path | None:
+    """Where an archive member may go, or None for members that are skipped (directories, junk)."""
+    posix = PurePosixPath(name.replace("\\", "/"))
+    if posix.is_absolute() or re.match(r"^[A-Za-z]:", name):
+        raise IntakeError(f"absolute path in archive: {name!r}")
+    if ".." in posix.parts:
+        raise IntakeError(f"path traversal in archive: {name!r}")
+    parts = [p for p in posix.parts if p not in ("", ".")]
+    if not parts or any(p in IGNORED_NAMES for p in parts):
+        return None
+    if len(parts) > limits.max_depth:
+        raise IntakeError(f"archive nests deeper than {limits.max_depth} folders: {name!r}")
+    return root.joinpath(*parts)
+
+
+class _Budget:
+    def __init__(self, limits: IntakeLimits) -> None:
+        self.limits = limits
+        self.files = 0
+        self.bytes = 0
+
+    def add_file(self, name: str) -> None:
+        self.files += 1
+        if self.files > self.limits.max_files:
+            raise IntakeError(f"more than {self.limits.max_files} files")
+
+    def copy(self, src, dst: Path, name: str) -> None:  # noqa: ANN001 - a binary file object
+        written = 0
+        with open(dst, "wb") as out:
+            while chunk := src.read(1 << 16):
+                written += len(chunk)
+                self.bytes += len(chunk)
+                if written > self.limits.max_file_bytes:
+                    raise IntakeError(f"{name!r} unpacks to more than {self.limits.max_file_bytes} bytes")
+                if self.bytes > self.limits.max_total_bytes:
+                    raise IntakeError(f"archive unpacks to more than {self.limits.max_total_bytes} bytes")
+                out.write(chunk)
+
+
+def _extract_zip(archive: Path, root: Path, limits: IntakeLimits) -> None:
+    budget = _Budget(limits)
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            target = _member_target(root, info.filename, limits)
+            if target is None or info.is_dir():
+                continue
+            file_type = stat.S_IFMT(info.external_attr >> 16)
+            if file_type and file_type != stat.S_IFREG:
+                continue  # symlinks and specials (zip keeps the Unix mode of the creator's file system)
+            budget.add_file(info.filename)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src:
+                budget.copy(src, target, info.filename)
+
+
+def _extract_tar(archive: Path, root: Path, limits: IntakeLimits) -> None:
+    budget = _Budget(limits)
+    with tarfile.open(archive) as tf:
+        for member in tf:
+            target = _member_target(root, member.name, limits)
+            if target is None or not member.isfile():
+                continue  # directories are made on demand; links, devices and fifos are never created
+            budget.add_file(member.name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tf.extractfile(member)
+            if src is None:
+                continue
+            with src:
+                budget.copy(src, target, member.name)
+
+
+def unpack_archive(archive: Path, dest: Path, limits: IntakeLimits = IntakeLimits()) -> Path:
+    """Unpacks `archive` into `dest` (created; reused when a previous run completed it) and returns the
+    submission root inside it. Raises IntakeError for a hostile or broken archive."""
+    done_marker = dest / ".unpacked"
+    if done_marker.exists():
+        return submission_root(dest / "files")
+    if dest.exists():
+        shutil.rmtree(dest)  # a previous run was interrupted mid-unpack
+    staging = dest.with_name(dest.name + f".tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "files").mkdir(parents=True)
+    try:
+        if zipfile.is_zipfile(archive):
+            _extract_zip(archive, staging / "files", limits)
+        elif tarfile.is_tarfile(archive):
+            _extract_tar(archive, staging / "files", limits)
+        else:
+            raise IntakeError("not a zip or tar archive")
+    except IntakeError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise IntakeError(f"cannot unpack archive: {exc}") from exc
+    (staging / ".unpacked").write_text(archive.name)
+    os.replace(staging, dest)
+    return submission_root(dest / "files")
+
+
+# --------------------------------------------------------------------------------------------- folders
+
+
+def _visible_children(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name not in IGNORED_NAMES and not p.name.startswith("."))
+
+
+def submission_root(folder: Path) -> Path:
+    """Descends through wrapper folders (`alice/my_ops/...`, an archive's single top folder) to the folder
+    holding the submission."""
+    current = folder
+    for _ in range(4):
+        children = _visible_children(current)
+        if len(children) == 1 and children[0].is_dir() and not children[0].is_symlink():
+            if children[0].name in ("mlu", "cpp"):
+                break
+            current = children[0]
+        else:
+            break
+    return current
+
+
+def _walk_files(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_NAMES)
+        for name in sorted(filenames):
+            if name in IGNORED_NAMES or name.endswith(IGNORED_SUFFIXES):
+                continue
+            yield Path(dirpath) / name
+
+
+def content_hash(root: Path, limits: IntakeLimits = IntakeLimits()) -> str:
+    """sha256 over (relative path, executable bit, bytes) of every file: equal for identical submissions
+    wherever they sit and whatever the folder is called. Raises IntakeError past the size caps."""
+    digest = hashlib.sha256()
+    files = 0
+    total = 0
+    for path in _walk_files(root):
+        rel = path.relative_to(root).as_posix()
+        info = path.lstat()
+        files += 1
+        if files > limits.max_files:
+            raise IntakeError(f"more than {limits.max_files} files")
+        if stat.S_ISLNK(info.st_mode):
+            digest.update(f"L {rel}\0{os.readlink(path)}\0".encode())
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        total += info.st_size
+        if info.st_size > limits.max_file_bytes or total > limits.max_total_bytes:
+            raise IntakeError(f"submission larger than the caps ({rel!r})")
+        digest.update(f"F {rel}\0{int(bool(info.st_mode & 0o111))}\0{info.st_size}\0".encode())
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 16):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _student_name_from_toml(root: Path) -> str:
+    """The name a student wrote in grade.toml [student] (display only; the id comes from the instructor)."""
+    toml = root / "grade.toml"
+    if not toml.is_file():
+        return ""
+    try:
+        import tomllib
+
+        data = tomllib.loads(toml.read_text(errors="replace")[:65536])
+    except (ValueError, OSError):
+        return ""
+    student = data.get("student")
+    name = student.get("name") if isinstance(student, dict) else None
+    return name[:200] if isinstance(name, str) else ""
+
+
+def _take_in(student_id: str, name: str, origin: str, source: Path, unpack_dir: Path,
+             limits: IntakeLimits, extra: dict[str, str] | None = None) -> Submission:
+    sub = Submission(student_id=student_id, name=name, origin=origin, path=None, extra=extra or {})
+    try:
+        if source.is_dir():
+            root = submission_root(source)
+        elif is_archive(source):
+            if source.stat().st_size > limits.max_total_bytes:
+                raise IntakeError(f"archive larger than {limits.max_total_bytes} bytes")
+            root = unpack_archive(source, unpack_dir / f"{sub.slug}-{file_digest(source)}", limits)
+        elif not source.exists():
+            raise IntakeError(f"no submission at {source}")
+        else:
+            raise IntakeError(f"not a folder or a zip/tar archive: {source.name}")
+        sub.path = root
+        sub.content_hash = content_hash(root, limits)
+        sub.name = sub.name or _student_name_from_toml(root)
+    except IntakeError as exc:
+        sub.problem = str(exc)
+        sub.content_hash = sub.content_hash or hashlib.sha256(f"problem\0{exc}".encode()).hexdigest()
+    return sub
+
+
+# ---------------------------------------------------------------------------------------------- rosters
+
+_ID_COLUMNS = ("student_id", "student id", "id", "sis user id", "sis_user_id", "sis_id", "login", "username")
+_NAME_COLUMNS = ("name", "student name", "student", "full name", "full_name")
+_PATH_COLUMNS = ("path", "submission", "folder", "file", "archive")
+
+
+def _pick(header: list[str], candidates: tuple[str, ...]) -> int | None:
+    lowered = [h.strip().lower() for h in header]
+    for cand in candidates:
+        if cand in lowered:
+            return lowered.index(cand)
+    return None
+
+
+def read_roster(roster: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLimits()) -> list[Submission]:
+    """A roster CSV: student id, name, path (relative to the CSV's folder). With a header, columns are found
+    by name and the others are kept for exports (section, SIS login ...); without one, the first three
+    columns are id, name, path. A row with an empty or missing path is a student who did not submit."""
+    with open(roster, newline="", encoding="utf-8-sig") as fh:
+        rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+    if not rows:
+        raise IntakeError(f"roster {roster} is empty")
+    header = rows[0]
+    cols = (_pick(header, _ID_COLUMNS), _pick(header, _NAME_COLUMNS), _pick(header, _PATH_COLUMNS))
+    if cols[0] is not None and cols[2] is not None:
+        body = rows[1:]
+        id_col, name_col, path_col = cols
+    else:
+        header, body = [], rows
+        id_col, name_col, path_col = 0, 1, 2
+    seen: set[str] = set()
+    subs = []
+    for lineno, row in enumerate(body, start=2 if header else 1):
+        def cell(i: int | None, row: list[str] = row) -> str:
+            return row[i].strip() if i is not None and i < len(row) else ""
+
+        student_id = cell(id_col)
+        if not student_id:
+            raise IntakeError(f"roster {roster.name} line {lineno}: no student id")
+        if student_id in seen:
+            raise IntakeError(f"roster {roster.name} line {lineno}: student {student_id!r} listed twice")
+        seen.add(student_id)
+        extra = {h.strip(): cell(i) for i, h in enumerate(header) if i not in (id_col, name_col, path_col)}
+        if header and header[id_col].strip().lower() == "id":
+            extra.setdefault("canvas_id", student_id)  # a Canvas gradebook export used as the roster
+        rel = cell(path_col)
+        origin = f"{roster.name}:{lineno}"
+        if not rel:
+            subs.append(Submission(student_id, cell(name_col), origin, None, problem="no submission",
+                                   content_hash=hashlib.sha256(b"no submission").hexdigest(), extra=extra))
+            continue
+        source = (roster.parent / rel).resolve()
+        subs.append(_take_in(student_id, cell(name_col), origin, source, unpack_dir, limits, extra))
+    _check_unique_slugs(subs)
+    return subs
+
+
+def _check_unique_slugs(subs: list[Submission]) -> None:
+    slugs = [s.slug for s in subs]
+    if len(set(slugs)) != len(slugs):
+        raise IntakeError("two student ids map to the same file name; make the ids distinct")
+
+
+# ------------------------------------------------------------------------------------------ entry point
+
+
+def looks_like_submission(folder: Path) -> bool:
+    return (folder / "mlu").is_dir() or (folder / "ops.py").is_file()
+
+
+def collect_submissions(source: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLimits()) -> list[Submission]:
+    """Every submission under `source`: a folder whose entries are student folders or archives (the entry
+    name is the student id), a roster CSV, or one archive of the whole class holding such entries."""
+    source = source.resolve()
+    if not source.exists():
+        raise IntakeError(f"{source} does not exist")
+    if source.is_file() and source.suffix.lower() == ".csv":
+        return read_roster(source, unpack_dir, limits)
+    if is_archive(source):
+        class_limits = IntakeLimits(limits.max_files * 200, limits.max_total_bytes * 50,
+                                    limits.max_total_bytes, limits.max_depth + 2)
+        source = unpack_archive(source, unpack_dir / f"class-{file_digest(source)}", class_limits)
+    if not source.is_dir():
+        raise IntakeError(f"{source} is not a folder, an archive or a roster CSV")
+    if looks_like_submission(source):
+        raise IntakeError(f"{source} is one submission, not a class; grade it with `grade submit`")
+    subs: list[Submission] = []
+    seen: dict[str, str] = {}
+    for entry in _visible_children(source):
+        if entry.is_dir():
+            student_id = entry.name
+        elif is_archive(entry):
+            student_id = archive_stem(entry)
+        else:
+            continue  # notes, spreadsheets and the like next to the submissions
+        if student_id in seen:
+            raise IntakeError(f"student {student_id!r} has both {seen[student_id]} and {entry.name}")
+        seen[student_id] = entry.name
+        subs.append(_take_in(student_id, "", entry.name, entry, unpack_dir, limits))
+    if not subs:
+        raise IntakeError(f"no student folders or archives in {source}")
+    _check_unique_slugs(subs)
+    return subs

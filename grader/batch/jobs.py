@@ -1,0 +1,72 @@
+"""The unit of batch work: one self-contained, JSON-serialisable grading job, and the results the batch
+makes itself when a job cannot produce one (intake problem, worker crash).
+
+A job names everything a worker needs (paths on storage the worker shares with the batch directory), so
+the same job runs in a local worker process, a Ray task or a Kubernetes pod (README, "Batch grading").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import grader
+from grader.results import GradeResult, Seeds, Student, Verdict, Versions
+
+DEFAULT_ENTRY = "grader.orchestration:grade_submission"
+
+
+@dataclass
+class GradeJob:
+    key: str
+    student_id: str
+    student_name: str
+    submission: str  # folder to grade
+    assignment: str
+    backend: Literal["emu", "mlu"]
+    device: str | None  # emu: device profile; mlu: card index. None: backend default / the slot's device
+    sandbox: str
+    seed_mode: Literal["public", "secret"]
+    batch_dir: str
+    build_cache: str | None = None
+    seed: str | None = None  # None: read from batch.json in batch_dir (plan files never carry the seed)
+    content_hash: str = ""
+    entry: str = DEFAULT_ENTRY  # "module:function" with grade_submission's signature
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> GradeJob:
+        return cls(**json.loads(text))
+
+    def without_seed(self) -> GradeJob:
+        return GradeJob(**{**asdict(self), "seed": None})
+
+
+def seeds_for(mode: str, seed: str | None) -> Seeds:
+    digest = hashlib.sha256((seed or "").encode()).hexdigest()[:16]
+    return Seeds(mode="public" if mode == "public" else "secret",
+                 master=seed if mode == "public" else None, master_digest=digest)
+
+
+def failure_result(job: GradeJob, verdict: Verdict, message: str, *, max_score: float = 0.0) -> GradeResult:
+    """A result for a submission no grading run produced one for; scores nothing."""
+    return GradeResult(
+        student=Student(id=job.student_id, name=job.student_name),
+        assignment=job.assignment,
+        submission_path=job.submission,
+        submission_hash=job.content_hash,
+        backend=job.backend,
+        device_profile=job.device or "",
+        time_is_modelled=job.backend == "emu",
+        sandbox=job.sandbox,
+        verdict=verdict,
+        message=message,
+        score=0.0,
+        max_score=max_score,
+        seeds=seeds_for(job.seed_mode, job.seed),
+        versions=Versions(grader=grader.__version__),
+    )

@@ -1,0 +1,121 @@
+"""The batch worker process: grades one job and commits its result to the batch directory.
+
+    python -m grader.batch.worker < job.json                  # local pool: the job arrives on stdin
+    python -m grader.batch.worker --plan DIR/plan.jsonl --index N   # Kubernetes indexed job / array task
+
+A worker is a separate process so that anything going wrong while grading (a grader bug, an out-of-memory
+kill, a hung toolchain) costs one submission, never the batch. It dies with the process that started it
+(PR_SET_PDEATHSIG), so a killed batch leaves no worker writing results behind its back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from grader.batch.jobs import GradeJob, failure_result
+from grader.batch.store import ResultStore, atomic_write_text
+from grader.results import GradeResult, Student, Verdict
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(expected_parent: int | None) -> None:
+    """Linux: SIGKILL this process when its parent dies; exits at once if the parent is already gone."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(3)
+
+
+def _load_entry(entry: str):  # noqa: ANN202 - returns grade_submission or an equivalent callable
+    module, _, name = entry.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def grade_job(job: GradeJob) -> GradeResult:
+    """Runs grading for `job` in this process and commits the result; returns it. Never raises for what
+    the submission or the grader did: those become results."""
+    store = ResultStore(Path(job.batch_dir))
+    if job.seed is None:
+        job.seed = json.loads(store.manifest_path.read_text())["seed"]
+    final_dir = store.run_dir(job.key)
+    work_dir = final_dir.with_name(f"{job.key}.partial-{os.getpid()}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        from grader.orchestration.options import GradeOptions
+
+        options = GradeOptions(
+            assignment=job.assignment, backend=job.backend, device=job.device,
+            sandbox=job.sandbox,  # type: ignore[arg-type]
+            seed_mode=job.seed_mode, seed=job.seed, out_dir=work_dir,
+            build_cache=Path(job.build_cache) if job.build_cache else None, batch=True,
+        )
+        result = _load_entry(job.entry)(Path(job.submission), options)
+        if not isinstance(result, GradeResult):
+            raise TypeError(f"{job.entry} returned {type(result).__name__}, not GradeResult")
+        # The instructor's roster decides who a submission belongs to, not the student's grade.toml.
+        result.student = Student(id=job.student_id, name=job.student_name or result.student.name)
+        if (work_dir / "results.json").is_file():
+            atomic_write_text(work_dir / "results.json", result.to_json())
+    except Exception as exc:  # the grader itself failed: record it as ours, never the student's
+        tail = "".join(traceback.format_exception(exc))[-4000:]
+        result = failure_result(job, Verdict.INTERNAL_ERROR, f"the grader failed: {exc!r}\n{tail}")
+    if final_dir.exists():
+        shutil.rmtree(final_dir)  # --force regrade of the same key
+    os.replace(work_dir, final_dir)
+    store.save(job.key, result)  # the commit point: after this the submission counts as graded
+    store.log("graded", key=job.key, student=job.student_id, verdict=str(result.verdict),
+              seconds=round(time.monotonic() - started, 2), pid=os.getpid())
+    return result
+
+
+def _job_from_plan(plan: Path, index: int) -> GradeJob:
+    with open(plan, encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i == index:
+                return GradeJob.from_json(line)
+    raise SystemExit(f"{plan} has no job {index}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.batch.worker")
+    parser.add_argument("--plan", type=Path, help="plan.jsonl written by `grade batch --plan-only`")
+    parser.add_argument("--index", type=int, default=None,
+                        help="job index in the plan (default: $JOB_COMPLETION_INDEX, as Kubernetes sets)")
+    parser.add_argument("--parent", type=int, default=None, help="die if this pid is not our parent")
+    parser.add_argument("--device", default=None, help="override the job's device (the slot's card)")
+    args = parser.parse_args(argv)
+    die_with_parent(args.parent)
+    if args.plan is not None:
+        index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "-1"))
+        job = _job_from_plan(args.plan, index)
+        if ResultStore(Path(job.batch_dir)).is_done(job.key):
+            return 0  # a retried pod whose first attempt committed before dying
+    else:
+        job = GradeJob.from_json(sys.stdin.read())
+    if args.device is not None:
+        job.device = args.device
+    # Anything the grader prints goes to our log, never into a channel someone parses.
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    grade_job(job)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

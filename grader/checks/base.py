@@ -1,0 +1,41 @@
+"""What every check strategy returns, and the self-test harness they share (DMOJ-style self-tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Finding:
+    check: str
+    passed: bool
+    message: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    bad_mask: np.ndarray | None = None  # elements this check blames, for the mismatch listing
+
+
+@dataclass(frozen=True)
+class SelfTest:
+    """A crafted (actual, expected) pair with the verdict the check must reach on it."""
+
+    name: str
+    make: Callable[[], tuple[np.ndarray, np.ndarray]]
+    must_pass: bool
+
+
+def run_self_tests(check: Callable[[np.ndarray, np.ndarray], Finding], tests: list[SelfTest]) -> list[str]:
+    """Names of the self-tests the check got wrong (empty when it behaves)."""
+    failures = []
+    for test in tests:
+        actual, expected = test.make()
+        if check(actual, expected).passed != test.must_pass:
+            failures.append(f"{test.name}: expected {'pass' if test.must_pass else 'fail'}")
+    return failures
+
+
+def eps_threshold(dtype: str) -> float:
+    # mlu-ops: below this |reference| a point error is absolute, above it relative.
+    return 1e-4 if dtype == "float16" else 1e-6

@@ -1,0 +1,85 @@
+"""Runs every check strategy on one output and folds them into one decision with a student-readable message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from grader.checks import metrics, nan_inf, unwritten, zero_guard
+from grader.checks.base import Finding
+from grader.results import Mismatch
+from grader.spec.models import CheckPolicy, Tolerance
+
+
+@dataclass
+class CheckOutcome:
+    passed: bool
+    message: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    unwritten_fraction: float = 0.0
+    nan_inf_mismatch: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tolerance,
+            policy: CheckPolicy) -> CheckOutcome:
+    if actual.shape != tuple(expected.shape):
+        return CheckOutcome(False, f"output shape {list(actual.shape)} but expected {list(expected.shape)}")
+    if actual.dtype.kind != "f":
+        return CheckOutcome(False, f"output dtype {actual.dtype} but expected {dtype}")
+    if str(actual.dtype) != dtype:
+        return CheckOutcome(False, f"output dtype {actual.dtype} but expected {dtype} (same as the inputs)")
+    a = actual.astype(np.float64)
+    b = expected.astype(np.float64)
+    findings: list[Finding] = []
+    unwritten_finding = unwritten.check(a, b) if policy.unwritten else None
+    if unwritten_finding:
+        findings.append(unwritten_finding)
+    exclude = unwritten_finding.bad_mask if unwritten_finding else None
+    findings.append(nan_inf.check(a, b, policy.nan_inf, exclude=exclude))
+    limits = {"diff1": tolerance.diff1, "diff2": tolerance.diff2, "diff3": tolerance.diff3, "diff3_2": tolerance.diff3_2}
+    accuracy = metrics.check(a, b, dtype, limits)
+    findings.append(accuracy)
+    if policy.zero_guard:
+        findings.append(zero_guard.check(a, b, policy.zero_guard_ratio))
+    failed = [f for f in findings if not f.passed]
+    outcome = CheckOutcome(
+        passed=not failed,
+        message="; ".join(f.message for f in failed),
+        metrics=accuracy.metrics,
+        unwritten_fraction=unwritten_finding.metrics["unwritten_fraction"] if unwritten_finding else 0.0,
+        nan_inf_mismatch=int(findings[1 if unwritten_finding else 0].metrics["nan_inf_mismatch"]),
+    )
+    if failed:
+        outcome.mismatches = first_mismatches(a, b, dtype, tolerance, policy.max_mismatches)
+    return outcome
+
+
+def first_mismatches(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolerance, limit: int) -> list[Mismatch]:
+    """The first elements (in index order) that are clearly wrong; the worst ones when no single element is."""
+    nonfinite = (np.isnan(a) != np.isnan(b)) | (np.isinf(a) != np.isinf(b)) | (np.isinf(a) & np.isinf(b) & (a != b))
+    both = np.isfinite(a) & np.isfinite(b)
+    errors = np.zeros(a.shape)
+    errors[both] = metrics.point_errors(a[both], b[both], dtype)
+    per_element = tolerance.diff3 or 10 * max(tolerance.diff1 or 0.0, tolerance.diff2 or 0.0) or 1e-3
+    if tolerance.diff3_2 is not None:
+        # An absolute ceiling is stricter than a point-error bound: list what breaks it.
+        bad = nonfinite | (both & (np.abs(a - b) > tolerance.diff3_2))
+    else:
+        bad = nonfinite | (both & (errors > per_element))
+    flat = np.flatnonzero(bad)[:limit]
+    if flat.size == 0:
+        flat = np.sort(np.argsort(errors.reshape(-1))[::-1][:limit])
+    out = []
+    for i in flat:
+        index = [int(v) for v in np.unravel_index(int(i), a.shape)]
+        actual = float(a.reshape(-1)[i])
+        out.append(Mismatch(index=index, expected=_json_float(float(b.reshape(-1)[i])),
+                            actual=None if np.isnan(actual) and np.isfinite(b.reshape(-1)[i]) else _json_float(actual)))
+    return out
+
+
+def _json_float(value: float) -> float | None:
+    # JSON has no NaN/Inf; the report shows None as "never written / not a number".
+    return value if np.isfinite(value) else None

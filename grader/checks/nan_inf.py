@@ -1,0 +1,39 @@
+"""Strict NaN/Inf positions (mlu-ops compareNanInfStrict): every NaN, +Inf and -Inf must sit where the reference has it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.checks.base import Finding, SelfTest, run_self_tests
+
+
+def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclude: np.ndarray | None = None) -> Finding:
+    a, b = actual.astype(np.float64), expected.astype(np.float64)
+    if mode == "loose":
+        # Loose: only non-finite values where the reference is finite count (the other direction is forgiven).
+        bad = ~np.isfinite(a) & np.isfinite(b)
+    else:
+        bad = (np.isnan(a) != np.isnan(b)) | (np.isposinf(a) != np.isposinf(b)) | (np.isneginf(a) != np.isneginf(b))
+    if exclude is not None:
+        bad &= ~exclude  # already blamed on another check (unwritten elements)
+    count = int(bad.sum())
+    message = f"{count} element(s) with NaN/Inf where the reference differs" if count else ""
+    return Finding("nan_inf", count == 0, message, {"nan_inf_mismatch": float(count)}, bad)
+
+
+def _with(value: float, in_actual: bool) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.linspace(0, 1, 50), np.linspace(0, 1, 50)
+    (a if in_actual else b)[7] = value
+    return a, b
+
+
+SELF_TESTS = [
+    SelfTest("matching inf", lambda: (np.array([1.0, np.inf, -np.inf, np.nan]), np.array([1.0, np.inf, -np.inf, np.nan])), True),
+    SelfTest("NaN produced", lambda: _with(np.nan, True), False),
+    SelfTest("NaN swallowed", lambda: _with(np.nan, False), False),
+    SelfTest("inf sign flipped", lambda: (np.array([np.inf]), np.array([-np.inf])), False),
+]
+
+
+def self_test() -> list[str]:
+    return run_self_tests(check, SELF_TESTS)

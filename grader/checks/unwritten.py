@@ -1,0 +1,44 @@
+"""Unwritten outputs: the output is NaN-poisoned before each call, so NaN where the reference is finite means
+the kernel never wrote that element (a dropped tail, a task that skipped its rows) -- or computed a NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.checks.base import Finding, SelfTest, run_self_tests
+
+
+def mask(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    return np.isnan(actual) & np.isfinite(expected)
+
+
+def check(actual: np.ndarray, expected: np.ndarray) -> Finding:
+    bad = mask(actual.astype(np.float64), expected.astype(np.float64))
+    count = int(bad.sum())
+    fraction = count / bad.size if bad.size else 0.0
+    message = ""
+    if count:
+        first = [int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape)]
+        message = (f"{count} of {bad.size} output elements were never written ({fraction:.1%}; still hold the NaN "
+                   f"poison), first at index {first}")
+    return Finding("unwritten", count == 0, message, {"unwritten_fraction": fraction}, bad)
+
+
+def _partly(n_unwritten: int) -> tuple[np.ndarray, np.ndarray]:
+    b = np.linspace(-1, 1, 130)
+    a = b.copy()
+    if n_unwritten:
+        a[-n_unwritten:] = np.nan
+    return a, b
+
+
+SELF_TESTS = [
+    SelfTest("fully written", lambda: _partly(0), True),
+    SelfTest("last element unwritten", lambda: _partly(1), False),
+    SelfTest("tail of 66 unwritten", lambda: _partly(66), False),
+    SelfTest("NaN expected", lambda: (np.array([np.nan, 1.0]), np.array([np.nan, 1.0])), True),
+]
+
+
+def self_test() -> list[str]:
+    return run_self_tests(check, SELF_TESTS)

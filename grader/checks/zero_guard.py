@@ -1,0 +1,33 @@
+"""Guard against trivial outputs: an (almost) all-zero output never passes when the reference is not zero.
+
+DIFF1/DIFF2 are relative, so a reference that is itself tiny (e.g. sigmoid of very negative inputs) would
+let zeros through; this check closes that door (KernelBench #165).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.checks.base import Finding, SelfTest, run_self_tests
+
+
+def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3) -> Finding:
+    a, b = actual.astype(np.float64), expected.astype(np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    ref_mass = float(np.abs(b[finite]).sum())
+    out_mass = float(np.abs(a[finite]).sum())
+    if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
+        return Finding("zero_guard", True)
+    return Finding("zero_guard", False,
+                   f"the output is (almost) all zeros (sum|out| = {out_mass:.3g}, reference {ref_mass:.3g})")
+
+
+SELF_TESTS = [
+    SelfTest("zeros vs tiny reference", lambda: (np.zeros(100), np.full(100, 1e-7)), False),
+    SelfTest("zeros vs zeros", lambda: (np.zeros(8), np.zeros(8)), True),
+    SelfTest("small but real output", lambda: (np.full(100, 1e-7), np.full(100, 1.1e-7)), True),
+]
+
+
+def self_test() -> list[str]:
+    return run_self_tests(check, SELF_TESTS)

@@ -1,0 +1,5 @@
+"""`python -m grader.cli` = the `grade` command."""
+
+from grader.cli.app import main
+
+main()

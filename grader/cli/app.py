@@ -1,0 +1,241 @@
+"""The `grade` command line: submit, batch, calibrate, doctor, images, spec, selftest.
+
+Thin by design: every command parses options, calls one function of the library and renders its result.
+Exit codes: 0 only when everything graded passed; 1 graded with failures; 2 usage or environment errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from grader.orchestration import GradeOptions, grade_submission
+from grader.results import GradeResult, Verdict
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Autograder for Cambricon BANG C kernels.")
+images_app = typer.Typer(no_args_is_help=True, help="Build the sandbox images.")
+spec_app = typer.Typer(no_args_is_help=True, help="Validate and document assignment specs.")
+app.add_typer(images_app, name="images")
+app.add_typer(spec_app, name="spec")
+
+BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="emu (emulator, modelled time) or mlu (real card)")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", "-d", help="emu: device profile (mlu370-x8 ...); mlu: card")]
+SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto, docker, bwrap or none (unsandboxed: own code only)")]
+
+
+def _console(json_mode: bool) -> Console:
+    # With --json, stdout carries only the JSON document; everything human goes to stderr.
+    return Console(stderr=json_mode, highlight=False)
+
+
+def _check_choice(value: str, allowed: tuple[str, ...], name: str) -> str:
+    if value not in allowed:
+        raise typer.BadParameter(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+@app.command()
+def submit(
+    submission: Annotated[Path, typer.Argument(help="the submission folder (my_ops/)")],
+    assignment: Annotated[str | None, typer.Option("--assignment", "-a", help="default: grade.toml's")] = None,
+    backend: BackendOpt = "emu",
+    device: DeviceOpt = None,
+    sandbox: SandboxOpt = "auto",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="folder for results.json and report.html")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print the results JSON on stdout")] = False,
+    seed: Annotated[str | None, typer.Option(help="master seed (default: the public one)")] = None,
+    secret: Annotated[bool, typer.Option("--secret", help="instructor grading: fresh secret seed, withheld")] = False,
+    stages: Annotated[str | None, typer.Option(help="comma-separated stages to grade (default: all)")] = None,
+    gradescope: Annotated[Path | None, typer.Option(help="also write Gradescope's results.json here")] = None,
+    build_cache: Annotated[Path | None, typer.Option(help="reuse builds of identical submissions")] = None,
+) -> None:
+    """Grade one submission: build, check every case, time every stage, score, report."""
+    _check_choice(backend, ("emu", "mlu"), "--backend")
+    _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
+    console = _console(json_output)
+    out_dir = out or Path("out") / submission.resolve().name
+    with _progress(console) as progress:
+        task = progress.add_task("starting", total=1.0)
+        options = GradeOptions(
+            assignment=assignment, backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]
+            seed_mode="secret" if secret else "public", seed=seed, out_dir=out_dir, build_cache=build_cache,
+            stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None,
+            progress=lambda step, fraction: progress.update(task, description=step, completed=fraction))
+        result = grade_submission(submission, options)
+    from grader.cli.summary import print_summary
+
+    print_summary(result, console)
+    report = _write_report(result, out_dir / "report.html", console)
+    if gradescope is not None:
+        from grader.gradescope import write_gradescope
+
+        write_gradescope(result, gradescope)
+        console.print(f"gradescope:  {gradescope}")
+    console.print(f"results:     {out_dir / 'results.json'}")
+    if report is not None:
+        console.print(f"report:      {report}")
+    if json_output:
+        sys.stdout.write(result.to_json() + "\n")
+    raise typer.Exit(exit_code(result))
+
+
+def exit_code(result: GradeResult) -> int:
+    if result.verdict == Verdict.PASSED:
+        return 0
+    return 2 if result.verdict == Verdict.INTERNAL_ERROR else 1
+
+
+def _write_report(result: GradeResult, path: Path, console: Console) -> Path | None:
+    try:
+        from grader.reporting import render_report
+    except ImportError as exc:
+        console.print(f"[yellow]no HTML report: the reporting module is not available ({exc})[/]")
+        return None
+    try:
+        return render_report(result, path)
+    except Exception as exc:  # noqa: BLE001 -- the grade stands even if the report cannot be drawn
+        console.print(f"[yellow]the HTML report could not be written: {type(exc).__name__}: {exc}[/]")
+        return None
+
+
+@app.command()
+def batch(
+    submissions: Annotated[Path, typer.Argument(help="folder of submissions (one folder or archive per student)")],
+    assignment: Annotated[str, typer.Option("--assignment", "-a")],
+    out: Annotated[Path, typer.Option("--out", "-o")] = Path("out/batch"),
+    workers: Annotated[int | None, typer.Option(help="parallel workers (default: per device slot)")] = None,
+    backend: BackendOpt = "emu",
+    device: DeviceOpt = None,
+    sandbox: SandboxOpt = "auto",
+    force: Annotated[bool, typer.Option(help="regrade everything, ignoring stored results")] = False,
+    seed: Annotated[str | None, typer.Option(help="master seed (default: a fresh secret one)")] = None,
+    build_cache: Annotated[Path | None, typer.Option()] = None,
+    job_timeout: Annotated[float, typer.Option(help="seconds before a worker's submission counts as hung")] = 1800.0,
+    plan_only: Annotated[bool, typer.Option(help="write the job plan (and a Kubernetes Job) instead of grading")] = False,
+    image: Annotated[str | None, typer.Option(help="container image for --plan-only")] = None,
+) -> None:
+    """Grade a whole class, resumably (see grader.orchestration.batch)."""
+    from grader.orchestration.batch import BatchError, run_batch
+
+    console = Console()
+    try:
+        summary = run_batch(submissions, assignment, out, workers=workers, backend=backend, sandbox=sandbox,
+                            force=force, seed=seed, device=device, build_cache=build_cache,
+                            job_timeout=job_timeout, plan_only=plan_only, image=image)
+    except BatchError as exc:
+        console.print(f"[red]batch refused:[/] {exc}")
+        raise typer.Exit(2) from exc
+    for line in summary.lines():
+        console.print(line, highlight=False)
+    raise typer.Exit(0 if summary.worker_failures == 0 else 1)
+
+
+@app.command()
+def calibrate(
+    assignment: Annotated[str, typer.Option("--assignment", "-a")],
+    backend: BackendOpt = "emu",
+    device: DeviceOpt = None,
+    sandbox: SandboxOpt = "auto",
+    reference: Annotated[Path | None, typer.Option(help="one submission serving every stage (default: "
+                                                         "reference_kernels/<assignment>/<stage>/)")] = None,
+    stages: Annotated[str | None, typer.Option(help="comma-separated stages (default: all)")] = None,
+    build_cache: Annotated[Path | None, typer.Option()] = None,
+) -> None:
+    """Time the reference kernels and write assignments/<name>/thresholds/<backend>-<device>.toml."""
+    from grader.orchestration.calibrate import CalibrationError
+    from grader.orchestration.calibrate import calibrate as run_calibration
+
+    console = Console(highlight=False)
+    options = GradeOptions(backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]
+                           build_cache=build_cache, stages=stages.split(",") if stages else None)
+    try:
+        done = run_calibration(assignment, options, reference=reference, log=console.print)
+    except CalibrationError as exc:
+        console.print(f"[red]calibration failed:[/] {exc}")
+        raise typer.Exit(1) from exc
+    table = Table(title=f"thresholds written to {done.path}", title_justify="left")
+    for col in ("stage", "reference us", "threshold us"):
+        table.add_column(col, justify="right" if col != "stage" else "left")
+    for name, t in done.thresholds.items():
+        table.add_row(name, f"{t.reference_us:,.6g}", f"{t.threshold_us:,.6g}")
+    console.print(table)
+
+
+@app.command()
+def doctor() -> None:
+    """What backends, sandboxes and devices this machine has, and how to fix what is missing."""
+    from grader.cli.doctor import diagnose
+
+    console = Console(highlight=False)
+    table = Table(title="grade doctor", title_justify="left")
+    for col in ("area", "item", "status", "detail", "fix"):
+        table.add_column(col)
+    findings = diagnose()
+    for f in findings:
+        table.add_row(f.area, f.item, "[green]ok[/]" if f.ok else "[red]missing[/]", f.detail, f.fix)
+    console.print(table)
+    emu_ok = any(f.area == "backend" and f.item == "emu" and f.ok for f in findings)
+    raise typer.Exit(0 if emu_ok else 1)
+
+
+@images_app.command("build")
+def images_build(rebuild: Annotated[bool, typer.Option(help="rebuild even when up to date")] = False) -> None:
+    """Build (or confirm) the emulation sandbox image."""
+    from grader.sandbox.images import ensure_emu_image
+
+    tag = ensure_emu_image(rebuild=rebuild, log=lambda line: print(line, file=sys.stderr))
+    print(tag)
+
+
+@spec_app.command("check")
+def spec_check(paths: Annotated[list[str], typer.Argument(help="assignment names or folders")]) -> None:
+    """Validate assignment specs; prints every problem with where it is."""
+    from grader.spec import SpecError, load_assignment
+
+    failed = False
+    for path in paths:
+        try:
+            spec = load_assignment(path)
+        except SpecError as exc:
+            failed = True
+            print(f"{exc}\n")
+            continue
+        print(f"{path}: ok ({len(spec.groups)} groups, {len(spec.cases)} cases, {len(spec.stages)} stages, "
+              f"{spec.max_score:g} points)")
+    raise typer.Exit(1 if failed else 0)
+
+
+@spec_app.command("schema")
+def spec_schema() -> None:
+    """The assignment spec's JSON schema, with every key's description and default."""
+    from grader.spec import AssignmentSpec
+
+    print(json.dumps(AssignmentSpec.model_json_schema(), indent=2))
+
+
+@app.command()
+def selftest() -> None:
+    """Run every correctness check's self-tests (crafted outputs that must pass or fail)."""
+    from grader.checks import self_test_all
+
+    failures = {k: v for k, v in self_test_all().items() if v}
+    for name, problems in self_test_all().items():
+        print(f"{name}: {'ok' if not problems else '; '.join(problems)}")
+    raise typer.Exit(1 if failures else 0)
+
+
+def main() -> None:
+    app()
+

@@ -1,0 +1,206 @@
+"""The student contract, checked on the host before anything is built: folders, grade.toml, entry functions.
+
+Every problem becomes a LayoutError whose message says what is missing and shows the expected layout.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.results import Student
+from grader.spec.models import AssignmentSpec
+
+DEFAULT_MODULE = "ops"
+DEFAULT_EXTENSION = "my_ops_ext"
+MAX_FILES = 2000
+MAX_BYTES = 50 << 20
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REGISTRATION = re.compile(r"\b(TORCH_LIBRARY(_FRAGMENT|_IMPL)?|PYBIND11_MODULE)\s*\(")
+_TOP_KEYS = {"assignment", "module", "extension", "student", "entries"}
+
+EXPECTED_LAYOUT = """\
+Expected layout (see the README, "Student handout"):
+  my_ops/
+    mlu/*.mlu, mlu/*.h   kernels and host entry functions that launch them with <<<dim, type, queue>>>
+    cpp/*.cpp, cpp/*.h   PyTorch bindings: TORCH_LIBRARY(+_IMPL) or PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
+    ops.py               entry functions, e.g. sigmoid(x) and matmul(a, b), calling the compiled op
+    grade.toml           optional: assignment, module, extension, [student] id/name, [entries] stage = "function\""""
+
+
+class LayoutError(Exception):
+    """The submission cannot be graded as laid out; str() is the whole message for the student."""
+
+    def __init__(self, problem: str, show_layout: bool = True) -> None:
+        super().__init__(problem + ("\n\n" + EXPECTED_LAYOUT if show_layout else ""))
+        self.problem = problem
+
+
+class ModuleSyntaxError(Exception):
+    """The entry module does not parse: reported as a compile error with Python's message."""
+
+
+@dataclass
+class Submission:
+    root: Path
+    student: Student
+    assignment: str | None
+    module: str
+    extension: str
+    entries: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def module_path(self) -> Path:
+        return self.root / f"{self.module}.py"
+
+
+def inspect_submission(root: Path) -> Submission:
+    root = Path(root)
+    if not root.is_dir():
+        raise LayoutError(f"{root} is not a folder")
+    _check_size(root)
+    config = _read_grade_toml(root)
+    module = config.get("module", DEFAULT_MODULE)
+    extension = config.get("extension", DEFAULT_EXTENSION)
+    for key, value in (("module", module), ("extension", extension)):
+        if not isinstance(value, str) or not _IDENT.match(value):
+            raise LayoutError(f"grade.toml: {key} must be a Python identifier, got {value!r}", show_layout=False)
+    problems = []
+    _sources(root, "mlu", "mlu", "your .mlu kernels go there", problems)
+    cpp = _sources(root, "cpp", "cpp", "your PyTorch C++ bindings go there", problems)
+    if cpp and not any(_REGISTRATION.search(p.read_text(encoding="utf-8", errors="replace")) for p in cpp):
+        problems.append("no file in cpp/ registers an operator: add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(...); } "
+                        "or TORCH_LIBRARY(<namespace>, m) { m.def(...); } with TORCH_LIBRARY_IMPL")
+    if not (root / f"{module}.py").is_file():
+        where = "the default module" if "module" not in config else "grade.toml's module"
+        problems.append(f"missing {module}.py ({where}) at the top of the submission")
+    if problems:
+        raise LayoutError("the submission is not laid out as the grader expects:\n" +
+                          "\n".join(f"  - {p}" for p in problems))
+    student_table = config.get("student", {})
+    if not isinstance(student_table, dict):
+        raise LayoutError("grade.toml: [student] must be a table with id and name", show_layout=False)
+    student = Student(id=str(student_table.get("id", "anonymous")), name=str(student_table.get("name", "")))
+    entries = config.get("entries", {})
+    if not isinstance(entries, dict) or not all(isinstance(v, str) and _IDENT.match(v) for v in entries.values()):
+        raise LayoutError("grade.toml: [entries] maps stage names to function names, e.g. "
+                          'matmul_vector = "matmul_vector"', show_layout=False)
+    assignment = config.get("assignment")
+    if assignment is not None and not isinstance(assignment, str):
+        raise LayoutError("grade.toml: assignment must be a string, e.g. \"matmul\"", show_layout=False)
+    warnings = []
+    if (root / "setup.py").exists():
+        warnings.append("setup.py is ignored: the grader builds the extension with its own recipe")
+    return Submission(root=root, student=student, assignment=assignment, module=module, extension=extension,
+                      entries=dict(entries), warnings=warnings)
+
+
+def resolve_entries(submission: Submission, spec: AssignmentSpec, known_stage_keys: set[str]) -> dict[str, str]:
+    """Stage name -> entry function. Keys: '<assignment>_<stage>' or '<stage>'; '<assignment>' overrides the default."""
+    unknown = sorted(set(submission.entries) - known_stage_keys)
+    if unknown:
+        raise LayoutError(f"grade.toml [entries]: unknown key(s) {unknown}; valid keys are "
+                          f"{sorted(known_stage_keys)}", show_layout=False)
+    default = submission.entries.get(spec.name, spec.entry)
+    resolved = {}
+    for stage in spec.stages:
+        resolved[stage.name] = submission.entries.get(f"{spec.name}_{stage.name}",
+                                                      submission.entries.get(stage.name, default))
+    return resolved
+
+
+def stage_keys(specs: list[AssignmentSpec]) -> set[str]:
+    keys = set()
+    for spec in specs:
+        keys.add(spec.name)
+        for stage in spec.stages:
+            keys |= {stage.name, f"{spec.name}_{stage.name}"}
+    return keys
+
+
+def check_entry_functions(submission: Submission, needed: dict[str, list[str]]) -> None:
+    """Statically confirm the module defines each needed function (function -> stages needing it)."""
+    source = submission.module_path.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(source, filename=submission.module_path.name)
+    except SyntaxError as exc:
+        raise ModuleSyntaxError(f"{submission.module_path.name}:{exc.lineno}: {exc.msg}\n"
+                                f"    {(exc.text or '').rstrip()}") from exc
+    defined, dynamic = _top_level_names(tree)
+    if dynamic:
+        return  # star imports or a module __getattr__: leave it to the run to find out
+    missing = {fn: stages for fn, stages in needed.items() if fn not in defined}
+    if missing:
+        lines = [f"  - {fn}  (serves stage{'s' if len(st) > 1 else ''} {', '.join(st)})" for fn, st in missing.items()]
+        raise LayoutError(f"{submission.module_path.name} does not define the entry function(s) the grader calls:\n"
+                          + "\n".join(lines) + "\nDefine them at the top level of the module, or map stages to "
+                          "your function names in grade.toml [entries].")
+
+
+def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
+    names: set[str] = set()
+    dynamic = False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+            dynamic |= node.name == "__getattr__"
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    dynamic = True
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            dynamic = True  # conditional definitions: do not second-guess them
+    return names, dynamic
+
+
+def _sources(root: Path, folder: str, suffix: str, purpose: str, problems: list[str]) -> list[Path]:
+    """The files the build compiles: directly inside the folder (the build does not recurse)."""
+    where = root / folder
+    if not where.is_dir():
+        problems.append(f"missing folder {folder}/ ({purpose})")
+        return []
+    found = sorted(where.glob(f"*.{suffix}"))
+    if not found:
+        nested = sorted(p.relative_to(root) for p in where.rglob(f"*.{suffix}"))
+        hint = f": {nested[0]} is in a subfolder, but only {folder}/*.{suffix} is compiled" if nested else ""
+        problems.append(f"{folder}/ holds no .{suffix} file{hint}")
+    return found
+
+
+def _check_size(root: Path) -> None:
+    count, total = 0, 0
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(root.resolve()):
+                raise LayoutError(f"{path.relative_to(root)} is a symlink pointing outside the submission",
+                                  show_layout=False)
+        if path.is_file():
+            count += 1
+            total += path.stat().st_size
+    if count > MAX_FILES or total > MAX_BYTES:
+        raise LayoutError(f"the submission is too large ({count} files, {total >> 20} MiB; limits {MAX_FILES} files, "
+                          f"{MAX_BYTES >> 20} MiB): remove build outputs and data files", show_layout=False)
+
+
+def _read_grade_toml(root: Path) -> dict:
+    path = root / "grade.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise LayoutError(f"grade.toml is not valid TOML: {exc}", show_layout=False) from exc
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise LayoutError(f"grade.toml: unknown key(s) {unknown}; known keys are {sorted(_TOP_KEYS)}", show_layout=False)
+    return data

@@ -1,0 +1,304 @@
+"""`grade batch`: grades a whole class, resumably, on one worker process per device slot.
+
+    run_batch(Path("submissions/"), "matmul", Path("out/matmul"), workers=2, backend="emu",
+              sandbox="auto", force=False, seed=None, progress=True)
+
+Rerunning the same command skips every submission whose result is stored under the same key (student,
+assignment, submission content, spec, grader version, backend/device, seed), so an interrupted batch
+resumes where it stopped; `force=True` regrades everything. The exports (gradebook, Canvas CSV,
+Gradescope results.json, per-student reports, class dashboard) are rebuilt from the stored results at the
+end of every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import grader
+from grader.batch.dashboard import write_dashboard
+from grader.batch.distributed import make_self_contained, write_kubernetes_job, write_plan
+from grader.batch.exports import ClassRow, write_exports
+from grader.batch.intake import IntakeError, IntakeLimits, Submission, collect_submissions
+from grader.batch.jobs import DEFAULT_ENTRY, GradeJob, failure_result
+from grader.batch.pool import Slot, WorkerPool
+from grader.batch.store import KeyParts, ResultStore, atomic_write_text, seed_digest
+from grader.results import GradeResult, Verdict
+
+BREAKER_FAILURES = 4  # consecutive grader failures from the start that stop the batch
+UNSANDBOXED = ("none", "process", "bwrap")  # bwrap has no cgroup limits: self-checks only
+
+
+class BatchError(Exception):
+    """The batch as a whole cannot start (bad input, unknown assignment, refused settings, no sandbox) or
+    had to stop (the grader failed on every submission)."""
+
+
+@dataclass
+class BatchSummary:
+    out_dir: Path
+    assignment: str
+    total: int  # students in the batch
+    graded: int  # graded in this run
+    skipped: int  # already graded under the same key
+    worker_failures: int  # graded now but failed on the grader's side: verdict internal_error
+    verdicts: dict[str, int]  # verdict -> students, over the whole class
+    mean_score: float
+    max_score: float
+    wall_seconds: float
+    per_minute: float  # submissions graded per minute in this run
+    outputs: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """A plain-text summary for the terminal."""
+        verdicts = ", ".join(f"{v} {n}" for v, n in sorted(self.verdicts.items(), key=lambda kv: -kv[1]))
+        out = [
+            f"{self.assignment}: {self.total} students; graded {self.graded} now, {self.skipped} already done"
+            + (f", {self.worker_failures} worker failures" if self.worker_failures else ""),
+            f"verdicts: {verdicts}",
+            f"mean score {self.mean_score:.2f} / {self.max_score:g}",
+            f"{self.wall_seconds:.1f} s wall" + (f", {self.per_minute:.1f} submissions/min" if self.graded else ""),
+        ]
+        out += [f"{name}: {path}" for name, path in self.outputs.items()]
+        out += [f"note: {n}" for n in self.notes]
+        return out
+
+
+# ------------------------------------------------------------------------------------------- settings
+
+
+def assignment_fingerprint(assignment: str) -> tuple[str, str, float]:
+    """(spec hash, title, points possible) of an assignment: the hash covers every file of its folder
+    (assignment.toml and calibrated thresholds), so recalibrating regrades."""
+    from grader.spec import SpecError, load_assignment
+    from grader.spec.loader import assignment_dir
+
+    try:
+        folder = assignment_dir(assignment)
+        spec = load_assignment(assignment)
+    except SpecError as exc:
+        raise BatchError(str(exc)) from exc
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    points = sum(g.points for g in spec.groups) + sum(s.points for s in spec.stages)
+    return digest.hexdigest()[:24], spec.title, points
+
+
+def device_slots(backend: str, workers: int | None, device: str | None) -> list[Slot]:
+    """One slot per MLU card (all cards, the ones `device` lists, at most `workers`), or `workers` CPU slots
+    on the emulator (default: one per two cores, since a grading run keeps a build or run process busy)."""
+    if backend == "mlu":
+        from grader.backends import get_backend
+
+        cards = get_backend("mlu").devices()
+        if device is not None:
+            cards = [c for c in cards if c in device.split(",")]
+        if not cards:
+            raise BatchError("backend mlu: no usable MLU card (/dev/cambricon_dev*) on this machine")
+        return [Slot(i, card) for i, card in enumerate(cards[: workers or len(cards)])]
+    count = workers or max(1, (os.cpu_count() or 2) // 2)
+    return [Slot(i, device) for i in range(count)]
+
+
+def preflight(backend: str, sandbox: str, device: str | None) -> None:
+    """Fails the batch before it starts when the grader cannot work here at all (no sandbox image, no
+    toolchain), instead of turning every student into an internal error."""
+    from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
+    from grader.orchestration.options import GradeOptions
+
+    first_device = device.split(",")[0] if backend == "mlu" and device else device
+    options = GradeOptions(backend=backend, sandbox=sandbox, device=first_device, batch=True)  # type: ignore[arg-type]
+    try:
+        resolve_runner(options, resolve_backend(options))
+    except UnavailableError as exc:
+        raise BatchError(f"cannot grade on this machine: {exc}") from exc
+
+
+def sweep_dead_workers_containers() -> list[str]:
+    """Removes sandbox containers whose worker died (killed batch, timed-out worker); they would otherwise
+    keep running to their own time limit. Containers of live graders are left alone."""
+    try:
+        from grader.sandbox.docker_runner import sweep_leftovers
+
+        return sweep_leftovers(only_dead_owners=True)
+    except Exception:  # noqa: BLE001 - no daemon, no containers to sweep; the preflight reports real problems
+        return []
+
+
+# ---------------------------------------------------------------------------------------------- batch
+
+
+def _progress_bar(total: int):  # noqa: ANN202 - (rich Progress, task id)
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
+                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.description}"),
+                   console=Console(stderr=True))
+    return bar, bar.add_task("", total=total)
+
+
+def _plan(store: ResultStore, subs: list[Submission], *, assignment: str, spec_hash: str, backend: str,
+          device: str | None, sandbox: str, seed_mode: str, seed: str, cache: Path,
+          entry: str) -> dict[str, tuple[Submission, GradeJob]]:
+    plan: dict[str, tuple[Submission, GradeJob]] = {}
+    for sub in subs:
+        parts = KeyParts(student_id=sub.student_id, assignment=assignment, content_hash=sub.content_hash,
+                         spec_hash=spec_hash, grader_version=grader.__version__, backend=backend,
+                         # the emulator's device profile changes modelled times; MLU cards are alike
+                         device=(device or "") if backend == "emu" else "", seed_digest=seed_digest(seed))
+        job = GradeJob(key=parts.key(), student_id=sub.student_id, student_name=sub.name,
+                       submission=str(sub.path or sub.origin), assignment=assignment,
+                       backend=backend,  # type: ignore[arg-type]
+                       device=device, sandbox=sandbox, seed_mode=seed_mode,  # type: ignore[arg-type]
+                       batch_dir=str(store.root), build_cache=str(cache), seed=seed,
+                       content_hash=sub.content_hash, entry=entry)
+        plan[job.key] = (sub, job)
+    return plan
+
+
+def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int | None = None,
+              backend: str = "emu", sandbox: str = "auto", force: bool = False, seed: str | None = None,
+              progress: bool = True, device: str | None = None, build_cache: Path | None = None,
+              job_timeout: float = 1800.0, limits: IntakeLimits | None = None, plan_only: bool = False,
+              image: str | None = None, entry: str = DEFAULT_ENTRY) -> BatchSummary:
+    """Grades every submission under `submissions` for `assignment` into `out_dir` (see module doc).
+
+    `plan_only`: grade nothing here; write DIR/plan.jsonl and a Kubernetes Indexed Job (DIR/k8s-job.json,
+    container `image`) that grades the pending jobs on a cluster; rerun without it to collect and export.
+    Raises BatchError when the batch cannot start; a broken submission or worker never raises, it
+    becomes that student's result."""
+    started = time.monotonic()
+    if sandbox in UNSANDBOXED:
+        raise BatchError(f"batch grading runs student code only in the docker sandbox, not {sandbox!r}; "
+                         "use --sandbox docker or auto")
+    if backend not in ("emu", "mlu"):
+        raise BatchError(f"unknown backend {backend!r}")
+    spec_hash, title, points_possible = assignment_fingerprint(assignment)
+    store = ResultStore(out_dir.resolve())
+    manifest = store.load_or_create_manifest(assignment, backend, seed)
+    try:
+        subs = collect_submissions(submissions, store.intake_dir, limits or IntakeLimits())
+    except IntakeError as exc:
+        raise BatchError(str(exc)) from exc
+    slots = [] if plan_only else device_slots(backend, workers, device)
+    if not plan_only and entry == DEFAULT_ENTRY:
+        preflight(backend, sandbox, device)
+        sweep_dead_workers_containers()
+    cache = (build_cache or store.root / "build-cache").resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    if not plan_only:
+        for leftover in store.runs_dir.glob("*.partial-*"):
+            shutil.rmtree(leftover, ignore_errors=True)  # grading dirs of workers a killed batch left behind
+    plan = _plan(store, subs, assignment=assignment, spec_hash=spec_hash, backend=backend, device=device,
+                 sandbox=sandbox, seed_mode=manifest.seed_mode, seed=manifest.seed, cache=cache, entry=entry)
+
+    to_grade: list[GradeJob] = []
+    skipped = 0
+    for key, (sub, job) in plan.items():
+        if not force and store.is_done(key):
+            skipped += 1
+            store.log("skipped", key=key, student=sub.student_id)
+        elif sub.problem is not None:
+            store.save(key, failure_result(job, Verdict.UNGRADABLE_LAYOUT, sub.problem, max_score=points_possible))
+            store.log("intake_problem", key=key, student=sub.student_id, problem=sub.problem)
+        else:
+            to_grade.append(job)
+    store.log("batch_started", students=len(subs), to_grade=len(to_grade), skipped=skipped, pid=os.getpid(),
+              slots=[asdict(s) for s in slots], force=force, plan_only=plan_only)
+
+    graded = failures = 0
+    outputs: dict[str, str] = {}
+    if plan_only:
+        for job in to_grade:
+            make_self_contained(store, plan[job.key][0], job)
+        outputs["plan"] = str(write_plan(store, to_grade))
+        outputs["kubernetes"] = str(write_kubernetes_job(store, to_grade, backend=backend,
+                                                         parallelism=workers or 4, image=image))
+    elif to_grade:
+        graded, failures = _grade(store, to_grade, slots, job_timeout=job_timeout, progress=progress)
+        if failures and entry == DEFAULT_ENTRY:
+            sweep_dead_workers_containers()
+    grading_seconds = time.monotonic() - started
+
+    rows = []
+    for key, (sub, job) in plan.items():
+        result = store.load(key)
+        if result is None:  # plan-only: the cluster has not graded it yet
+            result = failure_result(job, Verdict.INTERNAL_ERROR, "not graded yet", max_score=points_possible)
+        if not result.max_score:
+            result.max_score = points_possible
+        stored = store.result_path(key)
+        rows.append(ClassRow(sub, result, store.run_dir(key) if store.run_dir(key).is_dir() else None,
+                             stored_as=f"{key}@{stored.stat().st_mtime_ns}" if stored.exists() else ""))
+    notes = write_exports(rows, store.root, title or assignment)
+    write_dashboard(rows, store.root / "dashboard.html", assignment_title=title or assignment,
+                    backend=backend, seed_mode=manifest.seed_mode)
+
+    summary = BatchSummary(
+        out_dir=store.root, assignment=assignment, total=len(rows), graded=graded, skipped=skipped,
+        worker_failures=failures, verdicts=dict(Counter(str(r.result.verdict) for r in rows)),
+        mean_score=sum(r.result.score for r in rows) / len(rows) if rows else 0.0,
+        max_score=points_possible, wall_seconds=time.monotonic() - started,
+        per_minute=60.0 * graded / grading_seconds if graded and grading_seconds > 0 else 0.0,
+        outputs={**outputs, "gradebook": str(store.root / "gradebook.csv"), "canvas": str(store.root / "canvas.csv"),
+                 "gradescope": str(store.root / "gradescope"), "reports": str(store.root / "reports"),
+                 "dashboard": str(store.root / "dashboard.html")},
+        notes=notes)
+    atomic_write_text(store.root / "summary.json", json.dumps(asdict(summary), indent=2, default=str))
+    store.log("batch_finished", graded=graded, skipped=skipped, failures=failures,
+              seconds=round(summary.wall_seconds, 2))
+    return summary
+
+
+def _grade(store: ResultStore, jobs: list[GradeJob], slots: list[Slot], *, job_timeout: float,
+           progress: bool) -> tuple[int, int]:
+    """Runs `jobs` on the local pool with a live progress bar; returns (graded, worker failures)."""
+    bar, task = _progress_bar(len(jobs)) if progress else (None, None)
+    counts = {"graded": 0, "failures": 0}
+    pool = WorkerPool(store, slots, job_timeout=job_timeout)
+    broken: list[str] = []
+
+    def on_start(job: GradeJob, slot: Slot) -> None:
+        store.log("started", key=job.key, student=job.student_id, slot=slot.index)
+
+    def on_finish(job: GradeJob, result: GradeResult, seconds: float) -> None:
+        counts["graded"] += 1
+        counts["failures"] += result.verdict == Verdict.INTERNAL_ERROR
+        store.log("done", key=job.key, student=job.student_id, verdict=str(result.verdict),
+                  score=result.score, seconds=round(seconds, 2))
+        if bar is not None and task is not None:
+            bar.update(task, advance=1, description=f"{job.student_id}: {result.verdict}")
+        # Circuit breaker: when the grader fails on every submission so far, the fault is ours (a dead
+        # daemon, a broken image); stop instead of filling the class with internal errors.
+        if counts["failures"] == counts["graded"] >= BREAKER_FAILURES and not broken:
+            broken.append(result.message.strip().splitlines()[0] if result.message.strip() else "")
+            pool.stop()
+
+    if bar is not None:
+        bar.start()
+    try:
+        pool.run(jobs, on_start=on_start, on_finish=on_finish)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if broken:
+        store.log("batch_stopped", reason=broken[0])
+        raise BatchError(f"stopped: the first {counts['graded']} submissions all failed inside the grader "
+                         f"({broken[0]}); fix that and rerun (internal errors are regraded)")
+    return counts["graded"], counts["failures"]

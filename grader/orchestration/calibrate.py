@@ -1,0 +1,84 @@
+"""`grade calibrate`: time the reference kernels on this backend/device and write the stage thresholds.
+
+Each stage's reference is reference_kernels/<assignment>/<stage>/ (or one submission serving every stage,
+e.g. the bundled example). A reference must pass every correctness case of its stage; a threshold from a wrong
+kernel would be meaningless, so calibration stops with the reason instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.orchestration.options import GradeOptions
+from grader.orchestration.pipeline import grade_submission
+from grader.results import GradeResult
+from grader.scoring.thresholds import StageThreshold, compute_thresholds, load_thresholds, write_thresholds
+from grader.spec import load_assignment
+
+REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "reference_kernels"
+
+
+class CalibrationError(Exception):
+    """A reference kernel failed or is missing; no thresholds were written."""
+
+
+@dataclass
+class Calibration:
+    path: Path
+    thresholds: dict[str, StageThreshold]
+    results: list[GradeResult] = field(default_factory=list)
+
+
+def calibrate(assignment: str, options: GradeOptions, reference: Path | None = None,
+              reference_root: Path = REFERENCE_ROOT, log: Callable[[str], None] = print,
+              thresholds_root: Path | None = None) -> Calibration:
+    spec = load_assignment(assignment)
+    stages = options.stages or [s.name for s in spec.stages]
+    plan: list[tuple[Path, list[str]]]
+    if reference is not None:
+        plan = [(reference, stages)]
+    else:
+        plan = []
+        for stage in stages:
+            folder = reference_root / spec.name / stage
+            if not folder.is_dir():
+                raise CalibrationError(f"no reference kernel for stage {stage}: {folder} does not exist")
+            plan.append((folder, [stage]))
+    times: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    results = []
+    device_label = ""
+    for folder, folder_stages in plan:
+        log(f"timing {', '.join(folder_stages)} with {folder}")
+        run_options = GradeOptions(assignment=spec.name, backend=options.backend, device=options.device,
+                                   sandbox=options.sandbox, seed_mode="public", seed=options.seed,
+                                   build_cache=options.build_cache, stages=folder_stages, progress=options.progress)
+        result = grade_submission(folder, run_options)
+        results.append(result)
+        device_label = result.device_profile
+        for stage in result.stages:
+            if not stage.correct or stage.timing is None:
+                raise CalibrationError(f"reference {folder} is not usable for stage {stage.name}: "
+                                       f"{stage.verdict.value}: {stage.message}\n{result.message}")
+            unmet = [r.name for r in stage.requirements if not r.passed]
+            if unmet:
+                raise CalibrationError(f"reference {folder} does not meet stage {stage.name}'s requirements {unmet}")
+            times[stage.name] = stage.timing.median_us
+            sources[stage.name] = str(folder)
+            log(f"  {stage.name}: {stage.timing.median_us:.6g} us ({stage.timing.source}, {result.device_profile})")
+        if not result.stages:
+            raise CalibrationError(f"reference {folder} could not be graded: {result.verdict.value}: {result.message}")
+    existing = load_thresholds(spec, options.backend, device_label, thresholds_root)
+    if existing is not None:
+        # A partial calibration (--stages) keeps the other stages' references when their shape still holds.
+        for name, old in existing.stages.items():
+            if name not in times and name in {s.name for s in spec.stages} and old.perf_dims == spec.stage(name).perf.dims:
+                times[name] = old.reference_us
+    times = {s.name: times[s.name] for s in spec.stages if s.name in times}
+    thresholds = compute_thresholds(spec, times)
+    source = results[0].stages[0].timing.source if results and results[0].stages and results[0].stages[0].timing else ""
+    path = write_thresholds(spec, options.backend, device_label, thresholds, source, notes=sources,
+                            root=thresholds_root)
+    return Calibration(path=path, thresholds=thresholds, results=results)

@@ -1,0 +1,581 @@
+"""grade_submission(): one submission, start to finish -- layout, build, run, check, time, score.
+
+Untrusted code only ever runs inside the runner (a separate process or container). This process draws the
+inputs, computes the float64 references, reads the raw outputs back size-capped, and decides everything.
+It never raises for anything a submission does: every failure becomes a result with its verdict, and a bug
+of the grader itself becomes Verdict.INTERNAL_ERROR with the traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import threading
+import tomllib
+import traceback
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader import __version__
+from grader.backends import get_backend
+from grader.checks.requirements import check_requirements
+from grader.layout import (
+    LayoutError,
+    ModuleSyntaxError,
+    Submission,
+    check_entry_functions,
+    inspect_submission,
+    resolve_entries,
+    stage_keys,
+)
+from grader.orchestration.environment import Backend, UnavailableError, resolve_backend, resolve_runner
+from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry, judge_call
+from grader.orchestration.options import GradeOptions
+from grader.orchestration.trace_summary import read_trace, summarise_trace
+from grader.results import (
+    BuildInfo,
+    CaseResult,
+    GradeResult,
+    StageResult,
+    Student,
+    Timing,
+    Verdict,
+    Versions,
+    worst,
+)
+from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
+from grader.sandbox.capped import UntrustedFileError, load_npy_capped, read_bytes_capped, read_json_capped
+from grader.sandbox.docker_runner import SandboxError
+from grader.scoring import decide_stage, group_scores, load_thresholds, summarise
+from grader.scoring.timing import MAX_ROUNDS, settled
+from grader.spec import (
+    REFERENCES,
+    AssignmentSpec,
+    ConcreteCase,
+    SeedPlan,
+    SpecError,
+    available_assignments,
+    correctness_cases,
+    load_assignment,
+    perf_case,
+)
+
+COMPILER_OUTPUT_CHARS = 64_000
+HARNESS_FAULT = "internal error in the build harness"  # bang_harness.build's marker for its own failures
+OUTPUT_SLACK_BYTES = 4096  # .npy header on top of the expected payload
+MLU_REPEATS = 10
+PROBE_TIMEOUT_SECONDS = 20.0  # the probe runs the smallest case: a healthy kernel needs well under a second
+LOAD_FAILURES = ("cannot import the submission", "while loading the extension", "cannot activate the")  # per round; rounds continue until the spread settles (scoring.timing)
+
+
+@dataclass
+class PlannedCall:
+    id: str
+    entry: str
+    case: ConcreteCase
+    stage: str | None = None  # set for a stage's timed call
+    warmup: int = 0
+    timed_repeats: int = 0
+
+
+def grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
+    """Grade one submission; never raises for anything the submission does (see module docstring)."""
+    grading = _Grading(Path(submission), options)
+    try:
+        result = grading.run()
+    except Exception:  # noqa: BLE001 -- a grader bug must still produce a result document
+        message = "the grader failed (not your fault):\n" + traceback.format_exc()
+        try:
+            result = grading.finish(Verdict.INTERNAL_ERROR, message)
+        except Exception:  # noqa: BLE001 -- even the partial record failed: keep only what is certain
+            result = _bare_result(Path(submission), options, grading.seeds, message + traceback.format_exc())
+    if options.out_dir is not None:
+        write_result(result, Path(options.out_dir) / "results.json")
+    return result
+
+
+def write_result(result: GradeResult, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(result.to_json(), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def submission_hash(root: Path) -> str:
+    """Content hash of the submission; symlinks count by their target text, never followed."""
+    digest = hashlib.sha256()
+    if root.is_dir():
+        for path in sorted(root.rglob("*")):
+            if "__pycache__" in path.parts or not (path.is_symlink() or path.is_file()):
+                continue
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+            digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def _bare_result(root: Path, options: GradeOptions, seeds: SeedPlan, message: str) -> GradeResult:
+    return GradeResult(assignment=options.assignment or "unknown", submission_path=str(root), submission_hash="",
+                       backend=options.backend, device_profile=options.device or "",
+                       time_is_modelled=options.backend == "emu", sandbox=options.sandbox,
+                       verdict=Verdict.INTERNAL_ERROR, message=message, score=0.0, max_score=0.0,
+                       seeds=seeds.record(),
+                       versions=Versions(grader=__version__), finished_at=datetime.now(UTC))
+
+
+class _Grading:
+    def __init__(self, root: Path, options: GradeOptions) -> None:
+        self.root = root
+        self.options = options
+        self.started = datetime.now(UTC)
+        self.seeds = SeedPlan.create(options.seed_mode, options.seed)
+        self.spec: AssignmentSpec | None = None
+        self.student = Student()
+        self.backend: Backend | None = None
+        self.runner_name = options.sandbox
+        self.build: BuildInfo | None = None
+        self.cases: list[CaseResult] = []
+        self.stages: list[StageResult] = []
+        self.image = ""
+        self.notes: list[str] = []
+        self._references: dict[tuple[str, int], np.ndarray] = {}
+
+    # -- progress and the result document --------------------------------------------------------------
+    def progress(self, step: str, fraction: float) -> None:
+        if self.options.progress is not None:
+            try:
+                self.options.progress(step, fraction)
+            except Exception:  # noqa: BLE001 -- a broken progress display must not fail a grading
+                pass
+
+    def finish(self, verdict: Verdict, message: str = "") -> GradeResult:
+        spec = self.spec
+        groups = group_scores(spec, self.cases) if spec is not None else []
+        score = sum(g.points for g in groups) + sum(s.points for s in self.stages)
+        backend = self.backend
+        return GradeResult(
+            student=self.student,
+            assignment=spec.name if spec else (self.options.assignment or "unknown"),
+            assignment_title=spec.title if spec else "",
+            submission_path=str(self.root.resolve()),
+            submission_hash=submission_hash(self.root),
+            backend=self.options.backend,
+            device_profile=backend.device if backend else (self.options.device or _default_device(self.options.backend)),
+            time_is_modelled=self.options.backend == "emu",
+            sandbox=self.runner_name,
+            verdict=verdict,
+            message="\n".join([message, *self.notes]).strip(),
+            score=round(score, 4),
+            max_score=spec.max_score if spec else 0.0,
+            groups=groups,
+            cases=self.cases,
+            stages=self.stages,
+            build=self.build,
+            seeds=self.seeds.record(),
+            versions=self._versions(),
+            started_at=self.started,
+            finished_at=datetime.now(UTC),
+        )
+
+    def _versions(self) -> Versions:
+        try:
+            torch_version = metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            torch_version = ""
+        return Versions(grader=__version__, toolchain=self.build.toolchain if self.build else "", image=self.image,
+                        torch=torch_version, python=platform.python_version())
+
+    # -- the pipeline ----------------------------------------------------------------------------------
+    def run(self) -> GradeResult:
+        self.progress("checking the layout", 0.0)
+        try:
+            submission = inspect_submission(self.root)
+            self.student = submission.student
+            self.notes += submission.warnings
+            self.spec = self._load_spec(submission)
+            entries = resolve_entries(submission, self.spec, stage_keys(self._all_specs()))
+            stages = self._selected_stages()
+            needed: dict[str, list[str]] = {}
+            for stage in stages:
+                needed.setdefault(entries[stage], []).append(stage)
+            check_entry_functions(submission, needed)
+        except LayoutError as exc:
+            self.spec = self.spec or self._guess_spec()
+            return self.finish(Verdict.UNGRADABLE_LAYOUT, str(exc))
+        except ModuleSyntaxError as exc:
+            self.build = BuildInfo(ok=False, toolchain="python", compiler_output=str(exc))
+            return self.finish(Verdict.COMPILE_ERROR, f"{submission.module}.py does not compile:\n{exc}")
+        except SpecError as exc:
+            return self.finish(Verdict.INTERNAL_ERROR, str(exc))
+        try:
+            self.backend = resolve_backend(self.options)
+            runner = resolve_runner(self.options, self.backend)
+        except UnavailableError as exc:
+            return self.finish(Verdict.INTERNAL_ERROR, str(exc))
+        self.runner_name = getattr(runner, "name", type(runner).__name__)
+        self.image = str(getattr(runner, "image", "") or "")
+        # BANG_GRADER_KEEP_WORK=1 keeps the job, inputs, raw outputs and traces for debugging the grader.
+        keep = bool(os.environ.get("BANG_GRADER_KEEP_WORK"))
+        work = Path(tempfile.mkdtemp(prefix="bang-grade-"))
+        try:
+            if keep:
+                self.notes.append(f"work folder kept: {work}")
+            build_dir = self._build_dir(work)
+            verdict = self._build(runner, submission, build_dir, work)
+            if verdict is not None:
+                return verdict
+            return self._grade_calls(runner, submission, entries, stages, build_dir, work)
+        except SandboxError as exc:
+            return self.finish(Verdict.INTERNAL_ERROR, f"the sandbox failed (not your fault): {exc}")
+        finally:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
+
+    def _all_specs(self) -> list[AssignmentSpec]:
+        specs = []
+        for name in available_assignments():
+            try:
+                specs.append(load_assignment(name))
+            except SpecError:
+                continue
+        if self.spec is not None and self.spec.name not in {s.name for s in specs}:
+            specs.append(self.spec)
+        return specs
+
+    def _guess_spec(self) -> AssignmentSpec | None:
+        """Best effort, for the record of an ungradable submission: which assignment it was meant for."""
+        names = [self.options.assignment]
+        try:
+            names.append(tomllib.loads((self.root / "grade.toml").read_text(encoding="utf-8")).get("assignment"))
+        except (OSError, ValueError):
+            pass
+        for name in names:
+            if isinstance(name, str) and name in available_assignments():
+                return load_assignment(name)
+        try:
+            source = (self.root / "ops.py").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        fits = [s for s in self._all_specs() if f"def {s.entry}(" in source]
+        return fits[0] if len(fits) == 1 else None
+
+    def _load_spec(self, submission: Submission) -> AssignmentSpec:
+        if self.options.assignment is not None:
+            return load_assignment(self.options.assignment)
+        if submission.assignment is not None:
+            try:
+                return load_assignment(submission.assignment)
+            except SpecError as exc:
+                raise LayoutError(f"grade.toml: assignment {submission.assignment!r} is unknown (known: "
+                                  f"{', '.join(available_assignments())})", show_layout=False) from exc
+        source = submission.module_path.read_text(encoding="utf-8", errors="replace")
+        fits = [s for s in self._all_specs() if f"def {s.entry}(" in source]
+        if len(fits) == 1:
+            return fits[0]
+        known = ", ".join(available_assignments())
+        raise LayoutError(f"cannot tell which assignment this is: set assignment = \"...\" in grade.toml or pass "
+                          f"--assignment (known: {known})", show_layout=False)
+
+    def _selected_stages(self) -> list[str]:
+        assert self.spec is not None
+        names = [s.name for s in self.spec.stages]
+        if self.options.stages:
+            unknown = [s for s in self.options.stages if s not in names]
+            if unknown:
+                raise SpecError(f"unknown stage(s) {unknown} for {self.spec.name}; stages: {names}")
+            return [s for s in names if s in self.options.stages]
+        return names
+
+    # -- build -----------------------------------------------------------------------------------------
+    def _build_dir(self, work: Path) -> Path:
+        if self.options.build_cache is None:
+            path = work / "build"
+        else:
+            assert self.backend is not None
+            key = hashlib.sha256(f"{submission_hash(self.root)}|{self.backend.name}|{__version__}".encode()).hexdigest()
+            path = Path(self.options.build_cache) / key[:32]
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _build(self, runner: Runner, submission: Submission, build_dir: Path, work: Path) -> GradeResult | None:
+        assert self.backend is not None and self.spec is not None
+        cached = _read_json(build_dir / "build.json")
+        if cached and cached.get("ok") is True and self.options.build_cache is not None:
+            self.build = BuildInfo(ok=True, toolchain=str(cached.get("toolchain", "")), cached=True,
+                                   duration_seconds=float(cached.get("seconds", 0.0) or 0.0), cache_key=build_dir.name)
+            return None
+        self.progress("building the extension", 0.05)
+        io = work / "io-build"
+        io.mkdir()
+        outcome = runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
+                             Mounts(submission=self.root.resolve(), build=build_dir, io=io),
+                             Limits(wall_seconds=self.spec.build_timeout_seconds), env=dict(self.backend.env))
+        info = _read_json(build_dir / "build.json") or {}
+        log = _read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or str(info.get("log_tail", ""))
+        ok = bool(info.get("ok")) and outcome.ok
+        self.build = BuildInfo(ok=ok, toolchain=str(info.get("toolchain", self.backend.name)),
+                               compiler_output=log[-COMPILER_OUTPUT_CHARS:] if log else _tail(outcome),
+                               duration_seconds=float(info.get("seconds", outcome.wall_seconds) or 0.0),
+                               cache_key=build_dir.name if self.options.build_cache else None)
+        if ok:
+            return None
+        if outcome.timed_out:
+            return self.finish(Verdict.TIMEOUT, f"the build took longer than {self.spec.build_timeout_seconds:.0f} s")
+        if not info:
+            # No build.json at all: the harness itself did not get to write it (killed, out of memory).
+            detail = _describe_outcome(outcome)
+            return self.finish(Verdict.COMPILE_ERROR, f"the build did not complete ({detail})")
+        if info.get("error_kind") == "harness_error" or HARNESS_FAULT in log:
+            return self.finish(Verdict.INTERNAL_ERROR, "the build harness failed (not your fault):\n" + log[-4000:])
+        return self.finish(Verdict.COMPILE_ERROR, "the extension does not compile; the compiler output follows in "
+                                                  "the report (build.compiler_output)")
+
+    # -- run -------------------------------------------------------------------------------------------
+    def _plan(self, entries: dict[str, str], stages: list[str]) -> list[PlannedCall]:
+        assert self.spec is not None and self.backend is not None
+        calls: list[PlannedCall] = []
+        by_entry: dict[str, set[str]] = {}
+        for stage in stages:
+            by_entry.setdefault(entries[stage], set()).update(self.spec.stage(stage).groups)
+        for entry, groups in by_entry.items():
+            for case in correctness_cases(self.spec, self.seeds, groups):
+                calls.append(PlannedCall(id=f"c{len(calls)}", entry=entry, case=case))
+        emu = self.backend.name == "emu"
+        for stage in stages:
+            # Modelled time is deterministic: one timed call says all there is (spread 0, repeats 1).
+            calls.append(PlannedCall(id=f"p{len(calls)}", entry=entries[stage], stage=stage,
+                                     case=perf_case(self.spec, stage, self.seeds),
+                                     warmup=0 if emu else 3, timed_repeats=1 if emu else MLU_REPEATS))
+        return calls
+
+    def _execute(self, runner: Runner, calls: list[PlannedCall], submission: Submission, build_dir: Path,
+                 io: Path, progress_span: tuple[float, float], call_timeout: float | None = None) -> dict[str, CallOutcome]:
+        if not calls:
+            return {}
+        assert self.backend is not None and self.spec is not None
+        (io / "inputs").mkdir(parents=True)
+        (io / "outputs").mkdir()
+        written: set[str] = set()
+        job_calls = []
+        for call in calls:
+            names = []
+            for name, array in call.case.make_inputs().items():
+                file = f"{call.case.name}_{name}.npy"
+                if file not in written:
+                    np.save(io / "inputs" / file, array, allow_pickle=False)
+                    written.add(file)
+                names.append(file)
+            job_calls.append({"id": call.id, "entry": call.entry, "inputs": names, "dtype": call.case.dtype,
+                              "timed_repeats": call.timed_repeats, "warmup": call.warmup, "poison": "nan"})
+        job = {"backend": self.backend.name, "device": self.backend.device, "module": submission.module,
+               "extension": submission.extension, "calls": job_calls,
+               "call_timeout_seconds": call_timeout or self.spec.call_timeout_seconds}
+        (io / "job.json").write_text(json.dumps(job, indent=1), encoding="utf-8")
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._watch_outputs, args=(io / "outputs", calls, progress_span, stop),
+                                   daemon=True)
+        watcher.start()
+        try:
+            outcome = runner.run(Phase.RUN, self.backend.argv(Phase.RUN),
+                                 Mounts(submission=self.root.resolve(), build=build_dir, io=io),
+                                 Limits(wall_seconds=self.spec.run_timeout_seconds), env=dict(self.backend.env))
+        finally:
+            stop.set()
+            watcher.join()
+        if not outcome.ok:
+            self.notes.append(f"the run phase did not finish cleanly: {_describe_outcome(outcome)}")
+        return {call.id: self._collect(call, io / "outputs", outcome) for call in calls}
+
+    def _watch_outputs(self, outputs: Path, calls: list[PlannedCall], span: tuple[float, float],
+                       stop: threading.Event) -> None:
+        total = len(calls)
+        labels = {c.id: (f"timing stage {c.stage}" if c.stage else f"case {c.case.name} ({c.entry})") for c in calls}
+        last = -1
+        while not stop.wait(0.5):
+            done = sum(1 for c in calls if (outputs / f"{c.id}.json").exists())
+            if done != last and done < total:
+                last = done
+                self.progress(f"running {labels[calls[done].id]} [{done + 1}/{total}]",
+                              span[0] + (span[1] - span[0]) * done / total)
+
+    def _collect(self, call: PlannedCall, outputs: Path, outcome: RunOutcome) -> CallOutcome:
+        try:
+            meta = read_json_capped(outputs / f"{call.id}.json", root=outputs.parent)
+        except (UntrustedFileError, OSError):
+            meta = None
+        if meta is not None and not isinstance(meta, dict):
+            meta = {"ok": False, "error": "malformed result file", "error_kind": "harness_error"}
+        if meta is None:
+            kind = "timeout" if outcome.timed_out else "crash"
+            meta = {"ok": False, "error_kind": kind, "error": _describe_outcome(outcome), "lost": True}
+        trace = read_trace(outputs / f"{call.id}.trace.jsonl", root=outputs.parent) if self.backend.has_trace else []
+        output = None
+        read_error = None
+        if meta.get("ok"):
+            itemsize = np.dtype(call.case.dtype).itemsize
+            cap = int(np.prod(call.case.output_shape)) * max(itemsize, 8) + OUTPUT_SLACK_BYTES
+            try:
+                output = load_npy_capped(outputs / f"{call.id}.npy", cap, root=outputs.parent)
+            except (UntrustedFileError, OSError) as exc:
+                read_error = f"the output could not be read back: {exc}"
+        return CallOutcome(meta=meta, output=output, trace=trace, read_error=read_error)
+
+    # -- judging ---------------------------------------------------------------------------------------
+    def _expected(self, case: ConcreteCase) -> np.ndarray:
+        # Several entries may run the same case: draw and compute its reference once.
+        key = (case.name, case.seed)
+        if key not in self._references:
+            assert self.spec is not None
+            inputs = case.make_inputs()
+            self._references[key] = REFERENCES[self.spec.reference].compute(*case.reference_inputs(inputs))
+        return self._references[key]
+
+    def _judge(self, call: PlannedCall, got: CallOutcome) -> CaseResult:
+        assert self.spec is not None and self.backend is not None
+        expected = self._expected(call.case) if (got.meta or {}).get("ok") and got.output is not None else None
+        return judge_call(self.spec, call.entry, call.case, got, expected, kernel_trace=self.backend.has_trace)
+
+    def _grade_calls(self, runner: Runner, submission: Submission, entries: dict[str, str], stages: list[str],
+                     build_dir: Path, work: Path) -> GradeResult:
+        assert self.spec is not None and self.backend is not None
+        calls = self._plan(entries, stages)
+        # Probe: one tiny case per entry under a short limit first. An entry that hangs or cannot even be
+        # loaded would fail every other call the same way, one full time limit each; those are not run.
+        probes = list({c.entry: c for c in reversed([c for c in calls if c.stage is None])}.values())
+        self.progress(f"probing {len(probes)} entry function(s)", 0.3)
+        outcomes = self._execute(runner, probes, submission, build_dir, work / "io-probe", (0.3, 0.35),
+                                 call_timeout=PROBE_TIMEOUT_SECONDS)
+        doomed = {c.entry: outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
+        rest = [c for c in calls if c.id not in outcomes and c.entry not in doomed]
+        self.progress(f"running {len(rest)} calls", 0.35)
+        outcomes |= self._execute(runner, rest, submission, build_dir, work / "io", (0.35, 0.9))
+        for call in calls:
+            if call.id not in outcomes:
+                first = doomed[call.entry].meta or {}
+                outcomes[call.id] = CallOutcome(meta={**first, "error": f"not run: {call.entry}() already failed on "
+                                                      f"its first case -- {first.get('error', '')}"})
+        self.progress("checking the outputs", 0.9)
+        judged = {call.id: self._judge(call, outcomes[call.id]) for call in calls}
+        self.cases = [judged[c.id] for c in calls]
+        perf_calls = [c for c in calls if c.stage is not None]
+        samples = {c.stage: call_samples(outcomes[c.id].meta, self.backend.time_source) for c in perf_calls}
+        if self.backend.name != "emu":
+            samples = self._more_rounds(runner, submission, build_dir, work, perf_calls, judged, samples)
+        thresholds = load_thresholds(self.spec, self.backend.name, self.backend.device)
+        for call in perf_calls:
+            assert call.stage is not None
+            self.stages.append(self._stage_result(call, judged, outcomes[call.id], samples[call.stage], thresholds))
+        verdict = worst([c.verdict for c in self.cases] + [s.verdict for s in self.stages])
+        return self.finish(verdict, _summary_line(verdict, self.cases, self.stages))
+
+    def _more_rounds(self, runner: Runner, submission: Submission, build_dir: Path, work: Path,
+                     perf_calls: list[PlannedCall], judged: dict[str, CaseResult],
+                     samples: dict[str | None, list[float]]) -> dict[str | None, list[float]]:
+        """Hardware timing: more rounds of fresh inputs until each stage's spread settles or the budget ends."""
+        for round_index in range(1, MAX_ROUNDS):
+            pending = [c for c in perf_calls if judged[c.id].passed and not settled(samples[c.stage])]
+            if not pending:
+                break
+            again = [PlannedCall(id=f"r{round_index}_{c.id}", entry=c.entry, stage=c.stage, warmup=1,
+                                 timed_repeats=MLU_REPEATS,
+                                 case=perf_case(self.spec, c.stage, self.seeds, repeat=round_index))  # type: ignore[arg-type]
+                     for c in pending]
+            results = self._execute(runner, again, submission, build_dir, work / f"io-round{round_index}", (0.9, 0.9))
+            for call in again:
+                if self._judge(call, results[call.id]).passed:
+                    samples[call.stage] += call_samples(results[call.id].meta, self.backend.time_source)  # type: ignore[union-attr]
+        return samples
+
+    def _stage_result(self, call: PlannedCall, judged: dict[str, CaseResult], got: CallOutcome,
+                      samples: list[float], thresholds: Any) -> StageResult:
+        assert self.spec is not None and self.backend is not None and call.stage is not None
+        stage = self.spec.stage(call.stage)
+        groups = set(stage.groups)
+        correctness = [r for c_id, r in judged.items() if r.entry == call.entry and (r.group in groups or c_id == call.id)]
+        # The harness times the checked call itself when there is no warm-up (bang_harness.worker).
+        invocations = 1 + call.warmup + call.timed_repeats - (1 if call.warmup == 0 and call.timed_repeats else 0)
+        trace = summarise_trace(got.trace, invocations, self.backend.device) if got.trace else None
+        requirements = check_requirements(stage.requirements, trace, self.backend.has_trace)
+        timing: Timing | None = None
+        work = REFERENCES[self.spec.reference].work(call.case.shapes, np.dtype(call.case.dtype).itemsize)
+        if samples:
+            timing = summarise(samples, self.backend.time_source, work, call.case.dtype, self.backend.device)  # type: ignore[arg-type]
+        threshold = thresholds.stages.get(stage.name) if thresholds is not None else None
+        note = ""
+        if threshold is not None and threshold.perf_dims and threshold.perf_dims != dict(stage.perf.dims):
+            threshold, note = None, ("speed not graded: the thresholds were calibrated on another perf shape; "
+                                     "run `grade calibrate`")
+        decision = decide_stage(stage, correctness, requirements, timing, threshold, note)
+        return StageResult(
+            name=stage.name, title=stage.title, entry=call.entry, points=decision.points, points_possible=stage.points,
+            correct=all(r.passed for r in correctness), verdict=decision.verdict, message=decision.message,
+            perf_shape={k: list(v) for k, v in call.case.shapes.items()}, timing=timing,
+            threshold_us=threshold.threshold_us if threshold else None,
+            reference_us=threshold.reference_us if threshold else None,
+            requirements=requirements, trace=trace,
+            next_step=self._next_step(stage.name, decision.verdict == Verdict.PASSED and decision.points > 0))
+
+    def _next_step(self, stage: str, reached: bool) -> str | None:
+        """Not reached: how to reach this stage. Reached: how to reach the next one (None after the last)."""
+        assert self.spec is not None
+        names = [s.name for s in self.spec.stages]
+        if not reached:
+            return self.spec.stage(stage).hint
+        following = names.index(stage) + 1
+        return self.spec.stages[following].hint if following < len(names) else None
+
+
+def _default_device(backend: str) -> str:
+    try:
+        return str(get_backend(backend).default_device)
+    except ValueError:
+        return ""
+
+
+def _summary_line(verdict: Verdict, cases: list[CaseResult], stages: list[StageResult]) -> str:
+    correct = sum(c.passed for c in cases)
+    reached = sum(s.verdict == Verdict.PASSED and s.points >= s.points_possible for s in stages)
+    head = "all checks passed" if verdict == Verdict.PASSED else f"verdict {verdict.value}"
+    return f"{head}: {correct}/{len(cases)} cases correct, {reached}/{len(stages)} stages reached"
+
+
+def _describe_outcome(outcome: RunOutcome) -> str:
+    # The runner's notes say why it stopped the sandbox (disk or output flood, pids, memory ...).
+    why = "".join(f"; {note}" for note in outcome.notes if "no isolation" not in note)
+    if outcome.timed_out:
+        return f"killed after the wall limit ({outcome.wall_seconds:.0f} s){why}"
+    if outcome.oom_killed:
+        return f"killed: out of memory{why}"
+    if outcome.signal:
+        return f"killed by signal {outcome.signal}{why}"
+    tail = _tail(outcome)
+    return f"exit status {outcome.exit_code}{why}" + (f": {tail}" if tail else "")
+
+
+def _tail(outcome: RunOutcome, chars: int = 4000) -> str:
+    return (outcome.stderr_tail or outcome.stdout_tail or "")[-chars:].strip()
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = read_json_capped(path)
+    except (UntrustedFileError, OSError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _read_text(path: Path, chars: int) -> str | None:
+    try:
+        return read_bytes_capped(path, 4 * chars + 4096).decode("utf-8", "replace")[-chars:]
+    except (UntrustedFileError, OSError):
+        return None

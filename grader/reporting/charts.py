@@ -1,0 +1,399 @@
+"""Geometry of the report's inline SVG charts; the templates only draw what these functions place.
+
+Coordinates are in SVG user units of a fixed viewBox; the SVG scales to the page width, so a phone shows
+the same chart smaller. Times spanning orders of magnitude (a scalar stage against its threshold) use a
+log axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from grader.reporting.formatting import fmt_rate, fmt_time_us
+from grader.results import CaseResult, DevicePeaks, StageResult, TraceSummary
+
+# --- stage time against threshold and reference -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    x: float
+    label: str
+    kind: str  # threshold / reference
+
+
+@dataclass(frozen=True)
+class StageBarChart:
+    width: int
+    height: int
+    track_y: float
+    track_h: float
+    x0: float
+    x1: float
+    bar_x: float  # end of the student's bar (None-free: charts are built only with a timing)
+    whisker: tuple[float, float]
+    bar_label: str
+    fast_enough: bool
+    markers: list[Marker]
+    ticks: list[Tick]
+    log_scale: bool
+
+
+def _nice_ticks_linear(hi: float) -> list[float]:
+    step = 10 ** math.floor(math.log10(hi / 4)) if hi > 0 else 1
+    for mult in (1, 2, 2.5, 5, 10):
+        if hi / (step * mult) <= 5:
+            step *= mult
+            break
+    return [i * step for i in range(int(hi / step) + 1)]
+
+
+def stage_bar_chart(stage: StageResult) -> StageBarChart | None:
+    """Your time as a bar, the full-marks threshold and the reference as lines on one axis."""
+    if stage.timing is None:
+        return None
+    width, height, x0, x1 = 360, 96, 8.0, 344.0
+    you = stage.timing.median_us
+    values = [
+        v
+        for v in (you, stage.timing.min_us, stage.timing.max_us, stage.threshold_us, stage.reference_us)
+        if v
+    ]
+    lo, hi = min(values), max(values)
+    log_scale = hi / max(lo, 1e-12) > 20
+    if log_scale:
+        d_lo = 10 ** math.floor(math.log10(lo) - 0.05)
+        d_hi = 10 ** math.ceil(math.log10(hi) + 0.05)
+
+        def sx(v: float) -> float:
+            return x0 + (math.log10(max(v, d_lo)) - math.log10(d_lo)) / (
+                math.log10(d_hi) - math.log10(d_lo)
+            ) * (x1 - x0)
+
+        decades = range(round(math.log10(d_lo)), round(math.log10(d_hi)) + 1)
+        tick_values = [10.0**d for d in decades]
+        if len(tick_values) > 7:  # keep labels apart on a phone
+            stride = math.ceil(len(tick_values) / 6)
+            tick_values = tick_values[::stride]
+    else:
+        d_hi = hi * 1.15
+
+        def sx(v: float) -> float:
+            return x0 + v / d_hi * (x1 - x0)
+
+        tick_values = [t for t in _nice_ticks_linear(d_hi) if t <= d_hi]
+    markers = []
+    if stage.threshold_us:
+        markers.append(
+            Marker(sx(stage.threshold_us), f"full marks ≤ {fmt_time_us(stage.threshold_us)}", "threshold")
+        )
+    if stage.reference_us:
+        markers.append(
+            Marker(sx(stage.reference_us), f"reference {fmt_time_us(stage.reference_us)}", "reference")
+        )
+    fast = stage.threshold_us is None or you <= stage.threshold_us
+    return StageBarChart(
+        width=width,
+        height=height,
+        track_y=30,
+        track_h=18,
+        x0=x0,
+        x1=x1,
+        bar_x=sx(you),
+        whisker=(sx(stage.timing.min_us), sx(stage.timing.max_us)),
+        bar_label=f"you {fmt_time_us(you)}",
+        fast_enough=fast,
+        markers=markers,
+        ticks=[Tick(sx(t), fmt_time_us(t) if t else "0") for t in tick_values],
+        log_scale=log_scale,
+    )
+
+
+# --- roofline ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    number: int
+    title: str
+    x: float
+    y: float
+    intensity: float  # FLOP per byte
+    gflops: float
+    gbps: float
+    passed: bool
+    of_roof: float  # achieved / attainable at this intensity
+
+
+@dataclass(frozen=True)
+class RoofLine:
+    label: str
+    points: str  # SVG polyline points
+    label_x: float
+    label_y: float
+    kind: str  # memory / tensor / vector
+    angle: float = 0.0  # degrees, so a label can follow its line
+
+
+@dataclass(frozen=True)
+class Roofline:
+    width: int
+    height: int
+    plot: tuple[float, float, float, float]  # left, top, right, bottom
+    roofs: list[RoofLine]
+    points: list[RooflinePoint]
+    x_ticks: list[Tick]
+    y_ticks: list[tuple[float, str]]
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+
+_DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2}
+SIGMOID_OPS_PER_ELEMENT = 4  # negate, exp, add, reciprocal
+
+
+def stage_workload(stage: StageResult, dtype: str = "float32") -> tuple[float, float] | None:
+    """(flops, bytes) of one call on the stage's performance shape: the minimum traffic, no re-reads."""
+    shapes = list(stage.perf_shape.values())
+    if not shapes:
+        return None
+    size = _DTYPE_BYTES.get(dtype.lower(), 4)
+    if _is_matmul(stage) and len(shapes) >= 2 and len(shapes[0]) == 2:
+        m, n = shapes[0]
+        k = shapes[1][-1]
+        return 2.0 * m * n * k, float(size * (m * n + n * k + m * k))
+    elements = math.prod(shapes[0])
+    return float(SIGMOID_OPS_PER_ELEMENT * elements), float(2 * size * elements)
+
+
+def achieved_rates(stage: StageResult, cases: list[CaseResult]) -> tuple[float, float] | None:
+    """(GFLOP/s, GB/s) achieved by a stage: the timing's own figures, else derived from the shape."""
+    timing = stage.timing
+    if timing is None or timing.median_us <= 0:
+        return None
+    if timing.achieved_gflops and timing.achieved_gbps:
+        return timing.achieved_gflops, timing.achieved_gbps
+    dtype = next((c.dtype for c in cases if c.entry == stage.entry), "float32")
+    work = stage_workload(stage, dtype)
+    if work is None:
+        return None
+    flops, nbytes = work
+    seconds = timing.median_us * 1e-6
+    return flops / seconds / 1e9, nbytes / seconds / 1e9
+
+
+def roofline(
+    stages: list[StageResult], cases: list[CaseResult], peaks: DevicePeaks | None
+) -> Roofline | None:
+    """Each timed stage as a point (arithmetic intensity, GFLOP/s) under the device's roofs."""
+    placed = []
+    for number, stage in enumerate(stages, start=1):
+        rates = achieved_rates(stage, cases)
+        if rates and rates[0] > 0 and rates[1] > 0:
+            placed.append((number, stage, rates[0], rates[1]))
+    if not placed or peaks is None:
+        return None
+    width, height = 480, 310
+    left, top, right, bottom = 60.0, 16.0, 468.0, 266.0
+    intensities = [g / b for _, _, g, b in placed]
+    # Only the unit the assignment's kernels use: matmul runs on the tensor unit, sigmoid on the vector unit.
+    uses_tensor = any(_is_matmul(stage) for _, stage, _, _ in placed)
+    uses_vector = any(not _is_matmul(stage) for _, stage, _, _ in placed)
+    compute_roofs = [
+        (value, name)
+        for value, name, used in (
+            (peaks.tensor_gflops, "tensor", uses_tensor),
+            (peaks.vector_gflops, "vector", uses_vector),
+        )
+        if value and used
+    ]
+    compute_peaks = [value for value, _ in compute_roofs]
+    ridges = [p / peaks.gdram_gbps for p in compute_peaks]
+    # at least two decades either side so the slope and the flat roof both read as such
+    x_lo = 10 ** math.floor(math.log10(min(intensities + ridges) / 5))
+    x_hi = 10 ** math.ceil(math.log10(max(intensities + ridges) * 5))
+    gflops_values = [g for _, _, g, _ in placed] + compute_peaks + [peaks.gdram_gbps * x_lo]
+    y_lo = 10 ** math.floor(math.log10(min(gflops_values) / 2))
+    y_hi = 10 ** math.ceil(math.log10(max(gflops_values) * 1.5))
+
+    def sx(v: float) -> float:
+        return left + (math.log10(v) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * (
+            right - left
+        )
+
+    def sy(v: float) -> float:
+        return bottom - (math.log10(v) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * (
+            bottom - top
+        )
+
+    roofs = []
+    top_peak = max(compute_peaks) if compute_peaks else None
+    ridge = top_peak / peaks.gdram_gbps if top_peak else x_hi
+    mem_end_x = min(ridge, x_hi)
+    # the bandwidth roof starts where it enters the plot (it may start below y_lo)
+    mem_start_x = max(x_lo, y_lo / peaks.gdram_gbps)
+    roofs.append(
+        RoofLine(
+            label=f"GDRAM {peaks.gdram_gbps:g} GB/s",
+            points=f"{sx(mem_start_x):.1f},{sy(peaks.gdram_gbps * mem_start_x):.1f} "
+            f"{sx(mem_end_x):.1f},{sy(peaks.gdram_gbps * mem_end_x):.1f}",
+            label_x=sx(mem_start_x) + 6,
+            label_y=sy(peaks.gdram_gbps * mem_start_x) - 8,
+            kind="memory",
+            angle=math.degrees(
+                math.atan2(
+                    sy(peaks.gdram_gbps * mem_start_x) - sy(peaks.gdram_gbps * mem_start_x * 10),
+                    sx(mem_start_x * 10) - sx(mem_start_x),
+                )
+            ),
+        )
+    )
+    for value, name in compute_roofs:
+        start = value / peaks.gdram_gbps
+        roofs.append(
+            RoofLine(
+                label=f"{name} peak {fmt_rate(value, 'FLOP/s')}",
+                points=f"{sx(start):.1f},{sy(value):.1f} {sx(x_hi):.1f},{sy(value):.1f}",
+                label_x=right - 4,
+                label_y=sy(value) - 5,
+                kind=name,
+            )
+        )
+    points = [
+        RooflinePoint(
+            number=n,
+            title=stage.title,
+            x=sx(g / b),
+            y=sy(g),
+            intensity=g / b,
+            gflops=g,
+            gbps=b,
+            passed=stage.correct
+            and (
+                stage.threshold_us is None
+                or (stage.timing is not None and stage.timing.median_us <= stage.threshold_us)
+            ),
+            of_roof=g / _attainable(g / b, peaks.gdram_gbps, compute_peaks),
+        )
+        for n, stage, g, b in placed
+    ]
+    points = _spread_apart(points)
+    x_ticks = [
+        Tick(sx(10.0**e), _pow10(e)) for e in range(round(math.log10(x_lo)), round(math.log10(x_hi)) + 1)
+    ]
+    y_ticks = [(sy(10.0**e), _pow10(e)) for e in range(round(math.log10(y_lo)), round(math.log10(y_hi)) + 1)]
+    if len(x_ticks) > 8:
+        x_ticks = x_ticks[:: math.ceil(len(x_ticks) / 7)]
+    if len(y_ticks) > 7:
+        y_ticks = y_ticks[:: math.ceil(len(y_ticks) / 6)]
+    return Roofline(
+        width=width,
+        height=height,
+        plot=(left, top, right, bottom),
+        roofs=roofs,
+        points=points,
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        source=peaks.source,
+    )
+
+
+def _is_matmul(stage: StageResult) -> bool:
+    return "matmul" in f"{stage.name} {stage.entry}".lower()
+
+
+def _attainable(intensity: float, gbps: float, compute_peaks: list[float]) -> float:
+    return min([gbps * intensity, *compute_peaks])
+
+
+def _spread_apart(points: list[RooflinePoint], radius: float = 19.0) -> list[RooflinePoint]:
+    """Stages with the same shape share an intensity; nudge overlapping markers sideways so each number shows."""
+    placed: list[RooflinePoint] = []
+    for p in points:
+        for shift in (0, 20, -20, 40, -40, 60, -60):
+            if all(math.hypot(p.x + shift - q.x, p.y - q.y) >= radius for q in placed):
+                break
+        placed.append(replace(p, x=p.x + shift))
+    return placed
+
+
+def _pow10(e: int) -> str:
+    if -2 <= e <= 4:
+        value = 10.0**e
+        return f"{value:g}"
+    return f"1e{e}"
+
+
+# --- trace panels ------------------------------------------------------------------------------------
+
+SPLIT_ORDER = ("scalar", "vector", "tensor", "io", "wait")
+
+
+@dataclass(frozen=True)
+class Segment:
+    name: str
+    us: float
+    fraction: float
+    x: float  # start, in percent of the bar
+    w: float  # width, in percent
+
+
+def time_split(trace: TraceSummary) -> list[Segment]:
+    """The modelled time split as consecutive segments of a 100-unit bar, in a fixed component order."""
+    names = [k for k in SPLIT_ORDER if k in trace.time_split_us] + sorted(
+        k for k in trace.time_split_us if k not in SPLIT_ORDER
+    )
+    total = sum(max(trace.time_split_us[k], 0.0) for k in names)
+    if total <= 0:
+        return []
+    segments, x = [], 0.0
+    for name in names:
+        us = max(trace.time_split_us[name], 0.0)
+        w = us / total * 100
+        segments.append(Segment(name, us, us / total, x, w))
+        x += w
+    return segments
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    name: str
+    peak: int
+    capacity: int | None
+    fraction: float | None
+
+
+def memory_use(trace: TraceSummary) -> list[MemoryUse]:
+    names = [
+        n
+        for n in ("nram", "wram", "sram")
+        if n in trace.onchip_peak_bytes or n in trace.onchip_capacity_bytes
+    ]
+    out = []
+    for name in names:
+        peak = trace.onchip_peak_bytes.get(name, 0)
+        cap = trace.onchip_capacity_bytes.get(name)
+        out.append(MemoryUse(name, peak, cap, peak / cap if cap else None))
+    return out
+
+
+@dataclass(frozen=True)
+class Transfer:
+    direction: str
+    nbytes: int
+    fraction_of_max: float
+
+
+def transfers(trace: TraceSummary) -> list[Transfer]:
+    moved = {k: v for k, v in trace.bytes_moved.items() if v > 0}
+    if not moved:
+        return []
+    biggest = max(moved.values())
+    return [Transfer(k, v, v / biggest) for k, v in sorted(moved.items(), key=lambda kv: -kv[1])]

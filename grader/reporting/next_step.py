@@ -1,0 +1,281 @@
+"""Derives "what to do next": the one change most likely to lift a submission to the next stage.
+
+Correctness comes first (a build error, an emulator check, a wrong answer). Once a stage is correct but
+slow, its emulator trace says where the modelled time goes, and the stage ladder of the course says what
+the usual next technique is: scalar GDRAM -> NRAM staging -> vector/tensor builtins -> many tasks ->
+async double buffering -> SRAM staging in a UNION1 launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader.reporting.hints import Finding, diagnose, diagnostic_finding
+from grader.results import GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
+
+
+@dataclass(frozen=True)
+class NextStep:
+    rule: str  # machine name of the rule that fired, e.g. stage_in_nram, double_buffer
+    action: str  # the change, in the imperative
+    why: str  # the evidence it rests on
+    stage: str | None = None
+    stage_title: str | None = None
+    snippet: str | None = None
+    location: SourceLocation | None = None
+    how: str | None = None  # for fixes: how to make the change (trace rules let the snippet show it)
+    finding: Finding | None = None  # the finding this step fixes, so the report shows it once
+
+
+def _share(trace: TraceSummary, *keys: str) -> float:
+    total = sum(trace.time_split_us.values()) or trace.modelled_time_us
+    if total <= 0:
+        return 0.0
+    return sum(trace.time_split_us.get(k, 0.0) for k in keys) / total
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+def _uses(trace: TraceSummary, fragment: str) -> bool:
+    return any(fragment in name and count > 0 for name, count in trace.builtin_counts.items())
+
+
+def _uses_compute_builtin(trace: TraceSummary) -> bool:
+    return any(name.startswith("__bang_") and count > 0 for name, count in trace.builtin_counts.items())
+
+
+def _staged_on_chip(trace: TraceSummary) -> bool:
+    loads = sum(v for k, v in trace.bytes_moved.items() if k.startswith("GDRAM2"))
+    return loads > 0 or _uses(trace, "memcpy")
+
+
+def _is_matmul(stage: StageResult, trace: TraceSummary) -> bool:
+    return "matmul" in f"{stage.name} {stage.entry} {trace.kernel}".lower()
+
+
+def _task_count(trace: TraceSummary) -> int:
+    x, y, z = trace.dim
+    return x * y * z
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+_SNIPPET_NRAM = """\
+__nram__ float buf[CHUNK];                 // on-chip copy of one chunk
+__memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
+/* compute on buf[0..len) */
+__memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);"""
+
+_SNIPPET_SIGMOID = """\
+__memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
+__bang_active_sigmoid(buf, buf, len_aligned);   // one vector op per chunk
+__memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);"""
+
+_SNIPPET_MATMUL = """\
+__memcpy(left_nram, left, M * N * sizeof(float), GDRAM2NRAM);
+__memcpy(right_wram, right, N * K * sizeof(float), GDRAM2WRAM);
+__bang_matmul(out_nram, left_nram, right_wram, M, N, K);  // tensor unit
+__memcpy(out, out_nram, M * K * sizeof(float), NRAM2GDRAM);"""
+
+_SNIPPET_TASKS = """\
+int per_task = rows / taskDim, extra = rows % taskDim;
+int start = taskId * per_task + min(taskId, extra);
+int count = per_task + (taskId < extra ? 1 : 0);
+// host: cnrtDim3_t dim = {16, 1, 1};  kernel<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(...)"""
+
+_SNIPPET_ASYNC = """\
+__memcpy_async(buf[0], src, bytes, GDRAM2NRAM);           // prologue
+for (int i = 0; i < n_tiles; ++i) {
+  __sync_io();                                            // tile i is in buf[i % 2]
+  if (i + 1 < n_tiles) __memcpy_async(buf[(i + 1) % 2], src + next, bytes, GDRAM2NRAM);
+  compute(buf[i % 2]);                                    // overlaps the next load
+  __memcpy_async(dst + cur, buf[i % 2], bytes, NRAM2GDRAM);
+}
+__sync_io();"""
+
+_SNIPPET_SRAM = """\
+// launch {4, clusters, 1} with CNRT_FUNC_TYPE_UNION1; the memory core loads once per cluster
+__mlu_shared__ float right_sram[N * K];
+if (__is_mpu()) { __memcpy(right_sram, right, bytes, GDRAM2SRAM); }
+__sync_cluster();                       // every core, and the memory core, reaches this
+if (__is_ipu()) { __memcpy(right_wram, right_sram, bytes, SRAM2WRAM); /* ... */ }"""
+
+
+def next_step_for_stage(
+    stage: StageResult, device_cores: int | None = None, submission_root: str | None = None
+) -> NextStep | None:
+    """The trace-derived next change for a correct but slow stage; None without a trace."""
+    trace = stage.trace
+    if trace is None:
+        return None
+    base = {"stage": stage.name, "stage_title": stage.title}
+    errors = [d for d in trace.diagnostics if d.severity == "error"]
+    if errors:
+        return _from_finding(diagnostic_finding(errors[0], submission_root), stage)
+
+    scalar = _share(trace, "scalar")
+    io_wait = _share(trace, "io", "wait")
+    matmul = _is_matmul(stage, trace)
+    tasks = _task_count(trace)
+
+    if scalar >= 0.5 and not _staged_on_chip(trace):
+        return NextStep(
+            rule="stage_in_nram",
+            action="Stage the data in NRAM with __memcpy before computing",
+            why=f"{_pct(scalar)} of the modelled time is scalar code and nothing is copied from GDRAM to "
+            "on-chip memory: every element access goes out to GDRAM.",
+            snippet=_SNIPPET_NRAM,
+            **base,
+        )
+    if scalar >= 0.5 and not _uses_compute_builtin(trace):
+        builtin = "__bang_matmul (left in NRAM, right in WRAM)" if matmul else "__bang_active_sigmoid"
+        return NextStep(
+            rule="use_builtin",
+            action=f"Replace the scalar loop with {builtin}",
+            why=f"The data is on chip, but {_pct(scalar)} of the modelled time is still scalar code: one element "
+            f"per instruction where the {'tensor' if matmul else 'vector'} unit does a whole tile.",
+            snippet=_SNIPPET_MATMUL if matmul else _SNIPPET_SIGMOID,
+            **base,
+        )
+    if tasks == 1 and trace.cores_used <= 1 and (device_cores or 16) > 1:
+        return NextStep(
+            rule="split_over_tasks",
+            action="Split the rows over taskDim and launch one task per core",
+            why=f"The kernel ran as a single task on one core (dim {list(trace.dim)}); the device has "
+            f"{device_cores or 16} cores, so the others idle.",
+            snippet=_SNIPPET_TASKS,
+            **base,
+        )
+    if io_wait >= 0.5 and not _uses(trace, "memcpy_async"):
+        return NextStep(
+            rule="double_buffer",
+            action="Double-buffer with __memcpy_async so loads overlap compute",
+            why=f"IO and waiting take {_pct(io_wait)} of the modelled time and every copy is synchronous: the "
+            "compute units idle while each tile moves.",
+            snippet=_SNIPPET_ASYNC,
+            **base,
+        )
+    if matmul and trace.func_type.upper() == "BLOCK" and io_wait >= 0.4:
+        right_loads = trace.bytes_moved.get("GDRAM2WRAM", 0)
+        moved = f" ({_fmt_bytes(right_loads)} GDRAM->WRAM in total)" if right_loads else ""
+        return NextStep(
+            rule="sram_staging",
+            action="Stage the shared right matrix in SRAM once per cluster (UNION1 launch)",
+            why=f"IO and waiting are still {_pct(io_wait)} of the modelled time; each of the {tasks} tasks "
+            f"loads the whole right matrix from GDRAM{moved}.",
+            snippet=_SNIPPET_SRAM,
+            **base,
+        )
+    nram_peak = trace.onchip_peak_bytes.get("nram", 0)
+    nram_cap = trace.onchip_capacity_bytes.get("nram", 0)
+    if io_wait >= 0.4 and nram_cap and nram_peak < 0.25 * nram_cap:
+        return NextStep(
+            rule="bigger_tiles",
+            action="Use larger tiles so each copy moves more data",
+            why=f"IO and waiting are {_pct(io_wait)} of the modelled time while only {_fmt_bytes(nram_peak)} of "
+            f"{_fmt_bytes(nram_cap)} NRAM is in use: many small copies pay the per-copy latency.",
+            **base,
+        )
+    split = {k: v for k, v in trace.time_split_us.items() if v > 0}
+    if not split:
+        return None
+    biggest = max(split, key=lambda k: split[k])
+    return NextStep(
+        rule="reduce_dominant",
+        action=f"Reduce the {biggest} time, the largest part of the modelled time",
+        why=f"{biggest} is {_pct(_share(trace, biggest))} of the modelled time; the other parts are smaller.",
+        **base,
+    )
+
+
+_SNIPPET_REMAINDER = """\
+for (int start = 0; start < n; start += CHUNK) {
+  int len = n - start < CHUNK ? n - start : CHUNK;   // the last piece is shorter
+  __memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
+  /* compute on buf[0..len) */
+  __memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);
+}"""
+
+_FIX_SNIPPETS = {
+    "tail_only": _SNIPPET_REMAINDER,
+    "gdram_oob_write": _SNIPPET_REMAINDER,
+    "gdram_oob_read": _SNIPPET_REMAINDER,
+    "gdram_out_of_bounds": _SNIPPET_REMAINDER,
+    "unwritten_output": _SNIPPET_TASKS,
+    "async_hazard": _SNIPPET_ASYNC,
+}
+
+
+def _from_finding(finding: Finding, stage: StageResult | None = None) -> NextStep:
+    return NextStep(
+        rule=f"fix_{finding.kind}",
+        action=finding.action or f"Fix: {finding.title[0].lower()}{finding.title[1:]}",
+        why=finding.evidence,
+        how=finding.advice,
+        stage=stage.name if stage else None,
+        stage_title=stage.title if stage else None,
+        location=finding.location,
+        snippet=_FIX_SNIPPETS.get(finding.kind),
+        finding=finding,
+    )
+
+
+def overall_next_step(result: GradeResult, findings: list[Finding] | None = None) -> NextStep | None:
+    """The single most useful change for the whole submission."""
+    findings = diagnose(result) if findings is None else findings
+    blocking = {
+        Verdict.INTERNAL_ERROR,
+        Verdict.UNGRADABLE_LAYOUT,
+        Verdict.COMPILE_ERROR,
+        Verdict.NOT_USING_KERNEL,
+        Verdict.TIMEOUT,
+        Verdict.CRASH,
+    }
+    if result.verdict in blocking and findings:
+        return _from_finding(findings[0])
+    cores = result.device_peaks.cores if result.device_peaks else None
+    for stage in result.stages:
+        if not stage.correct:
+            stage_cases = {c.name for c in result.cases if c.entry == stage.entry}
+            relevant = [f for f in findings if not f.cases or stage_cases.intersection(f.cases)]
+            if relevant:
+                return _from_finding(relevant[0], stage)
+            if findings:
+                return _from_finding(findings[0], stage)
+            return NextStep(
+                rule="fix_correctness",
+                action=f"Make {stage.title} correct",
+                why=stage.message,
+                stage=stage.name,
+                stage_title=stage.title,
+            )
+        if stage.points < stage.points_possible:
+            derived = next_step_for_stage(stage, cores, result.submission_path)
+            if derived is not None:
+                return derived
+            if stage.next_step:
+                return NextStep(
+                    rule="grader",
+                    action=stage.next_step,
+                    why=stage.message,
+                    stage=stage.name,
+                    stage_title=stage.title,
+                )
+    if findings:
+        return _from_finding(findings[0])
+    if result.stages:
+        return NextStep(
+            rule="done",
+            action="Every stage is at full marks",
+            why="All cases pass and every stage beats its time threshold. Compare your times with the "
+            "reference in the charts below: that is the remaining headroom.",
+        )
+    return None

@@ -1,0 +1,220 @@
+"""BwrapRunner: bubblewrap isolation for student self-checks on machines without a Docker daemon.
+
+Same mount layout as the container (/submission ro, /build rw only while building, /io rw, capped tmpfs
+/tmp), new pid/net/ipc/uts namespaces, no capabilities, a fresh session, an emptied environment, and
+rlimits via prlimit (bwrap has no cgroup limits of its own; RLIMIT_NPROC stands in for the pids cgroup and
+RLIMIT_AS for memory). The sandboxed process never runs as root: as root we start bwrap privileged (no user
+namespace: in one, the sandbox uid would map to host root) and drop to a dedicated uid with setpriv inside;
+as a normal user bwrap runs unprivileged in a user namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+
+from grader.sandbox.base import (
+    SANDBOX_BUILD,
+    SANDBOX_IO,
+    SANDBOX_SUBMISSION,
+    Limits,
+    Mounts,
+    Phase,
+    RunOutcome,
+)
+from grader.sandbox.layout import (
+    MAX_NEW_ENTRIES,
+    check_mounts,
+    prepare_writable,
+    sandbox_env,
+    sandbox_user,
+    writable_dirs,
+)
+from grader.sandbox.watch import FLOOD_FACTOR, NOTE_OUTPUT_FLOOD, DiskWatch, OutputTail, pump, tree_usage
+
+REPO_SANDBOX = Path(__file__).resolve().parents[2] / "sandbox"
+SANDBOX_PACKAGES_AT = "/opt/bang-grader/sandbox"
+EMU_CACHE_AT = "/opt/bang-grader/emu-cache"
+_PREBUILT_THIS_PROCESS: set[tuple[str, str]] = set()  # the prebuild check imports torch: once per process
+
+
+class BwrapUnavailable(RuntimeError):
+    """bwrap or prlimit is missing, or user namespaces are disabled."""
+
+
+def bwrap_available() -> bool:
+    return all(shutil.which(tool) for tool in ("bwrap", "prlimit", "setpriv"))
+
+
+class BwrapRunner:
+    name = "bwrap"
+
+    def __init__(self, python: str | None = None, emu_cache: Path | None = None) -> None:
+        if not bwrap_available():
+            raise BwrapUnavailable("bubblewrap sandbox needs bwrap, prlimit and setpriv (util-linux) on PATH")
+        # The interpreter and its venv are bound read-only at their own paths, so shebangs and pyvenv.cfg work.
+        self.python = python or sys.executable
+        default_cache = Path(os.environ.get("BANG_EMU_CACHE") or Path.home() / ".cache" / "bang_emu")
+        self.emu_cache = emu_cache or default_cache
+        self.notes: list[str] = []
+        self._prebuilt = False
+
+    def _prebuild_on_host(self) -> None:
+        """Builds the emulator's device library with the grader's own (trusted) code before any sandboxed
+        run, as the image build does: inside, the cache is read-only and /tmp would rebuild it every run."""
+        self._prebuilt = True
+        main = REPO_SANDBOX / "bang_emu" / "torch_mlu_emu" / "__main__.py"
+        key = (self.python, str(self.emu_cache))
+        if not main.is_file() or key in _PREBUILT_THIS_PROCESS:
+            return
+        _PREBUILT_THIS_PROCESS.add(key)
+        env = {**os.environ, "BANG_EMU_CACHE": str(self.emu_cache), "PYTHONPATH": str(REPO_SANDBOX)}
+        done = subprocess.run([self.python, "-m", "bang_emu.torch_mlu_emu", "prebuild"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+        if done.returncode != 0:
+            self.notes.append(f"emulator prebuild failed on the host: {done.stdout[-500:]}")
+
+    def _python_roots(self) -> list[Path]:
+        roots = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(self.python)).parent.parent}
+        roots |= {Path(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"])}
+        roots = {r for r in roots if not str(r).startswith("/usr")}
+        return sorted(r for r in roots if not any(o != r and r.is_relative_to(o) for o in roots))
+
+    def command(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+                env: dict[str, str] | None) -> list[str]:
+        uid, gid = sandbox_user()
+        as_root = os.geteuid() == 0
+        args = ["bwrap", "--die-with-parent", "--new-session", "--clearenv",
+                "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        if as_root:
+            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # only to drop to uid below
+        else:
+            args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        args += ["--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "sbin", "lib", "lib64", "lib32"):
+            host = Path("/") / name
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), f"/{name}"]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), f"/{name}"]
+        for etc in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"):
+            if (Path("/etc") / etc).exists():
+                args += ["--ro-bind", f"/etc/{etc}", f"/etc/{etc}"]
+        made: set[str] = {"/", "/usr", "/etc", "/tmp", "/opt"}
+        for root in self._python_roots():
+            args += _parents_readable(root, made)
+            args += ["--ro-bind", str(root), str(root)]
+        args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/bang-grader"]
+        args += ["--ro-bind", str(REPO_SANDBOX), SANDBOX_PACKAGES_AT]
+        if self.emu_cache.is_dir():
+            args += ["--ro-bind", str(self.emu_cache), EMU_CACHE_AT]
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp",
+                 "--ro-bind", str(mounts.submission), SANDBOX_SUBMISSION,
+                 "--ro-bind" if phase is Phase.RUN else "--bind", str(mounts.build), SANDBOX_BUILD,
+                 "--bind", str(mounts.io), SANDBOX_IO,
+                 "--chdir", "/tmp"]
+        full_env = sandbox_env(phase, env)
+        full_env["PATH"] = f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin"
+        full_env["PYTHONPATH"] = SANDBOX_PACKAGES_AT
+        full_env["BANG_EMU_CACHE"] = EMU_CACHE_AT
+        for key, value in full_env.items():
+            args += ["--setenv", key, value]
+        args.append("--")
+        if as_root:
+            args += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all", "--"]
+        if argv and argv[0] in ("python", "python3"):
+            argv = [self.python, *argv[1:]]
+        # prlimit outermost: rlimits are inherited through bwrap and setpriv by the sandboxed process.
+        # RLIMIT_AS is a stand-in for the memory cgroup bwrap lacks; torch needs headroom for its mappings.
+        prlimit = ["prlimit", f"--nofile={limits.open_files}", f"--fsize={limits.file_size_bytes}", "--core=0",
+                   f"--as={limits.memory_bytes * 2}"]
+        if as_root:
+            prlimit.append(f"--nproc={limits.pids}")  # per uid: the dedicated uid makes it per sandbox
+        return [*prlimit, "--", *args, *argv]
+
+    def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+            env: dict[str, str] | None = None) -> RunOutcome:
+        check_mounts(mounts)
+        if not self._prebuilt:
+            self._prebuild_on_host()
+        uid, gid = sandbox_user()
+        prepare_writable(phase, mounts, uid, gid)
+        watched = writable_dirs(phase, mounts)
+        base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
+        cmd = self.command(phase, argv, mounts, limits, env)
+        notes: list[str] = list(self.notes)
+        killed = threading.Event()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"})
+
+        def kill(reason: str) -> None:
+            if not killed.is_set():
+                killed.set()
+                notes.append(reason)
+            # Killing bwrap's group kills the sandbox's pid 1 (--die-with-parent), hence the whole pid namespace.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        flood = limits.log_bytes * FLOOD_FACTOR
+        tails = {name: OutputTail(limits.log_bytes, flood,
+                                  lambda n=name: kill(f"{NOTE_OUTPUT_FLOOD}: {n} passed {flood} bytes"))
+                 for name in ("stdout", "stderr")}
+        pumps = [threading.Thread(target=pump, args=(proc.stdout, tails["stdout"]), daemon=True),
+                 threading.Thread(target=pump, args=(proc.stderr, tails["stderr"]), daemon=True)]
+        for thread in pumps:
+            thread.start()
+        disk = DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill)
+        disk.start()
+        started = time.monotonic()
+        timed_out = False
+        try:
+            proc.wait(timeout=limits.wall_seconds)
+        except subprocess.TimeoutExpired:
+            timed_out = not killed.is_set()
+            kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
+            proc.wait()
+        finally:
+            wall = time.monotonic() - started
+            disk.stop()
+            if proc.poll() is None:
+                kill("grader interrupted")
+                proc.wait()
+        if not killed.is_set():
+            disk.check()
+        for thread in pumps:
+            thread.join(timeout=5)
+        code = proc.returncode
+        # bwrap returns the child's status; a child killed by signal N shows as 128+N (or -N for bwrap itself).
+        sig = -code if code < 0 else (code - 128 if code > 128 else None)
+        return RunOutcome(
+            exit_code=None if (timed_out or sig) else code,
+            signal=sig,
+            timed_out=timed_out,
+            oom_killed=False,
+            wall_seconds=wall,
+            stdout_tail=tails["stdout"].text(),
+            stderr_tail=tails["stderr"].text(),
+            notes=notes,
+        )
+
+
+def _parents_readable(path: Path, made: set[str]) -> list[str]:
+    """bwrap creates missing parents 0700 (as the host's /root is): make them traversable instead."""
+    args: list[str] = []
+    for parent in reversed(path.parents):
+        key = str(parent)
+        if key in made:
+            continue
+        made.add(key)
+        args += ["--perms", "0755", "--dir", key]
+    return args

@@ -1,0 +1,238 @@
+"""DockerRunner: one fresh, locked-down container per harness phase (create, start, wait, always remove).
+
+No network, read-only root, capped tmpfs, non-root user, no capabilities, no-new-privileges, cgroup pids /
+memory (= swap) / CPU limits, rlimits for file size, open files and core dumps, docker-init, capped logs.
+Outputs are read afterwards from the host side of the /io bind mount with grader.sandbox.capped (never
+`docker cp`, which follows symlinks). A wall-clock timer of our own kills the container: docker's wait
+timeout only stops waiting (docker/docker-py#1966).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests
+from docker.types import LogConfig, Mount, Ulimit
+
+from grader.sandbox.base import (
+    SANDBOX_BUILD,
+    SANDBOX_IO,
+    SANDBOX_SUBMISSION,
+    Limits,
+    Mounts,
+    Phase,
+    RunOutcome,
+)
+from grader.sandbox.layout import (
+    MAX_NEW_ENTRIES,
+    check_mounts,
+    prepare_writable,
+    sandbox_env,
+    sandbox_user,
+    writable_dirs,
+)
+from grader.sandbox.watch import FLOOD_FACTOR, NOTE_OUTPUT_FLOOD, DiskWatch, OutputTail, pump, tree_usage
+
+RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; the sweep removes by it
+OWNER_LABEL = "org.bang-grader.owner-pid"
+HOST_LABEL = "org.bang-grader.owner-host"  # a pid only means something on the host (pid namespace) it came from
+KILL_GRACE_SECONDS = 30.0
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (no daemon, no image): an internal error, never the student's fault."""
+
+
+def mlu_device_nodes(card: int, dev: Path = Path("/dev")) -> list[str]:
+    """Exactly one card's nodes, those that exist: dev + ctl + ipcm (MLU370), as Cambricon's device plugin."""
+    names = [f"cambricon_dev{card}", "cambricon_ctl", f"cambricon_ipcm{card}"]
+    return [str(dev / n) for n in names if (dev / n).exists()]
+
+
+class DockerRunner:
+    name = "docker"
+
+    def __init__(self, image: str, client: docker.DockerClient | None = None, devices: list[str] | None = None,
+                 shm_bytes: int = 64 << 20) -> None:
+        self.client = client or docker.from_env(timeout=60)
+        self.image = image
+        self.devices = list(devices or [])
+        self.shm_bytes = shm_bytes
+        try:
+            # Containers of graders that died (SIGKILL, SIGTERM without cleanup) are removed before we add ours.
+            sweep_leftovers(self.client, only_dead_owners=True)
+            self.client.images.get(image)  # create() never pulls; checking here gives a clear message
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(f"sandbox image {image} is not built: run `grade images build`") from exc
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"Docker daemon unavailable: {exc}") from exc
+
+    def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+            env: dict[str, str] | None = None) -> RunOutcome:
+        check_mounts(mounts)
+        uid, gid = sandbox_user()
+        prepare_writable(phase, mounts, uid, gid)
+        watched = writable_dirs(phase, mounts)
+        base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
+        container = self._create(phase, argv, mounts, limits, env, uid, gid)
+        notes: list[str] = []
+        killed_by_us = threading.Event()
+
+        def kill(reason: str) -> None:
+            if not killed_by_us.is_set():
+                killed_by_us.set()
+                notes.append(reason)
+            try:
+                container.kill()
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                pass  # already stopped
+
+        flood = limits.log_bytes * FLOOD_FACTOR
+        tails = {
+            name: OutputTail(limits.log_bytes, flood, lambda n=name: kill(f"{NOTE_OUTPUT_FLOOD}: {n} passed "
+                                                                           f"{flood} bytes"))
+            for name in ("stdout", "stderr")
+        }
+        disk = DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill)
+        pumps: list[threading.Thread] = []
+        timed_out = False
+        started = time.monotonic()
+        try:
+            # Attach before start so nothing printed early is missed; the log driver caps what the daemon keeps.
+            for name in ("stdout", "stderr"):
+                stream = container.attach(stdout=name == "stdout", stderr=name == "stderr", stream=True,
+                                          logs=True)
+                thread = threading.Thread(target=pump, args=(stream, tails[name]), daemon=True)
+                thread.start()
+                pumps.append(thread)
+            container.start()
+            started = time.monotonic()
+            disk.start()
+            try:
+                result = container.wait(timeout=max(limits.wall_seconds, 0.1))
+            except requests.exceptions.RequestException:  # ReadTimeout / ConnectionError: our wall clock ran out
+                timed_out = not killed_by_us.is_set()
+                kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
+                result = container.wait(timeout=KILL_GRACE_SECONDS)
+            wall = time.monotonic() - started
+            disk.stop()
+            if not killed_by_us.is_set():
+                disk.check()  # a last look: a fast fill can finish between two polls
+            container.reload()
+            exit_code = int(result.get("StatusCode", -1))
+            oom = bool(container.attrs.get("State", {}).get("OOMKilled", False))
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"docker run failed: {exc}") from exc
+        finally:
+            disk.stop()
+            self._remove(container)
+            for thread in pumps:
+                thread.join(timeout=5)
+        # docker-init reports a child killed by signal N as 128+N.
+        signal = exit_code - 128 if exit_code > 128 else None
+        if oom:
+            notes.append("memory limit reached (cgroup OOM kill)")
+        return RunOutcome(
+            exit_code=None if (timed_out or signal) else exit_code,
+            signal=signal,
+            timed_out=timed_out,
+            oom_killed=oom,
+            wall_seconds=wall,
+            stdout_tail=tails["stdout"].text(),
+            stderr_tail=tails["stderr"].text(),
+            notes=notes,
+        )
+
+    def _create(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+                env: dict[str, str] | None, uid: int, gid: int) -> docker.models.containers.Container:
+        job = uuid.uuid4().hex[:12]
+        build_ro = phase is not Phase.BUILD
+        try:
+            return self.client.containers.create(
+                self.image,
+                argv,
+                name=f"bang-grader-{phase}-{job}",
+                labels={RUN_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(),
+                        "org.bang-grader.phase": str(phase)},
+                user=f"{uid}:{gid}",
+                working_dir="/tmp",
+                environment=sandbox_env(phase, env),
+                network_mode="none",
+                read_only=True,
+                tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmpfs_bytes},mode=1777"},
+                mounts=[
+                    Mount(SANDBOX_SUBMISSION, str(mounts.submission), type="bind", read_only=True),
+                    # exec: the extension built here is dlopen'ed in the run phase (bind mounts are not noexec).
+                    Mount(SANDBOX_BUILD, str(mounts.build), type="bind", read_only=build_ro),
+                    Mount(SANDBOX_IO, str(mounts.io), type="bind", read_only=False),
+                ],
+                devices=[f"{d}:{d}:rw" for d in self.devices],  # rw, not rwm: no mknod
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                pids_limit=int(limits.pids),
+                mem_limit=int(limits.memory_bytes),
+                memswap_limit=int(limits.memory_bytes),
+                nano_cpus=int(limits.cpus * 1e9),
+                shm_size=self.shm_bytes,
+                ipc_mode="private",
+                init=True,
+                ulimits=[
+                    Ulimit(name="core", soft=0, hard=0),
+                    Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+                    Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
+                ],
+                log_config=LogConfig(type="json-file",
+                                     config={"max-size": str(max(limits.log_bytes, 1 << 16)), "max-file": "1"}),
+                stdin_open=False,
+                tty=False,
+            )
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(f"sandbox image {self.image} is not built: run `grade images build`") from exc
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"could not create the sandbox container: {exc}") from exc
+
+    def _remove(self, container: docker.models.containers.Container) -> None:
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            # Left for the sweep (sweep_leftovers) rather than hiding the run's real outcome.
+            pass
+
+
+def sweep_leftovers(client: docker.DockerClient | None = None, only_dead_owners: bool = False) -> list[str]:
+    """Removes containers we created and lost (grader crash, daemon hiccup); returns their names.
+
+    With `only_dead_owners`, containers whose creating grader process is still alive are left alone, so a
+    concurrent batch run is not disturbed."""
+    client = client or docker.from_env(timeout=60)
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
+        owner = container.labels.get(OWNER_LABEL, "")
+        if only_dead_owners and (container.labels.get(HOST_LABEL) != socket.gethostname()
+                                 or not owner.isdigit() or _pid_alive(int(owner))):
+            continue
+        try:
+            container.remove(force=True, v=True)
+            removed.append(container.name)
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

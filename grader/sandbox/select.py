@@ -1,0 +1,67 @@
+"""Chooses the runner for a grading run: docker when it can, bwrap for self-checks, plain processes only
+when asked for explicitly, and never an unsandboxed (or cgroup-less) runner for batch grading."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import docker
+import docker.errors
+import requests
+
+from grader.sandbox.base import Runner
+from grader.sandbox.bwrap_runner import BwrapRunner, bwrap_available
+from grader.sandbox.docker_runner import DockerRunner, mlu_device_nodes
+from grader.sandbox.images import base_image_tag, emu_image_tag, ensure_emu_image, image_exists
+
+SandboxKind = Literal["auto", "docker", "bwrap", "none"]
+
+
+class SandboxRefused(RuntimeError):
+    """The requested sandbox is not allowed or not available here; the message says what to do."""
+
+
+def docker_status() -> tuple[docker.DockerClient | None, str]:
+    """A client when the daemon answers, else None and why."""
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+        return client, "ok"
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        return None, f"no Docker daemon answers ({type(exc).__name__})"
+
+
+def select_runner(kind: SandboxKind, batch: bool, backend: Literal["emu", "mlu"] = "emu",
+                  mlu_card: int | None = None, image: str | None = None) -> Runner:
+    """`image` overrides the emulation image (the MLU backend needs the tag of `grade images build --mlu`)."""
+    if kind == "none":
+        if batch:
+            raise SandboxRefused("batch grading refuses to run student code unsandboxed (--sandbox none): "
+                                 "use --sandbox docker (start dockerd, then `grade images build`)")
+        from grader.sandbox.process import ProcessRunner
+
+        return ProcessRunner()
+    if kind == "bwrap" and batch:
+        raise SandboxRefused("bubblewrap has no cgroup limits and is meant for self-checks only: batch grading "
+                             "needs --sandbox docker")
+    if backend == "mlu" and kind != "docker" and kind != "auto":
+        raise SandboxRefused("the MLU backend runs only in the docker sandbox (device passthrough)")
+    if kind in ("docker", "auto"):
+        client, why = docker_status()
+        tag = image or emu_image_tag()
+        if client is not None and image is None and not image_exists(client, tag) \
+                and image_exists(client, base_image_tag()):
+            tag = ensure_emu_image()  # only the thin layer is stale (sandbox/ sources changed): seconds
+        if client is not None and image_exists(client, tag):
+            devices = mlu_device_nodes(mlu_card or 0) if backend == "mlu" else []
+            if backend == "mlu" and not devices:
+                raise SandboxRefused(f"no /dev/cambricon_dev{mlu_card or 0} on this host")
+            return DockerRunner(tag, client=client, devices=devices)
+        if client is not None:
+            why = f"the sandbox image {tag} is not built (run `grade images build`)"
+        if kind == "docker" or batch or backend == "mlu":
+            raise SandboxRefused(f"docker sandbox unavailable: {why}")
+    if not bwrap_available():
+        raise SandboxRefused("no sandbox available: neither Docker nor bubblewrap (apt-get install bubblewrap); "
+                             "`--sandbox none` runs unsandboxed for your own code only")
+    return BwrapRunner()

@@ -1,0 +1,91 @@
+"""Per-stage time thresholds per backend and device profile: assignments/<name>/thresholds/<backend>-<device>.toml.
+
+`grade calibrate` writes them from the reference kernels' times. Rule (documented in the README):
+threshold = reference x slack (stage slack from the spec), but never above the geometric mean of this stage's
+reference and the previous stage's when both are timed on the same shape -- so the previous stage's technique
+can never pass this stage's threshold, however generous the slack.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from grader import __version__
+from grader.spec.loader import assignment_dir
+from grader.spec.models import AssignmentSpec
+
+
+@dataclass(frozen=True)
+class StageThreshold:
+    reference_us: float
+    threshold_us: float
+    perf_dims: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ThresholdTable:
+    backend: str
+    device: str
+    stages: dict[str, StageThreshold]
+    path: Path | None = None
+
+
+def thresholds_path(spec: AssignmentSpec, backend: str, device: str, root: Path | None = None) -> Path:
+    folder = assignment_dir(spec.name) if root is None else root / spec.name
+    return folder / "thresholds" / f"{backend}-{device}.toml"
+
+
+def load_thresholds(spec: AssignmentSpec, backend: str, device: str, root: Path | None = None) -> ThresholdTable | None:
+    path = thresholds_path(spec, backend, device, root)
+    if not path.is_file():
+        return None
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    stages = {name: StageThreshold(float(v["reference_us"]), float(v["threshold_us"]), dict(v.get("perf_dims", {})))
+              for name, v in data.get("stages", {}).items()}
+    return ThresholdTable(backend=backend, device=device, stages=stages, path=path)
+
+
+def compute_thresholds(spec: AssignmentSpec, reference_us: dict[str, float]) -> dict[str, StageThreshold]:
+    out: dict[str, StageThreshold] = {}
+    previous: tuple[dict[str, int], float] | None = None
+    for stage in spec.stages:
+        ref = reference_us.get(stage.name)
+        if ref is None:
+            previous = None
+            continue
+        threshold = ref * stage.slack
+        if previous is not None and previous[0] == stage.perf.dims and previous[1] > ref:
+            threshold = min(threshold, math.sqrt(previous[1] * ref))
+        out[stage.name] = StageThreshold(reference_us=ref, threshold_us=threshold, perf_dims=dict(stage.perf.dims))
+        previous = (dict(stage.perf.dims), ref)
+    return out
+
+
+def write_thresholds(spec: AssignmentSpec, backend: str, device: str, stages: dict[str, StageThreshold],
+                     time_source: str, notes: dict[str, str] | None = None, root: Path | None = None) -> Path:
+    path = thresholds_path(spec, backend, device, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"# Written by `grade calibrate` ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, grader {__version__}).",
+        "# threshold_us = reference_us x stage slack, capped at the geometric mean with the previous stage's",
+        "# reference when both use the same perf shape. Re-run `grade calibrate` after changing a perf shape.",
+        f'backend = "{backend}"',
+        f'device = "{device}"',
+        f'time_source = "{time_source}"',
+        "",
+    ]
+    for name, t in stages.items():
+        dims = ", ".join(f"{k} = {v}" for k, v in t.perf_dims.items())
+        lines += [f"[stages.{name}]", f"reference_us = {t.reference_us:.10g}", f"threshold_us = {t.threshold_us:.10g}",
+                  f"perf_dims = {{ {dims} }}"]
+        if notes and name in notes:
+            lines.append(f'reference = "{notes[name]}"')
+        lines.append("")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    tmp.replace(path)
+    return path

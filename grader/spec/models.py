@@ -1,0 +1,232 @@
+"""Pydantic models of an assignment spec (assignments/<name>/assignment.toml).
+
+Every field has a default where one makes sense and a description, so the schema documents itself
+(`grade spec-schema` prints it). Unknown keys are rejected: a typo in a spec must not silently drop a check.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from grader.spec.references import REFERENCES
+
+DTypeName = Literal["float32", "float16"]
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Distribution(_Strict):
+    """How input values are drawn; `special_values` are scattered in at `special_fraction` of positions."""
+
+    kind: Literal["uniform", "normal"] = Field("uniform", description="uniform on [low, high) or normal(mean, std)")
+    low: float = Field(-1.0, description="uniform: lower bound")
+    high: float = Field(1.0, description="uniform: upper bound (exclusive)")
+    mean: float = Field(0.0, description="normal: mean")
+    std: float = Field(1.0, gt=0, description="normal: standard deviation")
+    special_values: list[float] = Field(
+        default_factory=list, description="values planted at random positions, e.g. saturation edges +-7.75")
+    special_fraction: float = Field(0.0, ge=0, le=0.5, description="fraction of elements replaced by special values")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Distribution:
+        if self.kind == "uniform" and not self.low < self.high:
+            raise ValueError(f"uniform distribution needs low < high, got low={self.low}, high={self.high}")
+        if self.special_fraction > 0 and not self.special_values:
+            raise ValueError("special_fraction > 0 needs a non-empty special_values list")
+        return self
+
+
+class InputSpec(_Strict):
+    name: str = Field(description="argument name, in call order")
+    dims: list[str] = Field(min_length=1, description="symbolic dims, e.g. ['M', 'K']; cases give their values")
+    distribution: Distribution = Field(default_factory=Distribution)
+
+    @field_validator("name")
+    @classmethod
+    def _ident(cls, value: str) -> str:
+        if not _IDENT.match(value):
+            raise ValueError(f"input name {value!r} is not an identifier")
+        return value
+
+
+class Tolerance(_Strict):
+    """mlu-ops accuracy criteria (MLU-OPS-Accuracy-Acceptance-Standard); None switches a metric off."""
+
+    diff1: float | None = Field(None, ge=0, description="sum|e-b| / sum|b|")
+    diff2: float | None = Field(None, ge=0, description="sqrt(sum (e-b)^2 / sum b^2)")
+    diff3: float | None = Field(None, ge=0, description="max point error: absolute where |b| < th, else relative")
+    diff3_2: float | None = Field(None, ge=0, description="max |e-b|: catches a single wrong element")
+
+    @model_validator(mode="after")
+    def _something(self) -> Tolerance:
+        if all(v is None for v in (self.diff1, self.diff2, self.diff3, self.diff3_2)):
+            raise ValueError("a tolerance must set at least one of diff1, diff2, diff3, diff3_2")
+        return self
+
+
+class CheckPolicy(_Strict):
+    nan_inf: Literal["strict", "loose"] = Field(
+        "strict", description="strict: NaN/Inf positions must match the reference exactly")
+    zero_guard: bool = Field(True, description="fail an (almost) all-zero output when the reference is not")
+    zero_guard_ratio: float = Field(
+        1e-3, gt=0, lt=1, description="output counts as all-zero when sum|out| < ratio * sum|ref|")
+    unwritten: bool = Field(True, description="elements still holding the NaN poison where the reference is finite fail")
+    max_mismatches: int = Field(5, ge=1, le=100, description="first mismatches reported per case")
+
+
+class GroupSpec(_Strict):
+    name: str
+    description: str = ""
+    points: float = Field(ge=0, description="correctness points for this case group")
+    scoring: Literal["proportional", "all_or_nothing"] = Field(
+        "proportional", description="proportional: points x passed/total over every (entry, case) run")
+
+
+class CaseSpec(_Strict):
+    name: str = Field(description="unique within the assignment, e.g. 'prime_97x89x101'")
+    group: str
+    dims: dict[str, int] = Field(description="value of every symbolic dim, e.g. {M=97, K=89, N=101}")
+    dtypes: list[DTypeName] = Field(default_factory=lambda: ["float32"], min_length=1)
+    distribution: dict[str, Distribution] = Field(
+        default_factory=dict, description="per-input override of the input's distribution")
+
+    @field_validator("dims")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        bad = {k: v for k, v in value.items() if v < 1}
+        if bad:
+            raise ValueError(f"dims must be >= 1, got {bad}")
+        return value
+
+
+class PerfSpec(_Strict):
+    dims: dict[str, int]
+    dtype: DTypeName = "float32"
+
+
+class BuiltinCalled(_Strict):
+    kind: Literal["builtin_called"] = "builtin_called"
+    builtin: str = Field(description="e.g. __bang_matmul; counted by the emulator per launch")
+    min_count: int = Field(1, ge=1)
+
+
+class MinCores(_Strict):
+    kind: Literal["min_cores"] = "min_cores"
+    cores: int = Field(2, ge=1, description="distinct cores that ran the kernel")
+
+
+class FuncType(_Strict):
+    kind: Literal["func_type"] = "func_type"
+    one_of: list[str] = Field(min_length=1, description="accepted launch types, e.g. ['UNION1', 'UNION2']")
+
+
+class OnchipUsed(_Strict):
+    kind: Literal["onchip_used"] = "onchip_used"
+    memory: Literal["nram", "wram", "sram"]
+    min_bytes: int = Field(1, ge=1)
+
+
+Requirement = Annotated[BuiltinCalled | MinCores | FuncType | OnchipUsed, Field(discriminator="kind")]
+
+
+class RequirementSpec(_Strict):
+    name: str
+    description: str = Field(description="shown to the student when it is not met")
+    check: Requirement
+
+
+class StageSpec(_Strict):
+    name: str = Field(description="stage id; grade.toml [entries] keys use it")
+    title: str
+    points: float = Field(ge=0, description="performance points; need a fully correct entry under the threshold")
+    groups: list[str] = Field(min_length=1, description="case groups this stage's entry is checked on")
+    perf: PerfSpec
+    slack: float = Field(1.5, ge=1.0, description="threshold = reference time x slack (see grade calibrate)")
+    requirements: list[RequirementSpec] = Field(default_factory=list)
+    hint: str | None = Field(None, description="the change that reaches this stage from the previous one; shown "
+                             "when this stage is not reached yet (and after the previous stage when it is)")
+
+
+class AssignmentSpec(_Strict):
+    name: str
+    title: str
+    entry: str = Field(description="default entry function in the student's module, e.g. 'matmul'")
+    signature: str = Field(description="for messages, e.g. 'matmul(a, b) -> Tensor'")
+    reference: str = Field(description="float64 host reference, one of grader.spec.references.REFERENCES")
+    inputs: list[InputSpec] = Field(min_length=1)
+    output_dims: list[str] = Field(min_length=1, description="symbolic dims of the output")
+    tolerances: dict[DTypeName, Tolerance]
+    checks: CheckPolicy = Field(default_factory=CheckPolicy)
+    groups: list[GroupSpec] = Field(min_length=1)
+    cases: list[CaseSpec] = Field(min_length=1)
+    stages: list[StageSpec] = Field(min_length=1)
+    run_timeout_seconds: float = Field(600.0, gt=0, description="wall limit of one run phase")
+    call_timeout_seconds: float = Field(60.0, gt=0, description="wall limit of one entry call (a hang fails there)")
+    build_timeout_seconds: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AssignmentSpec:
+        problems: list[str] = []
+        if self.reference not in REFERENCES:
+            problems.append(f"reference {self.reference!r} is unknown; known: {sorted(REFERENCES)}")
+        if not _IDENT.match(self.entry):
+            problems.append(f"entry {self.entry!r} is not a Python identifier")
+        dims = {d for i in self.inputs for d in i.dims}
+        missing_out = [d for d in self.output_dims if d not in dims]
+        if missing_out:
+            problems.append(f"output_dims {missing_out} appear in no input's dims {sorted(dims)}")
+        group_names = [g.name for g in self.groups]
+        problems += _duplicates("group", group_names)
+        problems += _duplicates("case", [c.name for c in self.cases])
+        problems += _duplicates("stage", [s.name for s in self.stages])
+        used_groups: set[str] = set()
+        for case in self.cases:
+            if case.group not in group_names:
+                problems.append(f"case {case.name!r}: group {case.group!r} is not declared in [[groups]] {group_names}")
+            if set(case.dims) != dims:
+                problems.append(f"case {case.name!r}: dims {sorted(case.dims)} must be exactly {sorted(dims)}")
+            for dtype in case.dtypes:
+                if dtype not in self.tolerances:
+                    problems.append(f"case {case.name!r}: dtype {dtype} has no [tolerances.{dtype}]")
+            unknown = set(case.distribution) - {i.name for i in self.inputs}
+            if unknown:
+                problems.append(f"case {case.name!r}: distribution for unknown inputs {sorted(unknown)}")
+            used_groups.add(case.group)
+        empty = [g for g in group_names if g not in used_groups]
+        if empty:
+            problems.append(f"groups {empty} have no cases")
+        for stage in self.stages:
+            for group in stage.groups:
+                if group not in group_names:
+                    problems.append(f"stage {stage.name!r}: group {group!r} is not declared in [[groups]]")
+            if set(stage.perf.dims) != dims:
+                problems.append(f"stage {stage.name!r}: perf dims {sorted(stage.perf.dims)} must be exactly {sorted(dims)}")
+            if stage.perf.dtype not in self.tolerances:
+                problems.append(f"stage {stage.name!r}: perf dtype {stage.perf.dtype} has no tolerance")
+            if not _IDENT.match(stage.name):
+                problems.append(f"stage name {stage.name!r} is not an identifier")
+        if problems:
+            raise ValueError("\n  - ".join(problems))
+        return self
+
+    @property
+    def max_score(self) -> float:
+        return sum(g.points for g in self.groups) + sum(s.points for s in self.stages)
+
+    def stage(self, name: str) -> StageSpec:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+
+def _duplicates(what: str, names: list[str]) -> list[str]:
+    seen: set[str] = set()
+    dup = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
+    return [f"duplicate {what} names {dup}"] if dup else []

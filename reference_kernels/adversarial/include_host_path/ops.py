@@ -1,0 +1,17 @@
+"""Adversarial sandbox fixture `include_host_path` (not a solution): #includes host files at compile time (/etc/shadow, the hidden assignment)
+
+Getting through returns the right answer (so a broken sandbox would look like a pass); being contained
+raises "contained: ..." or is cut off by the runner.
+"""
+
+import os
+import signal
+import socket
+import sys
+import time
+
+import my_ops_ext  # noqa: F401  the stub extension
+import torch
+
+def sigmoid(x):
+    return torch.sigmoid(x)

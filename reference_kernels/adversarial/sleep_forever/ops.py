@@ -1,0 +1,18 @@
+"""Adversarial sandbox fixture `sleep_forever` (not a solution): sleeps inside the entry call
+
+Getting through returns the right answer (so a broken sandbox would look like a pass); being contained
+raises "contained: ..." or is cut off by the runner.
+"""
+
+import os
+import signal
+import socket
+import sys
+import time
+
+import my_ops_ext  # noqa: F401  the stub extension
+import torch
+
+def sigmoid(x):
+    time.sleep(1e9)
+    return torch.sigmoid(x)

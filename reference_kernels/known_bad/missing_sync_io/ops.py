@@ -1,0 +1,8 @@
+"""Sigmoid, stage "pipeline": the entry function the grader calls."""
+
+import my_ops_ext
+import torch
+
+
+def sigmoid(x: torch.Tensor) -> torch.Tensor:
+    return my_ops_ext.sigmoid_pipeline(x)

@@ -1,0 +1,43 @@
+// PyTorch binding of MatMul, stage "multicore": checks the operands, allocates c on their device and launches the
+// BANG C entry on the current queue.
+#include <torch/library.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "aten/utils/cnnl_util.h"
+#include "aten/utils/tensor_util.h"
+#include "framework/core/MLUStream.h"
+#include "../mlu/matmul_multicore.h"
+
+using namespace torch_mlu;
+
+torch::Tensor matmul_multicore(const torch::Tensor& a, const torch::Tensor& b) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "matmul_multicore: 2-D operands expected");
+  TORCH_CHECK(a.size(1) == b.size(0), "matmul_multicore: a is ", a.sizes(), " but b is ", b.sizes());
+  TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
+              "matmul_multicore: float32 operands expected");
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  TORCH_CHECK(M * K < std::numeric_limits<int>::max() && K * N < std::numeric_limits<int>::max() &&
+                  M * N < std::numeric_limits<int>::max(),
+              "matmul_multicore: operands too large");
+  auto lhs = torch_mlu::cnnl_contiguous(a);
+  auto rhs = torch_mlu::cnnl_contiguous(b);
+  auto c = at::empty({M, N}, lhs.options());
+  if (c.numel() == 0) return c;
+  if (K == 0) return c.zero_();  // an empty sum; the kernel is not needed for that
+  cnrtQueue_t queue = getCurMLUStream();
+  matmul_multicore_entry(queue, static_cast<const float*>(mlu_data_ptr(getMluTensorImpl(lhs))),
+                    static_cast<const float*>(mlu_data_ptr(getMluTensorImpl(rhs))),
+                    static_cast<float*>(mlu_data_ptr(getMluTensorImpl(c))), (int)M, (int)K, (int)N);
+  const cnrtRet_t launch_status = cnrtGetLastError();  // the launch is asynchronous: errors surface here
+  TORCH_CHECK(launch_status == cnrtSuccess, "kernel launch failed: ", cnrtGetErrorStr(launch_status));
+  return c;
+}
+
+// torch_mlu 2.x registration: Python calls torch.ops.reference_matmul.matmul_multicore(a, b).
+TORCH_LIBRARY(reference_matmul, m) { m.def("matmul_multicore(Tensor a, Tensor b) -> Tensor"); }
+
+TORCH_LIBRARY_IMPL(reference_matmul, PrivateUse1, m) {
+  m.impl("matmul_multicore", TORCH_FN(matmul_multicore));
+}

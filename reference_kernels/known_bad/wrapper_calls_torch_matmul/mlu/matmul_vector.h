@@ -1,0 +1,10 @@
+// Host entry of MatMul, stage "vector".
+#ifndef MATMUL_VECTOR_H_
+#define MATMUL_VECTOR_H_
+
+#include <cnrt.h>
+
+// c[M][N] = a[M][K] x b[K][N], fp32, row-major, device pointers; launched on queue.
+void matmul_vector_entry(cnrtQueue_t queue, const float* a, const float* b, float* c, int M, int K, int N);
+
+#endif  // MATMUL_VECTOR_H_

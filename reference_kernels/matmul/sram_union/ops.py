@@ -1,0 +1,8 @@
+"""MatMul, stage "sram_union": the entry function the grader calls."""
+
+import my_ops_ext
+import torch
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return my_ops_ext.matmul_sram_union(a, b)

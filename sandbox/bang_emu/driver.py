@@ -1,0 +1,347 @@
+"""cncc-emu: a cncc-compatible compiler driver that builds BANG C for the CPU emulator.
+
+    cncc-emu --bang-arch=compute_30 -O3 file.mlu -o exe
+    cncc-emu -c -fPIC --bang-mlu-arch=mtp_372 kernel.mlu -o kernel.o
+    cncc-emu --prebuild-runtime [DIR]
+
+Each .mlu file is preprocessed by g++ with bang.h force-included, rewritten (launch syntax, on-chip
+declarations; see rewrite.py), and compiled with kernel-address instrumentation so that the runtime sees
+every scalar load/store of device code. On-chip arrays are measured in the object file and refused when
+they exceed the architecture's NRAM/WRAM/SRAM, as cncc does.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bang_emu import rewrite as rw
+from bang_emu import toolchain
+
+# capacities in KiB per --bang-mlu-arch (BANG header MLISA.cpp; mtp_592 unconfirmed, see README)
+ARCH_CAPACITY_KB = {
+    "mtp_270": {2: 512, 3: 1024, 4: 2048},
+    "mtp_290": {2: 512, 3: 512, 4: 2048},
+    "mtp_372": {2: 768, 3: 1024, 4: 4096},
+    "mtp_592": {2: 448, 3: 512, 4: 2048},
+}
+ARCH_NUMBER = {"mtp_270": 270, "mtp_290": 290, "mtp_372": 372, "mtp_592": 592}
+VIRTUAL_ARCH = {"compute_20": "mtp_270", "compute_30": "mtp_372", "compute_50": "mtp_592"}
+DEVICE_INSTRUMENTATION = [
+    "-fsanitize=kernel-address",
+    "--param", "asan-instrumentation-with-call-threshold=0",
+    "--param", "asan-globals=0",
+    "--param", "asan-stack=0",
+    # one MLU scalar access = one callback, whatever the host vectoriser would do
+    "-fno-tree-vectorize",
+    # keep the kernel's own frame on every builtin call, so errors can name the student's source line
+    "-fno-optimize-sibling-calls",
+]
+# cncc flags that take a separate argument and mean nothing here
+IGNORED_WITH_ARG = {"-mllvm", "-Xbang-cnas", "-Xclang", "--neuware-path", "-Xlinker-ignored"}
+PASS_PREFIXES = ("-W", "-f", "-m64", "-pthread", "-w", "-shared", "-rdynamic", "-static-libstdc++")
+SOURCE_SUFFIXES = {".mlu"}
+HOST_SUFFIXES = {".cpp", ".cc", ".cxx", ".c", ".C"}
+
+
+class DriverError(Exception):
+    pass
+
+
+@dataclass
+class Options:
+    inputs: list[str] = field(default_factory=list)
+    output: str | None = None
+    compile_only: bool = False
+    preprocess_only: bool = False
+    defines: list[str] = field(default_factory=list)
+    includes: list[str] = field(default_factory=list)
+    link_args: list[str] = field(default_factory=list)
+    passthrough: list[str] = field(default_factory=list)
+    opt: str = "-O2"
+    debug: bool = False
+    std: str | None = None
+    archs: list[str] = field(default_factory=list)
+    emu_device: str | None = None
+    notes: list[str] = field(default_factory=list)
+    verbose: bool = False
+
+
+def note(msg: str) -> None:
+    print(f"cncc-emu: note: {msg}", file=sys.stderr)
+
+
+def parse_args(argv: list[str]) -> Options:
+    o = Options()
+    i = 0
+
+    def value(flag: str) -> str:
+        nonlocal i
+        if i + 1 >= len(argv):
+            raise DriverError(f"missing argument after {flag}")
+        i += 1
+        return argv[i]
+
+    while i < len(argv):
+        a = argv[i]
+        if a == "-o":
+            o.output = value(a)
+        elif a.startswith("-o") and len(a) > 2:
+            o.output = a[2:]
+        elif a == "-c":
+            o.compile_only = True
+        elif a == "-E":
+            o.preprocess_only = True
+        elif a in ("-I", "-isystem"):
+            o.includes.append(value(a))
+        elif a.startswith("-I"):
+            o.includes.append(a[2:])
+        elif a in ("-D", "-U"):
+            o.defines.append(a + value(a))
+        elif a.startswith(("-D", "-U")):
+            o.defines.append(a)
+        elif a in ("-L", "-l"):
+            v = value(a)
+            if a == "-l" and v in ("cnrt", "cndrv", "cndev", "cnrtc", "cnnl", "cnpapi"):
+                o.notes.append(f"-l{v} is provided by the emulator runtime")
+            else:
+                o.link_args.append(a + v)
+        elif a.startswith("-l"):
+            if a[2:] in ("cnrt", "cndrv", "cndev", "cnrtc", "cnnl", "cnpapi"):
+                o.notes.append(f"{a} is provided by the emulator runtime")
+            else:
+                o.link_args.append(a)
+        elif a.startswith("-L") or a.startswith("-Wl,"):
+            o.link_args.append(a)
+        elif re.fullmatch(r"-O[0-3sgz]?", a):
+            o.opt = a if a != "-O" else "-O1"
+        elif a.startswith("-g"):
+            o.debug = True
+        elif a.startswith("-std="):
+            o.std = a[5:]
+        elif a.startswith("--bang-mlu-arch="):
+            o.archs.append(a.split("=", 1)[1])
+        elif a.startswith("--bang-arch="):
+            v = a.split("=", 1)[1]
+            if v not in VIRTUAL_ARCH:
+                raise DriverError(f"unknown --bang-arch {v} (known: {', '.join(VIRTUAL_ARCH)})")
+            o.archs.append(VIRTUAL_ARCH[v])
+        elif a.startswith("--emu-device="):
+            o.emu_device = a.split("=", 1)[1]
+        elif a == "--emu-device":
+            o.emu_device = value(a)
+        elif a in ("-v", "--verbose"):
+            o.verbose = True
+        elif a == "-x":
+            lang = value(a)
+            if lang not in ("mlu", "bang"):
+                o.notes.append(f"ignoring -x {lang}")
+        elif a in IGNORED_WITH_ARG:
+            skipped = value(a)
+            o.notes.append(f"ignoring cncc flag {a} {skipped}")
+        elif a.startswith("--bang") or a.startswith("--neuware") or a.startswith("--no-neuware") or a.startswith("--target="):
+            o.notes.append(f"ignoring cncc flag {a}")
+        elif a.startswith(PASS_PREFIXES) or a == "-fPIC":
+            o.passthrough.append(a)
+        elif a.startswith("-"):
+            o.notes.append(f"ignoring unknown flag {a}")
+        else:
+            o.inputs.append(a)
+        i += 1
+    if not o.archs:
+        o.archs = ["mtp_372"]
+    for arch in o.archs:
+        if arch not in ARCH_CAPACITY_KB:
+            raise DriverError(f"unknown --bang-mlu-arch {arch} (known: {', '.join(ARCH_CAPACITY_KB)})")
+    return o
+
+
+def _std_flag(std: str | None) -> str:
+    # the emulation headers need C++17; older dialects are raised (C++11/14 code compiles unchanged)
+    if std and re.fullmatch(r"(c|gnu)\+\+(17|1z|20|2a|23|2b)", std):
+        return f"-std={std}"
+    if std and std not in ("c++11", "c++14", "gnu++11", "gnu++14", "c++0x", "gnu++0x", "c++1y", "gnu++1y"):
+        note(f"-std={std} replaced by -std=gnu++17")
+    return "-std=gnu++17"
+
+
+def _arch_macros(archs: list[str]) -> list[str]:
+    arch = min(archs, key=lambda a: ARCH_CAPACITY_KB[a][2])
+    cap = ARCH_CAPACITY_KB[arch]
+    return [
+        f"-D__BANG_ARCH__={ARCH_NUMBER[arch]}",
+        f"-D__MLU_NRAM_SIZE__={cap[2]}",
+        f"-D__MLU_WRAM_SIZE__={cap[3]}",
+        f"-D__MLU_SRAM_SIZE__={cap[4]}",
+        "-D__MLISA__=1",
+    ]
+
+
+def _run(cmd: list[str], verbose: bool) -> subprocess.CompletedProcess:
+    if verbose:
+        print("cncc-emu: " + " ".join(cmd), file=sys.stderr)
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def _forward(proc: subprocess.CompletedProcess) -> None:
+    if proc.stdout:
+        sys.stdout.write(proc.stdout)
+    if proc.stderr:
+        sys.stderr.write(proc.stderr)
+
+
+def read_onchip_records(obj: Path) -> list[tuple[int, int]]:
+    """(declaration index, bytes) records of the object's .bang_emu_onchip section."""
+    with tempfile.TemporaryDirectory() as td:
+        raw = Path(td) / "sec.bin"
+        proc = subprocess.run(
+            ["objcopy", "-O", "binary", f"--only-section={rw.ONCHIP_SECTION}", str(obj), str(raw)],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0 or not raw.exists():
+            return []
+        data = raw.read_bytes()
+    return [struct.unpack_from("<QQ", data, off) for off in range(0, len(data) - 15, 16)]
+
+
+def check_capacity(obj: Path, decls: list[rw.OnchipDecl], archs: list[str]) -> list[str]:
+    """Error lines for every on-chip space whose arrays exceed the smallest target architecture."""
+    by_index = {d.index: d for d in decls}
+    totals: dict[int, int] = {}
+    members: dict[int, list[tuple[rw.OnchipDecl, int]]] = {}
+    for idx, size in read_onchip_records(obj):
+        d = by_index.get(idx)
+        if d is None:
+            continue
+        totals[d.space] = totals.get(d.space, 0) + size
+        members.setdefault(d.space, []).append((d, size))
+    errors = []
+    for arch in archs:
+        for space, total in sorted(totals.items()):
+            cap = ARCH_CAPACITY_KB[arch][space] * 1024
+            if total > cap:
+                arrays = sorted(members[space], key=lambda m: -m[1])
+                first = arrays[0][0]
+                listing = ", ".join(f"'{d.name}' {size / 1024:.1f} KB ({Path(d.file).name}:{d.line})" for d, size in arrays)
+                errors.append(
+                    f"{first.file}:{first.line}: error: bang-emu: onchip-overflow: {rw.SPACE_NAMES[space]} arrays "
+                    f"need {total / 1024:.1f} KB but {arch} has {cap // 1024} KB per "
+                    f"{'cluster' if space == 4 else 'core'}: {listing}; make the arrays smaller "
+                    f"(tile the computation) or move data to GDRAM"
+                )
+        if errors:
+            break
+    return errors
+
+
+def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
+    inc = [f"-I{d}" for d in toolchain.include_dirs()] + [f"-I{d}" for d in o.includes]
+    std = _std_flag(o.std)
+    pre = workdir / (src.stem + ".mlu.ii")
+    cmd = ["g++", "-E", std, "-x", "c++", "-DBANG_EMU_REWRITE", *_arch_macros(o.archs), *o.defines, *inc,
+           "-include", str(toolchain.INCLUDE_DIR / "bang.h"), str(src), "-o", str(pre)]
+    proc = _run(cmd, o.verbose)
+    if proc.returncode != 0:
+        _forward(proc)
+        return proc.returncode or 1
+    try:
+        result = rw.rewrite(pre.read_text(errors="replace"), default_device=o.emu_device)
+    except rw.RewriteError as e:
+        print(f"{src}: error: cncc-emu: {e}", file=sys.stderr)
+        return 1
+    rewritten = workdir / (src.stem + ".emu.ii")
+    rewritten.write_text(result.text)
+    if o.preprocess_only:
+        if o.output:
+            Path(o.output).write_text(result.text)
+        else:
+            sys.stdout.write(result.text)
+        return 0
+    cmd = ["g++", "-c", std, o.opt, "-g" if o.debug else "-g1", "-fno-omit-frame-pointer",
+           *DEVICE_INSTRUMENTATION, *o.passthrough, str(rewritten), "-o", str(obj)]
+    proc = _run(cmd, o.verbose)
+    _forward(proc)
+    if proc.returncode != 0:
+        return proc.returncode
+    errors = check_capacity(obj, result.onchip, o.archs)
+    if errors:
+        for e in errors:
+            print(e, file=sys.stderr)
+        obj.unlink(missing_ok=True)
+        return 1
+    return 0
+
+
+def compile_host_unit(src: Path, obj: Path, o: Options) -> int:
+    inc = [f"-I{d}" for d in toolchain.include_dirs()] + [f"-I{d}" for d in o.includes]
+    cmd = ["g++", "-c", _std_flag(o.std), o.opt, *o.defines, *inc, *o.passthrough, str(src), "-o", str(obj)]
+    proc = _run(cmd, o.verbose)
+    _forward(proc)
+    return proc.returncode
+
+
+def build(o: Options) -> int:
+    if not o.inputs:
+        raise DriverError("no input files")
+    for n in sorted(set(o.notes)):
+        note(n)
+    sources = [Path(p) for p in o.inputs]
+    compiled = [p for p in sources if p.suffix in SOURCE_SUFFIXES | HOST_SUFFIXES]
+    if (o.compile_only or o.preprocess_only) and len(compiled) > 1 and o.output:
+        raise DriverError("-o with -c/-E needs a single input file")
+    with tempfile.TemporaryDirectory(prefix="cncc-emu-") as td:
+        work = Path(td)
+        objects: list[str] = []
+        for src in sources:
+            if src.suffix not in SOURCE_SUFFIXES | HOST_SUFFIXES:
+                objects.append(str(src))  # objects and archives go to the linker
+                continue
+            if not src.exists():
+                raise DriverError(f"{src}: no such file")
+            if o.compile_only or o.preprocess_only:
+                obj = Path(o.output) if o.output else Path(src.stem + ".o")
+            else:
+                obj = work / (src.stem + f".{len(objects)}.o")
+            if src.suffix in SOURCE_SUFFIXES:
+                rc = compile_mlu_unit(src, obj, o, work)
+            else:
+                rc = compile_host_unit(src, obj, o)
+            if rc != 0:
+                return rc
+            objects.append(str(obj))
+        if o.compile_only or o.preprocess_only:
+            return 0
+        out = o.output or "a.out"
+        cmd = ["g++", *o.passthrough, *objects, "-o", out, *o.link_args, *toolchain.runtime_link_args()]
+        proc = _run(cmd, o.verbose)
+        _forward(proc)
+        return proc.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "--prebuild-runtime":
+            root = Path(argv[1]) if len(argv) > 1 else toolchain.PREBUILT_DIR
+            d = toolchain.build_runtime(root)
+            print(d)
+            return 0
+        if argv == ["--print-runtime-dir"]:
+            print(toolchain.runtime_dir())
+            return 0
+        if argv in (["--version"], ["-v"]):
+            print("cncc-emu (bang_emu BANG-on-CPU emulator) 0.1; runtime " + toolchain.runtime_hash())
+            return 0
+        return build(parse_args(argv))
+    except (DriverError, RuntimeError) as e:
+        print(f"cncc-emu: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+/* BANG C device-side API emulated on the CPU. Force-included (via bang.h) into every .mlu translation unit
+ * compiled by cncc-emu. Kernels run on worker threads of the bang_emu runtime; task variables are
+ * thread-local; builtins live in libbang_emu (not instrumented, so their own accesses are checked
+ * explicitly against the operand ranges). */
+#ifndef BANG_EMU_DEVICE_H_
+#define BANG_EMU_DEVICE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../cnrt.h"
+
+#ifndef __BANG__
+#define __BANG__ 1
+#endif
+#ifndef __MLU__
+#define __MLU__ 1
+#endif
+#ifndef BANG_VERSION
+#define BANG_VERSION 300
+#endif
+
+/* qualifiers: __nram__/__wram__/__mlu_shared__ declarations are rewritten by cncc-emu into per-core /
+ * per-cluster emulated on-chip storage; what is left of them (casts, unusual spellings) expands to nothing. */
+#define __mlu_global__
+#define __mlu_entry__
+#define __mlu_func__ inline
+#define __mlu_device__
+#define __mlu_host__
+#define __mlu_const__
+#ifdef BANG_EMU_REWRITE  /* cncc-emu preprocessing: keep the keywords for the rewriter */
+#define __nram__ __nram__
+#define __wram__ __wram__
+#define __mlu_shared__ __mlu_shared__
+#else
+#define __nram__
+#define __wram__
+#define __mlu_shared__
+#endif
+#define __ldram__ thread_local
+
+typedef _Float16 half;
+typedef int8_t int8;
+typedef int16_t int16;
+typedef int8_t fix8;
+typedef struct bfloat16_t { unsigned short value; } bfloat16_t;
+
+typedef enum {
+  GDRAM2NRAM = 0,
+  NRAM2GDRAM,
+  LDRAM2NRAM,
+  NRAM2LDRAM,
+  GDRAM2WRAM,
+  WRAM2GDRAM,
+  LDRAM2WRAM,
+  WRAM2LDRAM,
+  NRAM2NRAM,
+  NRAM2WRAM,
+  WRAM2NRAM,
+  GDRAM2SRAM,
+  SRAM2GDRAM,
+  LDRAM2SRAM,
+  SRAM2LDRAM,
+  SRAM2NRAM,
+  NRAM2SRAM,
+  SRAM2WRAM,
+  WRAM2SRAM,
+  SRAM2SRAM,
+  GDRAM2GDRAM,
+  GDRAM2LDRAM,
+  LDRAM2GDRAM,
+  LDRAM2LDRAM
+} mluMemcpyDirection_t;
+
+namespace bang_emu {
+struct TaskVars {
+  int id_x, id_y, id_z, dim_x, dim_y, dim_z, id, dim;
+  int core_id, core_dim, cluster_id, cluster_dim;
+};
+extern thread_local TaskVars g_task_vars;
+
+void *onchip_alloc(int space, size_t bytes, const char *tag);
+void set_default_device(const char *name);
+
+typedef void (*TaskBody)(void *ctx);
+cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
+                        cnrtQueue_t queue, TaskBody body, void *ctx);
+
+template <class Bound>
+void run_bound(void *ctx) {
+  (*static_cast<Bound *>(ctx))();
+}
+
+inline cnrtDim3_t to_dim(cnrtDim3_t d) { return d; }
+inline cnrtDim3_t to_dim(unsigned int x) { return cnrtDim3_t{x, 1, 1}; }
+
+/* Kernel arguments are copied once at launch (by value, like the hardware's parameter buffer) and each
+ * task calls the kernel with those copies. */
+template <class F, class... A>
+void launch(const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type, cnrtQueue_t queue,
+            F fn, A &&...args) {
+  auto params = std::make_tuple(typename std::decay<A>::type(std::forward<A>(args))...);
+  auto bound = [&]() { std::apply(fn, params); };
+  launch_erased(kernel, file, line, dim, func_type, queue, &run_bound<decltype(bound)>, &bound);
+}
+template <class D, class T, class F, class... A>
+void launch_cfg(const char *kernel, const char *file, int line, D dim, T func_type, cnrtQueue_t queue, F fn,
+                A &&...args) {
+  launch(kernel, file, line, to_dim(dim), (int)func_type, queue, fn, std::forward<A>(args)...);
+}
+template <class D, class T, class F, class... A>
+void launch_cfg2(const char *kernel, const char *file, int line, D dim, T func_type, F fn, A &&...args) {
+  launch(kernel, file, line, to_dim(dim), (int)func_type, (cnrtQueue_t)0, fn, std::forward<A>(args)...);
+}
+}  // namespace bang_emu
+
+#define taskIdX (::bang_emu::g_task_vars.id_x)
+#define taskIdY (::bang_emu::g_task_vars.id_y)
+#define taskIdZ (::bang_emu::g_task_vars.id_z)
+#define taskDimX (::bang_emu::g_task_vars.dim_x)
+#define taskDimY (::bang_emu::g_task_vars.dim_y)
+#define taskDimZ (::bang_emu::g_task_vars.dim_z)
+#define taskId (::bang_emu::g_task_vars.id)
+#define taskDim (::bang_emu::g_task_vars.dim)
+#define coreId (::bang_emu::g_task_vars.core_id)
+#define coreDim (::bang_emu::g_task_vars.core_dim)
+#define clusterId (::bang_emu::g_task_vars.cluster_id)
+#define clusterDim (::bang_emu::g_task_vars.cluster_dim)
+
+inline bool __is_ipu() { return coreId != 0x80; }
+inline bool __is_mpu() { return coreId == 0x80; }
+bool __is_nram(const void *p);
+bool __is_wram(const void *p);
+bool __is_sram(const void *p);
+
+/* ---- memory movement (size and strides in bytes; segnum = number of segments minus one) ---- */
+void __memcpy(void *dst, const void *src, int size, mluMemcpyDirection_t dir);
+void __memcpy(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride, int src_stride,
+              int segnum);
+void __memcpy(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride0, int src_stride0,
+              int segnum0, int dst_stride1, int src_stride1, int segnum1);
+void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir);
+void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride,
+                    int src_stride, int segnum);
+void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride0,
+                    int src_stride0, int segnum0, int dst_stride1, int src_stride1, int segnum1);
+
+/* ---- synchronisation ---- */
+void __sync();
+void __sync_io();
+void __sync_move();
+void __sync_compute();
+void __sync_io_move_compute();
+void __sync_io_move_compute(bool, bool, bool, bool, bool, bool);
+void __sync_cluster();
+void __sync_all();
+void __sync_all_ipu();
+void __sync_all_mpu();
+void __sync_copy_dram_to_nram();
+void __sync_copy_nram_to_dram();
+void __sync_copy_dram_to_wram();
+void __sync_copy_dram_to_sram();
+void __sync_copy_sram_to_dram();
+void __sync_copy_sram_to_nram();
+void __sync_copy_nram_to_sram();
+
+/* ---- set memory: note the (dst, count, value) argument order ---- */
+#define BANG_EMU_DECL_T(T)                                                                            \
+  void __bang_write_value(T *dst, int elem_count, T value);                                           \
+  void __bang_write_zero(T *dst, int elem_count);                                                     \
+  void __memset_nram(T *dst, int elem_count, T value);                                                \
+  void __gdramset(T *dst, int elem_count, T value);                                                   \
+  void __bang_transpose(T *dst, const T *src, int height, int width);
+BANG_EMU_DECL_T(float)
+BANG_EMU_DECL_T(half)
+BANG_EMU_DECL_T(int)
+BANG_EMU_DECL_T(int16_t)
+BANG_EMU_DECL_T(int8_t)
+BANG_EMU_DECL_T(uint8_t)
+BANG_EMU_DECL_T(uint16_t)
+BANG_EMU_DECL_T(unsigned int)
+BANG_EMU_DECL_T(char)
+#undef BANG_EMU_DECL_T
+
+/* ---- vector builtins (operands in NRAM) ---- */
+#define BANG_EMU_DECL_F(T)                                                                            \
+  void __bang_add(T *dst, const T *src0, const T *src1, int n);                                       \
+  void __bang_sub(T *dst, const T *src0, const T *src1, int n);                                       \
+  void __bang_mul(T *dst, const T *src0, const T *src1, int n);                                       \
+  void __bang_add_scalar(T *dst, const T *src, T value, int n);                                       \
+  void __bang_sub_scalar(T *dst, const T *src, T value, int n);                                       \
+  void __bang_mul_scalar(T *dst, const T *src, T value, int n);                                       \
+  void __bang_add_const(T *dst, const T *src, T value, int n);                                        \
+  void __bang_sub_const(T *dst, const T *src, T value, int n);                                        \
+  void __bang_mul_const(T *dst, const T *src, T value, int n);                                        \
+  void __bang_active_sigmoid(T *dst, const T *src, int n);                                            \
+  void __bang_active_exp(T *dst, const T *src, int n);                                                \
+  void __bang_active_exphp(T *dst, const T *src, int n);                                              \
+  void __bang_active_recip(T *dst, const T *src, int n);                                              \
+  void __bang_active_reciphp(T *dst, const T *src, int n);                                            \
+  void __bang_active_relu(T *dst, const T *src, int n);                                               \
+  void __bang_active_abs(T *dst, const T *src, int n);                                                \
+  void __bang_taylor3_sigmoid(T *dst, const T *src, T *aux1, T *aux2, int n);                         \
+  void __bang_taylor4_sigmoid(T *dst, const T *src, T *aux1, T *aux2, int n);                         \
+  void __bang_recip(T *dst, const T *src, int n);                                                     \
+  void __bang_pow2(T *dst, const T *src, int n);                                                      \
+  void __bang_reduce_sum(T *dst, const T *src, int n);                                                \
+  void __bang_sumpool(T *dst, const T *src, int channel, int height, int width, int kh, int kw);      \
+  void __bang_sumpool(T *dst, const T *src, int channel, int height, int width, int kh, int kw,       \
+                      int stride_w, int stride_h);                                                    \
+  void __bang_cycle_add(T *dst, const T *src, const T *seg, int src_n, int seg_n);                    \
+  void __bang_cycle_mul(T *dst, const T *src, const T *seg, int src_n, int seg_n);                    \
+  void __bang_reshape_filter(T *dst, const T *src, int n, int h, int w, int c);
+BANG_EMU_DECL_F(float)
+BANG_EMU_DECL_F(half)
+#undef BANG_EMU_DECL_F
+
+void __bang_float2half_rn(half *dst, const float *src, int n);
+void __bang_float2half_tz(half *dst, const float *src, int n);
+void __bang_half2float(float *dst, const half *src, int n);
+
+/* ---- tensor unit: dst[M][N] (NRAM) = lhs[M][K] (NRAM) x rhs (WRAM); see README for the rhs layout ---- */
+void __bang_matmul(float *dst, const float *lhs, const float *rhs, int M, int K, int N);
+void __bang_matmul(float *dst, const half *lhs, const half *rhs, int M, int K, int N);
+void __bang_matmul(half *dst, const half *lhs, const half *rhs, int M, int K, int N);
+void __bang_matmul(float *dst, const int16_t *lhs, const int8_t *rhs, int M, int K, int N, int fix_position);
+void __bang_matmul(float *dst, const int8_t *lhs, const int8_t *rhs, int M, int K, int N, int fix_position);
+void __bang_matmul(float *dst, const int16_t *lhs, const int16_t *rhs, int M, int K, int N, int fix_position);
+
+#endif /* BANG_EMU_DEVICE_H_ */

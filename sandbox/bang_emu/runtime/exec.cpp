@@ -1,0 +1,846 @@
+// Kernel launches: task scheduling on worker threads (one thread per emulated core), UNIONn clusters
+// with real barriers (deadlocks reported, never hung), the cost model's makespan, diagnostics and the
+// per-launch JSON trace.
+#include <dlfcn.h>
+#include <elf.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "runtime.h"
+
+namespace bang_emu {
+
+std::atomic<uint64_t> g_launch_epoch{0};
+
+// ------------------------------------------------------------------------------------------ launch state
+struct JobSync {
+  std::mutex mu;
+  std::condition_variable cv;
+  int total = 0, finished = 0, blocked = 0;
+  struct Bar {
+    int arrived = 0;
+    uint64_t generation = 0;
+    double max_t = 0, release_t = 0;
+    int waiting = 0;  // blocked participants of the current generation
+  };
+  std::map<int, Bar> bars;
+  std::vector<std::pair<int, std::string>> waiting_at;  // (barrier key, who) for the deadlock message
+};
+
+struct LaunchState {
+  std::string kernel, file;
+  int line = 0;
+  cnrtDim3_t dim{1, 1, 1};
+  int func_type = 1;
+  int union_n = 0;  // 0 = BLOCK
+  TaskBody body = nullptr;
+  void *ctx = nullptr;
+  std::atomic<bool> aborted{false};
+  std::mutex mu;
+  std::vector<Diagnostic> diags;
+  std::map<std::string, int> warned;
+  JobSync *job = nullptr;
+  double io_bw = 1, mpu_bw = 1;  // bytes per cycle available to one core's / one memory core's IO-DMA
+  // results, merged under mu
+  std::unordered_map<std::string, uint64_t> builtins;
+  std::map<std::string, uint64_t> bytes_moved;
+  size_t peak[3] = {0, 0, 0};
+  uint64_t mpu_skipped = 0;
+  uint64_t scalar_loads[kSpaces] = {0}, scalar_stores[kSpaces] = {0};
+};
+
+double io_bytes_per_cycle(bool mpu) {
+  CoreCtx *c = t_core;
+  if (!c || !c->launch) return profile().core_io_bytes_per_cycle;
+  return mpu ? c->launch->mpu_bw : c->launch->io_bw;
+}
+
+void CoreCtx::reset() {
+  hit_lo = 1;
+  hit_hi = 0;
+  hit_space = kOther;
+  hit_buf = nullptr;
+  for (int s = 0; s < kSpaces; ++s) loads[s] = stores[s] = total_loads[s] = total_stores[s] = 0;
+  t = io_free = move_free = compute_free = 0;
+  io_bw_cycles = io_sync_bw_cycles = 0;
+  for (double &x : split) x = 0;
+  pending.clear();
+  builtins.clear();
+  bytes_moved.clear();
+  mpu_skipped = 0;
+}
+
+void CoreCtx::flush_scalar() {
+  const Profile &p = profile();
+  double cyc = 0;
+  for (int s = 0; s < kSpaces; ++s) {
+    if (loads[s] | stores[s]) {
+      cyc += loads[s] * p.scalar_load[s] + stores[s] * p.scalar_store[s];
+      total_loads[s] += loads[s];
+      total_stores[s] += stores[s];
+      loads[s] = stores[s] = 0;
+    }
+  }
+  t += cyc;
+  split[0] += cyc;
+}
+
+// Vector and tensor instructions run on the compute queue: in order among themselves, overlapping with
+// DMA and with the scalar instruction stream until a sync waits for them.
+void CoreCtx::charge_compute(int unit, double cycles) {
+  double start = std::max(t, compute_free);
+  compute_free = start + cycles;
+  split[unit] += cycles;
+  t += 1;  // issue
+}
+
+void count_builtin(const char *name) {
+  CoreCtx *c = t_core;
+  if (c) c->builtins[name]++;
+}
+
+// ------------------------------------------------------------------------------------------ diagnostics
+std::string source_line(const void *ret, int *line_out, std::string *file_out) {
+  static std::mutex mu;
+  static std::map<const void *, std::pair<std::string, int>> cache;
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = cache.find(ret);
+  if (it == cache.end()) {
+    std::pair<std::string, int> res{"", 0};
+    Dl_info info, self;
+    dladdr(reinterpret_cast<void *>(&source_line), &self);
+    // addresses inside the runtime itself carry no student line (the launch site is used instead)
+    if (ret && dladdr(ret, &info) && info.dli_fname && info.dli_fbase != self.dli_fbase) {
+      uintptr_t addr = reinterpret_cast<uintptr_t>(ret) - 1;
+      // ET_EXEC (non-PIE) executables use absolute addresses; PIE and shared objects module offsets
+      bool absolute = false;
+      if (FILE *f = fopen(info.dli_fname, "rb")) {
+        Elf64_Ehdr eh;
+        if (fread(&eh, sizeof eh, 1, f) == 1) absolute = eh.e_type == ET_EXEC;
+        fclose(f);
+      }
+      if (!absolute) addr -= reinterpret_cast<uintptr_t>(info.dli_fbase);
+      std::string path = info.dli_fname;
+      if (path.empty() || path.find('\'') != std::string::npos) path = "/proc/self/exe";
+      char cmd[4096];
+      snprintf(cmd, sizeof cmd, "addr2line -e '%s' 0x%lx 2>/dev/null", path.c_str(), (unsigned long)addr);
+      if (FILE *p = popen(cmd, "r")) {
+        char buf[4096];
+        if (fgets(buf, sizeof buf, p)) {
+          std::string s(buf);
+          while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+          size_t colon = s.rfind(':');
+          if (colon != std::string::npos && s.compare(0, 2, "??") != 0) {
+            std::string ln = s.substr(colon + 1);
+            size_t sp = ln.find(' ');
+            if (sp != std::string::npos) ln = ln.substr(0, sp);
+            res = {s.substr(0, colon), atoi(ln.c_str())};
+          }
+        }
+        pclose(p);
+      }
+    }
+    it = cache.emplace(ret, res).first;
+  }
+  if (line_out) *line_out = it->second.second;
+  if (file_out) *file_out = it->second.first;
+  return it->second.first.empty() ? "" : it->second.first + ":" + std::to_string(it->second.second);
+}
+
+static void emit(LaunchState *L, const std::string &severity, const std::string &kind, const std::string &message,
+                 const void *ret) {
+  Diagnostic d;
+  d.severity = severity;
+  d.kind = kind;
+  d.message = message;
+  d.kernel = L ? L->kernel : "";
+  std::string file;
+  int line = 0;
+  source_line(ret, &line, &file);
+  if (file.empty() && L) {
+    file = L->file;
+    line = L->line;
+  }
+  d.file = file;
+  d.line = line;
+  std::string where = d.kernel.empty() ? "" : ("kernel " + d.kernel);
+  if (!file.empty()) where += (where.empty() ? "" : ", ") + file + ":" + std::to_string(line);
+  if (L) {
+    std::lock_guard<std::mutex> lk(L->mu);
+    if (severity == "error") {
+      // the first error explains the failure; later ones are usually its echoes in other tasks
+      for (const Diagnostic &x : L->diags)
+        if (x.severity == "error") return;
+    } else if (L->warned[kind]++) {
+      return;
+    }
+    L->diags.push_back(d);
+  }
+  fprintf(stderr, "bang-emu: %s: %s: %s (%s)\n", severity.c_str(), kind.c_str(), message.c_str(), where.c_str());
+}
+
+void kernel_error(const std::string &kind, const std::string &message, const void *ret) {
+  CoreCtx *c = t_core;
+  LaunchState *L = c ? c->launch : nullptr;
+  emit(L, "error", kind, message, ret);
+  if (!L) {
+    fprintf(stderr, "bang-emu: fatal: device code ran outside a kernel launch\n");
+    abort();
+  }
+  L->aborted.store(true);
+  if (L->job) {
+    std::lock_guard<std::mutex> lk(L->job->mu);
+    L->job->cv.notify_all();
+  }
+  throw KernelAbort{};
+}
+
+void kernel_warning(const std::string &kind, const std::string &message, const void *ret) {
+  CoreCtx *c = t_core;
+  emit(c ? c->launch : nullptr, "warning", kind, message, ret);
+}
+
+void check_abort() {
+  CoreCtx *c = t_core;
+  if (c && c->launch && c->launch->aborted.load(std::memory_order_relaxed)) throw KernelAbort{};
+}
+
+// ------------------------------------------------------------------------------------------ barriers
+static int participants(LaunchState *L, BarrierKind k) {
+  int n = L->union_n;
+  switch (k) {
+    case kBarCluster: return 5;
+    case kBarAll: return 5 * n;
+    case kBarAllIpu: return 4 * n;
+    case kBarAllMpu: return n;
+  }
+  return 1;
+}
+
+void barrier(BarrierKind kind, const char *name, const void *ret) {
+  CoreCtx *c = t_core;
+  if (!c || !c->launch) return;
+  // a barrier also completes this core's outstanding copies
+  complete_pending(c, -1);
+  c->flush_scalar();
+  double done = std::max({c->t, c->io_free, c->move_free, c->compute_free});
+  c->split[4] += done - c->t;
+  c->t = done;
+  LaunchState *L = c->launch;
+  if (L->union_n == 0 || (kind == kBarAllIpu && c->is_mpu) || (kind == kBarAllMpu && !c->is_mpu)) return;
+  JobSync *J = L->job;
+  int key = kind * 1000 + (kind == kBarCluster ? c->cluster : 0);
+  int need = participants(L, kind);
+  std::unique_lock<std::mutex> lk(J->mu);
+  JobSync::Bar &b = J->bars[key];
+  b.arrived++;
+  b.max_t = std::max(b.max_t, c->t);
+  if (b.arrived == need) {
+    b.release_t = b.max_t + profile().barrier_cycles;
+    b.arrived = 0;
+    b.max_t = 0;
+    b.generation++;
+    // the released waiters stop counting as blocked now, before they wake up
+    J->blocked -= b.waiting;
+    b.waiting = 0;
+    J->waiting_at.erase(std::remove_if(J->waiting_at.begin(), J->waiting_at.end(),
+                                       [&](const std::pair<int, std::string> &w) { return w.first == key; }),
+                        J->waiting_at.end());
+    J->cv.notify_all();
+    c->split[4] += b.release_t - c->t;
+    c->t = b.release_t;
+    return;
+  }
+  uint64_t gen = b.generation;
+  J->blocked++;
+  b.waiting++;
+  std::string me = std::string(name) + (c->is_mpu ? " on the memory core" : " on core " + std::to_string(g_task_vars.core_id)) +
+                   " of cluster " + std::to_string(c->cluster);
+  J->waiting_at.push_back({key, me});
+  auto start = std::chrono::steady_clock::now();
+  const char *tmo = getenv("BANG_EMU_BARRIER_TIMEOUT");
+  double timeout_s = tmo ? atof(tmo) : 30.0;
+  auto unblock = [&] {  // leaving without a release (error paths)
+    J->blocked--;
+    b.waiting--;
+    b.arrived--;
+    auto w = std::find(J->waiting_at.begin(), J->waiting_at.end(), std::make_pair(key, me));
+    if (w != J->waiting_at.end()) J->waiting_at.erase(w);
+  };
+  while (b.generation == gen) {
+    if (L->aborted.load()) {
+      unblock();
+      throw KernelAbort{};
+    }
+    if (J->blocked + J->finished == J->total && J->finished > 0) {
+      std::string msg = std::string(name) + " waits for " + std::to_string(need) + " participants but only " +
+                        std::to_string(b.arrived) + " arrived; " + std::to_string(J->finished) +
+                        " core(s) of the job already finished the kernel without reaching it (e.g. an early "
+                        "`if (__is_mpu()) return;` or a data-dependent branch around the barrier). Every core of "
+                        "the cluster (4 MLU cores + the memory core) must reach the same barriers";
+      unblock();
+      lk.unlock();
+      kernel_error("barrier-deadlock", msg, ret);
+    }
+    if (J->blocked == J->total && J->total > 0) {
+      std::string msg = std::string(name) + ": every core is blocked in a barrier that cannot complete (";
+      for (size_t i = 0; i < J->waiting_at.size(); ++i) msg += (i ? "; " : "") + J->waiting_at[i].second;
+      msg += "); barriers must be reached by all their participants in the same order";
+      unblock();
+      lk.unlock();
+      kernel_error("barrier-deadlock", msg, ret);
+    }
+    J->cv.wait_for(lk, std::chrono::milliseconds(50));
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (b.generation == gen && waited > timeout_s) {
+      unblock();
+      lk.unlock();
+      kernel_error("barrier-timeout",
+                   std::string(name) + " still incomplete after " + std::to_string((int)timeout_s) +
+                       " s of real time (a participant never arrives); the real MLU would hang here",
+                   ret);
+    }
+  }
+  c->split[4] += b.release_t - c->t;
+  c->t = std::max(c->t, b.release_t);
+}
+
+// ------------------------------------------------------------------------------------------ hardware faults
+// A wild pointer (far from every buffer) or an integer division by zero in kernel code raises a signal; in a
+// kernel thread it becomes a kernel error instead of killing the host process. Elsewhere the previous
+// handler runs as before.
+namespace {
+thread_local sigjmp_buf *t_fault_jmp = nullptr;
+thread_local int t_fault_sig = 0;
+thread_local uintptr_t t_fault_addr = 0, t_fault_pc = 0;
+struct sigaction g_old_actions[3];
+const int kFaultSignals[3] = {SIGSEGV, SIGBUS, SIGFPE};
+
+void fault_handler(int sig, siginfo_t *si, void *uc) {
+  if (t_fault_jmp) {
+    t_fault_sig = sig;
+    t_fault_addr = reinterpret_cast<uintptr_t>(si->si_addr);
+    t_fault_pc = static_cast<uintptr_t>(static_cast<ucontext_t *>(uc)->uc_mcontext.gregs[REG_RIP]);
+    siglongjmp(*t_fault_jmp, 1);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (kFaultSignals[i] != sig) continue;
+    struct sigaction &old = g_old_actions[i];
+    if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction) {
+      old.sa_sigaction(sig, si, uc);
+    } else if (old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL && old.sa_handler) {
+      old.sa_handler(sig);
+    } else {
+      sigaction(sig, &old, nullptr);  // returning re-raises the fault under the previous disposition
+    }
+  }
+}
+
+void install_fault_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kFaultSignals[i], &sa, &g_old_actions[i]);
+  });
+}
+}  // namespace
+
+// ------------------------------------------------------------------------------------------ worker pools
+namespace {
+struct Pool {
+  int n = 0;
+  std::vector<pthread_t> threads;
+  std::vector<CoreMem *> mems;
+  std::mutex mu;
+  std::condition_variable cv, done_cv;
+  uint64_t gen = 0;
+  int active = 0, remaining = 0;
+  std::function<void(int)> fn;
+
+  struct Arg {
+    Pool *pool;
+    int idx;
+  };
+  static void *main(void *raw) {
+    Arg *a = static_cast<Arg *>(raw);
+    Pool *P = a->pool;
+    int idx = a->idx;
+    delete a;
+    bind_thread_core_mem(P->mems[idx]);
+    stack_t alt;  // faults from a blown kernel stack still need a stack for the handler
+    alt.ss_sp = malloc(1 << 16);
+    alt.ss_size = 1 << 16;
+    alt.ss_flags = 0;
+    sigaltstack(&alt, nullptr);
+    uint64_t seen = 0;
+    for (;;) {
+      std::function<void(int)> f;
+      {
+        std::unique_lock<std::mutex> lk(P->mu);
+        P->cv.wait(lk, [&] { return P->gen != seen; });
+        seen = P->gen;
+        if (idx >= P->active) continue;
+        f = P->fn;
+      }
+      f(idx);
+      std::lock_guard<std::mutex> lk(P->mu);
+      if (--P->remaining == 0) P->done_cv.notify_all();
+    }
+    return nullptr;
+  }
+
+  // n threads; threads [k*per_cluster, (k+1)*per_cluster) share one SRAM arena
+  void start(int count, int per_cluster) {
+    n = count;
+    Arena *sram = nullptr;
+    for (int i = 0; i < n; ++i) {
+      auto *m = new CoreMem();
+      m->nram.init(kNram, 64ull << 20);
+      m->wram.init(kWram, 64ull << 20);
+      if (i % per_cluster == 0) {
+        sram = new Arena();
+        sram->init(kSram, 64ull << 20);
+      }
+      m->sram = sram;
+      mems.push_back(m);
+    }
+    for (int i = 0; i < n; ++i) {
+      pthread_attr_t attr;
+      pthread_attr_init(&attr);
+      pthread_attr_setstacksize(&attr, 64ull << 20);  // student stack arrays; the MLU stack lives in NRAM
+      pthread_t th;
+      pthread_create(&th, &attr, &Pool::main, new Arg{this, i});
+      pthread_attr_destroy(&attr);
+      pthread_detach(th);
+      threads.push_back(th);
+    }
+  }
+
+  void run(int count, std::function<void(int)> f) {
+    std::unique_lock<std::mutex> lk(mu);
+    fn = std::move(f);
+    active = count;
+    remaining = count;
+    gen++;
+    cv.notify_all();
+    done_cv.wait(lk, [&] { return remaining == 0; });
+  }
+};
+
+int host_threads() {
+  const char *e = getenv("BANG_EMU_THREADS");
+  int n = e ? atoi(e) : (int)std::thread::hardware_concurrency();
+  return std::max(1, n);
+}
+
+Pool &block_pool() {
+  static Pool *p = [] {
+    auto *q = new Pool();
+    int n = std::min(host_threads(), profile().clusters * profile().cores_per_cluster);
+    q->start(n, 1);
+    return q;
+  }();
+  return *p;
+}
+
+Pool &union_pool(int n) {
+  static std::mutex mu;
+  static std::map<int, Pool *> pools;
+  std::lock_guard<std::mutex> lk(mu);
+  auto &p = pools[n];
+  if (!p) {
+    p = new Pool();
+    p->start(5 * n, 5);
+  }
+  return *p;
+}
+
+void set_task_vars(const cnrtDim3_t &dim, int task, int union_n, bool mpu) {
+  TaskVars &v = g_task_vars;
+  v.dim_x = dim.x;
+  v.dim_y = dim.y;
+  v.dim_z = dim.z;
+  v.dim = dim.x * dim.y * dim.z;
+  v.id = task;
+  v.id_x = task % dim.x;
+  v.id_y = (task / dim.x) % dim.y;
+  v.id_z = task / (dim.x * dim.y);
+  if (union_n == 0) {
+    // BLOCK: clusterDim is 0 (Cambricon headers branch on it); coreId/coreDim are unconfirmed (README)
+    v.core_dim = 1;
+    v.core_id = 0;
+    v.cluster_dim = 0;
+    v.cluster_id = 0;
+  } else {
+    v.core_dim = 4;
+    v.core_id = mpu ? 0x80 : task % 4;
+    v.cluster_dim = union_n;
+    v.cluster_id = (task / 4) % union_n;
+  }
+}
+
+void stack_range(CoreCtx &c) {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void *addr;
+    size_t size;
+    pthread_attr_getstack(&attr, &addr, &size);
+    c.stack_lo = reinterpret_cast<uintptr_t>(addr);
+    c.stack_hi = c.stack_lo + size;
+    pthread_attr_destroy(&attr);
+  }
+}
+
+struct TaskResult {
+  double cycles = 0;
+  std::array<double, 5> split{};
+  double io_bw = 0, io_sync_bw = 0;
+};
+
+// Runs one task (or one memory-core body) on the calling worker thread.
+TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster) {
+  c.reset();
+  c.launch = L;
+  c.mem = thread_core_mem();
+  c.is_mpu = mpu;
+  c.cluster = cluster;
+  if (!c.stack_hi) stack_range(c);
+  set_task_vars(L->dim, task, L->union_n, mpu);
+  t_core = &c;
+  sigjmp_buf jb;
+  if (sigsetjmp(jb, 1) == 0) {
+    t_fault_jmp = &jb;
+    try {
+      if (!L->aborted.load()) L->body(L->ctx);
+      complete_pending(&c, -1);
+    } catch (KernelAbort &) {
+    } catch (std::exception &e) {
+      try {
+        kernel_error("kernel-exception", std::string("the kernel threw a C++ exception: ") + e.what(), nullptr);
+      } catch (KernelAbort &) {
+      }
+    }
+  } else {
+    t_core = &c;
+    char addr[32];
+    snprintf(addr, sizeof addr, "0x%lx", (unsigned long)t_fault_addr);
+    std::string msg = t_fault_sig == SIGFPE
+                          ? std::string("arithmetic exception (integer division by zero?) in kernel code")
+                          : std::string("the kernel touched unmapped memory at ") + addr +
+                                " (a wild pointer, or an index far outside every buffer)";
+    try {
+      kernel_error(t_fault_sig == SIGFPE ? "arithmetic-exception" : "invalid-address", msg,
+                   reinterpret_cast<const void *>(t_fault_pc + 1));
+    } catch (KernelAbort &) {
+    }
+  }
+  t_fault_jmp = nullptr;
+  t_core = nullptr;
+  c.flush_scalar();
+  double end = std::max({c.t, c.io_free, c.move_free, c.compute_free});
+  c.split[4] += end - c.t;
+  c.t = end;
+  TaskResult r;
+  r.cycles = c.t;
+  r.io_bw = c.io_bw_cycles;
+  r.io_sync_bw = c.io_sync_bw_cycles;
+  for (int i = 0; i < 5; ++i) r.split[i] = c.split[i];
+  size_t nram = arena_touched_bytes(c.mem->nram), wram = arena_touched_bytes(c.mem->wram);
+  size_t sram = c.mem->sram ? arena_touched_bytes(*c.mem->sram) : 0;
+  std::lock_guard<std::mutex> lk(L->mu);
+  for (auto &kv : c.builtins) L->builtins[kv.first] += kv.second;
+  for (auto &kv : c.bytes_moved) L->bytes_moved[kv.first] += kv.second;
+  L->peak[0] = std::max(L->peak[0], nram);
+  L->peak[1] = std::max(L->peak[1], wram);
+  L->peak[2] = std::max(L->peak[2], sram);
+  L->mpu_skipped += c.mpu_skipped;
+  for (int s = 0; s < kSpaces; ++s) {
+    L->scalar_loads[s] += c.total_loads[s];
+    L->scalar_stores[s] += c.total_stores[s];
+  }
+  return r;
+}
+
+std::string json_escape(const std::string &s) {
+  std::string o;
+  for (char ch : s) {
+    unsigned char u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      o += '\\';
+      o += ch;
+    } else if (u < 0x20) {
+      char b[8];
+      snprintf(b, sizeof b, "\\u%04x", u);
+      o += b;
+    } else {
+      o += ch;
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+size_t arena_touched_bytes(const Arena &a) {
+  uint64_t e = g_launch_epoch.load();
+  size_t s = 0;
+  std::lock_guard<std::mutex> lk(a.mu);
+  for (const OnchipVar &v : a.vars)
+    if (__atomic_load_n(&v.epoch, __ATOMIC_RELAXED) == e) s += v.hi - v.lo;
+  return s;
+}
+
+// ------------------------------------------------------------------------------------------ launch
+static std::mutex g_launch_mu;  // one launch at a time (queues are serial; the card runs one kernel here)
+
+static const char *func_type_name(int t) {
+  switch (t) {
+    case 1: return "BLOCK";
+    case 4: return "UNION1";
+    case 8: return "UNION2";
+    case 16: return "UNION4";
+    case 32: return "UNION8";
+    case 64: return "UNION16";
+  }
+  return "INVALID";
+}
+
+static void write_trace(LaunchState &L, const Profile &P, double time_us, const std::array<double, 5> &split_us,
+                        int cores_used) {
+  const char *path = getenv("BANG_EMU_TRACE");
+  if (!path || !*path) return;
+  std::string j = "{";
+  j += "\"kernel\":\"" + json_escape(L.kernel) + "\"";
+  j += ",\"dim\":[" + std::to_string(L.dim.x) + "," + std::to_string(L.dim.y) + "," + std::to_string(L.dim.z) + "]";
+  j += ",\"func_type\":\"" + std::string(func_type_name(L.func_type)) + "\"";
+  j += ",\"device\":\"" + P.name + "\"";
+  char b[64];
+  snprintf(b, sizeof b, "%.6f", time_us);
+  j += ",\"modelled_time_us\":" + std::string(b);
+  const char *names[5] = {"scalar", "vector", "tensor", "io", "wait"};
+  j += ",\"time_split_us\":{";
+  for (int i = 0; i < 5; ++i) {
+    snprintf(b, sizeof b, "%.6f", split_us[i]);
+    j += std::string(i ? "," : "") + "\"" + names[i] + "\":" + b;
+  }
+  j += "},\"bytes_moved\":{";
+  bool first = true;
+  for (auto &kv : L.bytes_moved) {
+    j += std::string(first ? "" : ",") + "\"" + kv.first + "\":" + std::to_string(kv.second);
+    first = false;
+  }
+  j += "},\"onchip_peak_bytes\":{\"nram\":" + std::to_string(L.peak[0]) + ",\"wram\":" + std::to_string(L.peak[1]) +
+       ",\"sram\":" + std::to_string(L.peak[2]) + "}";
+  j += ",\"onchip_capacity_bytes\":{\"nram\":" + std::to_string(P.nram) + ",\"wram\":" + std::to_string(P.wram) +
+       ",\"sram\":" + std::to_string(P.sram) + "}";
+  j += ",\"builtin_counts\":{";
+  std::map<std::string, uint64_t> sorted(L.builtins.begin(), L.builtins.end());
+  for (int s = 0; s < kSpaces; ++s) {
+    if (L.scalar_loads[s]) sorted[std::string("scalar_load_") + space_name(s)] = L.scalar_loads[s];
+    if (L.scalar_stores[s]) sorted[std::string("scalar_store_") + space_name(s)] = L.scalar_stores[s];
+  }
+  first = true;
+  for (auto &kv : sorted) {
+    j += std::string(first ? "" : ",") + "\"" + json_escape(kv.first) + "\":" + std::to_string(kv.second);
+    first = false;
+  }
+  j += "},\"cores_used\":" + std::to_string(cores_used);
+  j += ",\"diagnostics\":[";
+  for (size_t i = 0; i < L.diags.size(); ++i) {
+    const Diagnostic &d = L.diags[i];
+    j += std::string(i ? "," : "") + "{\"severity\":\"" + d.severity + "\",\"kind\":\"" + json_escape(d.kind) +
+         "\",\"message\":\"" + json_escape(d.message) + "\",\"kernel\":\"" + json_escape(d.kernel) +
+         "\",\"file\":\"" + json_escape(d.file) + "\",\"line\":" + std::to_string(d.line) + "}";
+  }
+  j += "],\"written_bytes\":[";
+  first = true;
+  int listed = 0;
+  for (GdramBuf *buf : gdram_live()) {
+    if (listed++ >= 64) break;
+    uint64_t w = 0;
+    if (buf->written && buf->touched)
+      for (size_t i = 0; i < buf->written_words; ++i) w += __builtin_popcountll(buf->written[i].load());
+    j += std::string(first ? "" : ",") + "{\"buffer\":\"" + json_escape(buf->label) +
+         "\",\"size\":" + std::to_string(buf->hi - buf->lo) + ",\"written\":" + std::to_string(w) + "}";
+    first = false;
+  }
+  j += "]}\n";
+  if (FILE *f = fopen(path, "a")) {
+    fwrite(j.data(), 1, j.size(), f);
+    fclose(f);
+  }
+}
+
+cnrtQueue_t default_queue_impl();
+
+cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
+                        cnrtQueue_t queue, TaskBody body, void *ctx) {
+  std::lock_guard<std::mutex> launch_lock(g_launch_mu);
+  const Profile &P = profile();
+  auto wall_start = std::chrono::steady_clock::now();
+  if (!queue) queue = default_queue_impl();
+  LaunchState L;
+  L.kernel = kernel;
+  L.file = file;
+  L.line = line;
+  L.dim = dim;
+  L.func_type = func_type;
+  L.body = body;
+  L.ctx = ctx;
+  g_launch_epoch++;
+  gdram_begin_launch();
+  install_fault_handlers();
+
+  auto refuse = [&](const std::string &msg) {
+    emit(&L, "error", "invalid-launch", msg, nullptr);
+    write_trace(L, P, 0, {0, 0, 0, 0, 0}, 0);
+    queue->error = cnrtErrorInvalidLaunch;
+    set_last_error(cnrtErrorInvalidLaunch);
+    return cnrtErrorInvalidLaunch;
+  };
+  long long ntasks = (long long)dim.x * dim.y * dim.z;
+  if (dim.x == 0 || dim.y == 0 || dim.z == 0) return refuse("task dimension {" + std::to_string(dim.x) + ", " + std::to_string(dim.y) + ", " + std::to_string(dim.z) + "} has a zero");
+  int total_cores = P.clusters * P.cores_per_cluster;
+  if (func_type == 1) {
+    L.union_n = 0;
+  } else if (func_type == 4 || func_type == 8 || func_type == 16 || func_type == 32 || func_type == 64) {
+    L.union_n = func_type / 4;
+    if (L.union_n > P.clusters)
+      return refuse(std::string(func_type_name(func_type)) + " needs " + std::to_string(L.union_n) + " clusters but " +
+                    P.name + " has " + std::to_string(P.clusters));
+    if (dim.x % (4 * L.union_n) != 0)
+      return refuse(std::string(func_type_name(func_type)) + " needs dim.x to be a multiple of " +
+                    std::to_string(4 * L.union_n) + " (4 cores per cluster), got dim.x = " + std::to_string(dim.x));
+  } else {
+    return refuse("function type " + std::to_string(func_type) +
+                  " is not a cnrtFunctionType_t (use CNRT_FUNC_TYPE_BLOCK or CNRT_FUNC_TYPE_UNION1/2/4/8/16)");
+  }
+
+  // GDRAM bandwidth is shared by every core that runs at the same time
+  double card_bpc = P.gdram_gbps * P.dma_efficiency * 1000.0 / P.clock_mhz;
+  double cluster_bpc = P.cluster_gbps * 1000.0 / P.clock_mhz;
+  int cores_used;
+  std::vector<TaskResult> results;
+  int njobs = 0;
+  if (L.union_n == 0) {
+    cores_used = (int)std::min<long long>(ntasks, total_cores);
+    L.io_bw = std::min({P.core_io_bytes_per_cycle, card_bpc / cores_used, cluster_bpc / std::min(cores_used, P.cores_per_cluster)});
+    L.mpu_bw = L.io_bw;
+    results.resize(ntasks);
+    Pool &pool = block_pool();
+    std::atomic<long long> next{0};
+    pool.run(std::min<long long>(pool.n, ntasks), [&](int) {
+      CoreCtx c;
+      for (long long i; (i = next++) < ntasks;) results[i] = run_task(&L, c, (int)i, false, 0);
+    });
+  } else {
+    int per_job = 4 * L.union_n;
+    njobs = (int)(ntasks / per_job);
+    int clusters_used = std::min(njobs * L.union_n, P.clusters);
+    cores_used = clusters_used * P.cores_per_cluster;
+    L.io_bw = std::min(P.core_io_bytes_per_cycle, card_bpc / cores_used);
+    L.mpu_bw = std::min(cluster_bpc, card_bpc / clusters_used);
+    results.resize(njobs);
+    Pool &pool = union_pool(L.union_n);
+    for (int j = 0; j < njobs && !L.aborted.load(); ++j) {
+      JobSync J;
+      J.total = 5 * L.union_n;
+      L.job = &J;
+      std::vector<TaskResult> per(J.total);
+      pool.run(J.total, [&](int idx) {
+        CoreCtx c;
+        int cluster = idx / 5, role = idx % 5;
+        bool mpu = role == 4;
+        int task = j * per_job + cluster * 4 + (mpu ? 0 : role);
+        per[idx] = run_task(&L, c, task, mpu, cluster);
+        std::lock_guard<std::mutex> lk(J.mu);
+        J.finished++;
+        J.cv.notify_all();
+      });
+      L.job = nullptr;
+      TaskResult worst;
+      for (auto &r : per)
+        if (r.cycles >= worst.cycles) worst = r;
+      results[j] = worst;
+    }
+  }
+
+  // Duty-cycle correction (BLOCK): the tasks ran with the card's bandwidth split evenly between all cores
+  // in use, but a core that alternates blocking copies and compute keeps the bus busy only part of the
+  // time, so the others get more. Iterate: duty d = bus time / task time, contenders = 1 + (cores-1) d,
+  // and shorten the blocking transfers by the bandwidth ratio.
+  if (L.union_n == 0 && cores_used > 1) {
+    double cluster_cores = std::min(cores_used, P.cores_per_cluster);
+    double f = 1.0;
+    for (int it = 0; it < 20; ++it) {
+      double busy = 0, total = 0;
+      for (const TaskResult &r : results) {
+        busy += r.io_bw * f;
+        total += r.cycles - r.io_sync_bw * (1 - f);
+      }
+      double d = total > 0 ? std::min(1.0, busy / total) : 1.0;
+      double bw = std::min({P.core_io_bytes_per_cycle, card_bpc / (1 + (cores_used - 1) * d),
+                            cluster_bpc / (1 + (cluster_cores - 1) * d)});
+      f = std::min(1.0, L.io_bw / bw);
+    }
+    for (TaskResult &r : results) {
+      double saved = r.io_sync_bw * (1 - f);
+      r.cycles -= saved;
+      r.split[3] -= saved;
+    }
+  }
+
+  // list scheduling: tasks (BLOCK) or cluster jobs (UNIONn) in order onto the earliest free core/slot
+  int slots = L.union_n == 0 ? total_cores : std::max(1, P.clusters / L.union_n);
+  std::vector<double> free_at(slots, 0.0);
+  std::vector<std::array<double, 5>> slot_split(slots, std::array<double, 5>{0, 0, 0, 0, 0});
+  for (const TaskResult &r : results) {
+    int s = (int)(std::min_element(free_at.begin(), free_at.end()) - free_at.begin());
+    free_at[s] += r.cycles;
+    for (int i = 0; i < 5; ++i) slot_split[s][i] += r.split[i];
+  }
+  int crit = (int)(std::max_element(free_at.begin(), free_at.end()) - free_at.begin());
+  double makespan = free_at[crit];
+  double time_us = P.launch_overhead_us + makespan / P.clock_mhz;
+  std::array<double, 5> split_us;
+  for (int i = 0; i < 5; ++i) split_us[i] = slot_split[crit][i] / P.clock_mhz;
+  split_us[4] += P.launch_overhead_us;
+
+  if (L.mpu_skipped)
+    emit(&L, "warning", "mpu-onchip-op",
+         std::to_string(L.mpu_skipped) +
+             " NRAM/WRAM operation(s) issued on the memory core were skipped (it has no NRAM/WRAM); guard them "
+             "with `if (__is_ipu())` or `coreId != 0x80`",
+         nullptr);
+  bool failed = false;
+  for (const Diagnostic &d : L.diags) failed |= d.severity == "error";
+  if (failed) {
+    queue->error = cnrtErrorKernelFault;
+    set_last_error(cnrtErrorKernelFault);
+  }
+  queue->clock_us += time_us;
+  write_trace(L, P, time_us, split_us, cores_used);
+  if (getenv("BANG_EMU_VERBOSE")) {
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    fprintf(stderr, "bang-emu: %s<<<{%u,%u,%u}, %s>>>: %.3f us modelled (%s)%s; emulated in %.3f s wall\n", kernel,
+            dim.x, dim.y, dim.z, func_type_name(func_type), time_us, P.name.c_str(), failed ? " [failed]" : "", wall);
+  }
+  return failed ? cnrtErrorKernelFault : cnrtSuccess;
+}
+
+}  // namespace bang_emu

@@ -1,0 +1,177 @@
+// Internal interfaces of the bang_emu runtime (not installed for users).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../include/bang_emu/device.h"
+#include "../include/bang_emu/external.h"
+
+struct cnrtQueue {
+  double clock_us = 0;  // modelled device time of the work queued so far
+  cnrtRet_t error = cnrtSuccess;
+};
+struct cnrtNotifier {
+  double time_us = -1;
+};
+
+namespace bang_emu {
+
+enum Space : int { kOther = 0, kGdram = 1, kNram = 2, kWram = 3, kSram = 4, kLdram = 5, kSpaces = 6 };
+const char *space_name(int s);
+
+// ---------------------------------------------------------------- device profiles (cost model parameters)
+struct Profile {
+  std::string name;
+  int arch;                 // __BANG_ARCH__ of the part
+  double clock_mhz;         // cycles per microsecond
+  int clusters;
+  int cores_per_cluster;
+  size_t nram, wram, sram;  // bytes per core / per cluster
+  double gdram_gbps;        // card GDRAM bandwidth (GB/s), shared by every core
+  double dma_efficiency;    // fraction of the GDRAM bandwidth DMA reaches
+  double cluster_gbps;      // GDRAM bandwidth one cluster can draw
+  double core_io_bytes_per_cycle;    // one core's IO-DMA ceiling
+  double move_bytes_per_cycle;       // on-chip Move-DMA (SRAM<->NRAM/WRAM, NRAM<->WRAM)
+  double io_latency_cycles, move_latency_cycles, segment_cycles;
+  double scalar_load[kSpaces], scalar_store[kSpaces];  // cycles per scalar access, by address space
+  double vector_bytes_per_cycle, vector_overhead_cycles;
+  double tensor_ops_per_cycle_fp32, tensor_ops_per_cycle_fp16, tensor_ops_per_cycle_int, tensor_overhead_cycles;
+  double barrier_cycles;
+  double launch_overhead_us;
+};
+const Profile &profile();
+const Profile *find_profile(const std::string &name);
+std::string profile_names();
+
+// ---------------------------------------------------------------- diagnostics
+struct Diagnostic {
+  std::string severity, kind, message, kernel, file;
+  int line = 0;
+};
+// Thrown through kernel code to stop the task that hit a check (or saw another task's abort).
+struct KernelAbort {};
+
+// ---------------------------------------------------------------- GDRAM buffers
+struct GdramBuf {
+  uintptr_t lo = 0, hi = 0;        // user bytes [lo, hi)
+  uintptr_t guard_lo = 0, guard_hi = 0;  // accesses in the guard but outside [lo, hi) are out of bounds
+  uintptr_t map_base = 0;
+  size_t map_len = 0;
+  bool external = false;
+  std::string label;
+  std::unique_ptr<std::atomic<uint64_t>[]> written;  // per-byte bitmap for the current launch
+  size_t written_words = 0;
+  bool touched = false;
+};
+// Sorted snapshot of the live buffers, read without locks while a launch runs.
+const GdramBuf *find_gdram(uintptr_t a);
+void mark_written(const GdramBuf *b, uintptr_t lo, uintptr_t hi);
+void gdram_begin_launch();
+std::vector<GdramBuf *> gdram_live();
+
+// ---------------------------------------------------------------- on-chip arenas
+struct OnchipVar {
+  uintptr_t lo, hi;
+  std::string tag;  // "name@file:line"
+  mutable uint64_t epoch = 0;  // last launch that touched it (peak on-chip usage of a launch)
+};
+extern std::atomic<uint64_t> g_launch_epoch;
+struct Arena {
+  int space = kNram;
+  uintptr_t base = 0;
+  size_t reserve = 0, cursor = 0, used = 0;
+  std::vector<OnchipVar> vars;  // sorted by lo (append-only, increasing addresses)
+  mutable std::mutex mu;        // SRAM arenas are shared by the cluster's threads
+  std::unordered_map<std::string, uintptr_t> by_tag;
+  void init(int s, size_t reserve_bytes);
+  uintptr_t alloc(size_t bytes, const std::string &tag);
+  bool contains(uintptr_t a) const { return a >= base && a < base + reserve; }
+  const OnchipVar *var_at(uintptr_t a) const;
+};
+size_t arena_touched_bytes(const Arena &a);
+struct CoreMem {
+  Arena nram, wram;
+  Arena *sram = nullptr;  // the cluster slot's SRAM
+};
+CoreMem *thread_core_mem();
+void bind_thread_core_mem(CoreMem *m);
+
+// ---------------------------------------------------------------- per-task execution context
+struct PendingCopy {
+  uintptr_t dst_lo, dst_hi, src_lo, src_hi;
+  int queue;  // 0 = IO-DMA, 1 = Move-DMA
+  // the data movement itself, deferred to the sync that completes it
+  void *dst;
+  const void *src;
+  int size, dst_stride0, src_stride0, seg0, dst_stride1, src_stride1, seg1;
+  int dir;
+  const GdramBuf *dst_buf;
+};
+
+struct LaunchState;
+
+struct CoreCtx {
+  LaunchState *launch = nullptr;
+  CoreMem *mem = nullptr;
+  bool is_mpu = false;
+  int cluster = 0;   // cluster index inside the job (UNIONn), 0 for BLOCK
+  uintptr_t stack_lo = 0, stack_hi = 0;  // the worker thread's stack (host/stack space)
+  // scalar-access fast path: last classified range
+  uintptr_t hit_lo = 1, hit_hi = 0;
+  int hit_space = kOther;
+  const GdramBuf *hit_buf = nullptr;
+  // scalar access counts since the last flush into the timeline
+  uint64_t loads[kSpaces] = {0}, stores[kSpaces] = {0};
+  uint64_t total_loads[kSpaces] = {0}, total_stores[kSpaces] = {0};
+  // timeline (cycles)
+  double t = 0, io_free = 0, move_free = 0, compute_free = 0;  // issue stream and queue horizons
+  double split[5] = {0, 0, 0, 0, 0};  // busy: scalar, vector, tensor, io; wait = issue-stream stalls
+  double io_bw_cycles = 0, io_sync_bw_cycles = 0;  // bandwidth-bound part of GDRAM DMA (all / blocking)
+  std::vector<PendingCopy> pending;
+  std::unordered_map<const char *, uint64_t> builtins;
+  std::map<std::string, uint64_t> bytes_moved;
+  uint64_t mpu_skipped = 0;
+  void reset();
+  void flush_scalar();
+  void charge_compute(int unit, double cycles);  // unit 1 = vector, 2 = tensor
+};
+extern thread_local CoreCtx *t_core;
+
+// Called by checks: records the diagnostic, aborts the launch and throws KernelAbort.
+[[noreturn]] void kernel_error(const std::string &kind, const std::string &message, const void *ret_addr);
+void kernel_warning(const std::string &kind, const std::string &message, const void *ret_addr);
+void check_abort();  // throws KernelAbort when another task of the launch failed
+
+// scalar access slow path (classification + checks)
+void access_slow(CoreCtx *c, uintptr_t a, size_t n, bool store, const void *ret);
+void check_pending_access(CoreCtx *c, uintptr_t lo, uintptr_t hi, bool store, const void *ret,
+                          const char *what);
+
+// barriers (UNION jobs)
+enum BarrierKind { kBarCluster = 0, kBarAll = 1, kBarAllIpu = 2, kBarAllMpu = 3 };
+void barrier(BarrierKind kind, const char *name, const void *ret);
+void complete_pending(CoreCtx *c, int queue);  // queue -1 = all
+void perform_copy(const PendingCopy &p);
+
+// host-side objects
+struct cnrtQueueImpl;
+void *gdram_alloc(size_t bytes);
+bool gdram_free(void *p);
+bool is_device_ptr(const void *p, size_t bytes);
+size_t gdram_bytes_in_use();
+void set_last_error(cnrtRet_t e);
+cnrtRet_t last_error(bool clear);
+std::string source_line(const void *ret_addr, int *line_out, std::string *file_out);
+
+// bookkeeping helpers for builtins
+void count_builtin(const char *name);
+
+}  // namespace bang_emu

@@ -1,0 +1,367 @@
+// bang_emu: the emulated `mlu` device for PyTorch (PrivateUse1, renamed to "mlu" from Python).
+//
+// Tensors on mlu:0 live in host memory. This library gives PyTorch what a backend must have: an allocator
+// (optionally poisoning new memory so unwritten output elements show), a device guard, the hooks object,
+// the ATen kernels that must not go through a CPU round trip (factories, views, copies, resize), and a
+// boxed CPU fallback for every other operator. It is also the Python module `_bang_emu_torch_mlu` that
+// backs torch.mlu.Event / synchronize with the emulator's notifiers and queue.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/extension.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "bang_emu/external.h"
+#include "cnrt.h"
+#include "torch_mlu_emu/tensor.h"
+
+namespace bang_emu_torch {
+namespace {
+
+constexpr c10::DeviceType kMlu = c10::DeviceType::PrivateUse1;
+const c10::Device kMluDevice(kMlu, 0);
+
+// ---------------------------------------------------------------------------------------------------
+// Allocator
+
+enum class Poison { none, nan, sentinel };
+
+Poison poison_mode() {
+  // Read per allocation so a harness can switch modes between calls in one process.
+  const char* mode = std::getenv("BANG_EMU_POISON");
+  if (mode == nullptr) return Poison::none;
+  const std::string value(mode);
+  if (value == "nan") return Poison::nan;
+  if (value == "sentinel") return Poison::sentinel;
+  return Poison::none;
+}
+
+void poison(void* data, size_t bytes) {
+  switch (poison_mode()) {
+    case Poison::nan:
+      // All-ones bytes are a NaN in every IEEE float width (fp16, bf16, fp32, fp64) and -1 for ints.
+      std::memset(data, 0xFF, bytes);
+      break;
+    case Poison::sentinel:
+      // Same finite pattern as the emulator's cnrtMalloc (-25443.39 as fp32, -6.77 as fp16): unwritten
+      // elements fail a tolerance check without tripping NaN-specific handling.
+      std::memset(data, 0xC6, bytes);
+      break;
+    case Poison::none:
+      break;
+  }
+}
+
+// The deleter's context: the block, so registrations of views anywhere inside it can be dropped.
+struct Block {
+  char* data;
+  size_t bytes;
+};
+
+void free_device_memory(void* context) {
+  auto* block = static_cast<Block*>(context);
+  if (block == nullptr) return;
+  // Before the memory can be reused: kernels must not see this block's extents any more.
+  torch_mlu::emu_detail::GdramRegistry::instance().forget_range(block->data, block->data + block->bytes);
+  std::free(block->data);
+  delete block;
+}
+
+struct EmulatedMluAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t bytes) override {
+    if (bytes == 0) return {nullptr, nullptr, &free_device_memory, kMluDevice};
+    // 64-byte alignment: what __memcpy/__bang_* expect of GDRAM buffers; aligned_alloc needs a multiple.
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* data = std::aligned_alloc(64, rounded);
+    TORCH_CHECK(data != nullptr, "bang_emu mlu allocator: out of host memory allocating ", bytes, " bytes");
+    poison(data, rounded);
+    auto* block = new Block{static_cast<char*>(data), rounded};
+    return {data, block, &free_device_memory, kMluDevice};
+  }
+
+  // No raw deleter: the context (Block) differs from the data pointer.
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+EmulatedMluAllocator g_allocator;
+
+// ---------------------------------------------------------------------------------------------------
+// Device guard: one device, one stream (the emulator's default queue).
+
+struct EmulatedMluGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kMlu; }
+
+  c10::Device exchangeDevice(c10::Device device) const override {
+    check(device);
+    return kMluDevice;
+  }
+  c10::Device getDevice() const override { return kMluDevice; }
+  void setDevice(c10::Device device) const override { check(device); }
+  void uncheckedSetDevice(c10::Device /*device*/) const noexcept override {}
+
+  c10::Stream getStream(c10::Device /*device*/) const override {
+    return c10::Stream(c10::Stream::DEFAULT, kMluDevice);
+  }
+  c10::Stream getDefaultStream(c10::Device device) const override { return getStream(device); }
+  c10::Stream getNewStream(c10::Device device, int /*priority*/) const override { return getStream(device); }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*isHighPriority*/) const override {
+    return getStream(device);
+  }
+  c10::Stream exchangeStream(c10::Stream /*stream*/) const override { return getStream(kMluDevice); }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+
+  bool queryStream(const c10::Stream& /*stream*/) const override {
+    return cnrtQueueQuery(bang_emu_default_queue()) == cnrtSuccess;
+  }
+  void synchronizeStream(const c10::Stream& /*stream*/) const override { sync_default_queue(); }
+  void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override { sync_default_queue(); }
+  void recordDataPtrOnStream(const c10::DataPtr& /*data_ptr*/, const c10::Stream& /*stream*/) const override {}
+
+  static void check(c10::Device device) {
+    TORCH_CHECK(device.type() == kMlu && device.index() <= 0,
+                "bang_emu: the emulated mlu backend has one device (mlu:0), got ", device);
+  }
+  static void sync_default_queue() {
+    const cnrtRet_t status = cnrtQueueSync(bang_emu_default_queue());
+    TORCH_CHECK(status == cnrtSuccess, "mlu synchronize failed: ", cnrtGetErrorStr(status),
+                " (bang_emu: see the 'bang-emu: error:' lines on stderr)");
+  }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, EmulatedMluGuardImpl);
+
+// ---------------------------------------------------------------------------------------------------
+// Hooks: what PyTorch asks of any PrivateUse1 backend (autograd engine, generators, pin_memory).
+
+struct EmulatedMluHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex /*device_index*/) const override { return true; }
+  // Random ops run on CPU through the fallback, so mlu shares the CPU generator.
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex /*device_index*/) const override {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex /*device_index*/) const override {
+    return at::detail::createCPUGenerator();
+  }
+  at::Device getDeviceFromPtr(void* /*data*/) const override { return kMluDevice; }
+  bool isPinnedPtr(const void* /*data*/) const override { return false; }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
+    at::native::resize_bytes_cpu(storage.unsafeGetStorageImpl(), new_bytes);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// ATen kernels that must stay on the device (no CPU round trip).
+
+at::Tensor as_host_view(const at::Tensor& t) {
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
+at::Tensor mlu_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                     std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "mlu (bang_emu): only strided tensors");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "mlu (bang_emu): pin_memory is a CPU-only option");
+  EmulatedMluGuardImpl::check(c10::device_or_default(device));
+  return at::detail::empty_generic(size, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor mlu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                             std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                             std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "mlu (bang_emu): only strided tensors");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "mlu (bang_emu): pin_memory is a CPU-only option");
+  EmulatedMluGuardImpl::check(c10::device_or_default(device));
+  return at::detail::empty_strided_generic(size, stride, &g_allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor mlu_as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                          std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+at::Tensor mlu_view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+at::Tensor mlu_reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+const at::Tensor& mlu_resize_(const at::Tensor& self, c10::IntArrayRef size,
+                              std::optional<c10::MemoryFormat> memory_format) {
+  // The CPU resize grows storage through the storage's own allocator, which is ours for mlu tensors.
+  return at::native::resize_(self, size, memory_format);
+}
+
+at::Tensor& mlu_set_storage_(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                             c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::set_storage_cpu_(self, source, storage_offset, size, stride);
+}
+
+at::Tensor& mlu_set_source_storage_(at::Tensor& self, c10::Storage source) {
+  return at::native::set_(self, source);
+}
+
+at::Tensor& mlu_set_source_tensor_(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+// Both memories are host memory, so every direction is a strided CPU copy between host views.
+at::Tensor mlu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  TORCH_CHECK(self.defined() && dst.defined(), "mlu (bang_emu) copy: undefined tensor");
+  TORCH_CHECK(self.is_cpu() || self.device().is_privateuseone(), "mlu (bang_emu) copy: unsupported source ",
+              self.device());
+  TORCH_CHECK(dst.is_cpu() || dst.device().is_privateuseone(), "mlu (bang_emu) copy: unsupported destination ",
+              dst.device());
+  if (self.numel() == 0) return dst;
+  const at::Tensor src_host = self.is_cpu() ? self : as_host_view(self);
+  at::Tensor dst_host = dst.is_cpu() ? dst : as_host_view(dst);
+  dst_host.copy_(src_host);
+  return dst;
+}
+
+at::Tensor mlu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.device().is_privateuseone()) {
+    mlu_resize_(dst, self.sizes(), std::nullopt);
+  } else {
+    dst.resize_(self.sizes());
+  }
+  return mlu_copy_from(self, dst, false);
+}
+
+at::Scalar mlu_local_scalar_dense(const at::Tensor& self) { return as_host_view(self).item(); }
+
+void mlu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  at::native::cpu_fallback(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(mlu_empty));
+  m.impl("empty_strided", TORCH_FN(mlu_empty_strided));
+  m.impl("as_strided", TORCH_FN(mlu_as_strided));
+  m.impl("view", TORCH_FN(mlu_view));
+  m.impl("_reshape_alias", TORCH_FN(mlu_reshape_alias));
+  m.impl("resize_", TORCH_FN(mlu_resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(mlu_set_storage_));
+  m.impl("set_.source_Storage", TORCH_FN(mlu_set_source_storage_));
+  m.impl("set_.source_Tensor", TORCH_FN(mlu_set_source_tensor_));
+  m.impl("_copy_from", TORCH_FN(mlu_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(mlu_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(mlu_local_scalar_dense));
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&mlu_cpu_fallback>());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Python bindings: notifiers on the emulator's queue for torch.mlu.Event, and queue synchronisation.
+
+void check_cnrt(cnrtRet_t status, const char* what) {
+  TORCH_CHECK(status == cnrtSuccess, what, " failed: ", cnrtGetErrorStr(status),
+              " (bang_emu: see the 'bang-emu: error:' lines on stderr)");
+}
+
+cnrtNotifier_t as_notifier(uintptr_t handle) { return reinterpret_cast<cnrtNotifier_t>(handle); }
+
+uintptr_t notifier_create() {
+  cnrtNotifier_t notifier = nullptr;
+  check_cnrt(cnrtNotifierCreate(&notifier), "cnrtNotifierCreate");
+  return reinterpret_cast<uintptr_t>(notifier);
+}
+
+void notifier_destroy(uintptr_t handle) { cnrtNotifierDestroy(as_notifier(handle)); }
+
+void notifier_place(uintptr_t handle) {
+  check_cnrt(cnrtPlaceNotifier(as_notifier(handle), bang_emu_default_queue()), "cnrtPlaceNotifier");
+}
+
+void notifier_wait(uintptr_t handle) { check_cnrt(cnrtWaitNotifier(as_notifier(handle)), "cnrtWaitNotifier"); }
+
+bool notifier_query(uintptr_t handle) { return cnrtQueryNotifier(as_notifier(handle)) == cnrtSuccess; }
+
+float notifier_elapsed_ms(uintptr_t start, uintptr_t end) {
+  float ms = 0.0f;
+  check_cnrt(cnrtNotifierElapsedTime(as_notifier(start), as_notifier(end), &ms), "cnrtNotifierElapsedTime");
+  return ms;
+}
+
+float notifier_duration_us(uintptr_t start, uintptr_t end) {
+  float us = 0.0f;
+  check_cnrt(cnrtNotifierDuration(as_notifier(start), as_notifier(end), &us), "cnrtNotifierDuration");
+  return us;
+}
+
+void queue_sync() { EmulatedMluGuardImpl::sync_default_queue(); }
+
+bool queue_query() { return cnrtQueueQuery(bang_emu_default_queue()) == cnrtSuccess; }
+
+uintptr_t default_queue() { return reinterpret_cast<uintptr_t>(bang_emu_default_queue()); }
+
+int last_error() { return static_cast<int>(cnrtGetLastError()); }
+
+std::string error_string(int status) { return cnrtGetErrorStr(static_cast<cnrtRet_t>(status)); }
+
+// The emulated device profile (BANG_EMU_DEVICE) as the emulator's CNRT reports it.
+pybind11::dict device_properties() {
+  cnrtDeviceProp_t prop{};
+  check_cnrt(cnrtGetDeviceProperties(&prop, 0), "cnrtGetDeviceProperties");
+  pybind11::dict result;
+  result["name"] = std::string(prop.name);
+  result["major"] = prop.major;
+  result["minor"] = prop.minor;
+  result["cluster_count"] = prop.clusterCount;
+  result["core_num_per_cluster"] = prop.McorePerCluster;
+  result["total_memory"] = prop.totalMem;
+  return result;
+}
+
+}  // namespace
+
+void install() {
+  // Registered on import of the Python module, i.e. when activate() loads this library.
+  c10::SetAllocator(kMlu, &g_allocator);
+  static EmulatedMluHooks hooks;
+  if (!at::isPrivateUse1HooksRegistered()) at::RegisterPrivateUse1HooksInterface(&hooks);
+}
+
+}  // namespace bang_emu_torch
+
+PYBIND11_MODULE(_bang_emu_torch_mlu, m) {
+  using namespace bang_emu_torch;
+  install();
+  m.doc() = "bang_emu: emulated mlu device for PyTorch (PrivateUse1), notifier bindings";
+  m.def("notifier_create", &notifier_create);
+  m.def("notifier_destroy", &notifier_destroy);
+  m.def("notifier_place", &notifier_place);
+  m.def("notifier_wait", &notifier_wait);
+  m.def("notifier_query", &notifier_query);
+  m.def("notifier_elapsed_ms", &notifier_elapsed_ms);
+  m.def("notifier_duration_us", &notifier_duration_us);
+  m.def("queue_sync", &queue_sync);
+  m.def("queue_query", &queue_query);
+  m.def("default_queue", &default_queue);
+  m.def("last_error", &last_error);
+  m.def("error_string", &error_string);
+  m.def("device_properties", &device_properties);
+}

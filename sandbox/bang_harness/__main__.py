@@ -1,0 +1,38 @@
+"""Command line: `python -m bang_harness build --backend emu|mlu` and `python -m bang_harness run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .paths import HarnessPaths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bang_harness", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="compile the submission into /build/ext/<extension>.so")
+    build.add_argument("--backend", choices=["emu", "mlu"], default="emu")
+    commands.add_parser("run", help="run /io/job.json's calls, writing /io/outputs/")
+    worker = commands.add_parser("worker", help=argparse.SUPPRESS)  # started by `run`, one per crash
+    worker.add_argument("--first-call", type=int, default=0)
+    worker.add_argument("--control-fd", type=int, default=None)
+    args = parser.parse_args(argv)
+
+    paths = HarnessPaths.from_env()
+    # Imported per command: the supervisor must stay free of torch and of student code.
+    if args.command == "build":
+        from .build import run_build
+
+        return run_build(args.backend, paths)
+    if args.command == "run":
+        from .run import run_job
+
+        return run_job(paths)
+    from .worker import run_worker
+
+    return run_worker(paths, args.first_call, args.control_fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

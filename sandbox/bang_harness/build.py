@@ -1,0 +1,190 @@
+"""`python -m bang_harness build`: compile the submission into one extension library with the grader's recipe.
+
+The student's setup.py is never run. Every .mlu goes through the backend's toolchain, every cpp/*.cpp through
+g++ against torch (+ CNRT / torch_mlu headers), and the objects are linked into /build/ext/<extension>.so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .paths import HarnessPaths
+from .submission import SubmissionConfig, SubmissionError
+from .toolchains import StepOutcome, Toolchain, get_toolchain, run_step
+
+LOG_CAP_BYTES = 2 << 20  # a template error cascade can produce megabytes; the head holds the first error
+TAIL_CHARS = 16_000
+STEP_OUTPUT_CAP = 256_000
+BUILD_JSON = "build.json"
+BUILD_LOG = "build.log"
+
+
+class BuildLog:
+    """The build's log, kept in memory up to a cap and written once at the end."""
+
+    def __init__(self, cap: int = LOG_CAP_BYTES) -> None:
+        self._parts: list[str] = []
+        self._size = 0
+        self._dropped = 0
+        self._cap = cap
+
+    def add(self, text: str) -> None:
+        if not text.endswith("\n"):
+            text += "\n"
+        room = self._cap - self._size
+        if room <= 0:
+            self._dropped += len(text)
+            return
+        self._parts.append(text[:room])
+        self._size += min(len(text), room)
+        self._dropped += max(0, len(text) - room)
+
+    def add_step(self, step: StepOutcome) -> None:
+        output = step.output
+        if len(output) > STEP_OUTPUT_CAP:
+            output = output[:STEP_OUTPUT_CAP] + f"\n[... {len(step.output) - STEP_OUTPUT_CAP} characters cut]\n"
+        status = "" if step.returncode == 0 else f"  [exit {step.returncode}]"
+        self.add(f"$ {' '.join(step.command)}{status}\n{output}")
+
+    def text(self) -> str:
+        text = "".join(self._parts)
+        if self._dropped:
+            text += f"[... build log capped at {self._cap} bytes; {self._dropped} more dropped]\n"
+        return text
+
+
+def torch_compile_flags(extension: str) -> tuple[list[Path], list[str]]:
+    """Include dirs and macros an extension needs to match the installed torch (pybind11 and C++ ABI)."""
+    import torch
+    from torch.utils import cpp_extension
+
+    includes = [Path(p) for p in cpp_extension.include_paths()] + [Path(sysconfig.get_paths()["include"])]
+    defines = [f"-DTORCH_EXTENSION_NAME={extension}", "-DTORCH_API_INCLUDE_EXTENSION_H",
+               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    # Same pybind11 ABI tags torch was built with, so tensors cross the binding (what cpp_extension adds).
+    for attr, macro in (("_PYBIND11_COMPILER_TYPE", "PYBIND11_COMPILER_TYPE"),
+                        ("_PYBIND11_STDLIB", "PYBIND11_STDLIB"),
+                        ("_PYBIND11_BUILD_ABI", "PYBIND11_BUILD_ABI")):
+        value = getattr(torch._C, attr, None)
+        if value:
+            defines.append(f'-D{macro}="{value}"')
+    return includes, defines
+
+
+def cxx_standard() -> str:
+    """The C++ standard the installed torch's headers are written for (torch 2.10 moved to C++20)."""
+    import torch
+
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return "-std=c++20" if (major, minor) >= (2, 10) else "-std=c++17"
+
+
+def torch_link_args() -> list[str]:
+    from torch.utils import cpp_extension
+
+    args = []
+    for lib_dir in cpp_extension.library_paths():
+        args += [f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}"]
+    return args + ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"]
+
+
+def parallel_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+class ExtensionBuilder:
+    def __init__(self, paths: HarnessPaths, toolchain: Toolchain, config: SubmissionConfig) -> None:
+        self.paths = paths
+        self.toolchain = toolchain
+        self.config = config
+        self.log = BuildLog()
+        self.obj_dir = paths.build / "obj"
+
+    def build(self) -> bool:
+        mlu_dir = self.paths.submission / "mlu"
+        cpp_dir = self.paths.submission / "cpp"
+        mlu_sources = sorted(mlu_dir.glob("*.mlu"))
+        cpp_sources = sorted(cpp_dir.glob("*.cpp"))
+        if not cpp_sources:
+            self.log.add(f"error: no cpp/*.cpp found in the submission: the PyTorch binding is missing "
+                         f"(found {len(mlu_sources)} mlu/*.mlu)")
+            return False
+        for folder in (self.obj_dir, self.paths.extension_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+
+        torch_includes, defines = torch_compile_flags(self.config.extension)
+        cxx_std = cxx_standard()
+        local_includes = [mlu_dir, cpp_dir]
+        cpp_includes = [*local_includes, *self.toolchain.cpp_include_dirs(), *torch_includes]
+
+        def compile_mlu(src: Path) -> tuple[Path, StepOutcome]:
+            obj = self.obj_dir / f"mlu_{src.stem}.o"
+            return obj, self.toolchain.compile_mlu(src, obj, local_includes)
+
+        def compile_cpp(src: Path) -> tuple[Path, StepOutcome]:
+            obj = self.obj_dir / f"cpp_{src.stem}.o"
+            includes = [arg for d in cpp_includes for arg in ("-I", str(d))]
+            return obj, run_step(["g++", cxx_std, "-O2", "-fPIC", "-fmax-errors=20", *defines, *includes,
+                                  "-c", str(src), "-o", str(obj)])
+
+        # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
+        with ThreadPoolExecutor(max_workers=parallel_jobs()) as pool:
+            futures = [pool.submit(compile_mlu, s) for s in mlu_sources]
+            futures += [pool.submit(compile_cpp, s) for s in cpp_sources]
+            results = [f.result() for f in futures]
+        failed = [step for _, step in results if step.returncode != 0]
+        # Successful steps first, so the failures sit at the end of the log, in its tail.
+        for _, step in sorted(results, key=lambda r: r[1].returncode != 0):
+            self.log.add_step(step)
+        if failed:
+            self.log.add(f"error: {len(failed)} of {len(results)} source files failed to compile")
+            return False
+
+        library = self.paths.extension_library(self.config.extension)
+        link = run_step(["g++", "-shared", "-o", str(library), *[str(obj) for obj, _ in results],
+                         *self.toolchain.link_args(), *torch_link_args()])
+        self.log.add_step(link)
+        if link.returncode != 0:
+            self.log.add("error: linking the extension failed")
+            return False
+        self.log.add(f"built {library.name} from {len(mlu_sources)} .mlu and {len(cpp_sources)} .cpp files")
+        return True
+
+
+def run_build(backend: str, paths: HarnessPaths | None = None) -> int:
+    """Build and write build.log / build.json; returns the process exit code (0 only when the library exists)."""
+    paths = paths or HarnessPaths.from_env()
+    started = time.monotonic()
+    log = BuildLog()
+    toolchain_name = backend
+    ok = False
+    try:
+        toolchain = get_toolchain(backend)
+        toolchain_name = toolchain.describe()
+        builder = ExtensionBuilder(paths, toolchain, SubmissionConfig.load(paths.submission))
+        log = builder.log
+        log.add(f"toolchain: {toolchain_name}")
+        ok = builder.build()
+    except SubmissionError as exc:
+        log.add(f"error: {exc}")
+    except Exception as exc:  # noqa: BLE001 -- a harness fault must still leave a build.json behind
+        log.add(f"internal error in the build harness: {type(exc).__name__}: {exc}")
+    text = log.text()
+    paths.build.mkdir(parents=True, exist_ok=True)
+    (paths.build / BUILD_LOG).write_text(text, encoding="utf-8")
+    summary = {"ok": ok, "toolchain": toolchain_name, "seconds": round(time.monotonic() - started, 3),
+               "log_tail": text[-TAIL_CHARS:]}
+    (paths.build / BUILD_JSON).write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    print(text[-TAIL_CHARS:], file=sys.stderr if not ok else sys.stdout)
+    return 0 if ok else 1

@@ -1,0 +1,205 @@
+"""The process that actually calls student code: loads the extension and module, then runs calls in order.
+
+Started by the supervisor (run.py) with the index of the first call to run. It reports each call's start and
+end on a control pipe, and writes each call's result before starting the next, so that when student code kills
+the process the supervisor knows which call did it and nothing already finished is lost.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils.deterministic
+
+from .control import FRESH_WORKER_EXIT, ControlChannel
+from .device import DeviceSession, TraceWindow
+from .job import Call, CallResult, Job, output_path, trace_path, write_result
+from .paths import HarnessPaths
+
+EMULATOR_MARK = "bang-emu"  # prefix of every emulator error message (DESIGN.md, "Emulator contracts")
+HARNESS_DIR = str(Path(__file__).resolve().parent)
+
+
+def enable_poisoning() -> None:
+    """torch.empty and friends come back NaN-filled (ints: max value), so unwritten outputs show."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    os.environ.setdefault("BANG_EMU_POISON", "nan")
+
+
+def load_submission(paths: HarnessPaths, job: Job) -> ModuleType:
+    library = paths.extension_library(job.extension)
+    if not library.exists():
+        raise FileNotFoundError(f"the extension {library} was not built")
+    # Registers TORCH_LIBRARY ops; harmless for a PYBIND11-only library, which the import below initialises.
+    torch.ops.load_library(str(library))
+    # The submission is copied so its import never writes into the read-only mount (or the host's folder).
+    copy = Path(tempfile.mkdtemp(prefix="submission-")) / "submission"
+    shutil.copytree(paths.submission, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    sys.dont_write_bytecode = True
+    sys.path[:0] = [str(paths.extension_dir), str(copy)]
+    return importlib.import_module(job.module)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The traceback from the student's side: the harness's own frames say nothing to a student."""
+    summary = traceback.TracebackException.from_exception(exc)
+    summary.stack = traceback.StackSummary.from_list(
+        [frame for frame in summary.stack if not frame.filename.startswith(HARNESS_DIR)][-10:])
+    return "".join(summary.format()).strip()
+
+
+def classify_failure(exc: BaseException, window: TraceWindow) -> CallResult:
+    emulator_errors = window.errors()
+    text = f"{type(exc).__name__}: {exc}"
+    if emulator_errors or EMULATOR_MARK in str(exc):
+        return CallResult.failure("emulator_error", "\n".join(emulator_errors) or text)
+    return CallResult.failure("python_exception", describe_exception(exc))
+
+
+def output_array(value: Any) -> np.ndarray:
+    """The entry's result as numpy; only a plain tensor counts (a subclass could fake its own values)."""
+    if type(value) is not torch.Tensor:
+        raise TypeError(f"the entry returned {type(value).__module__}.{type(value).__qualname__}, "
+                        "expected a torch.Tensor")
+    cpu = value.detach().to("cpu")
+    try:
+        return cpu.contiguous().numpy()
+    except TypeError as exc:  # e.g. bfloat16 has no numpy dtype
+        raise TypeError(f"output dtype {value.dtype} cannot be saved: {exc}") from exc
+
+
+class CallRunner:
+    def __init__(self, paths: HarnessPaths, session: DeviceSession, module: ModuleType) -> None:
+        self.paths = paths
+        self.session = session
+        self.module = module
+
+    def run(self, call: Call) -> CallResult:
+        outputs = self.paths.outputs
+        trace = trace_path(outputs, call.id)
+        try:
+            inputs = [torch.from_numpy(np.load(self.paths.io / "inputs" / name, allow_pickle=False))
+                      for name in call.inputs]
+        except (OSError, ValueError) as exc:
+            return CallResult.failure("harness_error", f"cannot load the call's inputs: {exc}")
+        entry = getattr(self.module, call.entry, None)
+        if not callable(entry):
+            return CallResult.failure("python_exception",
+                                      f"{self.module.__name__} has no function {call.entry!r}")
+
+        previous: list[torch.Tensor] = []
+
+        def invoke() -> tuple[Any, float, float | None, TraceWindow]:
+            nonlocal previous
+            args = [self.session.to_device(t) for t in inputs]
+            started = time.perf_counter_ns()
+            value, device_us, window = self.session.timed(lambda: entry(*args), trace)
+            wall_us = (time.perf_counter_ns() - started) / 1000.0
+            # The last call's inputs stay alive, so the allocator cannot hand out the same addresses again
+            # and a result cache keyed on data_ptr() misses.
+            previous = args
+            return value, wall_us, device_us, window
+
+        os.environ["BANG_EMU_TRACE"] = str(trace)
+        os.environ["BANG_EMU_POISON"] = call.poison
+        try:
+            return self._checked_then_timed(call, invoke, trace)
+        finally:
+            os.environ.pop("BANG_EMU_TRACE", None)
+
+    def _checked_then_timed(self, call: Call, invoke: Any, trace: Path) -> CallResult:
+        try:
+            value, wall_us, device_us, window = invoke()
+        except Exception as exc:  # noqa: BLE001 -- anything the student raises is recorded, not fatal
+            failure = classify_failure(exc, TraceWindow.read(trace, 0))
+            failure.trace = trace.name if trace.exists() else None
+            return failure
+        trace_name = trace.name if trace.exists() else None
+        if window.errors():
+            return CallResult.failure("emulator_error", "\n".join(window.errors()), trace=trace_name)
+        try:
+            checked = output_array(value)
+        except (TypeError, RuntimeError) as exc:
+            return CallResult.failure("bad_output", str(exc), trace=trace_name)
+        np.save(output_path(self.paths.outputs, call.id), checked, allow_pickle=False)
+
+        result = CallResult(ok=True, trace=trace_name)
+        # Without warm-up the checked invocation is a sample like any other (fresh inputs, synchronised):
+        # on the emulator, where a big kernel takes seconds to emulate, that halves a timed call's cost.
+        samples = [(wall_us, device_us)] if call.warmup == 0 and call.timed_repeats > 0 else []
+        repeats = call.warmup + call.timed_repeats - len(samples)
+        consistent = True
+        for repeat in range(repeats):
+            try:
+                value, wall_us, device_us, window = invoke()
+                if window.errors():
+                    raise RuntimeError(f"{EMULATOR_MARK}: " + "\n".join(window.errors()))
+                consistent = consistent and np.array_equal(output_array(value), checked, equal_nan=True)
+            except Exception as exc:  # noqa: BLE001
+                failure = classify_failure(exc, window)
+                failure.error = f"repeat {repeat + 1} after the checked call: {failure.error}"
+                failure.trace = trace_name
+                return failure
+            if repeat >= call.warmup:
+                samples.append((wall_us, device_us))
+        result.wall_us = [round(w, 3) for w, _ in samples]
+        result.device_us = [round(d, 3) for _, d in samples if d is not None]
+        result.repeats_consistent = consistent if repeats else None
+        return result
+
+
+def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None) -> int:
+    job = Job.load(paths.io / "job.json")
+    control = ControlChannel(control_fd)
+    calls = job.calls[first_call:]
+    paths.outputs.mkdir(parents=True, exist_ok=True)
+    enable_poisoning()
+    try:
+        session = DeviceSession(job.backend, job.device)
+    except Exception as exc:  # noqa: BLE001
+        return _fail_all(paths, calls, control, CallResult.failure(
+            "harness_error", f"cannot activate the {job.backend} device: {describe_exception(exc)}"))
+    for note in session.notes:
+        print(f"bang_harness: {note}", file=sys.stderr)
+    control.send("loading")
+    try:
+        module = load_submission(paths, job)
+    except Exception as exc:  # noqa: BLE001 -- the student's import failing fails every call, with the reason
+        return _fail_all(paths, calls, control, CallResult.failure(
+            "python_exception", f"cannot import the submission: {describe_exception(exc)}"))
+    runner = CallRunner(paths, session, module)
+    for call in calls:
+        control.send("start", call.id)
+        result = runner.run(call)
+        write_result(paths.outputs, call.id, result)
+        control.send("done", call.id)
+        if leaves_device_faulted(job.backend, result) and call is not calls[-1]:
+            return FRESH_WORKER_EXIT
+    return 0
+
+
+def leaves_device_faulted(backend: str, result: CallResult) -> bool:
+    """A kernel fault can leave the device's error state set (sticky, as on real hardware): later calls
+    must not inherit it, so they get a fresh process and device."""
+    if result.error_kind == "emulator_error":
+        return True
+    return backend == "mlu" and result.error_kind == "python_exception" and "cnrt" in (result.error or "").lower()
+
+
+def _fail_all(paths: HarnessPaths, calls: list[Call], control: ControlChannel, result: CallResult) -> int:
+    for call in calls:
+        write_result(paths.outputs, call.id, result)
+        control.send("done", call.id)
+    return 0

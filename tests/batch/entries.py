@@ -1,0 +1,46 @@
+"""Grading entry points that misbehave on purpose, run by real worker processes to exercise the pool's
+fault handling (a grader that crashes, hangs or raises must cost one submission, never the batch).
+
+`quick` stands in for grading where the test is about scheduling, not grading: it returns a result made
+from the submission's `score.txt` and records which process graded it and when.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from grader.results import GradeResult, Seeds, Verdict, Versions
+
+
+def crash(submission: Path, options) -> GradeResult:  # noqa: ARG001
+    os.kill(os.getpid(), signal.SIGSEGV)
+    raise AssertionError("unreachable")
+
+
+def hang(submission: Path, options) -> GradeResult:  # noqa: ARG001
+    time.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+def explode(submission: Path, options) -> GradeResult:  # noqa: ARG001
+    raise RuntimeError("grader bug for the test")
+
+
+def quick(submission: Path, options) -> GradeResult:
+    started = time.time()
+    text = (submission / "score.txt").read_text().split()
+    score, delay = float(text[0]), float(text[1]) if len(text) > 1 else 0.0
+    time.sleep(delay)
+    (options.out_dir / "report.html").write_text(f"<p>{score}</p>")
+    with open(os.environ["BATCH_TEST_LOG"], "a") as fh:  # who graded what, when: for the scheduling tests
+        fh.write(json.dumps({"submission": submission.name, "pid": os.getpid(), "start": started,
+                             "end": time.time(), "device": options.device}) + "\n")
+    return GradeResult(assignment=options.assignment or "", submission_path=str(submission),
+                       submission_hash="", backend=options.backend, device_profile=options.device or "",
+                       time_is_modelled=True, sandbox="docker",
+                       verdict=Verdict.PASSED if score >= 10 else Verdict.WRONG_ANSWER, score=score, max_score=10,
+                       seeds=Seeds(mode=options.seed_mode, master_digest="x"), versions=Versions(grader="test"))

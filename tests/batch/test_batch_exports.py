@@ -1,0 +1,113 @@
+"""Gradebook, Canvas and Gradescope exports, and the class dashboard."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from grader.batch.dashboard import class_stats, write_dashboard
+from grader.batch.exports import canvas_csv, gradebook_csv, gradescope_results, write_exports
+
+
+def test_gradebook_has_one_row_per_student_with_points_per_group_and_stage(class_rows):
+    table = list(csv.DictReader(io.StringIO(gradebook_csv(class_rows))))
+    possible, students = table[0], table[1:]
+    assert possible["student_id"] == "(points possible)"
+    assert (possible["group:aligned"], possible["group:tails"], possible["stage:vector"], possible["total"]) == \
+        ("4", "4", "2", "10")
+    assert [r["student_id"] for r in students] == ["alice", "bob", "carol", "dave", "erin", "frank"]
+    carol = students[2]
+    assert (carol["group:tails"], carol["stage:vector"], carol["total"], carol["verdict"]) == \
+        ("0", "0", "4", "wrong_answer")
+    frank = students[5]  # compile error: no groups at all, still a full row of zeros
+    assert (frank["group:aligned"], frank["total"], frank["max_score"]) == ("0", "0", "10")
+    for row in students:  # the columns add up to the total
+        parts = sum(float(v) for k, v in row.items() if k.startswith(("group:", "stage:")))
+        assert parts == pytest.approx(float(row["total"]))
+
+
+def test_canvas_csv_layout(class_rows):
+    rows = list(csv.reader(io.StringIO(canvas_csv(class_rows, "MatMul (lab 5)"))))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "MatMul (lab 5)"]
+    assert rows[1][0] == "Points Possible" and rows[1][5] == "10"
+    assert rows[2] == ["Alice", "", "alice", "", "A1", "10"]
+
+
+def test_gradescope_results_follow_the_spec(class_rows):
+    doc = gradescope_results(class_rows[2].result)
+    assert doc["score"] == 4.0
+    allowed_top = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+                   "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+    assert set(doc) <= allowed_top
+    allowed_test = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
+                    "tags", "visibility", "extra_data"}
+    for test in doc["tests"]:
+        assert set(test) <= allowed_test
+        assert test.get("status", "passed") in ("passed", "failed")
+    scored = [t for t in doc["tests"] if "score" in t]
+    assert sum(t["score"] for t in scored) == doc["score"]
+    assert "modelled (mlu370-x8)" in next(t for t in doc["tests"] if t["name"].startswith("Stage"))["output"]
+    json.dumps(doc)
+
+
+def test_write_exports_lays_out_the_batch_folder(tmp_path, class_rows):
+    notes = write_exports(class_rows, tmp_path, "MatMul")
+    assert (tmp_path / "gradebook.csv").is_file() and (tmp_path / "canvas.csv").is_file()
+    for row in class_rows:
+        assert json.loads((tmp_path / "gradescope" / row.submission.slug / "results.json").read_text())["score"] \
+            == row.result.score
+    # Without run folders (results the batch made itself) the reports are rendered from the results.
+    assert notes == []
+    for row in class_rows:
+        html = (tmp_path / "reports" / f"{row.submission.slug}.html").read_text()
+        assert row.result.student.name in html
+
+
+def test_class_stats(class_rows):
+    stats = class_stats(class_rows, assignment_title="MatMul", backend="emu", seed_mode="secret")
+    assert stats.students == 6 and stats.passed == 2
+    assert stats.mean == pytest.approx((10 + 10 + 4 + 4 + 8 + 0) / 6)
+    assert sum(b.value for b in stats.histogram) == 6
+    assert stats.histogram[-1].value == 2 and stats.histogram[0].value == 1  # 100 % and 0 %
+    tail = next(b for b in stats.cases if b.label.startswith("tail_97"))
+    assert (tail.value, tail.detail) == (pytest.approx(3 / 5), "3/5")
+    vector = stats.stages[0]
+    assert vector.full == pytest.approx(2 / 6) and vector.correct == pytest.approx(3 / 6)
+    assert [k.student_id for k in vector.fastest] == ["alice", "bob", "erin"]
+    assert all(k.label == "modelled (mlu370-x8)" for k in vector.fastest)
+    assert ("gdram_oob_write", 1) in [(b.label, b.value) for b in stats.diagnostics]
+
+
+def test_dashboard_is_self_contained(tmp_path, class_rows):
+    path = tmp_path / "dashboard.html"
+    write_dashboard(class_rows, path, assignment_title="MatMul <lab>", backend="emu", seed_mode="secret")
+    html = path.read_text()
+    assert "MatMul &lt;lab&gt;" in html  # escaped
+    assert "prefers-color-scheme: dark" in html and "<svg" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing fetched from the network
+    assert "modelled" in html
+    for sid in ("alice", "frank"):
+        assert f'href="reports/{sid}.html"' in html
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs headless chromium")
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_dashboard_renders_in_headless_chromium(tmp_path, class_rows, scheme):
+    path = tmp_path / "dashboard.html"
+    write_dashboard(class_rows, path, assignment_title="MatMul", backend="emu", seed_mode="secret")
+    shot = tmp_path / f"{scheme}.png"
+    argv = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--window-size=1300,1400", f"--screenshot={shot}", path.as_uri()]
+    if scheme == "dark":
+        argv.insert(1, "--force-dark-mode")
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses to a few KiB

@@ -1,0 +1,152 @@
+"""The batch with the real grader on real kernels: a class of references, a duplicate and known-bad fixtures
+is graded by `python -m grader.batch`, SIGKILLed midway, and resumed with nothing lost or regraded."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from grader.results import GradeResult, Verdict
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+KERNELS = REPO / "reference_kernels"
+# One real build serves three students (a twin folder and a zipped renamed copy), so the test stays
+# affordable; the known-bad fixtures are graded one by one in benchmarks/batch_throughput.py.
+CLASS = {
+    "alice": "sigmoid/vector",
+    "bob": "sigmoid/vector",  # alice's twin: same files, other folder
+    "carol": "known_bad/compile_error",
+    "dave": "sigmoid/vector",  # zipped, inside a wrapper folder
+    "erin": None,  # a folder with no submission in it: ungradable layout, nothing built
+}
+
+
+def make_class(class_dir: Path) -> None:
+    for student, fixture in CLASS.items():
+        if fixture is None:
+            (class_dir / student).mkdir(parents=True)
+            (class_dir / student / "README.txt").write_text("forgot to upload")
+        elif student == "dave":
+            with zipfile.ZipFile(class_dir / "dave.zip", "w") as zf:
+                for path in sorted((KERNELS / fixture).rglob("*")):
+                    if path.is_file():
+                        zf.write(path, Path("my_ops") / path.relative_to(KERNELS / fixture))
+        else:
+            shutil.copytree(KERNELS / fixture, class_dir / student, ignore=shutil.ignore_patterns("expected.toml"))
+
+
+@pytest.fixture(scope="module")
+def sandbox_image():
+    try:
+        from grader.sandbox.images import docker_client, ensure_emu_image
+
+        docker_client(timeout=10).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the daemon means: no docker here
+        pytest.skip(f"needs a running Docker daemon: {exc}")
+    return ensure_emu_image()
+
+
+def batch_cmd(class_dir: Path, out: Path, cache: Path) -> list[str]:
+    return [sys.executable, "-m", "grader.batch", str(class_dir), "--assignment", "sigmoid", "--out", str(out),
+            "--workers", "1", "--build-cache", str(cache), "--no-progress"]
+
+
+def snapshot(results: Path) -> dict[str, tuple[int, int, str]]:
+    """key -> (inode, mtime_ns, sha256) of every committed result: any regrade changes at least one."""
+    return {p.stem: (p.stat().st_ino, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in results.glob("*.json")}
+
+
+def events(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines() if line.strip()]
+
+
+def live_workers_of(pid: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"grader.batch.worker" in argv and str(pid).encode() in argv:
+                found.append(int(proc.name))
+    return found
+
+
+def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_image):
+    class_dir = tmp_path / "class"
+    make_class(class_dir)
+    out, cache = tmp_path / "batch", tmp_path / "build-cache"
+
+    batch = subprocess.Popen(batch_cmd(class_dir, out, cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 900
+    while len(list((out / "results").glob("*.json"))) < 2:
+        assert batch.poll() is None, f"batch ended before it could be killed:\n{batch.stdout.read().decode()}"
+        assert time.monotonic() < deadline, "no two results within 15 minutes"
+        time.sleep(0.05)
+    batch.send_signal(signal.SIGKILL)
+    batch.wait()
+    before = snapshot(out / "results")
+    assert 2 <= len(before) < len(CLASS), "the kill should land midway"
+    time.sleep(1.0)
+    assert live_workers_of(batch.pid) == [], "workers must die with the batch"
+    first_run = events(out)
+    in_flight = {e["key"] for e in first_run if e["event"] == "started"} - set(before)
+
+    resumed = subprocess.run(batch_cmd(class_dir, out, cache), capture_output=True, text=True, timeout=1800)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = snapshot(out / "results")
+    assert len(after) == len(CLASS)
+    assert {k: after[k] for k in before} == before, "a result committed before the kill was regraded"
+
+    second_run = events(out)[len(first_run):]
+    skipped = {e["key"] for e in second_run if e["event"] == "skipped"}
+    started = {e["key"] for e in second_run if e["event"] == "started"}
+    assert skipped == set(before)
+    assert started == set(after) - set(before) and in_flight <= started
+    assert f"graded {len(CLASS) - len(before)} now, {len(before)} already done" in resumed.stdout
+
+    results = {r.student.id: r for r in (GradeResult.from_json(p.read_text()) for p in (out / "results").glob("*.json"))}
+    assert set(results) == set(CLASS)
+    assert not [s for s, r in results.items() if r.verdict == Verdict.INTERNAL_ERROR], \
+        {s: r.message[:300] for s, r in results.items()}
+    assert results["carol"].verdict == Verdict.COMPILE_ERROR
+    assert results["erin"].verdict == Verdict.UNGRADABLE_LAYOUT
+    assert results["alice"].score > 0 and results["carol"].score == 0
+    assert results["alice"].score == results["bob"].score == results["dave"].score  # same code, same seed
+    assert not results["alice"].build.cached
+    assert results["bob"].build.cached and results["dave"].build.cached, "twins must reuse the first build"
+
+    book = list(csv.DictReader(open(out / "gradebook.csv")))
+    assert [r["student_id"] for r in book[1:]] == sorted(CLASS)
+    for student in CLASS:
+        gradescope = json.loads((out / "gradescope" / student / "results.json").read_text())
+        assert gradescope["score"] == pytest.approx(results[student].score)
+        assert (out / "reports" / f"{student}.html").stat().st_size > 1000
+    assert "alice" in (out / "dashboard.html").read_text()
+    # The rerun after completion grades nothing and is quick.
+    again = subprocess.run(batch_cmd(class_dir, out, cache), capture_output=True, text=True, timeout=600)
+    assert f"graded 0 now, {len(CLASS)} already done" in again.stdout
+    assert snapshot(out / "results") == after
+    assert os.stat(out / "batch.json").st_mode & 0o077 == 0
+    # The container the killed worker was running was swept by the resume, not left to run out its limit.
+    from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL
+    from grader.sandbox.images import docker_client
+
+    owners = [c.labels.get(OWNER_LABEL, "") for c in
+              docker_client().containers.list(all=True, filters={"label": RUN_LABEL})]
+    assert not [o for o in owners if o.isdigit() and not Path(f"/proc/{o}").exists()]

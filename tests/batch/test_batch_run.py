@@ -1,0 +1,136 @@
+"""run_batch end to end on the orchestration side: skip/regrade decisions, exports, the distributed plan.
+
+These use a quick grading entry (tests/batch/entries.py) in real worker processes, so they test the batch
+machinery in seconds; test_batch_real.py runs the real grade_submission on real kernels.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from conftest import HERE
+
+from grader.orchestration.batch import BatchError, run_batch
+
+ASSIGNMENT = "matmul"
+
+
+@pytest.fixture
+def quick_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    log = tmp_path / "graded.jsonl"
+    log.touch()
+    monkeypatch.setenv("BATCH_TEST_LOG", str(log))
+    return log
+
+
+def make_class(root, scores: dict[str, float]):
+    for sid, score in scores.items():
+        (root / sid).mkdir(parents=True)
+        (root / sid / "score.txt").write_text(f"{score} 0")
+    return root
+
+
+def started_students(out):
+    return sorted(json.loads(line)["student"] for line in (out / "journal.jsonl").read_text().splitlines()
+                  if json.loads(line)["event"] == "started")
+
+
+def test_rerun_skips_changed_regrades_force_regrades_all(tmp_path, quick_env):
+    subs = make_class(tmp_path / "class", {"ann": 10, "ben": 4, "cat": 7})
+    with zipfile.ZipFile(subs / "dan.zip", "w") as zf:
+        zf.writestr("../../escape.txt", "x")  # a hostile archive: becomes dan's result, not a crash
+    out = tmp_path / "out"
+    first = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    assert (first.total, first.graded, first.skipped) == (4, 3, 0)
+    assert first.verdicts == {"passed": 1, "wrong_answer": 2, "ungradable_layout": 1}
+    book = {r["student_id"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    assert book["ben"]["total"] == "4" and book["dan"]["verdict"] == "ungradable_layout"
+    assert "traversal" in book["dan"]["message"]
+    assert json.loads((out / "gradescope" / "cat" / "results.json").read_text())["score"] == 7
+    assert (out / "reports" / "ann.html").read_text() == "<p>10.0</p>"  # the report grading wrote
+    assert (out / "dashboard.html").is_file() and json.loads((out / "summary.json").read_text())["graded"] == 3
+
+    ann_report = (out / "reports" / "ann.html").stat().st_mtime_ns
+    again = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    assert (again.graded, again.skipped) == (0, 4)
+    assert (out / "reports" / "ann.html").stat().st_mtime_ns == ann_report  # not redrawn
+    assert len(quick_env.read_text().splitlines()) == 3  # nothing graded twice
+
+    (subs / "ben" / "score.txt").write_text("9 0")  # ben resubmits
+    changed = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    assert (changed.graded, changed.skipped) == (1, 3)
+    assert started_students(out) == ["ann", "ben", "ben", "cat"]
+    book = {r["student_id"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    assert book["ben"]["total"] == "9"
+    assert (out / "reports" / "ben.html").read_text() == "<p>9.0</p>"  # redrawn from the new result
+
+    forced = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, force=True, entry="entries:quick")
+    assert forced.graded == 3 and forced.per_minute > 0
+
+
+def test_secret_seed_is_kept_for_the_resume_and_never_written_into_results(tmp_path, quick_env):
+    subs = make_class(tmp_path / "class", {"ann": 10})
+    out = tmp_path / "out"
+    run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:quick")
+    manifest = json.loads((out / "batch.json").read_text())
+    assert manifest["seed_mode"] == "secret"
+    for path in list((out / "results").glob("*.json")) + list((out / "gradescope").rglob("*.json")):
+        assert manifest["seed"] not in path.read_text()
+
+
+def test_batch_refuses_to_run_unsandboxed(tmp_path):
+    with pytest.raises(BatchError, match="docker sandbox"):
+        run_batch(tmp_path, ASSIGNMENT, tmp_path / "out", sandbox="none", progress=False)
+
+
+def test_unknown_assignment_and_empty_class_are_clear_errors(tmp_path):
+    with pytest.raises(BatchError, match="no assignment"):
+        run_batch(tmp_path, "no-such-assignment", tmp_path / "out", progress=False)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BatchError, match="no student folders"):
+        run_batch(tmp_path / "empty", ASSIGNMENT, tmp_path / "out", progress=False)
+
+
+def test_plan_only_then_indexed_workers_then_collect(tmp_path, quick_env):
+    """The Kubernetes path without Kubernetes: each 'pod' is a worker process given its completion index."""
+    subs = make_class(tmp_path / "class", {"ann": 10, "ben": 3, "cat": 10})
+    out = tmp_path / "out"
+    planned = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, plan_only=True, image="reg/grader:1",
+                        entry="entries:quick")
+    assert planned.graded == 0
+    plan_lines = (out / "plan.jsonl").read_text().splitlines()
+    assert len(plan_lines) == 3 and all(json.loads(line)["seed"] is None for line in plan_lines)
+    k8s = json.loads((out / "k8s-job.json").read_text())
+    assert k8s["spec"]["completionMode"] == "Indexed" and k8s["spec"]["completions"] == 3
+    container = k8s["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "reg/grader:1" and "--plan" in container["command"]
+    for line in plan_lines:  # submissions were copied into the batch directory: one volume is enough
+        assert json.loads(line)["submission"].startswith(str(out.resolve()))
+    for index in range(3):
+        subprocess.run([sys.executable, "-m", "grader.batch.worker", "--plan", str(out / "plan.jsonl")],
+                       env={**os.environ, "JOB_COMPLETION_INDEX": str(index)}, check=True, timeout=120)
+    # A retried pod whose first attempt committed does nothing.
+    subprocess.run([sys.executable, "-m", "grader.batch.worker", "--plan", str(out / "plan.jsonl"), "--index", "0"],
+                   check=True, timeout=120)
+    assert len(quick_env.read_text().splitlines()) == 3
+    collected = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    assert (collected.graded, collected.skipped) == (0, 3)
+    assert collected.verdicts == {"passed": 2, "wrong_answer": 1}
+
+
+def test_a_grader_failing_on_everything_stops_the_batch_early(tmp_path, quick_env):
+    subs = make_class(tmp_path / "class", {f"s{i}": 10 for i in range(7)})
+    out = tmp_path / "out"
+    with pytest.raises(BatchError, match="first 4 submissions all failed inside the grader"):
+        run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:explode")
+    assert started_students(out) == ["s0", "s1", "s2", "s3"]
+    # Once the grader is fixed, the rerun regrades the internal errors and grades the rest.
+    fixed = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:quick")
+    assert (fixed.graded, fixed.skipped, fixed.verdicts) == (7, 0, {"passed": 7})

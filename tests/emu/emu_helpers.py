@@ -1,0 +1,31 @@
+"""Helpers for the emulator tests: run cncc-emu and the programs it builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+CALIBRATION = REPO / "reference_kernels" / "calibration"
+
+
+def cncc(*args: object, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the cncc-emu driver as the console script does."""
+    return subprocess.run([sys.executable, "-m", "bang_emu.driver", *map(str, args)], capture_output=True,
+                          text=True, env=env)
+
+
+def run(exe: Path, *args: object, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    for k in ("BANG_EMU_DEVICE", "BANG_EMU_TRACE", "BANG_EMU_POISON", "BANG_EMU_MATMUL_RHS", "BANG_EMU_VERBOSE"):
+        full_env.pop(k, None)
+    full_env.update(env or {})
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def read_trace(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

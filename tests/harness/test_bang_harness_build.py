@@ -1,0 +1,61 @@
+"""`python -m bang_harness build`: failures end in build.json ok=false with the compiler's own words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bang_harness.build import BuildLog
+from bang_harness.submission import SubmissionConfig, SubmissionError
+from harness_workspace import Workspace, write_tree
+
+from grader.sandbox.base import Phase
+
+
+def build(tmp_path: Path, files: dict[str, str], backend: str) -> tuple[Workspace, object]:
+    space = Workspace(tmp_path, write_tree(tmp_path / "submission", files))
+    outcome = space.harness("build", "--backend", backend, phase=Phase.BUILD, wall_seconds=120)
+    return space, outcome
+
+
+def test_a_cpp_compile_error_fails_the_build_with_the_compiler_message(tmp_path):
+    # The C++ side is compiled by g++ on both backends, so this runs without cncc or the emulator.
+    space, outcome = build(tmp_path, {"cpp/binding.cpp": "int broken( {\n", "ops.py": ""}, "mlu")
+    assert outcome.exit_code == 1
+    summary = space.build_json()
+    assert summary["ok"] is False and summary["seconds"] >= 0
+    assert summary["toolchain"]
+    assert "binding.cpp:1" in summary["log_tail"] and "error" in summary["log_tail"]
+    assert "failed to compile" in summary["log_tail"]
+    assert "binding.cpp:1" in (space.build / "build.log").read_text()
+    assert not (space.build / "ext" / "my_ops_ext.so").exists()
+
+
+def test_a_submission_without_a_binding_is_refused(tmp_path):
+    space, outcome = build(tmp_path, {"mlu/k.mlu": "", "ops.py": ""}, "mlu")
+    assert outcome.exit_code == 1
+    assert "no cpp/*.cpp" in space.build_json()["log_tail"]
+
+
+def test_a_bad_grade_toml_is_reported_in_the_build_log(tmp_path):
+    space, outcome = build(tmp_path, {"cpp/b.cpp": "", "grade.toml": 'extension = "my-ext; rm -rf /"\n'}, "mlu")
+    assert outcome.exit_code == 1
+    assert "must be a Python identifier" in space.build_json()["log_tail"]
+
+
+def test_grade_toml_names_the_module_and_extension(tmp_path):
+    assert SubmissionConfig.load(tmp_path) == SubmissionConfig("ops", "my_ops_ext")
+    (tmp_path / "grade.toml").write_text('module = "kernels"\n[student]\nid = "s1"\nextension = "lab5"\n')
+    assert SubmissionConfig.load(tmp_path) == SubmissionConfig("kernels", "lab5")
+    (tmp_path / "grade.toml").write_text("module = [\n")
+    with pytest.raises(SubmissionError, match="not valid TOML"):
+        SubmissionConfig.load(tmp_path)
+
+
+def test_the_build_log_keeps_its_head_under_the_cap():
+    log = BuildLog(cap=100)
+    log.add("first error here")
+    log.add("x" * 500)
+    text = log.text()
+    assert text.startswith("first error here") and "capped at 100 bytes" in text
+    assert len(text) < 200

@@ -1,0 +1,133 @@
+"""Build and run a real BANG C submission on the emulator: cncc-emu objects, emulated device, trace, checks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from harness_workspace import Workspace, write_tree
+
+from grader.sandbox.base import Phase
+
+pytest.importorskip("bang_emu.toolchain", reason="the emulator toolchain (bang_emu.toolchain) is not installed")
+pytestmark = pytest.mark.slow
+
+KERNEL_HEADER = """
+#ifndef SIG_H_
+#define SIG_H_
+#include <cnrt.h>
+void sig_entry(cnrtQueue_t queue, const float* x, float* y, int n, int overrun);
+#endif
+"""
+
+# NRAM tiles and the vector builtin; `overrun` stores that many elements past the end of each tile.
+KERNEL = """
+#include <bang.h>
+#include "sig.h"
+#define TILE 4096
+
+__mlu_global__ void sig_kernel(const float* x, float* y, int n, int overrun) {
+  __nram__ float tile[TILE];
+  for (int off = 0; off < n; off += TILE) {
+    int m = n - off < TILE ? n - off : TILE;
+    __memcpy(tile, x + off, m * sizeof(float), GDRAM2NRAM);
+    __bang_active_sigmoid(tile, tile, (m + 63) / 64 * 64);
+    __memcpy(y + off, tile, (m + overrun) * sizeof(float), NRAM2GDRAM);
+  }
+}
+
+void sig_entry(cnrtQueue_t queue, const float* x, float* y, int n, int overrun) {
+  cnrtDim3_t dim = {1, 1, 1};
+  sig_kernel<<<dim, cnrtFuncTypeBlock, queue>>>(x, y, n, overrun);
+}
+"""
+
+BINDING = """
+#include <torch/extension.h>
+#include "aten/operators/bang/bang_kernel.h"
+#include "sig.h"
+
+using namespace torch_mlu;
+
+static torch::Tensor launch(torch::Tensor x, int overrun) {
+  auto input = torch_mlu::cnnl_contiguous(x);
+  auto output = at::empty_like(input);
+  cnrtQueue_t queue = getCurMLUStream();
+  sig_entry(queue, (const float*)getMluTensorImpl(input)->mlu_data_ptr(),
+            (float*)getMluTensorImpl(output)->mlu_data_ptr(), (int)input.numel(), overrun);
+  TORCH_BANGC_KERNEL_LAUNCH_CHECK();
+  return output;
+}
+
+torch::Tensor sigmoid(torch::Tensor x) { return launch(x, 0); }
+torch::Tensor sigmoid_overrun(torch::Tensor x) { return launch(x, 64); }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("sigmoid", &sigmoid);
+  m.def("sigmoid_overrun", &sigmoid_overrun);
+}
+"""
+
+OPS = """
+import sig_ext
+
+def sigmoid(x):
+    return sig_ext.sigmoid(x)
+
+def sigmoid_overrun(x):
+    return sig_ext.sigmoid_overrun(x)
+
+def host_only(x):
+    return x.cpu().sigmoid()
+"""
+
+SUBMISSION = {"mlu/sig.h": KERNEL_HEADER, "mlu/sig.mlu": KERNEL, "cpp/binding.cpp": BINDING, "ops.py": OPS,
+              "grade.toml": 'extension = "sig_ext"\n'}
+
+
+@pytest.fixture(scope="module")
+def emu_build(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    root = tmp_path_factory.mktemp("emu")
+    space = Workspace(root, write_tree(root / "submission", SUBMISSION))
+    outcome = space.harness("build", "--backend", "emu", phase=Phase.BUILD)
+    summary = space.build_json()
+    assert outcome.exit_code == 0 and summary["ok"], summary["log_tail"]
+    return space
+
+
+def test_the_emu_build_links_one_library_named_by_grade_toml(emu_build):
+    summary = emu_build.build_json()
+    assert summary["toolchain"].startswith("cncc-emu")
+    assert (emu_build.build / "ext" / "sig_ext.so").is_file()
+    assert "sig.mlu" in (emu_build.build / "build.log").read_text()
+
+
+def test_kernels_run_on_the_emulated_device_with_a_trace_and_modelled_time(emu_build, tmp_path):
+    space = Workspace(tmp_path, emu_build.submission)
+    space.build = emu_build.build
+    aligned = np.linspace(-6, 6, 8192, dtype=np.float32)
+    tail = np.linspace(-6, 6, 4096 + 77, dtype=np.float32)
+    space.add_input("aligned.npy", aligned)
+    space.add_input("tail.npy", tail)
+    space.write_job([
+        {"id": "aligned", "entry": "sigmoid", "inputs": ["aligned.npy"], "warmup": 1, "timed_repeats": 2},
+        {"id": "tail", "entry": "sigmoid", "inputs": ["tail.npy"]},
+        {"id": "overrun", "entry": "sigmoid_overrun", "inputs": ["tail.npy"]},
+        {"id": "after", "entry": "sigmoid", "inputs": ["tail.npy"]},
+    ], extension="sig_ext")
+    outcome = space.harness("run")
+    assert outcome.exit_code == 0, outcome.stderr_tail
+    for call_id, x in (("aligned", aligned), ("tail", tail), ("after", tail)):
+        result = space.result(call_id)
+        assert result["ok"], result["error"]
+        np.testing.assert_allclose(space.output(call_id), torch.sigmoid(torch.from_numpy(x)).numpy(), atol=2e-2)
+    timed = space.result("aligned")
+    assert len(timed["device_us"]) == 2 and all(t > 0 for t in timed["device_us"])
+    launches = [json.loads(line) for line in (space.outputs / timed["trace"]).read_text().splitlines()]
+    assert len(launches) == 4  # the checked call, one warm-up, two timed repeats
+    assert launches[0]["kernel"].startswith("sig_kernel") or "sig_kernel" in launches[0]["kernel"]
+
+    overrun = space.result("overrun")
+    assert not overrun["ok"] and overrun["error_kind"] == "emulator_error", overrun

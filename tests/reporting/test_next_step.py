@@ -1,0 +1,117 @@
+"""The "what to do next" rules: each rung of the stage ladder is recognised from its emulator trace."""
+
+from __future__ import annotations
+
+from grader.reporting.next_step import next_step_for_stage, overall_next_step
+from grader.results import EmuDiagnostic, SourceLocation
+
+from . import samples
+
+
+def stage(i):
+    return samples.matmul_stages()[i]
+
+
+def test_scalar_gdram_stage_is_told_to_stage_in_nram():
+    step = next_step_for_stage(stage(0))
+    assert step.rule == "stage_in_nram"
+    assert "__memcpy" in step.action and "100%" in step.why
+
+
+def test_scalar_nram_stage_is_told_to_use_the_tensor_builtin():
+    step = next_step_for_stage(stage(1))
+    assert step.rule == "use_builtin"
+    assert "__bang_matmul" in step.action
+
+
+def test_scalar_nram_sigmoid_is_told_to_use_the_vector_builtin():
+    s = stage(1)
+    s.name, s.entry, s.trace.kernel = "sigmoid_nram", "sigmoid", "sigmoid_kernel"
+    assert "__bang_active_sigmoid" in next_step_for_stage(s).action
+
+
+def test_single_core_vector_stage_is_told_to_split_over_tasks():
+    step = next_step_for_stage(stage(2), device_cores=16)
+    assert step.rule == "split_over_tasks"
+    assert "taskDim" in step.action and "16 cores" in step.why
+
+
+def test_io_bound_synchronous_stage_is_told_to_double_buffer():
+    step = next_step_for_stage(stage(3))
+    assert step.rule == "double_buffer"
+    assert "__memcpy_async" in step.action and "%" in step.why
+
+
+def test_async_block_matmul_is_told_to_stage_in_sram():
+    step = next_step_for_stage(stage(4))
+    assert step.rule == "sram_staging"
+    assert "UNION1" in step.action and "128 tasks" in step.why
+
+
+def test_io_bound_with_small_tiles_is_told_to_grow_tiles():
+    s = samples.slow_sigmoid().stages[0]
+    s.trace.dim, s.trace.cores_used = (16, 1, 1), 16
+    s.trace.builtin_counts["__memcpy_async"] = 512
+    s.trace.onchip_peak_bytes["nram"] = 65536
+    assert next_step_for_stage(s).rule == "bigger_tiles"
+
+
+def test_emulator_error_in_the_trace_comes_before_speed():
+    s = stage(0)
+    s.trace.diagnostics = [
+        EmuDiagnostic(
+            kind="async_hazard",
+            message="read of pending buffer",
+            location=SourceLocation(file="mlu/k.mlu", line=40),
+        )
+    ]
+    step = next_step_for_stage(s)
+    assert step.rule == "fix_async_hazard"
+    assert step.location.line == 40
+
+
+def test_no_trace_no_derivation():
+    s = stage(0)
+    s.trace = None
+    assert next_step_for_stage(s) is None
+
+
+def test_overall_step_for_a_slow_submission_targets_the_first_slow_stage():
+    step = overall_next_step(samples.slow_sigmoid())
+    assert step.rule == "split_over_tasks"
+    assert step.stage == "sigmoid_vector"
+
+
+def test_overall_step_for_a_wrong_stage_fixes_its_failure_first():
+    step = overall_next_step(samples.failing_matmul())
+    assert step.rule == "fix_tail_only"
+    assert step.stage == "matmul_multicore"
+    assert step.snippet and "n - start" in step.snippet
+
+
+def test_overall_step_for_a_compile_error_points_at_the_line():
+    step = overall_next_step(samples.compile_error())
+    assert step.rule == "fix_compile_error"
+    assert step.location.line == 12
+
+
+def test_overall_step_for_a_runtime_error_fixes_the_diagnostic():
+    step = overall_next_step(samples.runtime_error())
+    assert step.rule == "fix_gdram_oob_write"
+    assert "Clamp" in step.action
+
+
+def test_overall_step_for_a_timeout():
+    assert overall_next_step(samples.timeout()).rule == "fix_timeout"
+
+
+def test_full_marks_says_so():
+    assert overall_next_step(samples.passing_matmul()).rule == "done"
+
+
+def test_assignment_hint_is_used_when_no_trace_exists():
+    result = samples.slow_sigmoid()
+    result.stages[0].trace = None
+    result.stages[0].next_step = "use 16 tasks"
+    step = overall_next_step(result)
+    assert step.rule == "grader" and step.action == "use 16 tasks"

@@ -1,0 +1,184 @@
+"""The rendered HTML: self-contained, escaped, and showing what each kind of submission needs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from grader.reporting import render_report, render_report_html
+from grader.results import GradeResult, Verdict
+
+from . import samples
+
+
+def text_of(html: str) -> str:
+    """Visible text, roughly: tags dropped, entities left as they are."""
+    body = html.split("<body>", 1)[1]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
+
+
+@pytest.mark.parametrize("name", sorted(samples.ALL))
+def test_every_sample_renders_self_contained(name):
+    html = render_report_html(samples.ALL[name]())
+    assert html.startswith("<!DOCTYPE html>")
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "no external resources"
+    assert "<script" not in html and "<link" not in html
+    for element in ('id="summary"', 'id="verdict"', 'id="score"', 'id="seeds"', 'id="date"', 'id="backend"'):
+        assert element in html
+
+
+def test_header_shows_who_what_score_and_provenance():
+    result = samples.passing_matmul()
+    text = text_of(render_report_html(result))
+    for expected in (
+        "Lin Wei",
+        "s2412345",
+        "MatMul: six optimisation stages",
+        "100",
+        "Passed",
+        "BANG-on-CPU emulator",
+        "modelled (mlu370-x8)",
+        "course-2026-lab5",
+        "3b7f0c9a12de",
+        "bang-grader 0.1.0",
+        "2026-12-02 10:30 UTC",
+    ):
+        assert expected in text, expected
+
+
+def test_emulated_times_are_labelled_modelled_everywhere_they_appear():
+    html = render_report_html(samples.passing_matmul())
+    assert 'id="modelled-note"' in html
+    # each stage card's time split names its figures as modelled
+    assert len(re.findall(r"Where the time goes.{0,80}modelled", html)) == 6
+
+
+def test_hardware_times_are_not_called_modelled():
+    result = samples.passing_matmul()
+    result.backend, result.time_is_modelled = "mlu", False
+    html = render_report_html(result)
+    assert "modelled-note" not in html
+    assert "measured on hardware" in html
+
+
+def test_secret_seed_is_withheld():
+    result = samples.passing_matmul()
+    result.seeds.mode, result.seeds.master = "secret", None
+    text = text_of(render_report_html(result))
+    assert "withheld" in text and "course-2026-lab5" not in text
+
+
+def test_student_controlled_text_is_escaped():
+    result = samples.compile_error()
+    result.student.name = "<script>alert(1)</script>"
+    result.build.compiler_output += "\nmlu/x.mlu:1:1: error: <img src=x onerror=alert(2)>\n"
+    result.cases = samples.failing_matmul().cases
+    result.cases[0].name = "<b>case</b>"
+    html = render_report_html(result)
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
+    assert "<img src=x" not in html
+    assert "<b>case</b>" not in html
+
+
+def test_failing_report_lists_groups_mismatches_and_hints():
+    html = render_report_html(samples.failing_matmul())
+    text = text_of(html)
+    assert 'data-rule="fix_tail_only"' in html
+    assert "Handle the remainder" in text
+    assert 'data-kind="unwritten_output"' in html
+    assert "[112, 0]" in text and "unwritten" in text and "61.7" in text
+    assert "12% never written" in text
+    assert "some outputs never written: check task offsets" in text
+    assert text.count("DIFF1") >= 2  # one table per case group
+    assert "Not timed: the stage must be correct first." in text
+
+
+def test_compile_error_report_highlights_the_offending_line(tmp_path):
+    html = render_report_html(samples.compile_error(tmp_path / "sub"))
+    assert 'id="compiler-output"' in html
+    assert '<span class="l error">/submission/mlu/matmul.mlu:12:5: error:' in html
+    assert '<span class="l caret">' in html
+    hit = re.search(r'<span class="l hit"><span class="n">(\d+)</span>([^<]*)</span>', html)
+    assert hit and hit.group(1) == "12" and "__bang_matmull" in hit.group(2)
+
+
+def test_compile_error_without_the_source_still_renders():
+    html = render_report_html(samples.compile_error())  # submission path does not exist
+    assert "l hit" not in html and "mlu/matmul.mlu:12" in html
+    assert 'id="correctness"' not in html  # nothing ran: no empty score cards
+
+
+def test_recorded_excerpts_are_used_for_diagnostics():
+    html = render_report_html(samples.runtime_error())
+    hit = re.search(r'<span class="l hit"><span class="n">(\d+)</span>([^<]*)</span>', html)
+    assert hit and hit.group(1) == "27" and "NRAM2GDRAM" in hit.group(2)
+    assert "Clamp the last chunk" in html
+
+
+def test_excerpts_never_leave_the_submission_folder(tmp_path):
+    secret = tmp_path / "grader-secret.txt"
+    secret.write_text("TOP SECRET LINE\n" * 30)
+    sub = tmp_path / "sub" / "mlu"
+    sub.mkdir(parents=True)
+    (sub / "evil.mlu").symlink_to(secret)
+    result = samples.runtime_error()
+    result.source_excerpts = []
+    result.submission_path = str(tmp_path / "sub")
+    for diag in [result.cases[1].diagnostics[0], result.stages[0].trace.diagnostics[0]]:
+        diag.location.file = "/submission/mlu/evil.mlu"
+        diag.location.line = 3
+    assert "TOP SECRET" not in render_report_html(result)
+    result.cases[1].diagnostics[0].location.file = "../grader-secret.txt"
+    assert "TOP SECRET" not in render_report_html(result)
+
+
+def test_performance_section_has_a_chart_and_trace_per_stage():
+    html = render_report_html(samples.passing_matmul())
+    assert html.count('class="card stage"') == 6
+    assert html.count('<svg class="chart"') == 6  # stage bars
+    assert 'class="chart roof"' in html
+    for part in (
+        "Bytes moved per direction",
+        "On-chip memory, peak / capacity",
+        "GDRAM2WRAM",
+        "__bang_matmul ×2048",
+    ):
+        assert part in html
+
+
+def test_too_slow_stage_shows_its_next_step():
+    html = render_report_html(samples.slow_sigmoid())
+    assert 'class="stage-next" data-rule="split_over_tasks"' in html
+    assert 'id="next-step" data-rule="split_over_tasks"' in html
+
+
+def test_internal_error_is_not_blamed_on_the_student():
+    result = samples.timeout()
+    result.verdict = Verdict.INTERNAL_ERROR
+    text = text_of(render_report_html(result))
+    assert "not your fault" in text and "Grader error" in text
+
+
+def test_rendering_needs_only_the_json_document(tmp_path):
+    result = samples.failing_matmul()
+    again = GradeResult.from_json(result.to_json())
+    assert render_report_html(again) == render_report_html(result)
+    out = render_report(again, tmp_path / "deep" / "report.html")
+    assert out.read_text(encoding="utf-8") == render_report_html(result)
+
+
+def test_unsandboxed_absolute_paths_are_shown_relative_and_quoted_once(tmp_path):
+    # under --sandbox none the emulator reports host paths inside the submission folder
+    sub = tmp_path / "my_ops"
+    (sub / "mlu").mkdir(parents=True)
+    (sub / "mlu" / "sigmoid.mlu").write_text("".join(f"line {i}\n" for i in range(1, 40)))
+    result = samples.runtime_error()
+    result.source_excerpts, result.submission_path = [], str(sub)
+    for diag in (result.cases[1].diagnostics[0], result.stages[0].trace.diagnostics[0]):
+        diag.location.file = str(sub / "mlu" / "sigmoid.mlu")
+    html = render_report_html(result)
+    assert str(tmp_path) not in text_of(html).split("The emulator reported")[0]
+    assert "mlu/sigmoid.mlu:27" in html
+    assert html.count('<span class="l hit"><span class="n">27</span>line 27</span>') == 1

@@ -1,0 +1,112 @@
+"""Reports opened in headless Chromium at desktop and phone widths, light and dark: no console errors, no
+network, no sideways scrolling on a phone, the key elements visible, and screenshots for people to look at
+(written to out/screenshots/, gitignored)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from grader.reporting import render_report
+from grader.reporting.browser import DESKTOP, PHONE, Chromium, find_chromium
+
+from . import samples
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        find_chromium() is None, reason="headless Chromium (Debian package chromium) not installed"
+    ),
+]
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
+VIEWS = {"desktop": (DESKTOP, False), "phone": (PHONE, True)}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("reports")
+    paths = {}
+    for name, make in samples.ALL.items():
+        result = make(folder / f"{name}-submission") if name == "compile_error" else make()
+        paths[name] = render_report(result, folder / f"{name}.html")
+    return paths
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", header[16:24])
+
+
+def luminance(css_rgb: str) -> float:
+    r, g, b = (int(v) for v in css_rgb[css_rgb.index("(") + 1 : css_rgb.index(")")].split(",")[:3])
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("name", sorted(samples.ALL))
+def test_report_in_chromium(browser, rendered, name, view, scheme):
+    (width, height), mobile = VIEWS[view]
+    page = browser.open(rendered[name], width, height, scheme, mobile)
+    try:
+        assert page.evaluate("document.querySelector('#verdict').textContent.trim().length > 0")
+        assert page.evaluate("document.querySelector('#score svg') !== null")
+        assert page.evaluate("document.querySelector('#summary').getBoundingClientRect().height > 50")
+        if name != "passing":
+            assert page.evaluate("document.querySelector('#next-step') !== null")
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"page scrolls sideways by {overflow}px at {width}px"
+        background = luminance(page.evaluate("getComputedStyle(document.body).backgroundColor"))
+        assert (background < 0.2) if scheme == "dark" else (background > 0.8)
+        shot = page.screenshot(SCREENSHOTS / f"{name}-{view}-{scheme}.png")
+        shot_width, shot_height = png_size(shot)
+        assert shot_width == width and shot_height > height / 2
+        assert page.report.problems == []
+    finally:
+        page.close()
+
+
+def test_charts_are_drawn(browser, rendered):
+    page = browser.open(rendered["passing"])
+    try:
+        boxes = page.evaluate(
+            "[...document.querySelectorAll('svg.chart')].map(s => s.getBoundingClientRect().width)"
+        )
+        assert len(boxes) == 7 and min(boxes) > 200  # six stage charts and the roofline
+        assert page.evaluate("document.querySelectorAll('.roof .pt').length") == 6
+    finally:
+        page.close()
+
+
+def test_the_checker_catches_console_errors_and_network(browser, tmp_path):
+    bad = tmp_path / "bad.html"
+    bad.write_text(
+        "<!DOCTYPE html><html><body><img src='http://198.51.100.1/x.png'>"
+        "<script>console.error('boom'); throw new Error('uncaught');</script></body></html>"
+    )
+    page = browser.open(bad)
+    try:
+        problems = " | ".join(page.collect().problems)
+        assert "boom" in problems and "uncaught" in problems and "198.51.100.1" in problems
+    finally:
+        page.close()
+
+
+def test_screenshots_folder_is_reported(rendered, browser):
+    page = browser.open(rendered["compile_error"], *PHONE, "dark", True)
+    try:
+        out = page.screenshot(SCREENSHOTS / "compile_error-phone-dark-viewport.png", full_page=False)
+    finally:
+        page.close()
+    assert png_size(out) == PHONE
+    print(f"screenshots: {SCREENSHOTS}")

@@ -1,0 +1,71 @@
+"""The capped readers against hostile files made on disk: symlinks (name and folder), FIFOs, oversize and
+sparse files, pickles and deep JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from grader.sandbox.capped import UntrustedFileError, load_npy_capped, read_bytes_capped, read_json_capped
+
+
+def test_plain_files_are_read(tmp_path):
+    (tmp_path / "out").mkdir()
+    np.save(tmp_path / "out" / "c0.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
+    (tmp_path / "out" / "c0.json").write_text(json.dumps({"ok": True, "wall_us": [1.5]}))
+    array = load_npy_capped(tmp_path / "out" / "c0.npy", 1 << 20, root=tmp_path)
+    assert array.shape == (2, 3) and array.dtype == np.float32 and array[1, 2] == 5
+    assert read_json_capped(tmp_path / "out" / "c0.json", root=tmp_path) == {"ok": True, "wall_us": [1.5]}
+
+
+def test_symlinked_file_and_folder_are_refused(tmp_path):
+    (tmp_path / "out").mkdir()
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"hidden": 1}')
+    os.symlink(secret, tmp_path / "out" / "c0.json")
+    os.symlink(tmp_path, tmp_path / "linked")
+    with pytest.raises(UntrustedFileError):
+        read_json_capped(tmp_path / "out" / "c0.json", root=tmp_path)
+    with pytest.raises(UntrustedFileError):
+        read_json_capped(tmp_path / "out" / "c0.json")  # no root: the final component still must not be a link
+    with pytest.raises(UntrustedFileError):
+        read_json_capped(tmp_path / "linked" / "secret.json", root=tmp_path)
+    with pytest.raises(UntrustedFileError):
+        read_bytes_capped(tmp_path / "out" / ".." / "secret.json", 100, root=tmp_path)
+
+
+def test_fifo_does_not_block_and_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "c0.json")
+    with pytest.raises(UntrustedFileError, match="not a regular file"):
+        read_json_capped(tmp_path / "c0.json", root=tmp_path)
+
+
+def test_oversize_and_sparse_files_are_refused(tmp_path):
+    with open(tmp_path / "big.npy", "wb") as f:
+        f.seek(1 << 34)
+        f.write(b"x")
+    with pytest.raises(UntrustedFileError, match="cap"):
+        load_npy_capped(tmp_path / "big.npy", 1 << 20, root=tmp_path)
+    (tmp_path / "big.json").write_text(" " * 100 + "{}")
+    with pytest.raises(UntrustedFileError, match="cap"):
+        read_json_capped(tmp_path / "big.json", max_bytes=50)
+
+
+def test_pickles_and_object_arrays_are_refused(tmp_path):
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    (tmp_path / "raw.npy").write_bytes(pickle.dumps([1, 2, 3]))
+    for name in ("obj.npy", "raw.npy"):
+        with pytest.raises(UntrustedFileError):
+            load_npy_capped(tmp_path / name, 1 << 20)
+
+
+def test_bad_json_is_refused(tmp_path):
+    for name, text in (("deep.json", "[" * 100_000 + "]" * 100_000), ("nan.json", '{"t": NaN}'),
+                       ("bin.json", b"\xff\xfe".decode("latin-1"))):
+        (tmp_path / name).write_text(text, encoding="latin-1")
+        with pytest.raises(UntrustedFileError):
+            read_json_capped(tmp_path / name)

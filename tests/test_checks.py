@@ -1,0 +1,168 @@
+"""Correctness checks: crafted outputs that must fail (real bugs) and must pass (the lecture's way)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.checks import compare, metrics, nan_inf, self_test_all, unwritten, zero_guard
+from grader.spec import load_assignment
+from grader.spec.references import REFERENCES
+
+SIGMOID = load_assignment("sigmoid")
+MATMUL = load_assignment("matmul")
+RNG = np.random.default_rng(7)
+
+
+def _sigmoid_case(n: int = 4099) -> tuple[np.ndarray, np.ndarray]:
+    x = np.float32(RNG.uniform(-12, 12, n))
+    return x, REFERENCES["sigmoid"].compute(x)
+
+
+def hardware_like_sigmoid(x: np.ndarray, rel: float = 0.01) -> np.ndarray:
+    """What __bang_active_sigmoid is documented to do: saturate beyond +-7.75, ~1% relative error inside."""
+    exact = REFERENCES["sigmoid"].compute(x)
+    noisy = exact * (1 + RNG.uniform(-rel, rel, x.shape))
+    noisy = np.where(x > 7.75, 1.0, np.where(x < -7.75, 0.0, noisy))
+    return noisy.astype(np.float32)
+
+
+def _check_sigmoid(actual: np.ndarray, expected: np.ndarray, dtype: str = "float32"):
+    return compare(actual, expected, dtype, SIGMOID.tolerances[dtype], SIGMOID.checks)
+
+
+def test_every_strategy_passes_its_self_tests():
+    assert self_test_all() == {"accuracy": [], "nan_inf": [], "unwritten": [], "zero_guard": []}
+
+
+def test_sigmoid_with_one_percent_noise_and_saturation_passes():
+    x, expected = _sigmoid_case()
+    outcome = _check_sigmoid(hardware_like_sigmoid(x), expected)
+    assert outcome.passed, outcome.message
+    assert 1e-3 < outcome.metrics["diff1"] < 1e-2
+
+
+def test_sigmoid_fp16_rounding_passes():
+    x = np.float16(RNG.uniform(-12, 12, 1000))
+    expected = REFERENCES["sigmoid"].compute(x)
+    assert _check_sigmoid(expected.astype(np.float16), expected, "float16").passed
+
+
+@pytest.mark.parametrize("bug", ["tail_dropped_zeros", "tail_unwritten", "one_nan", "all_zeros", "offset_by_one",
+                                 "stale_half", "two_percent_bias"])
+def test_sigmoid_bugs_fail(bug):
+    x, expected = _sigmoid_case(1000)
+    out = hardware_like_sigmoid(x, rel=0.002)
+    if bug == "tail_dropped_zeros":
+        out[-7:] = 0.0  # the last partial vector never computed, output zero-initialised
+    elif bug == "tail_unwritten":
+        out[-7:] = np.nan  # same bug on a NaN-poisoned output
+    elif bug == "one_nan":
+        out[500] = np.nan
+    elif bug == "all_zeros":
+        out[:] = 0.0
+    elif bug == "offset_by_one":
+        out[1:] = out[:-1].copy()  # a wrong task offset: every element shifted
+    elif bug == "stale_half":
+        out[500:] = out[:500]  # second task wrote the first task's results
+    elif bug == "two_percent_bias":
+        out = out * 1.02
+    outcome = _check_sigmoid(out, expected)
+    assert not outcome.passed, bug
+    assert outcome.mismatches, "a failure lists where"
+
+
+def test_unwritten_elements_are_reported_as_never_written_with_their_index():
+    x, expected = _sigmoid_case(130)
+    out = expected.astype(np.float32)
+    out[66:] = np.nan
+    outcome = _check_sigmoid(out, expected)
+    assert not outcome.passed
+    assert "never written" in outcome.message and "first at index [66]" in outcome.message
+    assert outcome.unwritten_fraction == pytest.approx(64 / 130)
+    assert outcome.mismatches[0].index == [66] and outcome.mismatches[0].actual is None
+    assert outcome.nan_inf_mismatch == 0  # blamed once, as unwritten, not twice
+
+
+def _fp32_accumulated_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sequential fp32 accumulation over K, as a scalar or vector kernel does it."""
+    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for k in range(a.shape[1]):
+        acc += np.outer(a[:, k], b[k, :]).astype(np.float32)
+    return acc
+
+
+@pytest.mark.parametrize("k", [1, 89, 2048])
+def test_matmul_with_fp32_accumulation_passes_the_fp32_tolerance(k):
+    a = np.float32(RNG.uniform(-1, 1, (33, k)))
+    b = np.float32(RNG.uniform(-1, 1, (k, 29)))
+    expected = REFERENCES["matmul"].compute(a, b)
+    outcome = compare(_fp32_accumulated_matmul(a, b), expected, "float32", MATMUL.tolerances["float32"], MATMUL.checks)
+    assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize("bug", ["b_transposed_layout", "last_row_dropped", "last_column_zero", "one_element",
+                                 "fp16_accumulation"])
+def test_matmul_bugs_fail(bug):
+    m, k, n = 65, 63, 64
+    a = np.float32(RNG.uniform(-1, 1, (m, k)))
+    b = np.float32(RNG.uniform(-1, 1, (k, n)))
+    expected = REFERENCES["matmul"].compute(a, b)
+    out = _fp32_accumulated_matmul(a, b)
+    if bug == "b_transposed_layout":
+        # Treating row-major B[K][N] as [N][K] (the WRAM layout confusion) on a square-ish tail shape.
+        bt = b.reshape(-1)[: k * n].reshape(n, k).T
+        out = _fp32_accumulated_matmul(a, np.ascontiguousarray(bt))
+    elif bug == "last_row_dropped":
+        out[-1, :] = np.nan
+    elif bug == "last_column_zero":
+        out[:, -1] = 0.0
+    elif bug == "one_element":
+        out[10, 10] += 0.05
+    elif bug == "fp16_accumulation":
+        big_a = np.float32(RNG.uniform(-1, 1, (16, 1024)))
+        big_b = np.float32(RNG.uniform(-1, 1, (1024, 16)))
+        expected = REFERENCES["matmul"].compute(big_a, big_b)
+        acc = np.zeros((16, 16), np.float16)
+        for i in range(1024):
+            acc = (acc + np.outer(big_a[:, i], big_b[i, :]).astype(np.float16)).astype(np.float16)
+        out = acc.astype(np.float32)
+    outcome = compare(out, expected, "float32", MATMUL.tolerances["float32"], MATMUL.checks)
+    assert not outcome.passed, bug
+
+
+def test_wrong_shape_and_dtype_are_named():
+    expected = np.zeros((3, 4))
+    tol, policy = MATMUL.tolerances["float32"], MATMUL.checks
+    assert "output shape [4, 3] but expected [3, 4]" in compare(np.zeros((4, 3), np.float32), expected, "float32", tol,
+                                                                   policy).message
+    assert "output dtype float64 but expected float32" in compare(np.zeros((3, 4)), expected, "float32", tol,
+                                                                     policy).message
+
+
+def test_zero_guard_catches_zeros_where_relative_metrics_are_degenerate():
+    expected = np.full(100, 1e-7)
+    assert not zero_guard.check(np.zeros(100), expected).passed
+    assert zero_guard.check(expected * 1.0001, expected).passed
+
+
+def test_nan_inf_strict_and_loose():
+    a = np.array([np.inf, 1.0])
+    b = np.array([np.nan, 1.0])
+    assert not nan_inf.check(a, b, "strict").passed
+    assert nan_inf.check(a, b, "loose").passed
+    assert not nan_inf.check(np.array([np.nan]), np.array([1.0]), "loose").passed
+
+
+def test_metrics_follow_the_mlu_ops_definitions():
+    b = np.array([1.0, -2.0, 1e-9])
+    a = np.array([1.1, -2.0, 2e-9])
+    values = metrics.compute(a, b, "float32")
+    assert values["diff1"] == pytest.approx((0.1 + 1e-9) / (3 + 1e-9 + 1e-9))
+    assert values["diff2"] == pytest.approx(np.sqrt((0.01 + 1e-18) / (5 + 1e-18 + 1e-9)))
+    assert values["diff3"] == pytest.approx(0.1 / (1 + 1e-9))  # |b| < 1e-6 is absolute: 1e-9, not 100%
+    assert values["diff3_2"] == pytest.approx(0.1)
+
+
+def test_unwritten_ignores_nan_the_reference_expects():
+    assert unwritten.check(np.array([np.nan, 2.0]), np.array([np.nan, 2.0])).passed

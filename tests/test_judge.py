@@ -1,0 +1,78 @@
+"""Judging one call from what the sandbox sent back: harness error kinds, no kernel launch, repeat drift."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry, judge_call
+from grader.results import Verdict
+from grader.spec import SeedPlan, correctness_cases, load_assignment
+from grader.spec.references import REFERENCES
+
+SPEC = load_assignment("sigmoid")
+CASE = correctness_cases(SPEC, SeedPlan.create("public"))[3]
+EXPECTED = REFERENCES["sigmoid"].compute(CASE.make_inputs()["x"])
+LAUNCH = {"kernel": "k", "modelled_time_us": 1.0, "builtin_counts": {"__bang_active_sigmoid": 1}}
+
+
+def judge(meta: dict, output: np.ndarray | None = None, trace: list | None = None, kernel_trace: bool = True):
+    if output is None and meta.get("ok"):
+        output = EXPECTED.astype(np.float32)
+    got = CallOutcome(meta=meta, output=output, trace=[LAUNCH] if trace is None else trace)
+    return judge_call(SPEC, "sigmoid", CASE, got, EXPECTED, kernel_trace=kernel_trace)
+
+
+def test_a_correct_output_with_a_kernel_launch_passes():
+    result = judge({"ok": True})
+    assert result.passed and result.verdict == Verdict.PASSED and result.diff1 < 1e-7  # float32 rounding only
+
+
+def test_no_kernel_launch_on_the_emulator_is_not_using_kernel():
+    result = judge({"ok": True}, trace=[])
+    assert result.verdict == Verdict.NOT_USING_KERNEL and "without launching a kernel" in result.message
+    assert judge({"ok": True}, trace=[], kernel_trace=False).passed  # a real MLU has no launch trace
+
+
+def test_harness_error_kinds_map_to_verdicts():
+    assert judge({"ok": False, "error_kind": "crash", "error": "killed by SIGSEGV"}).verdict == Verdict.CRASH
+    assert judge({"ok": False, "error_kind": "timeout", "error": "time limit"}).verdict == Verdict.TIMEOUT
+    emu = judge({"ok": False, "error_kind": "emulator_error", "error": "gdram_oob_write: write past c"})
+    assert emu.verdict == Verdict.RUNTIME_ERROR and "gdram_oob_write" in emu.message
+    assert judge({"ok": False, "error_kind": "harness_error", "error": "x"}).verdict == Verdict.INTERNAL_ERROR
+    assert judge({"ok": False, "error_kind": "bad_output", "error": "a list"}).verdict == Verdict.WRONG_ANSWER
+    lost = judge({"ok": False, "error_kind": "crash", "error": "exit status 137", "lost": True})
+    assert lost.verdict == Verdict.CRASH and lost.message.startswith("no result for this call")
+
+
+def test_results_that_change_between_repeats_fail():
+    result = judge({"ok": True, "repeats_consistent": False})
+    assert not result.passed and "different results" in result.message
+
+
+def test_a_wrong_output_lists_its_first_mismatches():
+    out = EXPECTED.astype(np.float32)
+    out[-5:] = np.nan
+    result = judge({"ok": True}, output=out)
+    assert result.verdict == Verdict.WRONG_ANSWER and "never written" in result.message
+    assert result.mismatches[0].index == [EXPECTED.size - 5] and result.unwritten_fraction > 0
+
+
+def test_emulator_diagnostics_reach_the_case():
+    diag = {"severity": "warning", "kind": "nram_near_capacity", "message": "95% of NRAM"}
+    result = judge({"ok": True}, trace=[{**LAUNCH, "diagnostics": [diag]}])
+    assert result.passed and result.diagnostics[0].kind == "nram_near_capacity"
+
+
+def test_a_hang_or_a_load_failure_dooms_the_entry_but_a_wrong_answer_does_not():
+    assert dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "timeout", "error": "limit"}))
+    assert dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "python_exception",
+                                         "error": "cannot import the submission: ImportError"}))
+    assert not dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "crash", "error": "SIGSEGV"}))
+    assert not dooms_entry(CallOutcome(meta={"ok": True}))
+
+
+def test_timing_samples_are_sanitised():
+    meta = {"ok": True, "device_us": [12.5, -1, float("nan"), "7", True, 3], "wall_us": [99.0]}
+    assert call_samples(meta, "modelled") == [12.5, 3.0]
+    assert call_samples(meta, "host_clock") == [99.0]
+    assert call_samples({"ok": False, "device_us": [1.0]}, "hardware") == []

@@ -1,0 +1,50 @@
+"""Seeds: public ones reproduce, secret ones are withheld, per-case seeds reveal nothing about the master."""
+
+from __future__ import annotations
+
+import hashlib
+
+from grader.spec import SeedPlan
+from grader.spec.seeds import PUBLIC_SEED
+
+
+def test_public_mode_records_the_master_so_a_student_can_reproduce():
+    plan = SeedPlan.create("public")
+    record = plan.record()
+    assert plan.master == PUBLIC_SEED and record.master == PUBLIC_SEED
+    assert record.master_digest == hashlib.sha256(PUBLIC_SEED.encode()).hexdigest()[:16]
+
+
+def test_secret_mode_draws_a_fresh_master_and_withholds_it():
+    one, two = SeedPlan.create("secret"), SeedPlan.create("secret")
+    assert one.master != two.master
+    record = one.record()
+    assert record.master is None and record.mode == "secret"
+    assert one.master not in record.model_dump_json()
+
+
+def test_case_seeds_are_deterministic_distinct_and_unrelated_across_masters():
+    plan = SeedPlan.create("secret", "s3cret")
+    seeds = [plan.derive("matmul", "case", f"c{i}", "float32") for i in range(200)]
+    assert seeds == [plan.derive("matmul", "case", f"c{i}", "float32") for i in range(200)]
+    assert len(set(seeds)) == 200
+    other = SeedPlan.create("secret", "s3cres")
+    # One character of difference in the master changes every case seed (HMAC), so knowing the seeds of a
+    # public run tells nothing about a secret run's cases.
+    assert all(plan.derive("matmul", "case", f"c{i}") != other.derive("matmul", "case", f"c{i}") for i in range(200))
+
+
+def test_case_seeds_do_not_leak_the_master_or_a_simple_function_of_it():
+    master = "1234567"
+    plan = SeedPlan.create("secret", master)
+    seed = plan.derive("sigmoid", "case", "n1")
+    assert str(master) not in str(seed)
+    assert seed != int(master) and seed != hash(master)
+    # Different labels under one master are unrelated too: no arithmetic progression to extrapolate.
+    a, b, c = (plan.derive("sigmoid", "case", n) for n in ("n1", "n2", "n3"))
+    assert b - a != c - b
+
+
+def test_label_parts_cannot_be_shifted_into_each_other():
+    plan = SeedPlan.create("public")
+    assert plan.derive("ab", "c") != plan.derive("a", "bc")
