@@ -54,11 +54,14 @@ def zip_submission(src: Path, archive: Path) -> None:
                 zf.write(path, Path("my_ops") / path.relative_to(src))
 
 
-def generate_class(root: Path, assignment: str, students: int) -> dict[str, str]:
-    """Writes `students` submissions into `root`; returns student id -> what it is."""
+def generate_class(root: Path, assignment: str, students: int, distinct: int | None = None) -> dict[str, str]:
+    """Writes `students` submissions into `root`, built from `distinct` different fixtures (default: all);
+    returns student id -> what it is."""
     kinds = PER_ASSIGNMENT[assignment]
-    sources = [("reference", KERNELS / r) for r in kinds["references"]]
-    sources += [("known_bad", KERNELS / "known_bad" / b) for b in kinds["known_bad"]]
+    refs = [("reference", KERNELS / r) for r in kinds["references"]]
+    bad = [("known_bad", KERNELS / "known_bad" / b) for b in kinds["known_bad"]]
+    # Interleaved, so a small `distinct` still mixes references and known-bad fixtures.
+    sources = [s for pair in itertools.zip_longest(refs, bad) for s in pair if s is not None][:distinct]
     root.mkdir(parents=True)
     made: dict[str, str] = {}
     # Every distinct fixture once; then duplicates, renamed copies and zips cycling over them.
@@ -93,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--distinct", type=int, default=None,
+                        help="how many different fixtures the class is made of (default: all; fewer = fewer builds)")
     parser.add_argument("--assignment", choices=sorted(PER_ASSIGNMENT), default="sigmoid")
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and batch folders here")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep and work.exists():
         shutil.rmtree(work)
     subs, cache = work / "class", work / "build-cache"
-    kinds = generate_class(subs, args.assignment, args.students)
+    kinds = generate_class(subs, args.assignment, args.students, args.distinct)
     print(f"class of {len(kinds)} in {subs} ({args.assignment}, {args.workers} workers)", file=sys.stderr)
 
     runs = [measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers),
@@ -110,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
             measure("resume", subs, args.assignment, work / "batch-warm", cache, args.workers)]
     cold, warm = runs[0], runs[1]
     speedup = cold["wall_seconds"] / warm["wall_seconds"] if warm["wall_seconds"] else None
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     report = {"assignment": args.assignment, "students": len(kinds), "workers": args.workers, "runs": runs,
+              "distinct_fixtures": len({v.split(" (")[0] for v in kinds.values()}), "loadavg_after": load,
               "warm_speedup": round(speedup, 2) if speedup else None, "class": kinds}
 
     print(f"{'run':<8}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'cached builds':>15}")
@@ -119,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['run']:<8}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}"
               f"{r['builds_from_cache']:>15}")
     print(f"warm cache speed-up: {report['warm_speedup']}x   verdicts (cold): {cold['verdicts']}")
+    print(f"{report['distinct_fixtures']} distinct fixtures; load average after: {' '.join(load)}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     if not args.keep:

@@ -62,7 +62,7 @@ def main() -> None:
     started = time.monotonic()
     tag = ensure_emu_image(rebuild=args.rebuild != "none", log=quiet)
     label = "cold: thin layer (sandbox/ + emulator prebuild)" if args.rebuild != "none" else \
-        "ensure_emu_image when up to date (no-op)"
+        "ensure_emu_image (builds only what is stale)"
     print(f"{label:55s} {time.monotonic() - started:8.1f} s   [{tag}]")
 
     runners = [DockerRunner(tag)]

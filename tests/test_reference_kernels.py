@@ -43,9 +43,9 @@ STAGES = {
 }
 SEEDS = SeedPlan.create("public")
 RUN_TIMEOUT_SECONDS = 300.0
-# The references build __bang_matmul's right operand as N rows of K (matmul_tiling.h, MATMUL_RHS_N_ROWS=1);
-# the emulator takes that layout with BANG_EMU_MATMUL_RHS=nk. Runs say so explicitly; whether the emulator's
-# default agrees is test_emulator_default_rhs_layout_is_the_references_one.
+# The references build __bang_matmul's right operand as N rows of K (matmul_tiling.h, MATMUL_RHS_N_ROWS=1),
+# the emulator's default layout (BANG_EMU_MATMUL_RHS=nk). Runs say so explicitly, so a layout exported in
+# the caller's shell cannot leak in; test_emulator_default_rhs_layout_is_the_references_one checks the default.
 RHS_LAYOUT_ENV = {"BANG_EMU_MATMUL_RHS": "nk"}
 
 

@@ -97,6 +97,14 @@ def test_thresholds_apply_slack_but_stay_below_the_previous_stage_on_the_same_sh
         assert t.threshold_us >= t.reference_us
 
 
+def test_a_stage_that_buys_almost_no_speed_keeps_a_five_percent_margin():
+    # sigmoid on the emulator: the pipeline reference is only 0.2% faster than the multi-core one.
+    spec = load_assignment("sigmoid")
+    table = compute_thresholds(spec, {"vector": 203.8, "multicore": 159.25, "pipeline": 158.97})
+    assert table["pipeline"].threshold_us == pytest.approx(158.97 * 1.05)
+    assert table["multicore"].threshold_us == pytest.approx(159.25 * 1.5)  # other shape than vector: slack
+
+
 def test_thresholds_round_trip_through_toml(tmp_path: Path):
     table = compute_thresholds(MATMUL, {"vector": 50.0, "multicore": 4563.25})
     path = write_thresholds(MATMUL, "emu", "mlu370-x8", table, "modelled", root=tmp_path)

@@ -29,10 +29,10 @@ def _fmt(points: float) -> str:
     return f"{points:.2f}".rstrip("0").rstrip(".") if points % 1 else str(int(points))
 
 
-def _ordered_names(rows: list[ClassRow], kind: str) -> dict[str, float]:
-    """Group or stage name -> points possible, in first-seen order (equal across a batch unless the spec
-    changed mid-batch; then the largest)."""
-    names: dict[str, float] = {}
+def _ordered_names(rows: list[ClassRow], kind: str, declared: dict[str, float] | None = None) -> dict[str, float]:
+    """Group or stage name -> points possible: the spec's (`declared`, so a class where nobody reached a
+    stage still has its column), then any other name the results carry, in first-seen order."""
+    names: dict[str, float] = dict(declared or {})
     for row in rows:
         items = row.result.groups if kind == "group" else row.result.stages
         for item in items:
@@ -44,11 +44,12 @@ def class_max_score(rows: list[ClassRow]) -> float:
     return max((r.result.max_score for r in rows), default=0.0)
 
 
-def gradebook_csv(rows: list[ClassRow]) -> str:
+def gradebook_csv(rows: list[ClassRow], columns: tuple[dict[str, float], dict[str, float]] | None = None) -> str:
     """One row per student: points per case group and per stage, total, verdict. The first row after the
-    header holds the points possible (instructors asked Otter for exactly this, #803)."""
-    groups = _ordered_names(rows, "group")
-    stages = _ordered_names(rows, "stage")
+    header holds the points possible (instructors asked Otter for exactly this, #803). `columns`: the
+    spec's (group -> points, stage -> points)."""
+    groups = _ordered_names(rows, "group", columns[0] if columns else None)
+    stages = _ordered_names(rows, "stage", columns[1] if columns else None)
     header = (["student_id", "name"] + [f"group:{g}" for g in groups] + [f"stage:{s}" for s in stages]
               + ["total", "max_score", "percent", "verdict", "message", "submission_hash", "origin"])
     out = io.StringIO()
@@ -169,10 +170,11 @@ def write_student_report(row: ClassRow, path: Path) -> str | None:
     return None
 
 
-def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str) -> list[str]:
+def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str,
+                  columns: tuple[dict[str, float], dict[str, float]] | None = None) -> list[str]:
     """Writes every export under `out_dir`; returns notes about what could not be written."""
     notes: list[str] = []
-    atomic_write_text(out_dir / "gradebook.csv", gradebook_csv(rows))
+    atomic_write_text(out_dir / "gradebook.csv", gradebook_csv(rows, columns))
     atomic_write_text(out_dir / "canvas.csv", canvas_csv(rows, assignment_title))
     # Which stored result each report was drawn from: a rerun that graded nothing new redraws nothing.
     index_path = out_dir / "reports" / ".drawn-from.json"

@@ -24,7 +24,7 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
     if result.build is not None and not result.build.ok:
         console.print("[bold red]compiler output:[/]")
         console.print(result.build.compiler_output[-4000:], markup=False, highlight=False, soft_wrap=True)
-    if result.groups:
+    if result.groups and result.cases:
         table = Table(title="correctness", title_justify="left")
         for col in ("group", "cases", "points"):
             table.add_column(col, justify="right" if col != "group" else "left")

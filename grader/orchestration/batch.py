@@ -74,9 +74,16 @@ class BatchSummary:
 # ------------------------------------------------------------------------------------------- settings
 
 
-def assignment_fingerprint(assignment: str) -> tuple[str, str, float]:
-    """(spec hash, title, points possible) of an assignment: the hash covers every file of its folder
-    (assignment.toml and calibrated thresholds), so recalibrating regrades."""
+@dataclass(frozen=True)
+class AssignmentInfo:
+    spec_hash: str  # over every file of the assignment's folder: recalibrating thresholds regrades
+    title: str
+    points_possible: float
+    columns: tuple[dict[str, float], dict[str, float]]  # (group -> points, stage -> points)
+
+
+def assignment_fingerprint(assignment: str) -> AssignmentInfo:
+    """What the batch needs to know of an assignment's spec."""
     from grader.spec import SpecError, load_assignment
     from grader.spec.loader import assignment_dir
 
@@ -88,8 +95,10 @@ def assignment_fingerprint(assignment: str) -> tuple[str, str, float]:
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    points = sum(g.points for g in spec.groups) + sum(s.points for s in spec.stages)
-    return digest.hexdigest()[:24], spec.title, points
+    groups = {g.name: g.points for g in spec.groups}
+    stages = {s.name: s.points for s in spec.stages}
+    return AssignmentInfo(digest.hexdigest()[:24], spec.title, sum(groups.values()) + sum(stages.values()),
+                          (groups, stages))
 
 
 def device_slots(backend: str, workers: int | None, device: str | None) -> list[Slot]:
@@ -189,7 +198,8 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
                          "use --sandbox docker or auto")
     if backend not in ("emu", "mlu"):
         raise BatchError(f"unknown backend {backend!r}")
-    spec_hash, title, points_possible = assignment_fingerprint(assignment)
+    info = assignment_fingerprint(assignment)
+    spec_hash, title, points_possible = info.spec_hash, info.title, info.points_possible
     store = ResultStore(out_dir.resolve())
     manifest = store.load_or_create_manifest(assignment, backend, seed)
     try:
@@ -246,7 +256,7 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
         stored = store.result_path(key)
         rows.append(ClassRow(sub, result, store.run_dir(key) if store.run_dir(key).is_dir() else None,
                              stored_as=f"{key}@{stored.stat().st_mtime_ns}" if stored.exists() else ""))
-    notes = write_exports(rows, store.root, title or assignment)
+    notes = write_exports(rows, store.root, title or assignment, info.columns)
     write_dashboard(rows, store.root / "dashboard.html", assignment_title=title or assignment,
                     backend=backend, seed_mode=manifest.seed_mode)
 

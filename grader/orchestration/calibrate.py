@@ -66,7 +66,7 @@ def calibrate(assignment: str, options: GradeOptions, reference: Path | None = N
             if unmet:
                 raise CalibrationError(f"reference {folder} does not meet stage {stage.name}'s requirements {unmet}")
             times[stage.name] = stage.timing.median_us
-            sources[stage.name] = str(folder)
+            sources[stage.name] = _display(folder)
             log(f"  {stage.name}: {stage.timing.median_us:.6g} us ({stage.timing.source}, {result.device_profile})")
         if not result.stages:
             raise CalibrationError(f"reference {folder} could not be graded: {result.verdict.value}: {result.message}")
@@ -82,3 +82,10 @@ def calibrate(assignment: str, options: GradeOptions, reference: Path | None = N
     path = write_thresholds(spec, options.backend, device_label, thresholds, source, notes=sources,
                             root=thresholds_root)
     return Calibration(path=path, thresholds=thresholds, results=results)
+
+
+def _display(folder: Path) -> str:
+    """The reference's path as the thresholds file records it: relative to the checkout when inside it."""
+    root = REFERENCE_ROOT.parent
+    resolved = folder.resolve()
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(folder)

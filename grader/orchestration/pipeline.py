@@ -302,7 +302,9 @@ class _Grading:
             path = work / "build"
         else:
             assert self.backend is not None
-            key = hashlib.sha256(f"{submission_hash(self.root)}|{self.backend.name}|{__version__}".encode()).hexdigest()
+            # The image tag hashes the harness and emulator sources: a new toolchain never reuses an old build.
+            recipe = f"{submission_hash(self.root)}|{self.backend.name}|{self.backend.toolchain()}|{self.image}|{__version__}"
+            key = hashlib.sha256(recipe.encode()).hexdigest()
             path = Path(self.options.build_cache) / key[:32]
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -456,27 +458,41 @@ class _Grading:
         outcomes = self._execute(runner, probes, submission, build_dir, work / "io-probe", (0.3, 0.35),
                                  call_timeout=PROBE_TIMEOUT_SECONDS)
         doomed = {c.entry: outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
-        rest = [c for c in calls if c.id not in outcomes and c.entry not in doomed]
-        self.progress(f"running {len(rest)} calls", 0.35)
-        outcomes |= self._execute(runner, rest, submission, build_dir, work / "io", (0.35, 0.9))
+        rest = [c for c in calls if c.id not in outcomes and c.entry not in doomed and c.stage is None]
+        self.progress(f"running {len(rest)} correctness calls", 0.35)
+        outcomes |= self._execute(runner, rest, submission, build_dir, work / "io", (0.35, 0.7))
         for call in calls:
-            if call.id not in outcomes:
+            if call.id not in outcomes and call.entry in doomed and call.stage is None:
                 first = doomed[call.entry].meta or {}
                 outcomes[call.id] = CallOutcome(meta={**first, "error": f"not run: {call.entry}() already failed on "
                                                       f"its first case -- {first.get('error', '')}"})
-        self.progress("checking the outputs", 0.9)
-        judged = {call.id: self._judge(call, outcomes[call.id]) for call in calls}
-        self.cases = [judged[c.id] for c in calls]
+        judged = {c.id: self._judge(c, outcomes[c.id]) for c in calls if c.id in outcomes}
+        # Speed is measured only where it can score: a stage whose entry already fails a case earns nothing,
+        # and a broken kernel at the perf shape would only burn time.
+        timed = [c for c in calls if c.stage is not None and self._entry_correct(c, judged)]
+        self.progress(f"timing {len(timed)} stage(s)", 0.7)
+        outcomes |= self._execute(runner, timed, submission, build_dir, work / "io-perf", (0.7, 0.9))
+        judged |= {c.id: self._judge(c, outcomes[c.id]) for c in timed}
+        self.progress("scoring", 0.9)
+        self.cases = [judged[c.id] for c in calls if c.id in judged]
         perf_calls = [c for c in calls if c.stage is not None]
-        samples = {c.stage: call_samples(outcomes[c.id].meta, self.backend.time_source) for c in perf_calls}
+        samples = {c.stage: call_samples(outcomes[c.id].meta, self.backend.time_source) if c.id in outcomes else []
+                   for c in perf_calls}
         if self.backend.name != "emu":
-            samples = self._more_rounds(runner, submission, build_dir, work, perf_calls, judged, samples)
+            samples = self._more_rounds(runner, submission, build_dir, work, timed, judged, samples)
         thresholds = load_thresholds(self.spec, self.backend.name, self.backend.device)
         for call in perf_calls:
             assert call.stage is not None
-            self.stages.append(self._stage_result(call, judged, outcomes[call.id], samples[call.stage], thresholds))
+            self.stages.append(self._stage_result(call, judged, outcomes.get(call.id), samples[call.stage],
+                                                  thresholds))
         verdict = worst([c.verdict for c in self.cases] + [s.verdict for s in self.stages])
         return self.finish(verdict, _summary_line(verdict, self.cases, self.stages))
+
+    def _entry_correct(self, perf_call: PlannedCall, judged: dict[str, CaseResult]) -> bool:
+        assert self.spec is not None and perf_call.stage is not None
+        groups = set(self.spec.stage(perf_call.stage).groups)
+        mine = [r for r in judged.values() if r.entry == perf_call.entry and r.group in groups]
+        return bool(mine) and all(r.passed for r in mine)
 
     def _more_rounds(self, runner: Runner, submission: Submission, build_dir: Path, work: Path,
                      perf_calls: list[PlannedCall], judged: dict[str, CaseResult],
@@ -496,7 +512,7 @@ class _Grading:
                     samples[call.stage] += call_samples(results[call.id].meta, self.backend.time_source)  # type: ignore[union-attr]
         return samples
 
-    def _stage_result(self, call: PlannedCall, judged: dict[str, CaseResult], got: CallOutcome,
+    def _stage_result(self, call: PlannedCall, judged: dict[str, CaseResult], got: CallOutcome | None,
                       samples: list[float], thresholds: Any) -> StageResult:
         assert self.spec is not None and self.backend is not None and call.stage is not None
         stage = self.spec.stage(call.stage)
@@ -504,7 +520,7 @@ class _Grading:
         correctness = [r for c_id, r in judged.items() if r.entry == call.entry and (r.group in groups or c_id == call.id)]
         # The harness times the checked call itself when there is no warm-up (bang_harness.worker).
         invocations = 1 + call.warmup + call.timed_repeats - (1 if call.warmup == 0 and call.timed_repeats else 0)
-        trace = summarise_trace(got.trace, invocations, self.backend.device) if got.trace else None
+        trace = summarise_trace(got.trace, invocations, self.backend.device) if got and got.trace else None
         requirements = check_requirements(stage.requirements, trace, self.backend.has_trace)
         timing: Timing | None = None
         work = REFERENCES[self.spec.reference].work(call.case.shapes, np.dtype(call.case.dtype).itemsize)

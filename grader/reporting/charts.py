@@ -46,6 +46,10 @@ class StageBarChart:
     log_scale: bool
 
 
+def _positive(v: float | None) -> bool:
+    return v is not None and math.isfinite(v) and v > 0
+
+
 def _nice_ticks_linear(hi: float) -> list[float]:
     step = 10 ** math.floor(math.log10(hi / 4)) if hi > 0 else 1
     for mult in (1, 2, 2.5, 5, 10):
@@ -57,14 +61,14 @@ def _nice_ticks_linear(hi: float) -> list[float]:
 
 def stage_bar_chart(stage: StageResult) -> StageBarChart | None:
     """Your time as a bar, the full-marks threshold and the reference as lines on one axis."""
-    if stage.timing is None:
+    if stage.timing is None or not _positive(stage.timing.median_us):
         return None
     width, height, x0, x1 = 360, 96, 8.0, 344.0
     you = stage.timing.median_us
     values = [
         v
         for v in (you, stage.timing.min_us, stage.timing.max_us, stage.threshold_us, stage.reference_us)
-        if v
+        if _positive(v)
     ]
     lo, hi = min(values), max(values)
     log_scale = hi / max(lo, 1e-12) > 20
@@ -90,11 +94,11 @@ def stage_bar_chart(stage: StageResult) -> StageBarChart | None:
 
         tick_values = [t for t in _nice_ticks_linear(d_hi) if t <= d_hi]
     markers = []
-    if stage.threshold_us:
+    if _positive(stage.threshold_us):
         markers.append(
             Marker(sx(stage.threshold_us), f"full marks ≤ {fmt_time_us(stage.threshold_us)}", "threshold")
         )
-    if stage.reference_us:
+    if _positive(stage.reference_us):
         markers.append(
             Marker(sx(stage.reference_us), f"reference {fmt_time_us(stage.reference_us)}", "reference")
         )
@@ -107,7 +111,10 @@ def stage_bar_chart(stage: StageResult) -> StageBarChart | None:
         x0=x0,
         x1=x1,
         bar_x=sx(you),
-        whisker=(sx(stage.timing.min_us), sx(stage.timing.max_us)),
+        whisker=(
+            sx(stage.timing.min_us if _positive(stage.timing.min_us) else you),
+            sx(stage.timing.max_us if _positive(stage.timing.max_us) else you),
+        ),
         bar_label=f"you {fmt_time_us(you)}",
         fast_enough=fast,
         markers=markers,
@@ -176,9 +183,9 @@ def stage_workload(stage: StageResult, dtype: str = "float32") -> tuple[float, f
 def achieved_rates(stage: StageResult, cases: list[CaseResult]) -> tuple[float, float] | None:
     """(GFLOP/s, GB/s) achieved by a stage: the timing's own figures, else derived from the shape."""
     timing = stage.timing
-    if timing is None or timing.median_us <= 0:
+    if timing is None or not _positive(timing.median_us):
         return None
-    if timing.achieved_gflops and timing.achieved_gbps:
+    if _positive(timing.achieved_gflops) and _positive(timing.achieved_gbps):
         return timing.achieved_gflops, timing.achieved_gbps
     dtype = next((c.dtype for c in cases if c.entry == stage.entry), "float32")
     work = stage_workload(stage, dtype)

@@ -292,7 +292,9 @@ def _compile_findings(result: GradeResult) -> list[Finding]:
                 evidence=err.message,
                 advice=compile_error_advice(err.message),
                 action=f"Fix the compile error at {err.file}:{err.line}",
-                location=SourceLocation(file=submission_relative(err.file, result.submission_path), line=err.line),
+                location=SourceLocation(
+                    file=submission_relative(err.file, result.submission_path), line=err.line
+                ),
             )
         )
     return findings
@@ -425,6 +427,11 @@ def case_hint(case: CaseResult) -> str | None:
     return kind.replace("_", " ")
 
 
+def case_label(case: CaseResult) -> str:
+    """A case named so it is unique across entries: one shape is usually checked on every stage's entry."""
+    return case.name if case.entry in case.name else f"{case.entry}/{case.name}"
+
+
 def _percent(fraction: float) -> str:
     return f"{fraction * 100:.3g}%"
 
@@ -442,7 +449,7 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
     findings: list[Finding] = []
     passing_aligned = [c for c in cases if c.passed and not is_tail_case(c)]
     if all(is_tail_case(c) for c in failing) and passing_aligned:
-        shapes = "; ".join(f"{c.name} ({_shape_text(c)})" for c in failing[:4])
+        shapes = "; ".join(f"{case_label(c)} ({_shape_text(c)})" for c in failing[:4])
         findings.append(
             Finding(
                 kind="tail_only",
@@ -453,9 +460,11 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
                 "`for (start = 0; start < n; start += chunk)` with `len = min(chunk, n - start)`, and give the "
                 "first n % taskDim tasks one extra element (or row) each.",
                 action="Handle the remainder when a size is not a multiple of your chunk",
-                cases=tuple(c.name for c in failing),
+                cases=tuple(case_label(c) for c in failing),
             )
         )
+    pattern = findings  # the tail-only pattern explains the others, so it stays first
+    findings = []
     by_kind: dict[str, list[CaseResult]] = {}
     for case in failing:
         kind = case_kind(case)
@@ -467,7 +476,9 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
         fraction = worst_case.unwritten_fraction
         amount = _percent(fraction) if fraction else "some"
         action = "Give every task its own output range, remainder included"
-        nothing_written = all((c.unwritten_fraction or 0) >= 0.999 for c in group) and not any(c.passed for c in cases)
+        nothing_written = all((c.unwritten_fraction or 0) >= 0.999 for c in group) and not any(
+            c.passed for c in cases
+        )
         if nothing_written:
             action = "Copy the results back to GDRAM"
             advice = (
@@ -484,11 +495,11 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
             Finding(
                 kind="unwritten_output",
                 title="Part of the output is never written",
-                evidence=f"{amount} of the outputs of {worst_case.name} ({_shape_text(worst_case)}) still hold "
+                evidence=f"{amount} of the outputs of {case_label(worst_case)} ({_shape_text(worst_case)}) still hold "
                 f"the poison value; {len(group)} case(s) affected.",
                 advice=advice,
                 action=action,
-                cases=tuple(c.name for c in group),
+                cases=tuple(case_label(c) for c in group),
             )
         )
     if group := by_kind.get("nan_output"):
@@ -503,7 +514,7 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
                 "buffers with NaN): load every NRAM tile before computing on it, zero accumulators with "
                 "__bang_write_zero, and do not compute past the loaded length.",
                 action="Initialise on-chip buffers before computing on them",
-                cases=tuple(c.name for c in group),
+                cases=tuple(case_label(c) for c in group),
             )
         )
     if group := by_kind.get("zero_output"):
@@ -515,7 +526,7 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
                 advice="The output buffer was written before the result was computed, or from the wrong "
                 "buffer: copy NRAM2GDRAM after the compute step and from the buffer the builtin wrote.",
                 action="Copy the results back after computing them",
-                cases=tuple(c.name for c in group),
+                cases=tuple(case_label(c) for c in group),
             )
         )
     if group := by_kind.get("precision"):
@@ -524,12 +535,12 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
             Finding(
                 kind="precision",
                 title="Results are close but outside the tolerance",
-                evidence=f"{worst_case.name}: DIFF1 {_num(worst_case.diff1)}, DIFF2 {_num(worst_case.diff2)}.",
+                evidence=f"{case_label(worst_case)}: DIFF1 {_num(worst_case.diff1)}, DIFF2 {_num(worst_case.diff2)}.",
                 advice="Accumulate in fp32, keep the reduction order of one dot product together, and for "
                 "sigmoid remember __bang_active_sigmoid saturates beyond +-7.75.",
                 action="Tighten the numerics: accumulate in fp32",
                 severity="warning" if len(group) < len(failing) else "error",
-                cases=tuple(c.name for c in group),
+                cases=tuple(case_label(c) for c in group),
             )
         )
     if group := by_kind.get("wrong_values"):
@@ -547,10 +558,11 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
                 "sum_n left[m*N+n] * right[n*K+k]. With __bang_matmul, check the layout the right matrix "
                 "must have in WRAM and the M/N/K argument order.",
                 action="Check the indexing against the row-major layout",
-                cases=tuple(c.name for c in group),
+                cases=tuple(case_label(c) for c in group),
             )
         )
-    return findings
+    # the kind that explains the most failing cases first (stable: ties keep the order above)
+    return pattern + sorted(findings, key=lambda f: -len(f.cases))
 
 
 def _num(value: float | None) -> str:
@@ -596,6 +608,8 @@ def diagnose(result: GradeResult) -> list[Finding]:
     findings += [replace(f, location=f.location or located.get(f.kind)) for f in from_outputs]
     covered = {f.kind for f in findings}
     findings += [
-        diagnostic_finding(d, root) for d in diagnostics if d.severity != "error" and diagnostic_kind(d) not in covered
+        diagnostic_finding(d, root)
+        for d in diagnostics
+        if d.severity != "error" and diagnostic_kind(d) not in covered
     ]
     return findings

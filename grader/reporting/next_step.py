@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.reporting.hints import Finding, diagnose, diagnostic_finding
+from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding
 from grader.results import GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
 
 
@@ -214,6 +214,14 @@ _FIX_SNIPPETS = {
 }
 
 
+def is_too_slow(stage: StageResult) -> bool:
+    """Correct, timed, and slower than its threshold (a stage without a threshold is not judged on speed)."""
+    if stage.verdict == Verdict.TOO_SLOW:
+        return True
+    timed = stage.timing is not None and stage.threshold_us is not None
+    return stage.correct and timed and stage.timing.median_us > stage.threshold_us  # type: ignore[union-attr]
+
+
 def _from_finding(finding: Finding, stage: StageResult | None = None) -> NextStep:
     return NextStep(
         rule=f"fix_{finding.kind}",
@@ -242,14 +250,13 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
     if result.verdict in blocking and findings:
         return _from_finding(findings[0])
     cores = result.device_peaks.cores if result.device_peaks else None
+    # correctness before speed, over all stages: a slow early stage matters less than a wrong later one
     for stage in result.stages:
         if not stage.correct:
-            stage_cases = {c.name for c in result.cases if c.entry == stage.entry}
+            stage_cases = {case_label(c) for c in result.cases if c.entry == stage.entry}
             relevant = [f for f in findings if not f.cases or stage_cases.intersection(f.cases)]
-            if relevant:
-                return _from_finding(relevant[0], stage)
-            if findings:
-                return _from_finding(findings[0], stage)
+            if relevant or findings:
+                return _from_finding((relevant or findings)[0], stage)
             return NextStep(
                 rule="fix_correctness",
                 action=f"Make {stage.title} correct",
@@ -257,7 +264,8 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
                 stage=stage.name,
                 stage_title=stage.title,
             )
-        if stage.points < stage.points_possible:
+    for stage in result.stages:
+        if is_too_slow(stage):
             derived = next_step_for_stage(stage, cores, result.submission_path)
             if derived is not None:
                 return derived
@@ -271,6 +279,14 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
                 )
     if findings:
         return _from_finding(findings[0])
+    ungraded = [s for s in result.stages if s.correct and s.threshold_us is None]
+    if ungraded:
+        return NextStep(
+            rule="speed_not_graded",
+            action="Every stage is correct; speed was not graded in this run",
+            why=f"{ungraded[0].message} Compare your modelled times below with the stage descriptions: "
+            "each stage should be much faster than the one before.",
+        )
     if result.stages:
         return NextStep(
             rule="done",

@@ -23,7 +23,7 @@ from grader.reporting.hints import (
     diagnose,
     diagnostic_finding,
 )
-from grader.reporting.next_step import NextStep, next_step_for_stage, overall_next_step
+from grader.reporting.next_step import NextStep, is_too_slow, next_step_for_stage, overall_next_step
 from grader.results import CaseResult, GradeResult, GroupScore, StageResult, Verdict
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "reports" / "templates"
@@ -84,7 +84,9 @@ class StageView:
 def _stage_tone(stage: StageResult) -> str:
     if not stage.correct:
         return "bad"
-    return "good" if stage.points >= stage.points_possible else "warn"
+    if is_too_slow(stage):
+        return "warn"
+    return "good" if stage.points >= stage.points_possible or stage.threshold_us is None else "warn"
 
 
 def _group_views(result: GradeResult) -> list[CaseGroupView]:
@@ -113,7 +115,7 @@ def _stage_views(result: GradeResult, quoted: set[tuple[str | None, int | None]]
             key = (finding.location.file, finding.location.line) if finding.location else (None, None)
             diags.append((finding, None if key in quoted else excerpt_at(result, finding.location)))
             quoted.add(key)
-        slow = stage.correct and stage.points < stage.points_possible
+        slow = is_too_slow(stage)
         views.append(
             StageView(
                 number=number,

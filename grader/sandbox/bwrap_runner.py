@@ -76,10 +76,14 @@ class BwrapRunner:
             return
         _PREBUILT_THIS_PROCESS.add(key)
         env = {**os.environ, "BANG_EMU_CACHE": str(self.emu_cache), "PYTHONPATH": str(REPO_SANDBOX)}
-        done = subprocess.run([self.python, "-m", "bang_emu.torch_mlu_emu", "prebuild"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
-        if done.returncode != 0:
-            self.notes.append(f"emulator prebuild failed on the host: {done.stdout[-500:]}")
+        for argv in (["bang_emu.driver", "--prebuild-runtime", str(self.emu_cache)],
+                     ["bang_emu.torch_mlu_emu", "prebuild"]):
+            done = subprocess.run([self.python, "-m", *argv], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=900)
+            if done.returncode != 0:
+                self.notes.append(f"emulator prebuild {argv[0]} failed on the host: {done.stdout[-500:]}")
+        if self.emu_cache.is_dir():  # built by us (maybe root, via mkstemp 0600): the sandbox uid must read it
+            subprocess.run(["chmod", "-R", "a+rX", str(self.emu_cache)], check=False)
 
     def _python_roots(self) -> list[Path]:
         roots = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(self.python)).parent.parent}

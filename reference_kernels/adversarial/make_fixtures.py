@@ -3,7 +3,8 @@
 Most attacks live in ops.py and need no real kernel, so their extension is a stub (a pybind11 module
 without torch headers and an empty .mlu kernel) that builds in about a second instead of a 30 s torch build. Each attack is
 written so that getting through the sandbox would *look like success* (it returns the right answer), while
-being contained ends in an exception whose message starts with "contained:" or in the runner's own kill:
+being contained ends in an exception whose message starts with "contained:" (verdict runtime_error: the
+entry raised) or in the runner's own kill (crash / timeout):
 a sandbox that stops working changes the verdict, and the corpus test notices.
 
 expected.toml per fixture: `verdict` (grader.results.Verdict), `message_contains` (words the result's
@@ -107,7 +108,7 @@ def sigmoid(x):
     Fixture(
         "tmpfs_fill", "fills /tmp and /dev/shm, then sparse-writes a 10 GiB file",
         "tmpfs size= caps, shm_size, RLIMIT_FSIZE",
-        "crash", ["contained", "tmp"],
+        "runtime_error", ["contained", "tmp"],
         '''
 def sigmoid(x):
     written = 0
@@ -159,7 +160,7 @@ def sigmoid(x):
     Fixture(
         "network_access", "connects out (public IP, the docker bridge's daemon port, DNS)",
         "network_mode=none / --unshare-net: only loopback exists",
-        "crash", ["contained", "network"],
+        "runtime_error", ["contained", "network"],
         '''
 def sigmoid(x):
     tried = []
@@ -174,7 +175,7 @@ def sigmoid(x):
     Fixture(
         "read_proc", "looks through /proc for the grader's and other processes' cmdlines and environments",
         "pid namespace: only the sandbox's own processes; the environment is built from scratch",
-        "crash", ["contained", "proc"],
+        "runtime_error", ["contained", "proc"],
         '''
 def sigmoid(x):
     pids = [p for p in os.listdir("/proc") if p.isdigit()]
@@ -195,7 +196,7 @@ def sigmoid(x):
     Fixture(
         "host_files", "reads the host's secrets, the hidden tests, other submissions and the docker socket",
         "only /submission, /build and /io are bound; read-only root of the image; non-root uid",
-        "crash", ["contained", "host files"],
+        "runtime_error", ["contained", "host files"],
         '''
 TARGETS = ["/etc/shadow", "/root/.bash_history", "/var/run/docker.sock", "/work/main/assignments",
            "/work/main/grader/spec", "/home", "/tmp/pytest-of-root", "/submission/../../..", "/proc/1/root/root"]
@@ -229,9 +230,9 @@ def sigmoid(x):
 ''',
         mlu=STUB_MLU + '#include "/etc/shadow"\n#include "/work/main/assignments/sigmoid/assignment.toml"\n'),
     Fixture(
-        "forged_results", "writes fake result files and prints fake verdicts, returning zeros",
+        "forged_results", "writes fake result files and prints fake verdicts, returning zeros without launching a kernel",
         "the grade comes from host checks of the raw output only; JSON read size-capped, never trusted",
-        "wrong_answer", [],
+        "not_using_kernel", [],
         '''
 import json
 

@@ -111,3 +111,12 @@ def test_dashboard_renders_in_headless_chromium(tmp_path, class_rows, scheme):
     subprocess.run(argv, check=True, capture_output=True, timeout=120)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses to a few KiB
+
+
+def test_gradebook_columns_come_from_the_spec_even_when_nobody_reached_a_stage(class_rows):
+    compile_failures = [class_rows[-1]]  # no groups, no stages in the result
+    spec = ({"aligned": 4.0, "tails": 4.0}, {"vector": 2.0, "multicore": 5.0})
+    table = list(csv.DictReader(io.StringIO(gradebook_csv(compile_failures, spec))))
+    assert [k for k in table[0] if k.startswith(("group:", "stage:"))] == \
+        ["group:aligned", "group:tails", "stage:vector", "stage:multicore"]
+    assert table[0]["stage:multicore"] == "5" and table[1]["stage:multicore"] == "0"

@@ -68,12 +68,12 @@ def test_transpose_conversion_and_pooling(results):
     np.testing.assert_array_equal(results["sumpool"][32:36], [7, 7, 7, 7])  # __gdramset
 
 
-def test_matmul_default_layout_is_row_major_k_by_n(results):
+def test_matmul_default_layout_is_n_rows_of_k(results):
     _, _, lhs, rhs = inputs()
-    np.testing.assert_allclose(results["matmul"][:64], (lhs @ rhs.reshape(8, 16)).ravel(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(results["matmul"][:64], (lhs @ rhs.reshape(16, 8).T).ravel(), rtol=1e-6, atol=1e-6)
 
 
-def test_matmul_documented_column_major_layout_on_request(build):
+def test_matmul_lab_layout_on_request(build):
     _, _, lhs, rhs = inputs()
-    out = outputs(build(PROGRAMS / "builtins.mlu"), env={"BANG_EMU_MATMUL_RHS": "nk"})
-    np.testing.assert_allclose(out["matmul"][:64], (lhs @ rhs.reshape(16, 8).T).ravel(), rtol=1e-6, atol=1e-6)
+    out = outputs(build(PROGRAMS / "builtins.mlu"), env={"BANG_EMU_MATMUL_RHS": "kn"})
+    np.testing.assert_allclose(out["matmul"][:64], (lhs @ rhs.reshape(8, 16)).ravel(), rtol=1e-6, atol=1e-6)

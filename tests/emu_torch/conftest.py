@@ -71,7 +71,7 @@ def run_python(device_library: Path) -> RunPython:
     return run
 
 
-def build_extension(source_dir: Path, work_dir: Path, timeout: float = 600) -> Path:
+def build_extension(source_dir: Path, work_dir: Path, timeout: float = 900) -> Path:
     """Copy a setup.py project to `work_dir` and `python setup.py build_ext --inplace` it there."""
     project = work_dir / source_dir.name
     shutil.copytree(source_dir, project)

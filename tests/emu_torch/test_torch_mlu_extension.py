@@ -134,3 +134,27 @@ def test_event_elapsed_time_is_the_modelled_kernel_time(run_json, sigmoid_extens
         assert all(e["size"] == 64 * 1024 * 4 for e in tensors)
         assert sorted(e["written"] for e in tensors)[-1] == 64 * 1024 * 4
         assert sorted(e["written"] for e in tensors)[0] == 0
+
+
+def test_registrations_of_freed_tensors_are_dropped(run_python, sigmoid_extension, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    result = run_python(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            y = None
+            for i in range(12):
+                n = 100 + 37 * i  # a new size each time, so freed memory is reused at other extents
+                y = torch.ops.emu_test.sigmoid(torch.randn(n).to("mlu"))  # storage freed by the mlu allocator
+                z = emu_sigmoid_ext.sigmoid_cpu(torch.randn(n))  # storage freed by the CPU allocator
+            """
+        ),
+        python_path=[sigmoid_extension],
+        BANG_EMU_TRACE=str(trace),
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    launches = [json.loads(line) for line in trace.read_text().splitlines() if line.strip()]
+    assert len(launches) == 24 and not any(launch["diagnostics"] for launch in launches)
+    last = [entry["buffer"] for entry in launches[-1]["written_bytes"] if entry["buffer"].startswith("tensor ")]
+    # alive at the last launch: its input and output, the previous iteration's y (mlu) and z (cpu)
+    assert len(last) <= 4, last

@@ -115,3 +115,28 @@ def test_assignment_hint_is_used_when_no_trace_exists():
     result.stages[0].next_step = "use 16 tasks"
     step = overall_next_step(result)
     assert step.rule == "grader" and step.action == "use 16 tasks"
+
+
+def test_a_wrong_later_stage_comes_before_a_slow_earlier_one():
+    result = samples.failing_matmul()
+    result.stages[0].threshold_us = 1000.0  # stage 1 now too slow, stage 4 still wrong
+    step = overall_next_step(result)
+    assert step.stage == "matmul_multicore" and step.rule.startswith("fix_")
+
+
+def test_stages_without_thresholds_are_not_called_slow():
+    result = samples.passing_matmul()
+    for stage in result.stages:
+        stage.threshold_us, stage.points = None, 0.0
+        stage.message = "speed not graded: no threshold for this backend/device"
+    step = overall_next_step(result)
+    assert step.rule == "speed_not_graded"
+    assert "no threshold" in step.why
+
+
+def test_same_shape_on_two_entries_is_told_apart():
+    result = samples.failing_matmul()
+    for case in result.cases:
+        case.name = case.name.split("/")[1]  # the pipeline names cases by shape only
+    finding = overall_next_step(result).finding
+    assert finding.cases == ("matmul_multicore/127x256x128", "matmul_multicore/129x33x65")

@@ -182,3 +182,18 @@ def test_unsandboxed_absolute_paths_are_shown_relative_and_quoted_once(tmp_path)
     assert str(tmp_path) not in text_of(html).split("The emulator reported")[0]
     assert "mlu/sigmoid.mlu:27" in html
     assert html.count('<span class="l hit"><span class="n">27</span>line 27</span>') == 1
+
+
+def test_degenerate_numbers_still_render():
+    # a report must never take the grading run down with it: zero, negative, NaN and infinite figures
+    result = samples.passing_matmul()
+    s0, s1, s2 = result.stages[0], result.stages[1], result.stages[2]
+    s0.timing.median_us = s0.timing.min_us = 0.0
+    s1.timing.min_us, s1.threshold_us, s1.reference_us = -5.0, float("inf"), 0.0
+    s2.timing.achieved_gbps, s2.timing.achieved_gflops = float("nan"), -1.0
+    s2.trace.time_split_us = {"scalar": 0.0}
+    s2.trace.onchip_capacity_bytes = {}
+    result.cases[0].diff1, result.cases[0].diff3 = float("nan"), float("inf")
+    result.max_score = 0.0
+    html = render_report_html(result)
+    assert html.count('class="card stage"') == 6

@@ -44,8 +44,9 @@ def test_mirror_is_read_from_apt_sources(tmp_path):
 
 @pytest.mark.docker
 def test_ensure_is_a_quick_no_op_when_present(emu_image):
+    tag = images.ensure_emu_image(log=lambda _m: None)  # sandbox/ may have been edited since the session began
     started = time.monotonic()
-    assert images.ensure_emu_image(log=lambda _m: None) == emu_image
+    assert images.ensure_emu_image(log=lambda _m: None) == tag
     assert time.monotonic() - started < 3
 
 
@@ -56,7 +57,10 @@ def test_emulation_image_contents(emu_image):
         "import json, os, subprocess, sys, torch, numpy, bang_emu, bang_harness\n"
         "status = json.load(open('/opt/bang-grader/prebuilt/status.json'))\n"
         "gxx = subprocess.run(['g++', '--version'], capture_output=True, text=True).stdout.split()[0]\n"
+        "from pathlib import Path\n"
+        "unreadable = [str(p) for p in Path('/opt/bang-grader').rglob('*') if not os.access(p, os.R_OK)]\n"
         "print(json.dumps({'uid': os.getuid(), 'torch': torch.__version__, 'gxx': gxx, 'status': status,\n"
+        "                  'unreadable': unreadable[:5],\n"
         "                  'python': sys.version.split()[0], 'harness': bang_harness.__file__}))\n"
     )
     output = client.containers.run(emu_image, ["python3", "-c", script], remove=True, network_mode="none",
@@ -64,6 +68,7 @@ def test_emulation_image_contents(emu_image):
     facts = json.loads(output.decode().strip().splitlines()[-1])
     assert facts["uid"] == 10001 and facts["torch"].startswith("2.13.0") and facts["gxx"] == "g++"
     assert facts["python"].startswith("3.11") and facts["harness"].startswith("/opt/bang-grader/sandbox/")
+    assert facts["unreadable"] == []  # prebuilt runtime libraries must be readable by the sandbox user
     failed = {m: s for m, s in facts["status"].items() if s.get("returncode", 0) != 0}
     assert failed == {}, f"a prebuild entry point failed while the image was built: {failed}"
     image = client.images.get(emu_image)

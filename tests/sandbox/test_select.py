@@ -6,6 +6,7 @@ import pytest
 
 from grader.sandbox.bwrap_runner import BwrapRunner
 from grader.sandbox.docker_runner import DockerRunner
+from grader.sandbox.images import emu_image_tag
 from grader.sandbox.select import SandboxRefused, select_runner
 
 
@@ -18,7 +19,7 @@ def test_batch_refuses_weak_sandboxes(kind):
 @pytest.mark.docker
 def test_auto_prefers_docker_when_the_image_exists(emu_image):
     runner = select_runner("auto", batch=True)
-    assert isinstance(runner, DockerRunner) and runner.image == emu_image
+    assert isinstance(runner, DockerRunner) and runner.image == emu_image_tag()  # rebuilt if sandbox/ changed
     assert isinstance(select_runner("docker", batch=False), DockerRunner)
 
 

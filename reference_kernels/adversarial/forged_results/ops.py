@@ -1,4 +1,4 @@
-"""Adversarial sandbox fixture `forged_results` (not a solution): writes fake result files and prints fake verdicts, returning zeros
+"""Adversarial sandbox fixture `forged_results` (not a solution): writes fake result files and prints fake verdicts, returning zeros without launching a kernel
 
 Getting through returns the right answer (so a broken sandbox would look like a pass); being contained
 raises "contained: ..." or is cut off by the runner.

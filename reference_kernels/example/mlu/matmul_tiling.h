@@ -96,6 +96,13 @@ __mlu_func__ int plan_m_tile(const MatmulTiles& t, int budget_floats, int fixed_
   return MAX(1, MIN(MATMUL_M_TILE_MAX, (budget_floats - fixed_floats) / per_row));
 }
 
+// Rows per tile for `rows` rows and tiles of at most max_tile: the fewest tiles, equal to within one row,
+// so no pipeline step carries a sliver (1024 rows, at most 170: 7 x 147 rather than 6 x 170 + 4).
+__mlu_func__ int balanced_tile(int64_t rows, int max_tile) {
+  if (rows <= max_tile) return (int)MAX((int64_t)1, rows);
+  return (int)CEIL_DIV(rows, CEIL_DIV(rows, (int64_t)max_tile));
+}
+
 // c[m_begin:m_end, :] = a[m_begin:m_end, :] x b with synchronous copies: for each rhs tile in WRAM,
 // every row tile is loaded, multiplied, added to what earlier k tiles left in c, and stored.
 // nram: NRAM_BUDGET_BYTES of scratch; wram: WRAM_BUDGET_BYTES.
@@ -104,7 +111,8 @@ __mlu_func__ void matmul_rows_sync(const float* a, const float* b, float* c, int
   const MatmulTiles t = plan_matmul_tiles(K, N);
   const int stage_floats = rhs_stage_floats(t);
   const int out_buffers = t.k_tiles > 1 ? 2 : 1;  // the partial buffer only when K is tiled
-  const int m_tile = plan_m_tile(t, NRAM_BUDGET_BYTES / sizeof(float), stage_floats, 1, out_buffers);
+  const int m_tile = balanced_tile(m_end - m_begin, plan_m_tile(t, NRAM_BUDGET_BYTES / sizeof(float),
+                                                                  stage_floats, 1, out_buffers));
   float* stage = nram;
   float* lhs = stage + stage_floats;
   float* acc = lhs + m_tile * t.k_tile;
@@ -129,6 +137,71 @@ __mlu_func__ void matmul_rows_sync(const float* a, const float* b, float* c, int
                  r.ntp * sizeof(float), mt - 1);
       }
     }
+  }
+}
+
+// NRAM buffers of the double-buffered row pipeline (the pipeline and sram_union stages).
+struct RowPipeline {
+  int m_tile;
+  float* lhs[2];
+  float* acc[2];
+  float* partial[2];  // earlier k tiles' result, read back from c (only used when K is tiled)
+};
+
+// Carves the pipeline's buffers out of nram (budget_floats floats) for `rows` rows.
+__mlu_func__ RowPipeline plan_row_pipeline(const MatmulTiles& t, float* nram, int budget_floats,
+                                           int64_t rows) {
+  RowPipeline p;
+  const int out_buffers = t.k_tiles > 1 ? 4 : 2;
+  p.m_tile = balanced_tile(rows, plan_m_tile(t, budget_floats, 0, 2, out_buffers));
+  for (int i = 0; i < 2; ++i) {
+    p.lhs[i] = nram + i * p.m_tile * t.k_tile;
+    p.acc[i] = nram + 2 * p.m_tile * t.k_tile + i * p.m_tile * t.n_tile;
+    p.partial[i] = nram + 2 * p.m_tile * t.k_tile + (2 + i) * p.m_tile * t.n_tile;
+  }
+  return p;
+}
+
+// c[m_begin:m_end, n tile of r] (+)= a[m_begin:m_end, k tile of r] x rhs tile r (already in wram), as a
+// three-stage software pipeline over row tiles: load tile i (async GDRAM2NRAM), multiply tile i-1, store
+// tile i-2 (async NRAM2GDRAM). Each step ends with __sync_io() + __sync_compute(), since the next step
+// reads what this one's copies and __bang_matmul produced. accumulate: add what earlier k tiles left in c
+// (this task's own rows; the pipeline drains before returning, so those stores are complete).
+__mlu_func__ void pipeline_rows(const float* a, float* c, int64_t m_begin, int64_t m_end, int K, int N,
+                                const RhsTile& r, bool accumulate, const RowPipeline& p, const float* wram) {
+  const int m_tile = p.m_tile;
+  const int64_t row_tiles = CEIL_DIV(m_end - m_begin, (int64_t)m_tile);
+  if (r.kt < r.ktp) {  // padding columns must be zero; the loads below never touch them
+    __bang_write_zero(p.lhs[0], m_tile * r.ktp);
+    __bang_write_zero(p.lhs[1], m_tile * r.ktp);
+    __sync_compute();
+  }
+  for (int64_t step = 0; step < row_tiles + 2; ++step) {
+    if (step >= 2) {  // store row tile step-2
+      const int64_t m0 = m_begin + (step - 2) * m_tile;
+      const int mt = (int)MIN((int64_t)m_tile, m_end - m0);
+      __memcpy_async(c + m0 * N + r.n0, p.acc[step % 2], r.nt * sizeof(float), NRAM2GDRAM, N * sizeof(float),
+                     r.ntp * sizeof(float), mt - 1);
+    }
+    if (step >= 1 && step <= row_tiles) {  // multiply row tile step-1
+      const int64_t m0 = m_begin + (step - 1) * m_tile;
+      const int mt = (int)MIN((int64_t)m_tile, m_end - m0);
+      const int slot = (step - 1) % 2;
+      __bang_matmul(p.acc[slot], p.lhs[slot], wram, mt, r.ktp, r.ntp);
+      if (accumulate) __bang_add(p.acc[slot], p.acc[slot], p.partial[slot], mt * r.ntp);
+    }
+    if (step < row_tiles) {  // load row tile step (and what earlier k tiles left in c)
+      const int64_t m0 = m_begin + step * m_tile;
+      const int mt = (int)MIN((int64_t)m_tile, m_end - m0);
+      __memcpy_async(p.lhs[step % 2], a + m0 * K + r.k0, r.kt * sizeof(float), GDRAM2NRAM,
+                     r.ktp * sizeof(float), K * sizeof(float), mt - 1);
+      if (accumulate) {
+        __memcpy_async(p.partial[step % 2], c + m0 * N + r.n0, r.nt * sizeof(float), GDRAM2NRAM,
+                       r.ntp * sizeof(float), N * sizeof(float), mt - 1);
+      }
+    }
+    __sync_io();
+    __sync_compute();
   }
 }
 

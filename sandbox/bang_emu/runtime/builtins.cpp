@@ -633,10 +633,12 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void gemm_kn(float *
     }
 }
 
+// rhs layout in WRAM: N rows of K (Cambricon's "column-major right matrix", the project's contract) unless
+// BANG_EMU_MATMUL_RHS=kn asks for K rows of N (the right matrix as the AICS lab copies it); README.
 bool rhs_is_nk() {
   static const bool nk = [] {
     const char *e = getenv("BANG_EMU_MATMUL_RHS");
-    return e && !strcmp(e, "nk");
+    return !(e && !strcmp(e, "kn"));
   }();
   return nk;
 }

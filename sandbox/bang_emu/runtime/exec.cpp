@@ -510,7 +510,14 @@ struct TaskResult {
   double cycles = 0;
   std::array<double, 5> split{};
   double io_bw = 0, io_sync_bw = 0;
+  bool mpu = false;
 };
+
+// What a task saves when its GDRAM transfers run faster by factor f (< 1): blocking ones fully,
+// asynchronous ones where the core stalled on them.
+double io_saving(const TaskResult &r, double f) {
+  return r.io_sync_bw * (1 - f) + std::min(r.split[4], (r.io_bw - r.io_sync_bw) * (1 - f));
+}
 
 // Runs one task (or one memory-core body) on the calling worker thread.
 TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster) {
@@ -559,6 +566,7 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
   r.cycles = c.t;
   r.io_bw = c.io_bw_cycles;
   r.io_sync_bw = c.io_sync_bw_cycles;
+  r.mpu = mpu;
   for (int i = 0; i < 5; ++i) r.split[i] = c.split[i];
   size_t nram = arena_touched_bytes(c.mem->nram), wram = arena_touched_bytes(c.mem->wram);
   size_t sram = c.mem->sram ? arena_touched_bytes(*c.mem->sram) : 0;
@@ -736,6 +744,7 @@ cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3
   double cluster_bpc = P.cluster_gbps * 1000.0 / P.clock_mhz;
   int cores_used;
   std::vector<TaskResult> results;
+  std::vector<std::vector<TaskResult>> job_threads;  // UNIONn: every thread of every job
   int njobs = 0;
   if (L.union_n == 0) {
     cores_used = (int)std::min<long long>(ntasks, total_cores);
@@ -777,13 +786,46 @@ cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3
       for (auto &r : per)
         if (r.cycles >= worst.cycles) worst = r;
       results[j] = worst;
+      job_threads.push_back(per);
+    }
+    // Duty-cycle correction (UNIONn): the tasks ran assuming every MLU core (and every memory core) of the
+    // clusters in use streams from GDRAM all the time; count the DMA agents that really were busy on
+    // average and give the transfers the bandwidth that leaves, job by job (barriers tie a job's cores
+    // together, so a job shortens by its most-saving core).
+    int concurrent_jobs = std::max(1, std::min(njobs, P.clusters / L.union_n));
+    double f_ipu = 1.0;
+    const double f_mpu = 1.0;
+    for (int it = 0; it < 20 && njobs > 0; ++it) {
+      double busy = 0, time = 0;
+      for (auto &per : job_threads) {
+        double save = 0;
+        for (auto &r : per) {
+          double f = r.mpu ? f_mpu : f_ipu;
+          busy += r.io_bw * f;
+          save = std::max(save, io_saving(r, f));
+        }
+        double worst = 0;
+        for (auto &r : per) worst = std::max(worst, r.cycles);
+        time += worst - save;
+      }
+      double agents = std::max(1.0, busy / std::max(time, 1.0) * concurrent_jobs);
+      double bw = std::min(P.core_io_bytes_per_cycle, card_bpc / agents);
+      // memory cores were already given one cluster's share (one agent per cluster); MLU cores were given
+      // a 16th of the card as if all four cores of every cluster streamed
+      f_ipu = std::min(1.0, L.io_bw / bw);
+    }
+    for (size_t j = 0; j < job_threads.size(); ++j) {
+      double save = 0;
+      for (auto &r : job_threads[j]) save = std::max(save, io_saving(r, r.mpu ? f_mpu : f_ipu));
+      results[j].cycles -= save;
+      results[j].split[4] -= std::min(save, results[j].split[4]);
     }
   }
 
   // Duty-cycle correction (BLOCK): the tasks ran with the card's bandwidth split evenly between all cores
-  // in use, but a core that alternates blocking copies and compute keeps the bus busy only part of the
-  // time, so the others get more. Iterate: duty d = bus time / task time, contenders = 1 + (cores-1) d,
-  // and shorten the blocking transfers by the bandwidth ratio.
+  // in use, but a core that alternates copies and compute keeps the bus busy only part of the time, so
+  // the others get more. Iterate: duty d = bus time / task time, contenders = 1 + (cores-1) d, and shorten
+  // the transfers by the bandwidth ratio (blocking ones fully, asynchronous ones where they stalled).
   if (L.union_n == 0 && cores_used > 1) {
     double cluster_cores = std::min(cores_used, P.cores_per_cluster);
     double f = 1.0;
@@ -791,7 +833,7 @@ cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3
       double busy = 0, total = 0;
       for (const TaskResult &r : results) {
         busy += r.io_bw * f;
-        total += r.cycles - r.io_sync_bw * (1 - f);
+        total += r.cycles - io_saving(r, f);
       }
       double d = total > 0 ? std::min(1.0, busy / total) : 1.0;
       double bw = std::min({P.core_io_bytes_per_cycle, card_bpc / (1 + (cores_used - 1) * d),
@@ -799,9 +841,11 @@ cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3
       f = std::min(1.0, L.io_bw / bw);
     }
     for (TaskResult &r : results) {
-      double saved = r.io_sync_bw * (1 - f);
-      r.cycles -= saved;
-      r.split[3] -= saved;
+      double saved_sync = r.io_sync_bw * (1 - f);
+      double saved_async = io_saving(r, f) - saved_sync;
+      r.cycles -= saved_sync + saved_async;
+      r.split[3] -= saved_sync;
+      r.split[4] -= saved_async;
     }
   }
 

@@ -1,9 +1,8 @@
 """Runs once while the thin emulation image is built (as root, no network): makes the sandbox packages
 importable by the venv and calls whatever prebuild entry points the emulator and the torch shim provide.
 
-An entry point that is missing is skipped; one that fails is reported loudly and recorded in
-prebuilt/status.json (the image still builds, so one broken prebuild does not stop every sandboxed run; the
-image tests check the status file).
+An entry point that is missing is skipped (recorded in prebuilt/status.json); one that fails fails the image
+build: an image without its prebuilt runtime would turn the grader's own fault into students' compile errors.
 """
 
 from __future__ import annotations
@@ -68,10 +67,13 @@ def main() -> None:
         done = subprocess.run(argv, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         print(done.stdout[-4000:], flush=True)
         if done.returncode != 0:
-            print(f"prebuild: FAILED: {module} exited {done.returncode}", flush=True)
+            sys.exit(f"prebuild: FAILED: {module} exited {done.returncode}")
         status[module] = {"returncode": done.returncode, "output_tail": done.stdout[-2000:]}
     PREBUILT.mkdir(parents=True, exist_ok=True)
     (PREBUILT / "status.json").write_text(json.dumps(status, indent=1))
+    # Built as root (some via mkstemp, mode 0600): the sandbox user must read every prebuilt file.
+    for folder in (PREBUILT, Path(os.environ.get("BANG_EMU_CACHE", PREBUILT))):
+        subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
     # Byte-compile now: at run time the root is read-only and PYTHONDONTWRITEBYTECODE is set.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(SANDBOX)], check=True)
 
