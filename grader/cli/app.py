@@ -7,6 +7,7 @@ Exit codes: 0 only when everything graded passed; 1 graded with failures; 2 usag
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -237,5 +238,11 @@ def selftest() -> None:
 
 
 def main() -> None:
+    # SIGTERM (a scheduler, `kill`) must unwind like Ctrl-C so runners' `finally` removes their containers.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     app()
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 

@@ -38,7 +38,7 @@ from grader.layout import (
     stage_keys,
 )
 from grader.orchestration.environment import Backend, UnavailableError, resolve_backend, resolve_runner
-from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry, judge_call
+from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry, judge_call, modelled_samples
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.trace_summary import read_trace, summarise_trace
 from grader.results import (
@@ -522,14 +522,14 @@ class _Grading:
         invocations = 1 + call.warmup + call.timed_repeats - (1 if call.warmup == 0 and call.timed_repeats else 0)
         trace = summarise_trace(got.trace, invocations, self.backend.device) if got and got.trace else None
         requirements = check_requirements(stage.requirements, trace, self.backend.has_trace)
+        samples, note = modelled_samples(self.backend.time_source, samples, trace)
         timing: Timing | None = None
         work = REFERENCES[self.spec.reference].work(call.case.shapes, np.dtype(call.case.dtype).itemsize)
         if samples:
             timing = summarise(samples, self.backend.time_source, work, call.case.dtype, self.backend.device)  # type: ignore[arg-type]
         threshold = thresholds.stages.get(stage.name) if thresholds is not None else None
-        note = ""
         if threshold is not None and threshold.perf_dims and threshold.perf_dims != dict(stage.perf.dims):
-            threshold, note = None, ("speed not graded: the thresholds were calibrated on another perf shape; "
+            threshold, note = None, note + ("speed not graded: the thresholds were calibrated on another perf shape; "
                                      "run `grade calibrate`")
         decision = decide_stage(stage, correctness, requirements, timing, threshold, note)
         return StageResult(

@@ -111,6 +111,8 @@ class BwrapRunner:
         for etc in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"):
             if (Path("/etc") / etc).exists():
                 args += ["--ro-bind", f"/etc/{etc}", f"/etc/{etc}"]
+        # /tmp first: a checkout or venv that lives under /tmp (a CI clone) is bound on top of it, not hidden by it.
+        args += ["--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
         made: set[str] = {"/", "/usr", "/etc", "/tmp", "/opt"}
         for root in self._python_roots():
             args += _parents_readable(root, made)
@@ -120,7 +122,6 @@ class BwrapRunner:
         if self.emu_cache.is_dir():
             args += ["--ro-bind", str(self.emu_cache), EMU_CACHE_AT]
         args += ["--proc", "/proc", "--dev", "/dev",
-                 "--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp",
                  "--ro-bind", str(mounts.submission), SANDBOX_SUBMISSION,
                  "--ro-bind" if phase is Phase.RUN else "--bind", str(mounts.build), SANDBOX_BUILD,
                  "--bind", str(mounts.io), SANDBOX_IO,
