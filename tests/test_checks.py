@@ -166,3 +166,14 @@ def test_metrics_follow_the_mlu_ops_definitions():
 
 def test_unwritten_ignores_nan_the_reference_expects():
     assert unwritten.check(np.array([np.nan, 2.0]), np.array([np.nan, 2.0])).passed
+
+
+def test_sigmoid_saturated_to_zero_passes_under_a_secret_seed():
+    """Regression: a 1-element case whose input is far below -7.75 (reference 6e-39) was failed as all-zeros."""
+    spec = load_assignment("sigmoid")
+    outcome = compare(np.zeros(1, np.float32), np.array([6.05e-39]), "float32",
+                      spec.tolerances["float32"], spec.checks)
+    assert outcome.passed, outcome.message
+    zeros = compare(np.zeros(1000, np.float32), 1 / (1 + np.exp(-np.linspace(-3, 3, 1000))), "float32",
+                    spec.tolerances["float32"], spec.checks)
+    assert not zeros.passed

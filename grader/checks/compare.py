@@ -42,7 +42,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
     accuracy = metrics.check(a, b, dtype, limits)
     findings.append(accuracy)
     if policy.zero_guard:
-        findings.append(zero_guard.check(a, b, policy.zero_guard_ratio))
+        findings.append(zero_guard.check(a, b, policy.zero_guard_ratio, policy.zero_guard_floor))
     failed = [f for f in findings if not f.passed]
     outcome = CheckOutcome(
         passed=not failed,

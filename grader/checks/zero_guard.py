@@ -11,9 +11,10 @@ import numpy as np
 from grader.checks.base import Finding, SelfTest, run_self_tests
 
 
-def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3) -> Finding:
+def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> Finding:
+    """`floor`: reference magnitudes below it may legitimately come back as zero and do not count."""
     a, b = actual.astype(np.float64), expected.astype(np.float64)
-    finite = np.isfinite(a) & np.isfinite(b)
+    finite = np.isfinite(a) & np.isfinite(b) & (np.abs(b) >= floor)
     ref_mass = float(np.abs(b[finite]).sum())
     out_mass = float(np.abs(a[finite]).sum())
     if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
@@ -27,7 +28,13 @@ SELF_TESTS = [
     SelfTest("zeros vs zeros", lambda: (np.zeros(8), np.zeros(8)), True),
     SelfTest("small but real output", lambda: (np.full(100, 1e-7), np.full(100, 1.1e-7)), True),
 ]
+# With a floor (sigmoid's saturation), zeros where the reference is below it pass, zeros elsewhere still fail.
+FLOORED_SELF_TESTS = [
+    SelfTest("saturated sigmoid flushed to zero", lambda: (np.zeros(1), np.array([6.05e-39])), True),
+    SelfTest("zeros where sigmoid is not saturated", lambda: (np.zeros(4), np.array([1e-9, 0.2, 0.5, 0.9])), False),
+]
 
 
 def self_test() -> list[str]:
-    return run_self_tests(check, SELF_TESTS)
+    return (run_self_tests(check, SELF_TESTS)
+            + run_self_tests(lambda a, b: check(a, b, floor=5e-4), FLOORED_SELF_TESTS))

@@ -76,6 +76,9 @@ class CheckPolicy(_Strict):
     zero_guard: bool = Field(True, description="fail an (almost) all-zero output when the reference is not")
     zero_guard_ratio: float = Field(
         1e-3, gt=0, lt=1, description="output counts as all-zero when sum|out| < ratio * sum|ref|")
+    zero_guard_floor: float = Field(
+        0.0, ge=0, description="reference elements below this magnitude are left out of the guard: values the "
+        "hardware legitimately flushes to zero (sigmoid saturates to 0 below x = -7.75, sigmoid(-7.75) = 4.3e-4)")
     unwritten: bool = Field(True, description="elements still holding the NaN poison where the reference is finite fail")
     max_mismatches: int = Field(5, ge=1, le=100, description="first mismatches reported per case")
 
