@@ -76,3 +76,16 @@ def test_timing_samples_are_sanitised():
     assert call_samples(meta, "modelled") == [12.5, 3.0]
     assert call_samples(meta, "host_clock") == [99.0]
     assert call_samples({"ok": False, "device_us": [1.0]}, "hardware") == []
+
+
+def test_modelled_time_comes_from_the_trace_not_the_in_process_timer():
+    from grader.orchestration.judge import modelled_samples
+    from grader.results import TraceSummary
+
+    trace = TraceSummary(kernel="k", device_profile="mlu370-x8", modelled_time_us=203.8)
+    samples, note = modelled_samples("modelled", [0.001], trace)
+    assert samples == [203.8] and "0.001" in note and "203.800" in note
+    honest, quiet = modelled_samples("modelled", [203.8], trace)
+    assert honest == [203.8] and quiet == ""
+    hardware, _ = modelled_samples("hardware", [5.0], trace)
+    assert hardware == [5.0]
