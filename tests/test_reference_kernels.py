@@ -162,7 +162,7 @@ DRIVER_SOURCE = r"""
 %(declarations)s
 
 typedef void (*SigmoidEntry)(cnrtQueue_t, const void*, void*, int64_t, bool);
-typedef void (*MatmulEntry)(cnrtQueue_t, const float*, const float*, float*, int, int, int);
+typedef void (*MatmulEntry)(cnrtQueue_t, const void*, const void*, void*, float*, int, int, int, bool);
 struct Named { const char* name; void* fn; };
 static const Named kEntries[] = {%(table)s {0, 0}};
 
@@ -184,7 +184,7 @@ static void* device_copy_of(const char* path, size_t bytes) {
   return dev;
 }
 
-// sigmoid ENTRY f32|f16 COUNT IN OUT  |  matmul ENTRY M K N A B OUT
+// sigmoid ENTRY f32|f16 COUNT IN OUT  |  matmul ENTRY f32|f16 M K N A B OUT
 int main(int argc, char** argv) {
   cnrtQueue_t queue;
   cnrtQueueCreate(&queue);
@@ -201,13 +201,17 @@ int main(int argc, char** argv) {
     out_path = argv[6];
     ((SigmoidEntry)find(argv[2]))(queue, x, out, count, is_half);
   } else {
-    const int M = atoi(argv[3]), K = atoi(argv[4]), N = atoi(argv[5]);
-    float* a = (float*)device_copy_of(argv[6], (size_t)M * K * 4);
-    float* b = (float*)device_copy_of(argv[7], (size_t)K * N * 4);
-    out_bytes = (size_t)M * N * 4;
+    const bool is_half = !strcmp(argv[3], "f16");
+    const size_t elem = is_half ? 2 : 4;
+    const int M = atoi(argv[4]), K = atoi(argv[5]), N = atoi(argv[6]);
+    void* a = device_copy_of(argv[7], (size_t)M * K * elem);
+    void* b = device_copy_of(argv[8], (size_t)K * N * elem);
+    out_bytes = (size_t)M * N * elem;
     cnrtMalloc(&out, out_bytes);
-    out_path = argv[8];
-    ((MatmulEntry)find(argv[2]))(queue, a, b, (float*)out, M, K, N);
+    void* workspace = 0;  // fp16's partial sums, as the bindings allocate it
+    if (is_half) cnrtMalloc(&workspace, (size_t)M * N * 4);
+    out_path = argv[9];
+    ((MatmulEntry)find(argv[2]))(queue, a, b, out, (float*)workspace, M, K, N, is_half);
   }
   const cnrtRet_t status = cnrtQueueSync(queue);
   if (status != cnrtSuccess) {
@@ -224,7 +228,7 @@ int main(int argc, char** argv) {
 """
 
 SIGMOID_DECL = "void {0}(cnrtQueue_t, const void*, void*, int64_t, bool);"
-MATMUL_DECL = "void {0}(cnrtQueue_t, const float*, const float*, float*, int, int, int);"
+MATMUL_DECL = "void {0}(cnrtQueue_t, const void*, const void*, void*, float*, int, int, int, bool);"
 
 
 def entry_names(folder: Path) -> dict[str, str]:
@@ -303,12 +307,12 @@ class KernelDriver:
         out_path = exe.parent / f"{tag}_out.bin"
         trace = exe.parent / f"{tag}.trace.jsonl"
         trace.unlink(missing_ok=True)
+        dtype = "f16" if case.dtype == "float16" else "f32"
         if case.shapes.keys() == {"x"}:
-            argv = [str(exe), "sigmoid", entry, "f16" if case.dtype == "float16" else "f32",
-                    str(inputs["x"].size), *paths, str(out_path)]
+            argv = [str(exe), "sigmoid", entry, dtype, str(inputs["x"].size), *paths, str(out_path)]
         else:
             (m, k), (_, n) = case.shapes["a"], case.shapes["b"]
-            argv = [str(exe), "matmul", entry, str(m), str(k), str(n), *paths, str(out_path)]
+            argv = [str(exe), "matmul", entry, dtype, str(m), str(k), str(n), *paths, str(out_path)]
         inherited = {k: v for k, v in os.environ.items() if k not in RHS_LAYOUT_ENV}
         env = {**inherited, **(RHS_LAYOUT_ENV if env is None else env), "BANG_EMU_TRACE": str(trace),
                "BANG_EMU_POISON": "nan"}
@@ -440,6 +444,7 @@ class FixtureDefect:
     op: str
     failing: dict[str, int]
     passing: dict[str, int] | None
+    dtype: str = "float32"
 
 
 RUNTIME_FIXTURES = [
@@ -450,6 +455,8 @@ RUNTIME_FIXTURES = [
     FixtureDefect("out_of_bounds_write", "matmul", {"M": 63, "K": 65, "N": 65}, {"M": 63, "K": 65, "N": 64}),
     FixtureDefect("output_partly_unwritten", "matmul", {"M": 97, "K": 89, "N": 101}, {"M": 96, "K": 89, "N": 101}),
     FixtureDefect("hangs", "sigmoid", {"N": 63}, {"N": 4096}),
+    FixtureDefect("half_running_sum", "matmul", {"M": 65, "K": 2048, "N": 67}, {"M": 97, "K": 89, "N": 101},
+                  dtype="float16"),
 ]
 
 
@@ -461,11 +468,11 @@ def test_runtime_fixture_shows_its_defect_only_where_claimed(driver: KernelDrive
     (entry,) = entry_names(folder)
 
     if defect.passing is not None:
-        ok_case = single_case(defect.op, defect.passing)
+        ok_case = single_case(defect.op, defect.passing, defect.dtype)
         ok_inputs = ok_case.make_inputs()
         assert not check(spec, ok_case, ok_inputs, driver.run(folder, entry, ok_case, ok_inputs))
 
-    case = single_case(defect.op, defect.failing)
+    case = single_case(defect.op, defect.failing, defect.dtype)
     inputs = case.make_inputs()
     verdict = Verdict(expected["verdict"])
     run = driver.run(folder, entry, case, inputs, timeout=10.0 if verdict == Verdict.TIMEOUT else RUN_TIMEOUT_SECONDS)
@@ -519,7 +526,8 @@ BINDINGS = [
 ]
 BINDING_SHAPES = {
     "sigmoid": [({"N": 4096}, "float32"), ({"N": 1009}, "float32"), ({"N": 129}, "float16")],
-    "matmul": [({"M": 64, "K": 64, "N": 64}, "float32"), ({"M": 97, "K": 89, "N": 101}, "float32")],
+    "matmul": [({"M": 64, "K": 64, "N": 64}, "float32"), ({"M": 97, "K": 89, "N": 101}, "float32"),
+               ({"M": 65, "K": 2048, "N": 67}, "float16")],  # fp16 K-tiled: the binding's fp32 workspace
 }
 
 

@@ -32,6 +32,22 @@ def test_matmul_cases_cover_one_alignment_tails_primes_and_long_reductions():
     assert max(d["K"] for d in dims) >= 1024
 
 
+def test_matmul_fp16_group_is_run_on_every_stage_but_gates_none():
+    spec = load_assignment("matmul")
+    half = [c for c in spec.cases if c.group == "half"]
+    assert half and all(c.dtypes == ["float16"] for c in half)
+    assert max(c.dims["K"] for c in half) > 1024  # K tiled in fp16: the fp32 sums must survive the tiles
+    for stage in spec.stages:
+        assert "half" in stage.groups and "half" not in spec.gating_groups(stage)
+        assert spec.gating_groups(stage) == set(stage.groups) - {"half"}
+
+
+def test_groups_gate_the_stages_by_default():
+    spec = load_assignment("sigmoid")
+    for stage in spec.stages:
+        assert spec.gating_groups(stage) == set(stage.groups)
+
+
 def test_scalar_stages_skip_the_large_group():
     spec = load_assignment("matmul")
     for name in ("scalar_gdram", "scalar_nram"):
@@ -86,7 +102,9 @@ def _broken(old: str, new: str) -> str:
     ('name = "1x7x3"', 'name = "1x1x1"', "duplicate case names ['1x1x1']"),
     ("low = -1.0, high = 1.0", "low = 1.0, high = -1.0", "needs low < high"),
     ("[tolerances.float16]\ndiff1 = 3e-3\ndiff2 = 3e-3", "[tolerances.float16]", "at least one of diff1"),
-    ('groups = ["tiny", "aligned", "tail"]\nperf', 'groups = ["tiny", "bogus"]\nperf', "group 'bogus' is not declared"),
+    ('groups = ["tiny", "aligned", "tail", "half"]\nperf', 'groups = ["tiny", "bogus"]\nperf',
+     "group 'bogus' is not declared"),
+    ('groups = ["tiny", "aligned", "tail", "half"]\nperf', 'groups = ["half"]\nperf', "at least one must gate"),
     ('perf = { dims = { M = 128, K = 256, N = 128 } }\nslack = 2.0\n\n[[stages]]\nname = "scalar_nram"',
      'perf = { dims = { M = 128, N = 128 } }\nslack = 2.0\n\n[[stages]]\nname = "scalar_nram"',
      "perf dims ['M', 'N'] must be exactly"),

@@ -490,7 +490,7 @@ class _Grading:
 
     def _entry_correct(self, perf_call: PlannedCall, judged: dict[str, CaseResult]) -> bool:
         assert self.spec is not None and perf_call.stage is not None
-        groups = set(self.spec.stage(perf_call.stage).groups)
+        groups = self.spec.gating_groups(self.spec.stage(perf_call.stage))
         mine = [r for r in judged.values() if r.entry == perf_call.entry and r.group in groups]
         return bool(mine) and all(r.passed for r in mine)
 
@@ -516,7 +516,7 @@ class _Grading:
                       samples: list[float], thresholds: Any) -> StageResult:
         assert self.spec is not None and self.backend is not None and call.stage is not None
         stage = self.spec.stage(call.stage)
-        groups = set(stage.groups)
+        groups = self.spec.gating_groups(stage)
         correctness = [r for c_id, r in judged.items() if r.entry == call.entry and (r.group in groups or c_id == call.id)]
         # The harness times the checked call itself when there is no warm-up (bang_harness.worker).
         invocations = 1 + call.warmup + call.timed_repeats - (1 if call.warmup == 0 and call.timed_repeats else 0)

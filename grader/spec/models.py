@@ -89,6 +89,10 @@ class GroupSpec(_Strict):
     points: float = Field(ge=0, description="correctness points for this case group")
     scoring: Literal["proportional", "all_or_nothing"] = Field(
         "proportional", description="proportional: points x passed/total over every (entry, case) run")
+    gates_stages: bool = Field(
+        True, description="true: a stage earns its performance points only when its entry passes every case "
+        "of this group; false: the group's cases are still run on every stage that lists it and earn the "
+        "group's points, but a failure costs only those (an optional extension such as fp16)")
 
 
 class CaseSpec(_Strict):
@@ -208,6 +212,9 @@ class AssignmentSpec(_Strict):
             for group in stage.groups:
                 if group not in group_names:
                     problems.append(f"stage {stage.name!r}: group {group!r} is not declared in [[groups]]")
+            if not self.gating_groups(stage) and all(g in group_names for g in stage.groups):
+                problems.append(f"stage {stage.name!r}: every group it lists has gates_stages = false; at least one "
+                                "must gate its speed points")
             if set(stage.perf.dims) != dims:
                 problems.append(f"stage {stage.name!r}: perf dims {sorted(stage.perf.dims)} must be exactly {sorted(dims)}")
             if stage.perf.dtype not in self.tolerances:
@@ -221,6 +228,11 @@ class AssignmentSpec(_Strict):
     @property
     def max_score(self) -> float:
         return sum(g.points for g in self.groups) + sum(s.points for s in self.stages)
+
+    def gating_groups(self, stage: StageSpec) -> set[str]:
+        """The stage's groups whose every case its entry must pass before its speed counts."""
+        gating = {g.name for g in self.groups if g.gates_stages}
+        return {g for g in stage.groups if g in gating}
 
     def stage(self, name: str) -> StageSpec:
         for stage in self.stages:

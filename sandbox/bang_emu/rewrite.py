@@ -116,6 +116,21 @@ def _split_top(text: str, sep: str) -> list[str]:
     return parts
 
 
+def _split_initializer(declarator: str) -> tuple[str, str | None]:
+    """`name[dims] = init` -> (name[dims], init); a comparison inside the dims (`sizeof(T) == 4 ? a : b`) is no
+    initializer."""
+    depth = 0
+    for i, ch in enumerate(declarator):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif (ch == "=" and depth == 0 and declarator[i - 1 : i] not in ("=", "!", "<", ">")
+              and declarator[i + 1 : i + 2] != "="):
+            return declarator[:i], declarator[i + 1 :]
+    return declarator, None
+
+
 def _match_forward(text: str, pos: int, open_ch: str, close_ch: str) -> int:
     """Index just past the bracket closing the one at text[pos]."""
     depth = 0
@@ -261,10 +276,7 @@ def _translate_decl(stmt: str, space_kw: str, src_file: str, line: int, first_in
     parts = _split_top(body, ",")
     storage = []
     head_words = []
-    first = parts[0]
-    init0 = None
-    if "=" in first:
-        first, init0 = first.split("=", 1)
+    first, init0 = _split_initializer(parts[0])
     m = _DECLARATOR.match(first.strip())
     if not m:
         raise RewriteError(f"cannot parse the {space_kw} declaration '{stmt.strip()}'")
@@ -280,9 +292,7 @@ def _translate_decl(stmt: str, space_kw: str, src_file: str, line: int, first_in
         raise RewriteError(f"the {space_kw} declaration '{stmt.strip()}' has no type")
     declarators = [(m.group("name"), m.group("dims").replace(" ", ""), init0)]
     for extra in parts[1:]:
-        init = None
-        if "=" in extra:
-            extra, init = extra.split("=", 1)
+        extra, init = _split_initializer(extra)
         mm = _DECLARATOR.match(extra.strip())
         if not mm or mm.group("head").strip().strip("*"):
             raise RewriteError(f"cannot parse the declarator '{extra.strip()}'")

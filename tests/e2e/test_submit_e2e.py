@@ -43,7 +43,7 @@ def test_the_demo_command_grades_the_example_correct_everywhere():
     times = {s.name: s.timing.median_us for s in result.stages}
     assert times["scalar_gdram"] > times["scalar_nram"] > times["vector"]
     # The CLI: score printed, results.json and report written, exit 0 exactly when everything passed.
-    assert f"score: {result.score:g} / 100" in stderr
+    assert f"score: {result.score:g} / {spec.max_score:g}" in stderr
     assert (out / "results.json").is_file()
     assert code == (0 if result.verdict == Verdict.PASSED else 1)
     if all(s.threshold_us is not None for s in result.stages):
@@ -79,3 +79,17 @@ def test_known_bad_fixture_gets_its_verdict(name):
     for fragment in expected.get("message_contains", []):
         assert fragment in text, (fragment, text[:3000])
     assert result.score < result.max_score
+
+
+def test_a_failing_fp16_case_costs_the_half_group_but_not_the_stage_speed_points():
+    # matmul's "half" group has gates_stages = false: the fp16-only defect of half_running_sum loses the
+    # group's points, while the stage (fp32 correct everywhere) still earns its speed points.
+    result = graded("reference_kernels/known_bad/half_running_sum", "matmul", ("scalar_gdram",))
+    failing = {c.name for c in result.cases if not c.passed}
+    assert failing == {"half_long_k_65x2048x67"}, failing
+    half = next(g for g in result.groups if g.name == "half")
+    assert half.points < half.points_possible
+    assert all(g.points == g.points_possible for g in result.groups if g.name != "half" and g.total_cases)
+    (stage,) = result.stages
+    assert stage.correct and stage.verdict == Verdict.PASSED and stage.points == stage.points_possible, stage.message
+    assert result.verdict == Verdict.WRONG_ANSWER

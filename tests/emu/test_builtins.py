@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from emu_helpers import PROGRAMS, run
+from emu_helpers import PROGRAMS, read_trace, run
 
 N = 128
 
@@ -77,3 +77,21 @@ def test_matmul_lab_layout_on_request(build):
     _, _, lhs, rhs = inputs()
     out = outputs(build(PROGRAMS / "builtins.mlu"), env={"BANG_EMU_MATMUL_RHS": "kn"})
     np.testing.assert_allclose(out["matmul"][:64], (lhs @ rhs.reshape(8, 16)).ravel(), rtol=1e-6, atol=1e-6)
+
+
+def test_fp16_matmul_overloads_match_numpy_in_the_same_layout(build, tmp_path):
+    # half x half -> float sums in fp32; half x half -> half rounds that sum once. Both read the rhs as N rows
+    # of K, like the fp32 overload, and the trace charges fp16 at the tensor unit's fp16 rate.
+    trace = tmp_path / "trace.jsonl"
+    out = outputs(build(PROGRAMS / "matmul_half.mlu"), env={"BANG_EMU_TRACE": str(trace)})
+    m, k, n = 4, 32, 64
+    lhs = (((np.arange(m * k) * 7) % 17 - 8) / 8.0).reshape(m, k)
+    rhs = (((np.arange(n * k) * 5) % 13 - 6) / 8.0).reshape(n, k)  # N rows of K
+    expected = (lhs @ rhs.T).ravel()
+    np.testing.assert_array_equal(out["fp32"], expected.astype(np.float32))
+    np.testing.assert_array_equal(out["half_to_float"], expected.astype(np.float32))
+    np.testing.assert_array_equal(out["half_to_half"], expected.astype(np.float16).astype(np.float32))
+    launches = read_trace(trace)
+    assert [launch["builtin_counts"].get("__bang_matmul") for launch in launches] == [1, 1, 1]
+    tensor_us = [launch["time_split_us"]["tensor"] for launch in launches]
+    assert tensor_us[1] < tensor_us[0] and tensor_us[2] == pytest.approx(tensor_us[1])

@@ -161,3 +161,15 @@ def test_compile_mlu_api_and_prebuilt_runtime(tmp_path):
     prebuilt = cncc("--prebuild-runtime", tmp_path / "rt")
     assert prebuilt.returncode == 0, prebuilt.stderr
     assert (tmp_path / "rt" / toolchain.runtime_hash() / toolchain.LIB_NAME).exists()
+
+
+def test_rewrite_tells_a_comparison_in_the_dims_from_an_initializer():
+    # A template kernel sizing a buffer by its element type: the '==' is part of the dims, '= {1, 2}' is not.
+    text = ('# 1 "k.mlu"\n'
+            'template <typename T> void f() {\n'
+            '  __nram__ T rounded[sizeof(T) == sizeof(float) ? 1 : 64], z[2] = {1, 2};\n'
+            '}\n')
+    res = rewrite.rewrite(text)
+    assert [(d.name, d.line) for d in res.onchip] == [("rounded", 2), ("z", 2)]
+    assert "thread_local T (&rounded)[sizeof(T)==sizeof(float)?1:64]" in res.text
+    assert "static const T __init[2] = {1, 2};" in res.text

@@ -36,4 +36,15 @@ __mlu_func__ void task_range(int64_t total, int index, int count, int64_t* begin
   *end = *begin + per_task + (index < remainder ? 1 : 0);
 }
 
+// n fp32 results (NRAM) in the type of out: acc itself for fp32; for fp16 rounded to nearest into `rounded`
+// (n a multiple of 64). The output pointer only picks the overload.
+__mlu_func__ const float* result_in_output_type(const float* /*out*/, const float* acc, float* /*rounded*/,
+                                                int /*n*/) {
+  return acc;
+}
+__mlu_func__ const half* result_in_output_type(const half* /*out*/, const float* acc, half* rounded, int n) {
+  __bang_float2half_rn(rounded, acc, n);
+  return rounded;
+}
+
 #endif  // REFERENCE_BANG_UTILS_H_

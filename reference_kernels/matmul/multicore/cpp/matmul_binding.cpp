@@ -15,8 +15,10 @@ using namespace torch_mlu;
 torch::Tensor matmul_multicore(const torch::Tensor& a, const torch::Tensor& b) {
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "matmul_multicore: 2-D operands expected");
   TORCH_CHECK(a.size(1) == b.size(0), "matmul_multicore: a is ", a.sizes(), " but b is ", b.sizes());
-  TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
-              "matmul_multicore: float32 operands expected");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type() &&
+                  (a.scalar_type() == at::kFloat || a.scalar_type() == at::kHalf),
+              "matmul_multicore: float32 or float16 operands of one dtype expected, got ", a.scalar_type(), " and ",
+              b.scalar_type());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   TORCH_CHECK(M * K < std::numeric_limits<int>::max() && K * N < std::numeric_limits<int>::max() &&
                   M * N < std::numeric_limits<int>::max(),
@@ -26,10 +28,14 @@ torch::Tensor matmul_multicore(const torch::Tensor& a, const torch::Tensor& b) {
   auto c = at::empty({M, N}, lhs.options());
   if (c.numel() == 0) return c;
   if (K == 0) return c.zero_();  // an empty sum; the kernel is not needed for that
+  const bool is_half = lhs.scalar_type() == at::kHalf;
+  // fp16 sums stay in fp32 between K tiles: M x N floats of scratch on the device (fp32 sums live in c).
+  auto workspace = is_half ? at::empty({M, N}, lhs.options().dtype(at::kFloat)) : at::Tensor();
   cnrtQueue_t queue = getCurMLUStream();
-  matmul_multicore_entry(queue, static_cast<const float*>(mlu_data_ptr(getMluTensorImpl(lhs))),
-                    static_cast<const float*>(mlu_data_ptr(getMluTensorImpl(rhs))),
-                    static_cast<float*>(mlu_data_ptr(getMluTensorImpl(c))), (int)M, (int)K, (int)N);
+  matmul_multicore_entry(queue, mlu_data_ptr(getMluTensorImpl(lhs)), mlu_data_ptr(getMluTensorImpl(rhs)),
+                         mlu_data_ptr(getMluTensorImpl(c)),
+                         is_half ? static_cast<float*>(mlu_data_ptr(getMluTensorImpl(workspace))) : nullptr,
+                         (int)M, (int)K, (int)N, is_half);
   const cnrtRet_t launch_status = cnrtGetLastError();  // the launch is asynchronous: errors surface here
   TORCH_CHECK(launch_status == cnrtSuccess, "kernel launch failed: ", cnrtGetErrorStr(launch_status));
   return c;
