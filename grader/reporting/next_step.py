@@ -204,7 +204,13 @@ for (int start = 0; start < n; start += CHUNK) {
   __memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);
 }"""
 
+_SNIPPET_FP16_SUM = """\
+float sum = 0.0f;                        // not T: a half sum rounds at every addition
+for (int k = 0; k < K; ++k) sum += (float)a[i * K + k] * (float)b[k * N + j];
+c[i * N + j] = (half)sum;                // one rounding, when the result is final"""
+
 _FIX_SNIPPETS = {
+    "fp16_only": _SNIPPET_FP16_SUM,
     "tail_only": _SNIPPET_REMAINDER,
     "gdram_oob_write": _SNIPPET_REMAINDER,
     "gdram_oob_read": _SNIPPET_REMAINDER,

@@ -27,6 +27,24 @@ def test_tail_only_is_not_claimed_when_an_aligned_case_fails_too():
     assert "wrong_values" in kinds(result)
 
 
+def test_fp16_only_failures_point_at_the_fp16_sum_not_the_remainder():
+    # Tail-shaped cases failing in fp16 only: the dtype is the pattern, not the shape.
+    result = samples.failing_matmul()
+    for case in result.cases:
+        case.dtype = "float16" if not case.passed else "float32"
+    findings = diagnose(result)
+    assert findings[0].kind == "fp16_only" and "tail_only" not in kinds(result)
+    assert "fp32" in findings[0].advice and "float32 cases pass" in findings[0].evidence
+
+
+def test_fp16_only_is_not_claimed_when_an_fp32_case_fails_too():
+    result = samples.failing_matmul()
+    failing = [c for c in result.cases if not c.passed]
+    for case in failing[1:]:
+        case.dtype = "float16"
+    assert "fp16_only" not in kinds(result)
+
+
 def test_partly_unwritten_output_reports_the_fraction_and_task_offsets():
     finding = next(f for f in diagnose(samples.failing_matmul()) if f.kind == "unwritten_output")
     assert "11.8%" in finding.evidence

@@ -53,6 +53,7 @@ except ImportError:  # pragma: no cover -- the e2e suite is not there
 # fixture -> finding kinds that name its problem (the emulator's kind names, and the report's own)
 EXPECTED_KINDS = {
     "compile_error": {"compile_error"},
+    "half_running_sum": {"fp16_only"},
     "hangs": {"timeout", "barrier_timeout"},
     "kernel_never_launches": {"not_using_kernel"},
     "wrapper_calls_torch_matmul": {"not_using_kernel"},
@@ -116,7 +117,7 @@ def test_known_bad_report_names_its_problem(fixture, tmp_path):
         f"reference_kernels/known_bad/{fixture}", expected["assignment"], (stage,) if stage else None
     )
     html = render_report(result, tmp_path / "report.html").read_text()
-    rule = re.search(r'id="next-step" data-rule="([a-z_]+)"', html)
+    rule = re.search(r'id="next-step" data-rule="([a-z0-9_]+)"', html)
     assert rule, "the report has no next step"
     kinds = {f"fix_{k}" for k in EXPECTED_KINDS[fixture]}
     assert rule.group(1) in kinds, (
