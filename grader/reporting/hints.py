@@ -440,6 +440,15 @@ def _shape_text(case: CaseResult) -> str:
     return ", ".join("x".join(str(d) for d in shape) for shape in case.shapes.values())
 
 
+def _only_these_fail(kind: str, title: str, passing: str, failing_what: str, failing: list[CaseResult],
+                     advice: str, action: str) -> Finding:
+    """A pattern finding: every case of one kind fails while the others pass."""
+    shapes = "; ".join(f"{case_label(c)} ({_shape_text(c)})" for c in failing[:4])
+    return Finding(kind=kind, title=title, advice=advice, action=action,
+                   evidence=f"All {passing} cases pass; {len(failing)} {failing_what} case(s) fail: {shapes}.",
+                   cases=tuple(case_label(c) for c in failing))
+
+
 def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
     failing = [
         c for c in cases if not c.passed and c.verdict in (Verdict.WRONG_ANSWER, Verdict.RUNTIME_ERROR)
@@ -449,38 +458,24 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
     findings: list[Finding] = []
     passing_aligned = [c for c in cases if c.passed and not is_tail_case(c)]
     passing_fp32 = [c for c in cases if c.passed and c.dtype == "float32"]
+    # fp16 first: an fp16 defect shows on long or odd shapes, which look like tails.
     if all(c.dtype == "float16" for c in failing) and passing_fp32:
-        # Checked before the tail pattern: an fp16 defect shows on long or odd shapes, which look like tails.
-        shapes = "; ".join(f"{case_label(c)} ({_shape_text(c)})" for c in failing[:4])
-        findings.append(
-            Finding(
-                kind="fp16_only",
-                title="Only fp16 cases fail",
-                evidence=f"All {len(passing_fp32)} float32 cases pass; {len(failing)} float16 case(s) fail: {shapes}.",
-                advice="Your fp32 path is right; the half one loses precision or reads the data wrongly. Sum fp16 "
-                "products in fp32 (a `float` running sum, or `__bang_matmul(float *dst, half *lhs, half *rhs, ...)`) "
-                "and round to half once, when a result is final (`__bang_float2half_rn`); keep partial sums "
-                "between K tiles in fp32 too. Dispatch on the dtype so half data never goes through float "
-                "pointers, and pad K for `__bang_matmul` to 64 bytes: 32 halves, not 16.",
-                action="Sum fp16 products in fp32 and round to half once, at the end",
-                cases=tuple(case_label(c) for c in failing),
-            )
-        )
+        findings.append(_only_these_fail(
+            "fp16_only", "Only fp16 cases fail", f"{len(passing_fp32)} float32", "float16", failing,
+            advice="Your fp32 path is right; the half one loses precision or reads the data wrongly. Sum fp16 "
+            "products in fp32 (a `float` running sum, or `__bang_matmul(float *dst, half *lhs, half *rhs, ...)`) "
+            "and round to half once, when a result is final (`__bang_float2half_rn`); keep partial sums "
+            "between K tiles in fp32 too. Dispatch on the dtype so half data never goes through float "
+            "pointers, and pad K for `__bang_matmul` to 64 bytes: 32 halves, not 16.",
+            action="Sum fp16 products in fp32 and round to half once, at the end"))
     elif all(is_tail_case(c) for c in failing) and passing_aligned:
-        shapes = "; ".join(f"{case_label(c)} ({_shape_text(c)})" for c in failing[:4])
-        findings.append(
-            Finding(
-                kind="tail_only",
-                title="Only tail shapes fail",
-                evidence=f"All {len(passing_aligned)} aligned cases pass; {len(failing)} tail case(s) fail: {shapes}.",
-                advice="Your main loop is right but the remainder is lost. When the size is not a multiple of "
-                "your chunk (or of taskDim), process the last, shorter piece too: loop "
-                "`for (start = 0; start < n; start += chunk)` with `len = min(chunk, n - start)`, and give the "
-                "first n % taskDim tasks one extra element (or row) each.",
-                action="Handle the remainder when a size is not a multiple of your chunk",
-                cases=tuple(case_label(c) for c in failing),
-            )
-        )
+        findings.append(_only_these_fail(
+            "tail_only", "Only tail shapes fail", f"{len(passing_aligned)} aligned", "tail", failing,
+            advice="Your main loop is right but the remainder is lost. When the size is not a multiple of "
+            "your chunk (or of taskDim), process the last, shorter piece too: loop "
+            "`for (start = 0; start < n; start += chunk)` with `len = min(chunk, n - start)`, and give the "
+            "first n % taskDim tasks one extra element (or row) each.",
+            action="Handle the remainder when a size is not a multiple of your chunk"))
     pattern = findings  # the fp16 / tail-only pattern explains the others, so it stays first
     findings = []
     by_kind: dict[str, list[CaseResult]] = {}
