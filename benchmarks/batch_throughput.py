@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -78,18 +80,47 @@ def generate_class(root: Path, assignment: str, students: int, distinct: int | N
     return made
 
 
-def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int) -> dict:
-    started = time.monotonic()
-    summary = run_batch(subs, assignment, out, workers=workers, backend="emu", sandbox="docker", force=False,
-                        seed="benchmark", progress=sys.stderr.isatty(), build_cache=cache)
-    wall = time.monotonic() - started
+def generate_distinct_class(root: Path, assignment: str, students: int) -> dict[str, str]:
+    """`students` submissions that all differ in content (so none shares a build): the instructor references
+    in turn, each with a comment naming its student in every source file, as real classes differ."""
+    refs = PER_ASSIGNMENT[assignment]["references"]
+    root.mkdir(parents=True)
+    made: dict[str, str] = {}
+    for i in range(students):
+        src = KERNELS / refs[i % len(refs)]
+        sid = f"s{i:03d}"
+        copy_submission(src, root / sid)
+        for path in [*(root / sid).glob("cpp/*.cpp"), *(root / sid).glob("mlu/*.mlu")]:
+            path.write_text(path.read_text() + f"\n// student {sid}\n")
+        made[sid] = f"reference:{src.name} (distinct)"
+    return made
+
+
+def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int,
+            no_pch: bool = False) -> dict:
+    previous = os.environ.pop("BANG_GRADER_NO_PCH", None)
+    if no_pch:  # read by Backend.env in each worker: builds then compile torch/extension.h themselves
+        os.environ["BANG_GRADER_NO_PCH"] = "1"
+    try:
+        started = time.monotonic()
+        summary = run_batch(subs, assignment, out, workers=workers, backend="emu", sandbox="docker", force=False,
+                            seed="benchmark", progress=sys.stderr.isatty(), build_cache=cache)
+        wall = time.monotonic() - started
+    finally:
+        os.environ.pop("BANG_GRADER_NO_PCH", None)
+        if previous is not None:
+            os.environ["BANG_GRADER_NO_PCH"] = previous
     cached = 0
+    build_seconds = []
     for path in (out / "results").glob("*.json"):
         result = GradeResult.from_json(path.read_text())
         cached += bool(result.build and result.build.cached)
+        if result.build and not result.build.cached and result.build.ok:
+            build_seconds.append(result.build.duration_seconds)
     return {"run": label, "students": summary.total, "graded": summary.graded, "skipped": summary.skipped,
             "wall_seconds": round(wall, 1), "per_minute": round(60 * summary.graded / wall, 2) if summary.graded else None,
-            "builds_from_cache": cached, "verdicts": summary.verdicts, "worker_failures": summary.worker_failures}
+            "builds_from_cache": cached, "verdicts": summary.verdicts, "worker_failures": summary.worker_failures,
+            "median_build_seconds": round(statistics.median(build_seconds), 1) if build_seconds else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--distinct", type=int, default=None,
                         help="how many different fixtures the class is made of (default: all; fewer = fewer builds)")
+    parser.add_argument("--all-distinct", action="store_true",
+                        help="every submission differs in content (references with a per-student comment)")
+    parser.add_argument("--compare-pch", action="store_true",
+                        help="first a cold run without the precompiled torch headers (how builds ran before)")
     parser.add_argument("--assignment", choices=sorted(PER_ASSIGNMENT), default="sigmoid")
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and batch folders here")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -107,24 +142,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep and work.exists():
         shutil.rmtree(work)
     subs, cache = work / "class", work / "build-cache"
-    kinds = generate_class(subs, args.assignment, args.students, args.distinct)
+    kinds = generate_distinct_class(subs, args.assignment, args.students) if args.all_distinct else \
+        generate_class(subs, args.assignment, args.students, args.distinct)
     print(f"class of {len(kinds)} in {subs} ({args.assignment}, {args.workers} workers)", file=sys.stderr)
 
-    runs = [measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers),
-            measure("warm", subs, args.assignment, work / "batch-warm", cache, args.workers),
-            measure("resume", subs, args.assignment, work / "batch-warm", cache, args.workers)]
-    cold, warm = runs[0], runs[1]
+    runs = []
+    if args.compare_pch:
+        runs.append(measure("cold-noPCH", subs, args.assignment, work / "batch-cold-nopch", work / "cache-nopch",
+                            args.workers, no_pch=True))
+    runs += [measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers),
+             measure("warm", subs, args.assignment, work / "batch-warm", cache, args.workers),
+             measure("resume", subs, args.assignment, work / "batch-warm", cache, args.workers)]
+    cold, warm = runs[-3], runs[-2]
     speedup = cold["wall_seconds"] / warm["wall_seconds"] if warm["wall_seconds"] else None
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     report = {"assignment": args.assignment, "students": len(kinds), "workers": args.workers, "runs": runs,
               "distinct_fixtures": len({v.split(" (")[0] for v in kinds.values()}), "loadavg_after": load,
               "warm_speedup": round(speedup, 2) if speedup else None, "class": kinds}
 
-    print(f"{'run':<8}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'cached builds':>15}")
+    print(f"{'run':<12}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'cached builds':>15}"
+          f"{'build s/sub (median)':>22}{'vs first':>10}")
+    first = runs[0]["wall_seconds"]
     for r in runs:
         rate = f"{r['per_minute']:.1f}" if r["per_minute"] else "-"
-        print(f"{r['run']:<8}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}"
-              f"{r['builds_from_cache']:>15}")
+        floor = f"{r['median_build_seconds']:.1f}" if r.get("median_build_seconds") else "-"
+        ratio = f"{first / r['wall_seconds']:.2f}x" if r["wall_seconds"] else "-"
+        print(f"{r['run']:<12}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}"
+              f"{r['builds_from_cache']:>15}{floor:>22}{ratio:>10}")
+    print("build s/sub: the harness's own build time per uncached submission (g++ and cncc-emu: the compiler "
+          "floor a cold batch cannot go below, per worker)")
     print(f"warm cache speed-up: {report['warm_speedup']}x   verdicts (cold): {cold['verdicts']}")
     print(f"{report['distinct_fixtures']} distinct fixtures; load average after: {' '.join(load)}")
     if args.json:

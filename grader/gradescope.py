@@ -27,6 +27,9 @@ def to_gradescope(result: GradeResult) -> dict[str, Any]:
         tests.append({"name": f"Correctness: {group.name}", "number": f"1.{i}", "score": group.points,
                       "max_score": group.points_possible, "output": "\n".join(lines), "output_format": "md",
                       "tags": ["correctness"]})
+    if result.integrity:
+        tests.append({"name": "Integrity: the sandbox's claims add up", "number": "3", "score": 0, "max_score": 0,
+                      "status": "failed", "output": "\n".join(result.integrity)[:8000], "output_format": "text"})
     for i, stage in enumerate(result.stages, start=1):
         output = [f"{stage.verdict.value}: {stage.message}"]
         if stage.timing is not None:

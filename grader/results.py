@@ -17,9 +17,11 @@ SCHEMA_VERSION = "1.0"
 class Verdict(StrEnum):
     """Verdict taxonomy, worst first: the overall verdict is the worst one seen."""
 
+    ENVIRONMENT_ERROR = "environment_error"  # the machine cannot grade (no sandbox); nothing was run
     INTERNAL_ERROR = "internal_error"  # the grader itself failed; never the student's fault
     UNGRADABLE_LAYOUT = "ungradable_layout"  # files missing or misplaced; nothing was built
     COMPILE_ERROR = "compile_error"
+    INTEGRITY = "integrity"  # the sandbox's claims do not add up (forged trace, output not written by a kernel)
     NOT_USING_KERNEL = "not_using_kernel"  # wrapper computes on the host / kernel never launches
     TIMEOUT = "timeout"
     CRASH = "crash"  # process died (signal) or exited non-zero
@@ -73,6 +75,18 @@ class TraceSummary(BaseModel):
     cores_used: int = 1
     launches: int = 1
     diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
+
+
+class ScreeningFinding(BaseModel):
+    """An escape hatch found by the host's static screening of the sources, before anything is built."""
+
+    rule: str = Field(description="machine name, e.g. inline_asm, dlopen, ctypes, emu_env, io_path")
+    message: str
+    file: str = Field(description="path relative to the submission root")
+    line: int
+    source_line: str = ""
+    action: Literal["zero_stages", "review"] = Field(
+        "zero_stages", description="what assignment.toml says a finding does: zero the stage points or flag")
 
 
 class SourceExcerpt(BaseModel):
@@ -212,6 +226,10 @@ class GradeResult(BaseModel):
     cases: list[CaseResult] = Field(default_factory=list)
     stages: list[StageResult] = Field(default_factory=list)
     build: BuildInfo | None = None
+    layout: str = Field("handout", description="the submission layout found (handout, aics_exp_5_1, ...)")
+    screening: list[ScreeningFinding] = Field(default_factory=list)
+    integrity: list[str] = Field(default_factory=list,
+                                 description="what did not add up in the sandbox's claims (one line each)")
     device_peaks: DevicePeaks | None = Field(None, description="None: the report uses its own profile table")
     source_excerpts: list[SourceExcerpt] = Field(
         default_factory=list, description="submission lines around errors; empty: the report reads them from submission_path"

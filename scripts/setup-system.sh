@@ -1,26 +1,60 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the grader and its tests use, and starts dockerd if none answers.
-# Idempotent: quick when everything is already there. Needs root (as on the dev and CI machines).
+# Installs the Debian packages the grader uses and starts dockerd if none answers. Idempotent: quick when
+# everything is already there. Needs root. One script for every caller:
+#   scripts/setup-system.sh            what grading needs (docker.io + dockerd, debootstrap for the image,
+#                                      bubblewrap/util-linux for the daemon-less self-check sandbox, g++)
+#   scripts/setup-system.sh --tests    the same plus what the test suite uses (chromium for the report tests)
+# `./grade setup` (and `./grade submit` on a machine not set up yet) runs it, then builds the sandbox image;
+# ./run-tests runs it with --tests, then `grade setup`.
+#
+# dockerd is started on $DOCKER_HOST's socket when that names a unix socket, with $BANG_GRADER_DOCKERD_ARGS
+# added (e.g. --data-root/--exec-root/--pidfile for a second, private daemon); the default is the system one.
 set -euo pipefail
+with_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) with_tests=1 ;;
+    *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+  esac
+done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup-system: needs root (run: sudo $0 $*)" >&2
+  exit 1
+fi
 need=()
 # debootstrap builds the sandbox base image from the mirror apt uses here (grader/sandbox/images.py);
 # util-linux gives prlimit/setpriv and bubblewrap the daemon-less self-check sandbox.
-for pkg_cmd in "docker.io:dockerd" "debootstrap:debootstrap" "chromium:chromium" "bubblewrap:bwrap" "g++:g++" \
-               "util-linux:setpriv" "debian-archive-keyring:/usr/share/keyrings/debian-archive-keyring.gpg"; do
+wanted=("docker.io:dockerd" "debootstrap:debootstrap" "bubblewrap:bwrap" "g++:g++" "util-linux:setpriv"
+        "debian-archive-keyring:/usr/share/keyrings/debian-archive-keyring.gpg")
+[ "$with_tests" = 1 ] && wanted+=("chromium:chromium")
+for pkg_cmd in "${wanted[@]}"; do
   probe="${pkg_cmd#*:}"
   if [ "${probe#/}" != "$probe" ]; then [ -e "$probe" ] || need+=("${pkg_cmd%%:*}")
   else command -v "$probe" >/dev/null 2>&1 || need+=("${pkg_cmd%%:*}"); fi
 done
+# bootstrap.sh makes .venv with `python3 -m venv`: Debian keeps ensurepip in a package of its own.
+command -v python3.11 >/dev/null 2>&1 || python3 -c "import ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
-  echo "setup-system: installing ${need[*]}" >&2
+  echo "setup-system: installing ${need[*]} (apt-get; a minute or two)" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2
   apt-get install -y -qq "${need[@]}" >&2
+  echo "setup-system: installed ${need[*]}" >&2
 fi
 if ! docker info >/dev/null 2>&1; then
-  echo "setup-system: starting dockerd" >&2
+  args=()
+  log=/var/log/bang-grader-dockerd.log
+  case "${DOCKER_HOST:-}" in
+    unix://*) args+=(--host "$DOCKER_HOST"); log="/var/log/bang-grader-dockerd-$(echo "$DOCKER_HOST" | sha256sum | cut -c1-8).log" ;;
+    "") ;;
+    *) echo "setup-system: DOCKER_HOST=$DOCKER_HOST is not a local unix socket: start that daemon yourself" >&2; exit 1 ;;
+  esac
+  # shellcheck disable=SC2206 -- word splitting of the extra arguments is intended
+  args+=(${BANG_GRADER_DOCKERD_ARGS:-})
+  echo "setup-system: starting dockerd ${args[*]} (log: $log)" >&2
   mkdir -p /var/log
-  (nohup dockerd >/var/log/bang-grader-dockerd.log 2>&1 &)
+  (nohup dockerd "${args[@]}" >"$log" 2>&1 &)
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-  docker info >/dev/null 2>&1 || { echo "setup-system: dockerd did not start; see /var/log/bang-grader-dockerd.log" >&2; exit 1; }
+  docker info >/dev/null 2>&1 || { echo "setup-system: dockerd did not start; see $log" >&2; tail -5 "$log" >&2; exit 1; }
+  echo "setup-system: dockerd answers" >&2
 fi

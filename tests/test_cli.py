@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 GRADE = [sys.executable, "-m", "grader.cli"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def grade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -67,3 +71,118 @@ def test_doctor_lists_backends_sandboxes_and_fixes():
 def test_batch_is_a_thin_wrapper_that_refuses_unsandboxed_grading(tmp_path):
     proc = grade("batch", str(tmp_path), "--assignment", "sigmoid", "--sandbox", "none", "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and "batch refused" in proc.stdout
+
+
+# --- a machine that is not set up (grader.orchestration.environment.prepare_environment) ------------------
+
+def test_no_sandbox_is_an_environment_error_with_the_fix_not_an_internal_error(tmp_path):
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/nothing-listens.sock"}
+    proc = subprocess.run([*GRADE, "submit", str(ROOT / "reference_kernels" / "sigmoid" / "vector"), "--sandbox",
+                           "docker", "--no-setup", "--out", str(tmp_path / "out"), "--json"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["verdict"] == "environment_error" and data["assignment"] == "sigmoid" and data["score"] == 0
+    assert "sudo ./grade setup" in data["message"] and "sudo ./grade setup" in proc.stderr
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["verdict"] == "environment_error"
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """prepare_environment's view of the machine, every probe replaced: nothing is installed or started."""
+    from grader.orchestration import environment
+
+    state = {"root": False, "docker": False, "image": True, "base": True, "bwrap": True, "setup_ok": True,
+             "setup_runs": 0, "image_builds": 0}
+
+    def setup_script(log, tests=False):
+        state["setup_runs"] += 1
+        if state["setup_ok"]:
+            state["docker"] = True
+        return state["setup_ok"], "apt-get: failed" if not state["setup_ok"] else ""
+
+    def build_image(log=None, rebuild=False):
+        state["image_builds"] += 1
+        state["image"] = True
+        return "bang-grader-emu:test"
+
+    monkeypatch.setattr(environment, "_is_root", lambda: state["root"])
+    monkeypatch.setattr(environment, "_docker_ready", lambda: (state["docker"], "no Docker daemon answers"))
+    monkeypatch.setattr(environment, "_image_state", lambda: (state["image"], state["base"], "bang-grader-emu:test"))
+    monkeypatch.setattr(environment, "bwrap_works", lambda: (state["bwrap"], "ok" if state["bwrap"] else "no bwrap"))
+    monkeypatch.setattr(environment, "run_setup_script", setup_script)
+    monkeypatch.setattr("grader.sandbox.images.ensure_emu_image", build_image)
+    return state
+
+
+def _prepare(**options):
+    from grader.orchestration import GradeOptions
+    from grader.orchestration.environment import prepare_environment
+
+    lines: list[str] = []
+    return prepare_environment(GradeOptions(**options), log=lines.append), lines
+
+
+def test_as_root_a_bare_machine_is_set_up_then_graded_in_docker(machine):
+    machine.update(root=True, image=False, base=False)
+    prepared, lines = _prepare()
+    assert prepared.sandbox == "docker" and machine["setup_runs"] == 1 and machine["image_builds"] == 1
+    assert any("installing and starting" in line for line in lines)
+    assert any("building the sandbox image" in line for line in lines)
+
+
+def test_a_ready_machine_is_left_alone(machine):
+    machine.update(root=True, docker=True)
+    prepared, lines = _prepare()
+    assert prepared.sandbox == "docker" and machine["setup_runs"] == 0 and machine["image_builds"] == 0
+    assert lines == []
+
+
+def test_without_root_a_self_check_falls_back_to_bubblewrap_and_says_so(machine):
+    prepared, lines = _prepare()
+    assert prepared.sandbox == "bwrap" and machine["setup_runs"] == 0
+    assert "bubblewrap" in prepared.notes[0] and "sudo ./grade setup" in prepared.notes[0]
+
+
+def test_without_root_docker_or_bwrap_it_stops_naming_the_fix(machine):
+    from grader.orchestration.environment import EnvironmentProblem
+
+    machine.update(bwrap=False)
+    with pytest.raises(EnvironmentProblem) as problem:
+        _prepare()
+    assert problem.value.fix == "sudo ./grade setup" and "needs root" in str(problem.value)
+
+
+def test_a_failed_setup_falls_back_and_batch_never_does(machine):
+    from grader.orchestration.environment import EnvironmentProblem
+
+    machine.update(root=True, setup_ok=False)
+    prepared, _ = _prepare()
+    assert prepared.sandbox == "bwrap" and machine["setup_runs"] == 1
+    with pytest.raises(EnvironmentProblem, match="setup-system.sh failed"):
+        _prepare(batch=True)
+    with pytest.raises(EnvironmentProblem):
+        _prepare(sandbox="docker")
+
+
+def test_without_root_only_a_missing_base_image_stops_the_image_build(machine):
+    machine.update(docker=True, image=False, base=True)
+    assert _prepare()[0].sandbox == "docker" and machine["image_builds"] == 1  # the thin layer needs no root
+    machine.update(image=False, base=False, bwrap=False)
+    with pytest.raises(Exception, match="needs root"):
+        _prepare()
+
+
+def test_submit_keeps_builds_in_a_default_cache_and_prunes_it(tmp_path, monkeypatch):
+    from grader.cli.app import default_build_cache, prune_build_cache
+
+    monkeypatch.delenv("BANG_GRADER_BUILD_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_build_cache() == tmp_path / "xdg" / "bang-grader" / "builds"
+    monkeypatch.setenv("BANG_GRADER_BUILD_CACHE", str(tmp_path / "mine"))
+    assert default_build_cache() == tmp_path / "mine"
+    for i in range(5):
+        (tmp_path / "mine" / f"k{i}").mkdir(parents=True)
+        os.utime(tmp_path / "mine" / f"k{i}", (1000 + i, 1000 + i))
+    prune_build_cache(tmp_path / "mine", keep=2)
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["k3", "k4"]

@@ -44,3 +44,10 @@ def test_scores_and_tests_match_the_result(tmp_path):
     assert out["extra_data"]["seed_digest"] == "abc" and out["extra_data"]["time_is_modelled"] is True
     path = write_gradescope(_result(), tmp_path / "results" / "results.json")
     assert json.loads(path.read_text())["score"] == 47.5
+
+
+def test_integrity_findings_are_shown_as_a_failed_unscored_test():
+    doc = to_gradescope(_result().model_copy(update={"integrity": ["matmul(), case tiny: no output record"]}))
+    (test,) = [t for t in doc["tests"] if t["name"].startswith("Integrity")]
+    assert test["status"] == "failed" and test["max_score"] == 0 and "no output record" in test["output"]
+    assert "Integrity" not in json.dumps(to_gradescope(_result()))

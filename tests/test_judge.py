@@ -1,10 +1,12 @@
-"""Judging one call from what the sandbox sent back: harness error kinds, no kernel launch, repeat drift."""
+"""Judging one call from what the sandbox sent back: typed error kinds, no kernel launch, repeat drift."""
 
 from __future__ import annotations
 
 import numpy as np
+from bang_harness.protocol import ErrorKind
 
 from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry, judge_call
+from grader.orchestration.trace_summary import TraceReading
 from grader.results import Verdict
 from grader.spec import SeedPlan, correctness_cases, load_assignment
 from grader.spec.references import REFERENCES
@@ -15,10 +17,18 @@ EXPECTED = REFERENCES["sigmoid"].compute(CASE.make_inputs()["x"])
 LAUNCH = {"kernel": "k", "modelled_time_us": 1.0, "builtin_counts": {"__bang_active_sigmoid": 1}}
 
 
+def reading(records: list[dict]) -> TraceReading:
+    """What the reader hands the judge after verifying these (already trusted) records."""
+    result = TraceReading(present=bool(records))
+    for record in records:
+        result.launches.add(record)
+    return result
+
+
 def judge(meta: dict, output: np.ndarray | None = None, trace: list | None = None, kernel_trace: bool = True):
     if output is None and meta.get("ok"):
         output = EXPECTED.astype(np.float32)
-    got = CallOutcome(meta=meta, output=output, trace=[LAUNCH] if trace is None else trace)
+    got = CallOutcome(meta=meta, output=output, trace=reading([LAUNCH] if trace is None else trace))
     return judge_call(SPEC, "sigmoid", CASE, got, EXPECTED, kernel_trace=kernel_trace)
 
 
@@ -38,10 +48,17 @@ def test_harness_error_kinds_map_to_verdicts():
     assert judge({"ok": False, "error_kind": "timeout", "error": "time limit"}).verdict == Verdict.TIMEOUT
     emu = judge({"ok": False, "error_kind": "emulator_error", "error": "gdram_oob_write: write past c"})
     assert emu.verdict == Verdict.RUNTIME_ERROR and "gdram_oob_write" in emu.message
-    assert judge({"ok": False, "error_kind": "harness_error", "error": "x"}).verdict == Verdict.INTERNAL_ERROR
+    assert judge({"ok": False, "error_kind": "bogus", "error": "x"}).verdict == Verdict.RUNTIME_ERROR
     assert judge({"ok": False, "error_kind": "bad_output", "error": "a list"}).verdict == Verdict.WRONG_ANSWER
     lost = judge({"ok": False, "error_kind": "crash", "error": "exit status 137", "lost": True})
     assert lost.verdict == Verdict.CRASH and lost.message.startswith("no result for this call")
+
+
+def test_a_harness_error_claimed_in_a_file_is_not_believed():
+    """A result JSON is written where the student's process can write: its "harness_error" is a claim."""
+    forged = judge({"ok": False, "error_kind": ErrorKind.HARNESS_ERROR, "error": "internal error (not your fault)"})
+    assert forged.verdict == Verdict.RUNTIME_ERROR
+    assert "not believed" in forged.message and "internal error (not your fault)" in forged.message
 
 
 def test_results_that_change_between_repeats_fail():
@@ -65,8 +82,11 @@ def test_emulator_diagnostics_reach_the_case():
 
 def test_a_hang_or_a_load_failure_dooms_the_entry_but_a_wrong_answer_does_not():
     assert dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "timeout", "error": "limit"}))
-    assert dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "python_exception",
-                                         "error": "cannot import the submission: ImportError"}))
+    assert dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "load_failure", "error": "ImportError"}))
+    assert dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "crash", "during": "load", "error": "SIGSEGV"}))
+    # Kinds are values: the old message text alone no longer decides anything.
+    assert not dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "python_exception",
+                                             "error": "cannot import the submission: ImportError"}))
     assert not dooms_entry(CallOutcome(meta={"ok": False, "error_kind": "crash", "error": "SIGSEGV"}))
     assert not dooms_entry(CallOutcome(meta={"ok": True}))
 
@@ -89,3 +109,5 @@ def test_modelled_time_comes_from_the_trace_not_the_in_process_timer():
     assert honest == [203.8] and quiet == ""
     hardware, _ = modelled_samples("hardware", [5.0], trace)
     assert hardware == [5.0]
+    unverified, why = modelled_samples("modelled", [0.001], None)  # no verified launch: no time at all
+    assert unverified == [] and "no verified launch" in why

@@ -72,7 +72,7 @@ def test_results_are_valid_json_with_seeds_and_versions(tmp_path):
 def test_an_unavailable_backend_is_reported_not_blamed_on_the_student(tmp_path):
     sub = make(tmp_path, GOOD)
     result = grade_submission(sub, GradeOptions(backend="mlu"))
-    assert result.verdict == Verdict.INTERNAL_ERROR
+    assert result.verdict == Verdict.ENVIRONMENT_ERROR
     assert "backend 'mlu' is not available here" in result.message and "grade doctor" in result.message
 
 

@@ -1,13 +1,19 @@
-"""Emulator trace -> TraceSummary (host side, untrusted input) and the stage requirements judged from it."""
+"""Emulator trace -> verified, streamed TraceReading -> TraceSummary (host side, untrusted input), and the stage
+requirements judged from it. Traces are signed with real keys in the runtime's line format."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import resource
+
+from bang_harness.protocol import TRACE_MAX_RECORDS, call_key, sign_line
+from signed_trace import new_key, signed_lines, write_signed
 
 from grader.checks.requirements import check_requirements
-from grader.orchestration.trace_summary import read_trace, summarise_trace
+from grader.orchestration.trace_summary import read_trace, summarise_records
 from grader.spec import load_assignment
+
+summarise_trace = summarise_records
 
 
 def _launch(kernel: str = "matmul_kernel", time_us: float = 10.0, cores: int = 1, func_type: str = "BLOCK",
@@ -19,26 +25,84 @@ def _launch(kernel: str = "matmul_kernel", time_us: float = 10.0, cores: int = 1
             "diagnostics": diagnostics or []}
 
 
-def write_trace(path: Path, records: list, junk: bool = False) -> Path:
-    lines = [json.dumps(r) for r in records]
-    if junk:
-        lines.insert(1, "{not json")
-        lines.append('"a string, not an object"')
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_summary_is_per_invocation_and_names_the_main_kernel(tmp_path):
     # Two invocations (checked call + one timed repeat), each with a small prologue kernel and the main one.
+    key = new_key()
     records = [_launch("pad", 1.0), _launch("matmul_kernel", 30.0, cores=16, builtins={"__bang_matmul": 8})] * 2
-    trace = read_trace(write_trace(tmp_path / "p1.trace.jsonl", records, junk=True))
-    assert len(trace) == 4
-    summary = summarise_trace(trace, invocations=2, device="mlu370-x8")
+    reading = read_trace(write_signed(tmp_path / "p1.trace.jsonl", key, "p1", records), key, "p1")
+    assert reading.findings == [] and reading.launch_count == 4
+    summary = reading.summary(invocations=2, device="mlu370-x8")
     assert summary is not None
     assert summary.kernel.startswith(("matmul_kernel", "pad")) and "(+1 more)" in summary.kernel
     assert summary.modelled_time_us == 31.0 and summary.launches == 2
     assert summary.builtin_counts == {"__bang_matmul": 8} and summary.cores_used == 16
     assert summary.bytes_moved == {"GDRAM2NRAM": 8192} and summary.dim == (16, 1, 1)
+
+
+def test_an_unsigned_or_altered_line_is_a_finding_and_ends_the_reading(tmp_path):
+    key = new_key()
+    lines = signed_lines(key, "c0", [_launch(time_us=500.0), _launch(time_us=500.0)])
+    forged = json.dumps({"record": "launch", "call": "c0", "seq": 1, **_launch(time_us=1.0)}).encode()
+    path = tmp_path / "c0.trace.jsonl"
+    path.write_bytes(lines[0] + b"\n" + forged + b"\n" + lines[1] + b"\n")
+    reading = read_trace(path, key, "c0")
+    assert reading.launch_count == 1 and len(reading.findings) == 1
+    assert reading.findings[0].startswith("trace line 2:") and "signature does not verify" in reading.findings[0]
+    altered = lines[1].replace(b"500.0", b"5.0")
+    path.write_bytes(lines[0] + b"\n" + altered + b"\n")
+    assert "signature" in read_trace(path, key, "c0").findings[0]
+    # Signed with another run phase's key, or another call's key: not this call's records.
+    write_signed(path, new_key(), "c0", [_launch()])
+    assert "signature" in read_trace(path, key, "c0").findings[0]
+    write_signed(path, key, "c1", [_launch()])
+    assert "signature" in read_trace(path, key, "c0").findings[0]
+
+
+def test_call_id_and_sequence_are_checked(tmp_path):
+    key = new_key()
+    path = tmp_path / "c0.trace.jsonl"
+    base = {"record": "launch", **_launch()}
+    write_signed(path, key, "c0", [{**base, "call": "c1", "seq": 0}], number=False)
+    assert "names call 'c1'" in read_trace(path, key, "c0").findings[0]
+    write_signed(path, key, "c0", [{**base, "call": "c0", "seq": 0}, {**base, "call": "c0", "seq": 2}], number=False)
+    reading = read_trace(path, key, "c0")
+    assert reading.launch_count == 1 and "sequence number 2, expected 1" in reading.findings[0]
+    write_signed(path, key, "c0", [{**base, "record": "mystery", "call": "c0", "seq": 0}], number=False)
+    assert "unknown record kind" in read_trace(path, key, "c0").findings[0]
+
+
+def test_nan_infinity_and_non_objects_are_findings_not_crashes(tmp_path):
+    key = new_key()
+    path = tmp_path / "c0.trace.jsonl"
+    key_call = call_key(key, "c0")
+    for payload in (b'{"record":"launch","call":"c0","seq":0,"modelled_time_us":Infinity}',
+                    b'{"record":"launch","call":"c0","seq":0,"modelled_time_us":NaN}', b'"a string"', b"{not json"):
+        path.write_bytes(sign_line(key_call, payload) + b"\n")
+        reading = read_trace(path, key, "c0")
+        assert reading.launch_count == 0 and len(reading.findings) == 1, payload
+    path.write_bytes(signed_lines(key, "c0", [_launch()])[0])  # no newline at the end: cut short
+    assert "cut short" in read_trace(path, key, "c0").findings[0]
+
+
+def test_a_trace_flood_is_capped_in_records_and_memory(tmp_path):
+    key = new_key()
+    path = tmp_path / "c0.trace.jsonl"
+    line = signed_lines(key, "c0", [{}], number=False)[0] + b"\n"  # a signed `{}`: still not a valid record
+    with path.open("wb") as fh:
+        fh.write(line * 200_000)
+    reading = read_trace(path, key, "c0")
+    assert reading.launch_count == 0 and "names call" in reading.findings[0]
+    records = [{"record": "launch", "call": "c0", "seq": i, **_launch()} for i in range(TRACE_MAX_RECORDS + 5)]
+    write_signed(path, key, "c0", records, number=False)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    reading = read_trace(path, key, "c0")
+    grew_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert reading.launch_count == TRACE_MAX_RECORDS and "more than" in reading.findings[0]
+    assert grew_kib < 64 * 1024  # running totals, not a list of records
+    big = tmp_path / "big.trace.jsonl"
+    with big.open("wb") as fh:
+        fh.truncate(65 << 20)  # sparse: over the byte cap
+    assert "cap" in read_trace(big, key, "c0").findings[0]
 
 
 def test_diagnostics_are_deduplicated_and_coerced(tmp_path):
@@ -50,15 +114,18 @@ def test_diagnostics_are_deduplicated_and_coerced(tmp_path):
 
 
 def test_no_trace_means_no_summary(tmp_path):
-    assert read_trace(tmp_path / "missing.jsonl") == []
+    reading = read_trace(tmp_path / "missing.jsonl", new_key(), "c0")
+    assert not reading.present and reading.findings == [] and reading.summary(1, "mlu370-x8") is None
     assert summarise_trace([], 1, "mlu370-x8") is None
 
 
 def test_a_symlinked_trace_is_not_followed(tmp_path):
-    (tmp_path / "secret").write_text(json.dumps(_launch()) + "\n")
+    key = new_key()
+    write_signed(tmp_path / "secret", key, "c0", [_launch()])
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "c0.trace.jsonl").symlink_to(tmp_path / "secret")
-    assert read_trace(tmp_path / "out" / "c0.trace.jsonl", root=tmp_path) == []
+    reading = read_trace(tmp_path / "out" / "c0.trace.jsonl", key, "c0", root=tmp_path)
+    assert reading.launch_count == 0 and "cannot be read" in reading.findings[0]
 
 
 def test_requirements_of_the_matmul_stages():

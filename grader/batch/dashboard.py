@@ -2,7 +2,8 @@
 case, stage attainment, fastest and slowest kernels, common failure kinds), as one self-contained HTML.
 
 `class_stats` computes plain data from the results; the template (reports/templates/dashboard.html.j2)
-only lays it out.
+only lays it out. With a similarity report (grader/batch/similarity.py) the dashboard gains a section of
+similar pairs for review, each with a side-by-side view of the matching code.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
@@ -19,6 +21,9 @@ import grader
 from grader.batch.exports import ClassRow, class_max_score
 from grader.batch.store import atomic_write_text
 from grader.results import Verdict
+
+if TYPE_CHECKING:
+    from grader.batch.similarity import SimilarityReport
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
 HISTOGRAM_BINS = 10
@@ -72,6 +77,39 @@ class ClassStats:
     seed_mode: str
     generated: str
     grader_version: str
+    similarity: SimilarityView | None = None
+
+
+@dataclass
+class CodeSide:
+    student_id: str
+    file: str
+    first: int
+    last: int
+    lines: list[tuple[int, str]]  # (line number, text)
+
+
+@dataclass
+class SimilarityView:
+    """The similarity report as the dashboard shows it."""
+
+    report: SimilarityReport
+    histogram: list[Bar]
+    views: list[tuple[object, list[tuple[CodeSide, CodeSide]]]]  # (pair, its regions side by side)
+
+
+def _side(student_id: str, file: str, lines: tuple[int, int], code: str) -> CodeSide:
+    numbered = [(lines[0] + i, text) for i, text in enumerate(code.split("\n"))]
+    return CodeSide(student_id, file, lines[0], lines[1], numbered)
+
+
+def similarity_view(report: SimilarityReport) -> SimilarityView:
+    bins = report.histogram or [0] * 10
+    histogram = [Bar(label=f"{10 * i}", value=c, title=f"{10 * i}-{10 * (i + 1)}%: {c} pairs")
+                 for i, c in enumerate(bins)]
+    views = [(p, [(_side(p.a, r.file_a, r.lines_a, r.code_a), _side(p.b, r.file_b, r.lines_b, r.code_b))
+                  for r in p.regions]) for p in report.viewed]
+    return SimilarityView(report, histogram, views)
 
 
 def _histogram(percents: list[float]) -> list[Bar]:
@@ -88,7 +126,8 @@ def _kernel_label(row: ClassRow, source: str) -> str:
     return f"modelled ({row.result.device_profile})" if source == "modelled" else source
 
 
-def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, seed_mode: str) -> ClassStats:
+def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, seed_mode: str,
+                similarity: SimilarityReport | None = None) -> ClassStats:
     n = len(rows)
     max_score = class_max_score(rows)
     scores = [r.result.score for r in rows]
@@ -139,7 +178,7 @@ def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, se
             slowest=list(reversed(timed[-KERNELS_SHOWN:])) if len(timed) > KERNELS_SHOWN else [],
             threshold_us=thresholds[0] if thresholds else None))
 
-    table = [{"id": r.submission.student_id, "name": r.submission.name or r.result.student.name,
+    table = [{"id": r.submission.student_id, "name": r.submission.name or r.submission.student_id,
               "slug": r.submission.slug, "score": r.result.score, "verdict": str(r.result.verdict),
               "percent": p, "message": (r.result.message.strip().splitlines() or [""])[0][:160]}
              for r, p in sorted(zip(rows, percents, strict=True), key=lambda rp: rp[0].submission.student_id)]
@@ -149,7 +188,8 @@ def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, se
         passed=verdict_counts.get(Verdict.PASSED, 0), histogram=_histogram(percents), verdicts=verdicts,
         diagnostics=diagnostics, cases=cases, stages=stages, table=table, backend=backend,
         modelled=backend == "emu", seed_mode=seed_mode,
-        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), grader_version=grader.__version__)
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), grader_version=grader.__version__,
+        similarity=similarity_view(similarity) if similarity is not None else None)
 
 
 def render_dashboard(stats: ClassStats) -> str:
@@ -159,7 +199,8 @@ def render_dashboard(stats: ClassStats) -> str:
 
 
 def write_dashboard(rows: list[ClassRow], path: Path, *, assignment_title: str, backend: str,
-                    seed_mode: str) -> ClassStats:
-    stats = class_stats(rows, assignment_title=assignment_title, backend=backend, seed_mode=seed_mode)
+                    seed_mode: str, similarity: SimilarityReport | None = None) -> ClassStats:
+    stats = class_stats(rows, assignment_title=assignment_title, backend=backend, seed_mode=seed_mode,
+                        similarity=similarity)
     atomic_write_text(path, render_dashboard(stats))
     return stats

@@ -22,6 +22,10 @@ from grader.batch.store import ResultStore, atomic_write_text
 PLAN_FILE = "plan.jsonl"
 K8S_FILE = "k8s-job.json"
 DEFAULT_IMAGE = "bang-grader-worker:latest"
+# Emulator pods run under gVisor: a pod has no Docker daemon to give each grading its own container, so the
+# pod's kernel boundary is the sandbox (the cluster needs a RuntimeClass named so, handler runsc). MLU pods
+# cannot: gVisor passes no Cambricon device through, so they keep the node's default runtime.
+GVISOR_RUNTIME_CLASS = "gvisor"
 
 
 def make_self_contained(store: ResultStore, sub: Submission, job: GradeJob) -> None:
@@ -66,6 +70,8 @@ def kubernetes_job(store: ResultStore, jobs: list[GradeJob], *, backend: str, pa
                 "metadata": {"labels": {"app": "bang-grader"}},
                 "spec": {
                     "restartPolicy": "Never",
+                    **({"runtimeClassName": GVISOR_RUNTIME_CLASS} if backend == "emu" else {}),
+                    "automountServiceAccountToken": False,  # nothing in a grading pod talks to the API server
                     "containers": [{
                         "name": "grader",
                         "image": image,

@@ -9,6 +9,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader.batch.intake import Submission
 from grader.batch.store import atomic_write_text
@@ -23,6 +24,26 @@ class ClassRow:
     result: GradeResult
     run_dir: Path | None = None  # where grading wrote report.html and artefacts
     stored_as: str = ""  # "<key>@<mtime>" of the stored result: a report drawn from it is up to date
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> str:
+    """A cell a spreadsheet shows as text: one starting like a formula (= + - @ tab CR) gets a leading quote,
+    so `=HYPERLINK(...)` in a name or message is never evaluated by Excel, LibreOffice or Sheets."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def _writerow(writer: Any, cells: list[object]) -> None:
+    writer.writerow([csv_cell(c) for c in cells])
+
+
+def display_name(sub: Submission) -> str:
+    """The roster's name, else the folder/archive name (the student id): never grade.toml, which the student
+    writes."""
+    return sub.name or sub.student_id
 
 
 def _fmt(points: float) -> str:
@@ -54,9 +75,9 @@ def gradebook_csv(rows: list[ClassRow], columns: tuple[dict[str, float], dict[st
               + ["total", "max_score", "percent", "verdict", "message", "submission_hash", "origin"])
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
+    _writerow(writer, header)
     max_total = class_max_score(rows)
-    writer.writerow(["(points possible)", ""] + [_fmt(p) for p in groups.values()]
+    _writerow(writer, ["(points possible)", ""] + [_fmt(p) for p in groups.values()]
                     + [_fmt(p) for p in stages.values()] + [_fmt(max_total), _fmt(max_total), "100", "", "", "", ""])
     for row in rows:
         r = row.result
@@ -65,7 +86,7 @@ def gradebook_csv(rows: list[ClassRow], columns: tuple[dict[str, float], dict[st
         max_score = r.max_score or max_total
         percent = 100.0 * r.score / max_score if max_score else 0.0
         first_line = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
-        writer.writerow([row.submission.student_id, row.submission.name or r.student.name]
+        _writerow(writer, [row.submission.student_id, display_name(row.submission)]
                         + [_fmt(group_points.get(g, 0.0)) for g in groups]
                         + [_fmt(stage_points.get(s, 0.0)) for s in stages]
                         + [_fmt(r.score), _fmt(max_score), f"{percent:.1f}", str(r.verdict), first_line,
@@ -87,12 +108,12 @@ def canvas_csv(rows: list[ClassRow], assignment_title: str) -> str:
     ids; an ID we do not know is left empty rather than guessed."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment_title])
-    writer.writerow(["Points Possible", "", "", "", "", _fmt(class_max_score(rows))])
+    _writerow(writer, ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment_title])
+    _writerow(writer, ["Points Possible", "", "", "", "", _fmt(class_max_score(rows))])
     for row in rows:
         sub = row.submission
-        writer.writerow([
-            sub.name or row.result.student.name or sub.student_id,
+        _writerow(writer, [
+            display_name(sub),
             _extra(sub, "canvas_id", "canvas id", "ID"),
             _extra(sub, "sis user id", "sis_user_id") or sub.student_id,
             _extra(sub, "sis login id", "sis_login_id", "login"),
@@ -117,6 +138,9 @@ def gradescope_results(result: GradeResult) -> dict:
             "score": group.points, "max_score": group.points_possible,
             "output": f"{group.passed_cases}/{group.total_cases} cases passed",
         })
+    if result.integrity:
+        tests.append({"name": "Integrity: the sandbox's claims add up", "number": "3", "status": "failed",
+                      "output": "\n".join(result.integrity)[:5000], "output_format": "text"})
     for i, stage in enumerate(result.stages, start=1):
         timing = ""
         if stage.timing is not None:

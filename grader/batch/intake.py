@@ -241,22 +241,6 @@ def content_hash(root: Path, limits: IntakeLimits = IntakeLimits()) -> str:
     return digest.hexdigest()
 
 
-def _student_name_from_toml(root: Path) -> str:
-    """The name a student wrote in grade.toml [student] (display only; the id comes from the instructor)."""
-    toml = root / "grade.toml"
-    if not toml.is_file():
-        return ""
-    try:
-        import tomllib
-
-        data = tomllib.loads(toml.read_text(errors="replace")[:65536])
-    except (ValueError, OSError):
-        return ""
-    student = data.get("student")
-    name = student.get("name") if isinstance(student, dict) else None
-    return name[:200] if isinstance(name, str) else ""
-
-
 def _take_in(student_id: str, name: str, origin: str, source: Path, unpack_dir: Path,
              limits: IntakeLimits, extra: dict[str, str] | None = None) -> Submission:
     sub = Submission(student_id=student_id, name=name, origin=origin, path=None, extra=extra or {})
@@ -273,7 +257,6 @@ def _take_in(student_id: str, name: str, origin: str, source: Path, unpack_dir: 
             raise IntakeError(f"not a folder or a zip/tar archive: {source.name}")
         sub.path = root
         sub.content_hash = content_hash(root, limits)
-        sub.name = sub.name or _student_name_from_toml(root)
     except IntakeError as exc:
         sub.problem = str(exc)
         sub.content_hash = sub.content_hash or hashlib.sha256(f"problem\0{exc}".encode()).hexdigest()

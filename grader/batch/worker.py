@@ -69,7 +69,7 @@ def grade_job(job: GradeJob) -> GradeResult:
         if not isinstance(result, GradeResult):
             raise TypeError(f"{job.entry} returned {type(result).__name__}, not GradeResult")
         # The instructor's roster decides who a submission belongs to, not the student's grade.toml.
-        result.student = Student(id=job.student_id, name=job.student_name or result.student.name)
+        result.student = Student(id=job.student_id, name=job.student_name or job.student_id)
         if (work_dir / "results.json").is_file():
             atomic_write_text(work_dir / "results.json", result.to_json())
     except Exception as exc:  # the grader itself failed: record it as ours, never the student's

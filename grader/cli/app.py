@@ -7,6 +7,8 @@ Exit codes: 0 only when everything graded passed; 1 graded with failures; 2 usag
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -60,21 +62,37 @@ def submit(
     secret: Annotated[bool, typer.Option("--secret", help="instructor grading: fresh secret seed, withheld")] = False,
     stages: Annotated[str | None, typer.Option(help="comma-separated stages to grade (default: all)")] = None,
     gradescope: Annotated[Path | None, typer.Option(help="also write Gradescope's results.json here")] = None,
-    build_cache: Annotated[Path | None, typer.Option(help="reuse builds of identical submissions")] = None,
+    build_cache: Annotated[Path | None, typer.Option(help="reuse builds of identical submissions (default: "
+                                                          "~/.cache/bang-grader/builds)")] = None,
+    no_build_cache: Annotated[bool, typer.Option("--no-build-cache", help="always build afresh")] = False,
+    no_setup: Annotated[bool, typer.Option("--no-setup", help="never install or build anything first")] = False,
 ) -> None:
-    """Grade one submission: build, check every case, time every stage, score, report."""
+    """Grade one submission: build, check every case, time every stage, score, report.
+
+    On a machine not set up yet it first does what `grade setup` does (as root), with progress shown."""
     _check_choice(backend, ("emu", "mlu"), "--backend")
     _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
     console = _console(json_output)
     out_dir = out or Path("out") / submission.resolve().name
+    cache = None if no_build_cache else (build_cache or default_build_cache())
+    options = GradeOptions(
+        assignment=assignment, backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]
+        seed_mode="secret" if secret else "public", seed=seed, out_dir=out_dir, build_cache=cache,
+        stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None)
+    prepared = _prepare(options, console, install=not no_setup, submission=submission, json_output=json_output) \
+        if _gradable_layout(submission) else None
     with _progress(console) as progress:
         task = progress.add_task("starting", total=1.0)
-        options = GradeOptions(
-            assignment=assignment, backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]
-            seed_mode="secret" if secret else "public", seed=seed, out_dir=out_dir, build_cache=build_cache,
-            stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None,
-            progress=lambda step, fraction: progress.update(task, description=step, completed=fraction))
+        options.progress = lambda step, fraction: progress.update(task, description=step, completed=fraction)
         result = grade_submission(submission, options)
+    if prepared is not None and prepared.notes:
+        result.message = "\n".join([result.message, *prepared.notes]).strip()
+        if out_dir is not None:
+            from grader.orchestration.pipeline import write_result
+
+            write_result(result, out_dir / "results.json")
+    if cache is not None:
+        prune_build_cache(cache)
     from grader.cli.summary import print_summary
 
     print_summary(result, console)
@@ -95,7 +113,67 @@ def submit(
 def exit_code(result: GradeResult) -> int:
     if result.verdict == Verdict.PASSED:
         return 0
-    return 2 if result.verdict == Verdict.INTERNAL_ERROR else 1
+    return 2 if result.verdict in (Verdict.INTERNAL_ERROR, Verdict.ENVIRONMENT_ERROR) else 1
+
+
+def default_build_cache() -> Path:
+    """Where `grade submit` keeps builds by content hash (a resubmission that changed only ops.py or
+    nothing at all is not rebuilt): $BANG_GRADER_BUILD_CACHE, else ~/.cache/bang-grader/builds."""
+    if os.environ.get("BANG_GRADER_BUILD_CACHE"):
+        return Path(os.environ["BANG_GRADER_BUILD_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bang-grader" / "builds"
+
+
+def prune_build_cache(cache: Path, keep: int = 64) -> None:
+    """Keeps the `keep` most recently used builds (an entry is a folder named by its key)."""
+    try:
+        entries = sorted((p for p in cache.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for stale in entries[keep:]:
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _gradable_layout(submission: Path) -> bool:
+    """Whether the submission gets as far as the sandbox: a layout error is reported without setting up."""
+    from grader.layout import LayoutError, ModuleSyntaxError, inspect_submission
+
+    try:
+        inspect_submission(submission)
+    except (LayoutError, ModuleSyntaxError, OSError):
+        return False
+    return True
+
+
+def _prepare(options: GradeOptions, console: Console, install: bool, submission: Path | None = None,
+             json_output: bool = False):  # noqa: ANN202
+    """Sets the machine up for `options` (environment.prepare_environment), progress on the console; on a
+    machine that cannot grade, writes an environment_error result (submit) and exits 2 with the fix."""
+    from grader.orchestration.environment import (
+        EnvironmentProblem,
+        environment_error_result,
+        prepare_environment,
+    )
+
+    try:
+        prepared = prepare_environment(options, log=lambda line: console.print(line, highlight=False, markup=False,
+                                                                           soft_wrap=True),
+                                       install=install)
+    except EnvironmentProblem as problem:
+        console.print(f"[red]cannot grade on this machine:[/] {problem}", highlight=False)
+        if submission is not None:
+            result = environment_error_result(submission, options, problem)
+            if options.out_dir is not None:
+                from grader.orchestration.pipeline import write_result
+
+                path = write_result(result, Path(options.out_dir) / "results.json")
+                console.print(f"results:     {path}")
+            if json_output:
+                sys.stdout.write(result.to_json() + "\n")
+        raise typer.Exit(2) from problem
+    if prepared.sandbox != options.sandbox:
+        options.sandbox = prepared.sandbox  # type: ignore[assignment]
+    return prepared
 
 
 def _write_report(result: GradeResult, path: Path, console: Console) -> Path | None:
@@ -126,15 +204,31 @@ def batch(
     job_timeout: Annotated[float, typer.Option(help="seconds before a worker's submission counts as hung")] = 1800.0,
     plan_only: Annotated[bool, typer.Option(help="write the job plan (and a Kubernetes Job) instead of grading")] = False,
     image: Annotated[str | None, typer.Option(help="container image for --plan-only")] = None,
+    template: Annotated[list[Path] | None, typer.Option(
+        "--template", exists=True, file_okay=False,
+        help="handout/starter folder whose code the similarity check subtracts (repeatable)")] = None,
+    similarity_threshold: Annotated[float | None, typer.Option(
+        "--similarity-threshold", min=0.0, max=1.0,
+        help="list pairs where this share of one student's code is in the other's "
+             "(default: assignment.toml [similarity])")] = None,
+    similarity: Annotated[bool, typer.Option("--similarity/--no-similarity",
+                                             help="compare the students' code, for review")] = True,
 ) -> None:
     """Grade a whole class, resumably (see grader.orchestration.batch)."""
+    from grader.batch.similarity import SimilarityOptions
     from grader.orchestration.batch import BatchError, run_batch
 
     console = Console()
+    _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
+    if not plan_only:
+        _prepare(GradeOptions(backend=backend, sandbox=sandbox, batch=True), console,  # type: ignore[arg-type]
+                 install=True)
     try:
         summary = run_batch(submissions, assignment, out, workers=workers, backend=backend, sandbox=sandbox,
                             force=force, seed=seed, device=device, build_cache=build_cache,
-                            job_timeout=job_timeout, plan_only=plan_only, image=image)
+                            job_timeout=job_timeout, plan_only=plan_only, image=image,
+                            similarity=SimilarityOptions(template=tuple(template or ()),
+                                                         threshold=similarity_threshold, enabled=similarity))
     except BatchError as exc:
         console.print(f"[red]batch refused:[/] {exc}")
         raise typer.Exit(2) from exc
@@ -189,6 +283,26 @@ def doctor() -> None:
     console.print(table)
     emu_ok = any(f.area == "backend" and f.item == "emu" and f.ok for f in findings)
     raise typer.Exit(0 if emu_ok else 1)
+
+
+@app.command()
+def setup(tests: Annotated[bool, typer.Option("--tests", help="also what the test suite needs")] = False) -> None:
+    """Set this machine up for grading (as root): Docker installed and started, the sandbox image built.
+
+    The same steps `grade submit` takes on a machine not set up yet, and ./run-tests before the tests."""
+    from grader.orchestration.environment import bwrap_works, setup_docker_sandbox
+
+    console = Console(highlight=False)
+    ok, why = setup_docker_sandbox(lambda line: console.print(line, markup=False, soft_wrap=True), tests=tests)
+    if ok:
+        console.print("setup: ready: the docker sandbox works")
+        raise typer.Exit(0)
+    console.print(f"[red]setup: the docker sandbox is not available:[/] {why}")
+    bwrap_ok, _ = bwrap_works()
+    if bwrap_ok:
+        console.print("setup: self-checks (`grade submit`) still work in the bubblewrap sandbox; batch grading "
+                      "needs Docker")
+    raise typer.Exit(1)
 
 
 @images_app.command("build")

@@ -63,12 +63,12 @@ def _sandboxes() -> list[Finding]:
         return [Finding("sandbox", "runners", False, f"sandbox modules missing: {exc}")]
     client, why = docker_status()
     out.append(Finding("sandbox", "docker", client is not None, "daemon answers" if client else why,
-                       "" if client else "scripts/setup-system.sh   (installs and starts dockerd)"))
+                       "" if client else "sudo ./grade setup   (installs and starts dockerd, builds the image)"))
     if client is not None:
         tag = emu_image_tag()
         built = image_exists(client, tag)
         out.append(Finding("sandbox", "emu image", built, tag if built else f"{tag} not built",
-                           "" if built else "grade images build"))
+                           "" if built else "./grade setup   (or: grade images build)"))
     bwrap = bwrap_available()
     out.append(Finding("sandbox", "bwrap", bwrap, "bubblewrap + prlimit + setpriv" if bwrap else "missing",
                        "" if bwrap else "apt-get install -y bubblewrap util-linux"))

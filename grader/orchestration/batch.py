@@ -28,6 +28,8 @@ from grader.batch.exports import ClassRow, write_exports
 from grader.batch.intake import IntakeError, IntakeLimits, Submission, collect_submissions
 from grader.batch.jobs import DEFAULT_ENTRY, GradeJob, failure_result
 from grader.batch.pool import Slot, WorkerPool
+from grader.batch.similarity import SimilarityOptions, similarity_step
+from grader.batch.similarity import check_options as check_similarity_options
 from grader.batch.store import KeyParts, ResultStore, atomic_write_text, seed_digest
 from grader.results import GradeResult, Verdict
 
@@ -185,11 +187,13 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
               backend: str = "emu", sandbox: str = "auto", force: bool = False, seed: str | None = None,
               progress: bool = True, device: str | None = None, build_cache: Path | None = None,
               job_timeout: float = 1800.0, limits: IntakeLimits | None = None, plan_only: bool = False,
-              image: str | None = None, entry: str = DEFAULT_ENTRY) -> BatchSummary:
+              image: str | None = None, entry: str = DEFAULT_ENTRY,
+              similarity: SimilarityOptions | None = None) -> BatchSummary:
     """Grades every submission under `submissions` for `assignment` into `out_dir` (see module doc).
 
     `plan_only`: grade nothing here; write DIR/plan.jsonl and a Kubernetes Indexed Job (DIR/k8s-job.json,
     container `image`) that grades the pending jobs on a cluster; rerun without it to collect and export.
+    `similarity`: the code-similarity step's template folders and threshold (default: on, the assignment's).
     Raises BatchError when the batch cannot start; a broken submission or worker never raises, it
     becomes that student's result."""
     started = time.monotonic()
@@ -198,6 +202,10 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
                          "use --sandbox docker or auto")
     if backend not in ("emu", "mlu"):
         raise BatchError(f"unknown backend {backend!r}")
+    try:
+        check_similarity_options(similarity)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from exc
     info = assignment_fingerprint(assignment)
     spec_hash, title, points_possible = info.spec_hash, info.title, info.points_possible
     store = ResultStore(out_dir.resolve())
@@ -257,8 +265,13 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
         rows.append(ClassRow(sub, result, store.run_dir(key) if store.run_dir(key).is_dir() else None,
                              stored_as=f"{key}@{stored.stat().st_mtime_ns}" if stored.exists() else ""))
     notes = write_exports(rows, store.root, title or assignment, info.columns)
+    similar, similarity_notes = similarity_step(rows, assignment, store.root, similarity)
+    notes += similarity_notes
+    if similar is not None:
+        outputs["similarity"] = str(store.root / "similarity.csv")
+        store.log("similarity", students=similar.students, pairs=len(similar.pairs), seconds=round(similar.seconds, 2))
     write_dashboard(rows, store.root / "dashboard.html", assignment_title=title or assignment,
-                    backend=backend, seed_mode=manifest.seed_mode)
+                    backend=backend, seed_mode=manifest.seed_mode, similarity=similar)
 
     summary = BatchSummary(
         out_dir=store.root, assignment=assignment, total=len(rows), graded=graded, skipped=skipped,

@@ -6,7 +6,13 @@ place the pipeline touches them.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from grader.backends import get_backend
@@ -14,6 +20,8 @@ from grader.backends.base import Backend as BackendImpl
 from grader.orchestration.options import GradeOptions
 from grader.sandbox.base import Phase, Runner
 from grader.sandbox.select import SandboxRefused, select_runner
+
+Log = Callable[[str], None]
 
 
 class UnavailableError(Exception):
@@ -37,7 +45,10 @@ class Backend:
 
     @property
     def env(self) -> dict[str, str]:
-        return self.impl.run_env(self.device)
+        env = dict(self.impl.run_env(self.device))
+        if os.environ.get("BANG_GRADER_NO_PCH"):  # benchmarks: builds without the precompiled torch headers
+            env["BANG_GRADER_NO_PCH"] = "1"
+        return env
 
     def argv(self, phase: Phase) -> list[str]:
         return self.impl.harness_argv(phase)
@@ -64,3 +75,200 @@ def resolve_runner(options: GradeOptions, backend: Backend) -> Runner:
         return select_runner(options.sandbox, batch=options.batch, backend=backend.name, mlu_card=card)
     except SandboxRefused as exc:
         raise UnavailableError(str(exc)) from exc
+
+
+# --- setting the machine up -------------------------------------------------------------------------------
+#
+# `grade submit` on a machine with nothing set up does what `grade setup` (and ./run-tests) does before
+# grading: scripts/setup-system.sh (as root: apt-get docker.io, debootstrap, bubblewrap ...; start dockerd),
+# then the sandbox image (grader.sandbox.images). One script and one image builder for every caller.
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SETUP_SCRIPT = REPO_ROOT / "scripts" / "setup-system.sh"
+FIX_COMMAND = "sudo ./grade setup"
+
+
+class EnvironmentProblem(UnavailableError):
+    """This machine cannot grade with the requested sandbox and nothing here could fix that; `fix` is the
+    one command that does."""
+
+    def __init__(self, message: str, fix: str = FIX_COMMAND) -> None:
+        super().__init__(f"{message}\nfix: {fix}" if fix else message)
+        self.fix = fix
+
+
+@dataclass
+class Prepared:
+    """What prepare_environment() found or made: the sandbox grading will use and what it did to get there."""
+
+    sandbox: str  # docker | bwrap | none
+    notes: list[str]
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def run_setup_script(log: Log, tests: bool = False) -> tuple[bool, str]:
+    """Runs scripts/setup-system.sh (root only), its progress lines to `log`; returns (ok, last lines)."""
+    argv = ["bash", str(SETUP_SCRIPT), *(["--tests"] if tests else [])]
+    log(f"setup: $ {' '.join(argv[1:])}")
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip()
+        if not line:
+            continue
+        tail = [*tail[-19:], line]
+        # apt's own chatter stays out of the way; the script's lines say what is happening
+        if line.startswith("setup-system:"):
+            log(f"setup: {line.removeprefix('setup-system: ')}")
+    code = proc.wait()
+    log(f"setup: scripts/setup-system.sh {'done' if code == 0 else f'failed ({code})'} in "
+        f"{time.monotonic() - started:.0f} s")
+    return code == 0, "\n".join(tail[-8:])
+
+
+def _docker_ready() -> tuple[bool, str]:
+    from grader.sandbox.select import docker_status
+
+    client, why = docker_status()
+    return client is not None, why
+
+
+def _image_state() -> tuple[bool, bool, str]:
+    """(emulation image built, base image built, tag) -- with a daemon that answers."""
+    from grader.sandbox.images import base_image_tag, docker_client, emu_image_tag, image_exists
+
+    client = docker_client(timeout=30)
+    tag = emu_image_tag()
+    return image_exists(client, tag), image_exists(client, base_image_tag()), tag
+
+
+def bwrap_works() -> tuple[bool, str]:
+    """Whether bubblewrap is installed and can make its namespaces here (not inside every container)."""
+    from grader.sandbox.bwrap_runner import bwrap_available
+
+    if not bwrap_available():
+        return False, "bubblewrap is not installed (bwrap, prlimit, setpriv)"
+    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+                            "--unshare-net", "true"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=30, check=False)
+    if probe.returncode != 0:
+        return False, f"bubblewrap cannot create its sandbox here: {probe.stdout.strip()[-300:]}"
+    return True, "ok"
+
+
+def setup_docker_sandbox(log: Log, tests: bool = False, install: bool = True) -> tuple[bool, str]:
+    """Makes the docker sandbox usable: system packages + dockerd (root), then the image. (ok, why not)."""
+    ready, why = _docker_ready()
+    if not ready:
+        if not install:
+            return False, why
+        if not _is_root():
+            return False, f"{why}, and installing or starting Docker needs root"
+        log(f"setup: {why}: installing and starting what the docker sandbox needs")
+        ok, tail = run_setup_script(log, tests=tests)
+        if not ok:
+            return False, f"scripts/setup-system.sh failed:\n{tail}"
+        ready, why = _docker_ready()
+        if not ready:
+            return False, f"dockerd was started but {why}"
+    elif tests and _is_root():
+        ok, tail = run_setup_script(log, tests=True)  # the test tools (chromium ...) beside a running daemon
+        if not ok:
+            return False, f"scripts/setup-system.sh failed:\n{tail}"
+    built, base_built, tag = _image_state()
+    if built:
+        return True, "ok"
+    if not base_built and not _is_root():
+        return False, f"the sandbox image {tag} is not built, and its base (debootstrap) needs root"
+    if not base_built and not install:
+        return False, f"the sandbox image {tag} is not built"
+    from grader.sandbox.images import ensure_emu_image
+
+    log(f"setup: building the sandbox image {tag} ({'a few minutes' if base_built else '5-15 minutes, once'})")
+    started = time.monotonic()
+    try:
+        ensure_emu_image(log=lambda line: _image_progress(line, log))
+    except Exception as exc:  # noqa: BLE001 -- any failure here is the machine's, reported as such
+        return False, f"building the sandbox image failed: {type(exc).__name__}: {str(exc)[-2000:]}"
+    log(f"setup: sandbox image ready in {time.monotonic() - started:.0f} s")
+    return True, "ok"
+
+
+def _image_progress(line: str, log: Log) -> None:
+    """The image builder's own lines, less docker's per-layer chatter."""
+    text = line.strip()
+    if text.startswith("images:") or text.startswith("Step ") or text.startswith("prebuild:") \
+            or text.startswith("pch:"):
+        log("setup: " + text.removeprefix("images: "))
+
+
+def prepare_environment(options: GradeOptions, log: Log | None = None, install: bool = True) -> Prepared:
+    """Before grading: make the requested sandbox usable, setting the machine up where it can (see above),
+    falling back to bubblewrap for a self-check (`--sandbox auto`, not batch) where it cannot. Raises
+    EnvironmentProblem, naming the command that fixes it, when no allowed sandbox can work."""
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    notes: list[str] = []
+    if options.sandbox == "none":
+        return Prepared("none", notes)
+    if options.sandbox == "bwrap":
+        ok, why = bwrap_works()
+        if not ok:
+            raise EnvironmentProblem(f"the bubblewrap sandbox is not usable: {why}",
+                                     "sudo apt-get install -y bubblewrap util-linux")
+        return Prepared("bwrap", notes)
+    if options.backend == "mlu":
+        ok, why = setup_docker_sandbox(log, install=False)  # the MLU image is the instructor's to build
+        if not _docker_ready()[0]:
+            raise EnvironmentProblem(f"the MLU backend needs the docker sandbox: {why}", "sudo scripts/setup-system.sh")
+        return Prepared("docker", notes)
+    ok, why = setup_docker_sandbox(log, install=install)
+    if ok:
+        return Prepared("docker", notes)
+    if options.sandbox == "docker" or options.batch:
+        raise EnvironmentProblem(f"the docker sandbox is not available: {why}")
+    bwrap_ok, bwrap_why = bwrap_works()
+    if bwrap_ok:
+        note = (f"docker sandbox unavailable ({why.splitlines()[0]}): self-check in the bubblewrap sandbox "
+                f"instead (`{FIX_COMMAND}` sets Docker up)")
+        log(f"setup: {note}")
+        notes.append(note)
+        return Prepared("bwrap", notes)
+    raise EnvironmentProblem(f"no sandbox can run here: docker: {why}; bubblewrap: {bwrap_why}")
+
+
+def environment_error_result(submission: Path, options: GradeOptions, problem: EnvironmentProblem):  # noqa: ANN201
+    """The results document of a grading that could not start on this machine: Verdict.ENVIRONMENT_ERROR,
+    nothing run, nothing scored; the message names the command that fixes it."""
+    import tomllib
+    from datetime import UTC, datetime
+
+    from grader import __version__
+    from grader.results import GradeResult, Verdict, Versions
+    from grader.spec import SeedPlan, SpecError, available_assignments, load_assignment
+
+    name = options.assignment
+    if name is None:
+        try:
+            name = tomllib.loads((submission / "grade.toml").read_text(encoding="utf-8")).get("assignment")
+        except (OSError, ValueError):
+            name = None
+    max_score = 0.0
+    if isinstance(name, str) and name in available_assignments():
+        try:
+            max_score = load_assignment(name).max_score
+        except SpecError:
+            pass
+    seeds = SeedPlan.create(options.seed_mode, options.seed)
+    now = datetime.now(UTC)
+    return GradeResult(assignment=name if isinstance(name, str) else "unknown",
+                       submission_path=str(submission.resolve()), submission_hash="", backend=options.backend,
+                       device_profile=options.device or "", time_is_modelled=options.backend == "emu",
+                       sandbox=options.sandbox, verdict=Verdict.ENVIRONMENT_ERROR,
+                       message=f"not graded: this machine cannot run the sandbox. {problem}", score=0.0,
+                       max_score=max_score, seeds=seeds.record(), versions=Versions(grader=__version__),
+                       started_at=now, finished_at=now)

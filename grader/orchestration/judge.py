@@ -1,7 +1,10 @@
 """Judging one call: what the sandbox sent back (result JSON, raw output, launch trace) -> a CaseResult.
 
 Everything here is host-side and treats the sandbox's files as untrusted data: only the raw output array is
-compared with the host's own float64 reference; the harness's error kinds only choose the verdict's name.
+compared with the host's own float64 reference; the harness's error kinds (bang_harness.protocol.ErrorKind,
+values, never message text) only choose the verdict's name. A `harness_error` read from a file the student's
+process could write is not believed: it becomes the student's runtime error. Only the host's own observation
+of its runner (grader.orchestration.pipeline) can make an internal error.
 """
 
 from __future__ import annotations
@@ -10,32 +13,44 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from bang_harness.protocol import ErrorKind
 
 from grader.checks import compare
-from grader.orchestration.trace_summary import diagnostics_of
+from grader.orchestration.trace_summary import TraceReading
 from grader.results import CaseResult, TraceSummary, Verdict
 from grader.spec import AssignmentSpec, ConcreteCase
 
-# How the harness names a failed call (bang_harness.job.ErrorKind) -> the verdict it earns.
-ERROR_VERDICTS = {
-    "python_exception": Verdict.RUNTIME_ERROR,
-    "emulator_error": Verdict.RUNTIME_ERROR,
-    "bad_output": Verdict.WRONG_ANSWER,
-    "crash": Verdict.CRASH,
-    "timeout": Verdict.TIMEOUT,
-    "harness_error": Verdict.INTERNAL_ERROR,
+# How the harness names a failed call -> the verdict it earns.
+ERROR_VERDICTS: dict[ErrorKind, Verdict] = {
+    ErrorKind.PYTHON_EXCEPTION: Verdict.RUNTIME_ERROR,
+    ErrorKind.LOAD_FAILURE: Verdict.RUNTIME_ERROR,
+    ErrorKind.EMULATOR_ERROR: Verdict.RUNTIME_ERROR,
+    ErrorKind.BAD_OUTPUT: Verdict.WRONG_ANSWER,
+    ErrorKind.CRASH: Verdict.CRASH,
+    ErrorKind.TIMEOUT: Verdict.TIMEOUT,
+    ErrorKind.HARNESS_ERROR: Verdict.RUNTIME_ERROR,  # claimed in a file the student could write: not believed
 }
-# An entry failing its first call with one of these fails every call the same way (bang_harness.worker).
-LOAD_FAILURES = ("cannot import the submission", "while loading the extension", "cannot activate the")
 MESSAGE_CHARS = 8000
+NOT_BELIEVED = ("the sandbox reported a fault of the grader's harness, but that report comes from a file the "
+                "submission's process could write, so it is not believed and counts as a runtime error: ")
+
+
+def error_kind(meta: dict[str, Any]) -> ErrorKind | None:
+    try:
+        return ErrorKind(meta.get("error_kind"))
+    except ValueError:
+        return None
 
 
 @dataclass
 class CallOutcome:
     meta: dict[str, Any] | None
     output: np.ndarray | None = None
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: TraceReading | None = None
     read_error: str | None = None
+    integrity: list[str] = field(default_factory=list)  # what did not add up (reader + integrity checks)
+    coverage: list[str] = field(default_factory=list)  # output or work not covered by kernels (see judge_call)
+    integrity_notes: list[str] = field(default_factory=list)  # checks that could not run, and why
 
 
 def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome, expected: np.ndarray | None,
@@ -44,14 +59,20 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
     base = {"name": case.name, "group": case.group, "entry": entry, "dtype": case.dtype,
             "shapes": {k: list(v) for k, v in case.shapes.items()}}
     meta = got.meta or {}
-    diagnostics = diagnostics_of(got.trace)
+    diagnostics = got.trace.diagnostics if got.trace is not None else []
     if not meta.get("ok"):
-        verdict = ERROR_VERDICTS.get(str(meta.get("error_kind")), Verdict.RUNTIME_ERROR)
+        kind = error_kind(meta)
+        verdict = ERROR_VERDICTS.get(kind, Verdict.RUNTIME_ERROR) if kind is not None else Verdict.RUNTIME_ERROR
         message = str(meta.get("error") or "the call failed")[:MESSAGE_CHARS]
+        if kind == ErrorKind.HARNESS_ERROR:
+            message = NOT_BELIEVED + message
         if verdict == Verdict.CRASH and meta.get("lost"):
             message = f"no result for this call: {message}"
         return CaseResult(**base, verdict=verdict, passed=False, message=message, diagnostics=diagnostics)
-    if kernel_trace and not got.trace:
+    if got.integrity:
+        return CaseResult(**base, verdict=Verdict.INTEGRITY, passed=False, diagnostics=diagnostics,
+                          message="the sandbox's claims about this call do not add up: " + "; ".join(got.integrity))
+    if kernel_trace and (got.trace is None or got.trace.launch_count == 0):
         return CaseResult(**base, verdict=Verdict.NOT_USING_KERNEL, passed=False, diagnostics=diagnostics,
                           message="the wrapper computed the result without launching a kernel "
                                   "(no BANG kernel ran during the call)")
@@ -62,8 +83,17 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
     message, passed = outcome.message, outcome.passed
     if passed and meta.get("repeats_consistent") is False:
         passed, message = False, "repeated calls on the same inputs returned different results"
+    verdict = Verdict.PASSED if passed else Verdict.WRONG_ANSWER
+    if got.coverage:
+        # Kernels that wrote or did less than the output needs: an honest bug when the values are wrong
+        # (a dropped tail still holds the poison), a forgery when they are right anyway.
+        if passed:
+            passed, verdict = False, Verdict.INTEGRITY
+            message = ("the output is right, but not your kernels' work: " + "; ".join(got.coverage))[:MESSAGE_CHARS]
+        else:
+            message = (message + " (" + "; ".join(got.coverage) + ")")[:MESSAGE_CHARS]
     m = outcome.metrics
-    return CaseResult(**base, verdict=Verdict.PASSED if passed else Verdict.WRONG_ANSWER, passed=passed,
+    return CaseResult(**base, verdict=verdict, passed=passed,
                       diff1=m.get("diff1"), diff2=m.get("diff2"), diff3=m.get("diff3"),
                       max_abs_error=m.get("diff3_2"), unwritten_fraction=outcome.unwritten_fraction,
                       nan_inf_mismatch=outcome.nan_inf_mismatch, mismatches=outcome.mismatches,
@@ -75,8 +105,8 @@ def dooms_entry(outcome: CallOutcome) -> bool:
     meta = outcome.meta or {}
     if meta.get("ok"):
         return False
-    error = str(meta.get("error", ""))
-    return meta.get("error_kind") == "timeout" or any(m in error for m in LOAD_FAILURES)
+    kind = error_kind(meta)
+    return kind in (ErrorKind.TIMEOUT, ErrorKind.LOAD_FAILURE) or meta.get("during") == "load"
 
 
 def call_samples(meta: dict[str, Any] | None, source: str) -> list[float]:
@@ -97,8 +127,10 @@ def modelled_samples(source: str, reported: list[float], trace: TraceSummary | N
     patched; the emulator runtime writes each launch's modelled time to the trace itself. A disagreement is
     reported, and the trace wins.
     """
-    if source != "modelled" or trace is None:
+    if source != "modelled":
         return reported, ""
+    if trace is None:  # no verified launch: nothing the in-process clocks say is believed
+        return [], "no verified launch records, so no modelled time. "
     modelled = trace.modelled_time_us
     note = ""
     if reported and not all(abs(r - modelled) <= 0.01 * modelled + 1e-3 for r in reported):

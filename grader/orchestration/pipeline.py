@@ -15,6 +15,7 @@ import platform
 import shutil
 import tempfile
 import threading
+import time
 import tomllib
 import traceback
 from dataclasses import dataclass
@@ -24,10 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bang_harness.protocol import KEY_BYTES, KEY_FILE, ErrorKind, ExitCode
 
 from grader import __version__
 from grader.backends import get_backend
+from grader.checks.integrity import CallIntegrity, HostFacts, KernelSymbols, device_profile
 from grader.checks.requirements import check_requirements
+from grader.checks.screening import apply_screening, screen_submission
 from grader.layout import (
     LayoutError,
     ModuleSyntaxError,
@@ -40,11 +44,12 @@ from grader.layout import (
 from grader.orchestration.environment import Backend, UnavailableError, resolve_backend, resolve_runner
 from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry, judge_call, modelled_samples
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.trace_summary import read_trace, summarise_trace
+from grader.orchestration.trace_summary import read_trace
 from grader.results import (
     BuildInfo,
     CaseResult,
     GradeResult,
+    ScreeningFinding,
     StageResult,
     Student,
     Timing,
@@ -53,8 +58,9 @@ from grader.results import (
     worst,
 )
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
-from grader.sandbox.capped import UntrustedFileError, load_npy_capped, read_bytes_capped, read_json_capped
+from grader.sandbox.capped import UntrustedFileError, load_npy_expected, read_bytes_capped, read_json_capped
 from grader.sandbox.docker_runner import SandboxError
+from grader.sandbox.layout import sandbox_user
 from grader.scoring import decide_stage, group_scores, load_thresholds, summarise
 from grader.scoring.timing import MAX_ROUNDS, settled
 from grader.spec import (
@@ -70,11 +76,8 @@ from grader.spec import (
 )
 
 COMPILER_OUTPUT_CHARS = 64_000
-HARNESS_FAULT = "internal error in the build harness"  # bang_harness.build's marker for its own failures
-OUTPUT_SLACK_BYTES = 4096  # .npy header on top of the expected payload
-MLU_REPEATS = 10
+MLU_REPEATS = 10  # per round; rounds continue until the spread settles (scoring.timing)
 PROBE_TIMEOUT_SECONDS = 20.0  # the probe runs the smallest case: a healthy kernel needs well under a second
-LOAD_FAILURES = ("cannot import the submission", "while loading the extension", "cannot activate the")  # per round; rounds continue until the spread settles (scoring.timing)
 
 
 @dataclass
@@ -148,7 +151,12 @@ class _Grading:
         self.stages: list[StageResult] = []
         self.image = ""
         self.notes: list[str] = []
+        self.screening: list[ScreeningFinding] = []
         self._references: dict[tuple[str, int], np.ndarray] = {}
+        self.facts: HostFacts | None = None  # what integrity checks compare the sandbox's claims against
+        self._keys: dict[Path, bytes] = {}  # outputs folder -> the trace key drawn for that run phase
+        self.integrity: list[str] = []
+        self.integrity_seconds = 0.0  # host cost of the checks (symbols, verification), for the record
 
     # -- progress and the result document --------------------------------------------------------------
     def progress(self, step: str, fraction: float) -> None:
@@ -163,7 +171,7 @@ class _Grading:
         groups = group_scores(spec, self.cases) if spec is not None else []
         score = sum(g.points for g in groups) + sum(s.points for s in self.stages)
         backend = self.backend
-        return GradeResult(
+        return apply_screening(GradeResult(
             student=self.student,
             assignment=spec.name if spec else (self.options.assignment or "unknown"),
             assignment_title=spec.title if spec else "",
@@ -181,11 +189,12 @@ class _Grading:
             cases=self.cases,
             stages=self.stages,
             build=self.build,
+            integrity=self.integrity,
             seeds=self.seeds.record(),
             versions=self._versions(),
             started_at=self.started,
             finished_at=datetime.now(UTC),
-        )
+        ), self.screening)
 
     def _versions(self) -> Versions:
         try:
@@ -209,6 +218,8 @@ class _Grading:
             for stage in stages:
                 needed.setdefault(entries[stage], []).append(stage)
             check_entry_functions(submission, needed)
+            # On the host, before anything is built: escape hatches in the sources (checks/screening.py).
+            self.screening = screen_submission(self.root, self.spec)
         except LayoutError as exc:
             self.spec = self.spec or self._guess_spec()
             return self.finish(Verdict.UNGRADABLE_LAYOUT, str(exc))
@@ -220,8 +231,8 @@ class _Grading:
         try:
             self.backend = resolve_backend(self.options)
             runner = resolve_runner(self.options, self.backend)
-        except UnavailableError as exc:
-            return self.finish(Verdict.INTERNAL_ERROR, str(exc))
+        except UnavailableError as exc:  # the machine, not the submission: nothing was run
+            return self.finish(Verdict.ENVIRONMENT_ERROR, str(exc))
         self.runner_name = getattr(runner, "name", type(runner).__name__)
         self.image = str(getattr(runner, "image", "") or "")
         # BANG_GRADER_KEEP_WORK=1 keeps the job, inputs, raw outputs and traces for debugging the grader.
@@ -234,6 +245,7 @@ class _Grading:
             verdict = self._build(runner, submission, build_dir, work)
             if verdict is not None:
                 return verdict
+            self.facts = self._host_facts(build_dir, submission)
             return self._grade_calls(runner, submission, entries, stages, build_dir, work)
         except SandboxError as exc:
             return self.finish(Verdict.INTERNAL_ERROR, f"the sandbox failed (not your fault): {exc}")
@@ -337,10 +349,35 @@ class _Grading:
             # No build.json at all: the harness itself did not get to write it (killed, out of memory).
             detail = _describe_outcome(outcome)
             return self.finish(Verdict.COMPILE_ERROR, f"the build did not complete ({detail})")
-        if info.get("error_kind") == "harness_error" or HARNESS_FAULT in log:
+        # build.json is the harness's (no student code runs while building); its typed kind is believed only
+        # when the runner saw the harness exit with its own "build failed" status.
+        harness_fault = (info.get("error_kind") == ErrorKind.HARNESS_ERROR and outcome.exit_code == ExitCode.BUILD_FAILED
+                         and not outcome.timed_out and not outcome.oom_killed and not outcome.signal)
+        if harness_fault:
             return self.finish(Verdict.INTERNAL_ERROR, "the build harness failed (not your fault):\n" + log[-4000:])
         return self.finish(Verdict.COMPILE_ERROR, "the extension does not compile; the compiler output follows in "
                                                   "the report (build.compiler_output)")
+
+    def _host_facts(self, build_dir: Path, submission: Submission) -> HostFacts:
+        """The host's own facts for integrity checks: its device table entry and the extension's symbols."""
+        assert self.backend is not None
+        started = time.perf_counter()
+        facts = HostFacts(device=self.backend.device, profile=None, symbols=None)
+        if not self.backend.has_trace:
+            facts.notes.append(f"the {self.backend.name} backend has no signed launch trace: the integrity checks "
+                               "that need it (provenance, counted work, kernel names, modelled time) were skipped")
+        else:
+            facts.profile = device_profile(self.backend.device)
+            if facts.profile is None:
+                facts.notes.append(f"no entry for {self.backend.device} in the host's device table: profile "
+                                   "figures and modelled-time floors were not checked")
+            facts.symbols = KernelSymbols.from_library(build_dir / "ext" / f"{submission.extension}.so")
+            if facts.symbols is None:
+                facts.notes.append("the built extension's symbols could not be read on the host (nm): kernel "
+                                   "names were not checked")
+        self.notes += facts.notes
+        self.integrity_seconds += time.perf_counter() - started
+        return facts
 
     # -- run -------------------------------------------------------------------------------------------
     def _plan(self, entries: dict[str, str], stages: list[str]) -> list[PlannedCall]:
@@ -383,6 +420,15 @@ class _Grading:
                "extension": submission.extension, "calls": job_calls,
                "call_timeout_seconds": call_timeout or self.spec.call_timeout_seconds}
         (io / "job.json").write_text(json.dumps(job, indent=1), encoding="utf-8")
+        if self.backend.has_trace:
+            # A fresh master key per run phase: a trace line signed in one phase verifies in no other.
+            key = os.urandom(KEY_BYTES)
+            fd = os.open(io / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(key)
+                if os.geteuid() == 0:  # the sandbox's supervisor runs as the dedicated user: only it may read
+                    os.fchown(fh.fileno(), *sandbox_user())
+            self._keys[io / "outputs"] = key
         stop = threading.Event()
         watcher = threading.Thread(target=self._watch_outputs, args=(io / "outputs", calls, progress_span, stop),
                                    daemon=True)
@@ -394,6 +440,7 @@ class _Grading:
         finally:
             stop.set()
             watcher.join()
+            (io / KEY_FILE).unlink(missing_ok=True)  # the harness unlinks it first; this covers a failed start
         if not outcome.ok:
             self.notes.append(f"the run phase did not finish cleanly: {_describe_outcome(outcome)}")
         return {call.id: self._collect(call, io / "outputs", outcome) for call in calls}
@@ -411,26 +458,41 @@ class _Grading:
                               span[0] + (span[1] - span[0]) * done / total)
 
     def _collect(self, call: PlannedCall, outputs: Path, outcome: RunOutcome) -> CallOutcome:
+        assert self.backend is not None and self.spec is not None
         try:
             meta = read_json_capped(outputs / f"{call.id}.json", root=outputs.parent)
         except (UntrustedFileError, OSError):
             meta = None
         if meta is not None and not isinstance(meta, dict):
-            meta = {"ok": False, "error": "malformed result file", "error_kind": "harness_error"}
+            meta = {"ok": False, "error": "the call's result file is not a JSON object"}
         if meta is None:
-            kind = "timeout" if outcome.timed_out else "crash"
+            # The host's own observation of its runner: the only source of crash/timeout it needs no file for.
+            kind = ErrorKind.TIMEOUT if outcome.timed_out else ErrorKind.CRASH
             meta = {"ok": False, "error_kind": kind, "error": _describe_outcome(outcome), "lost": True}
-        trace = read_trace(outputs / f"{call.id}.trace.jsonl", root=outputs.parent) if self.backend.has_trace else []
+        ok = meta.get("ok") is True
         output = None
         read_error = None
-        if meta.get("ok"):
-            itemsize = np.dtype(call.case.dtype).itemsize
-            cap = int(np.prod(call.case.output_shape)) * max(itemsize, 8) + OUTPUT_SLACK_BYTES
+        if ok:
             try:
-                output = load_npy_capped(outputs / f"{call.id}.npy", cap, root=outputs.parent)
+                # Header checked against the case's shape and dtype before any array is allocated.
+                output = load_npy_expected(outputs / f"{call.id}.npy", tuple(call.case.output_shape),
+                                           call.case.dtype, root=outputs.parent)
             except (UntrustedFileError, OSError) as exc:
                 read_error = f"the output could not be read back: {exc}"
-        return CallOutcome(meta=meta, output=output, trace=trace, read_error=read_error)
+        if not self.backend.has_trace:
+            return CallOutcome(meta=meta, output=output, read_error=read_error)
+        started = time.perf_counter()
+        facts = self.facts or HostFacts(device=self.backend.device, profile=None, symbols=None)
+        required = REFERENCES[self.spec.reference].required(call.case.shapes)
+        checker = CallIntegrity(call.id, facts, required, np.dtype(call.case.dtype).itemsize)
+        trace = read_trace(outputs / f"{call.id}.trace.jsonl", self._keys[outputs], call.id, checker,
+                           root=outputs.parent)
+        findings: list[str] = []
+        if ok:
+            findings = trace.findings + checker.finish(output)
+        self.integrity_seconds += time.perf_counter() - started
+        return CallOutcome(meta=meta, output=output, trace=trace, read_error=read_error, integrity=findings,
+                           coverage=checker.coverage if ok else [])
 
     # -- judging ---------------------------------------------------------------------------------------
     def _expected(self, case: ConcreteCase) -> np.ndarray:
@@ -485,8 +547,40 @@ class _Grading:
             assert call.stage is not None
             self.stages.append(self._stage_result(call, judged, outcomes.get(call.id), samples[call.stage],
                                                   thresholds))
+        self._apply_integrity(calls, outcomes, judged)
         verdict = worst([c.verdict for c in self.cases] + [s.verdict for s in self.stages])
         return self.finish(verdict, _summary_line(verdict, self.cases, self.stages))
+
+    def _apply_integrity(self, calls: list[PlannedCall], outcomes: dict[str, CallOutcome],
+                         judged: dict[str, CaseResult]) -> None:
+        """A call whose claims do not add up costs its whole entry every point: cases and stages alike."""
+        failed: dict[str, str] = {}
+        for call in calls:
+            got = outcomes.get(call.id)
+            if got is None:
+                continue
+            # Coverage shortfalls count only where judging found the output right all the same (judge_call).
+            forged_coverage = call.id in judged and judged[call.id].verdict == Verdict.INTEGRITY
+            findings = got.integrity or (got.coverage if forged_coverage else [])
+            if not findings:
+                continue
+            label = f"stage {call.stage}" if call.stage else f"case {call.case.name}"
+            failed.setdefault(call.entry, label)
+            self.integrity += [f"{call.entry}(), {label}: {finding}" for finding in findings]
+        if not failed:
+            return
+        for i, case in enumerate(self.cases):
+            if case.entry in failed and case.passed:
+                self.cases[i] = case.model_copy(update={
+                    "verdict": Verdict.INTEGRITY, "passed": False,
+                    "message": f"no points for {case.entry}(): the sandbox's claims for its "
+                               f"{failed[case.entry]} do not add up (see integrity)"})
+        for i, stage in enumerate(self.stages):
+            if stage.entry in failed:
+                self.stages[i] = stage.model_copy(update={
+                    "verdict": Verdict.INTEGRITY, "points": 0.0,
+                    "message": f"no points for {stage.entry}(): the sandbox's claims for its "
+                               f"{failed[stage.entry]} do not add up (see integrity)"})
 
     def _entry_correct(self, perf_call: PlannedCall, judged: dict[str, CaseResult]) -> bool:
         assert self.spec is not None and perf_call.stage is not None
@@ -520,7 +614,7 @@ class _Grading:
         correctness = [r for c_id, r in judged.items() if r.entry == call.entry and (r.group in groups or c_id == call.id)]
         # The harness times the checked call itself when there is no warm-up (bang_harness.worker).
         invocations = 1 + call.warmup + call.timed_repeats - (1 if call.warmup == 0 and call.timed_repeats else 0)
-        trace = summarise_trace(got.trace, invocations, self.backend.device) if got and got.trace else None
+        trace = got.trace.summary(invocations, self.backend.device) if got and got.trace else None
         requirements = check_requirements(stage.requirements, trace, self.backend.has_trace)
         samples, note = modelled_samples(self.backend.time_source, samples, trace)
         timing: Timing | None = None

@@ -1,111 +1,232 @@
-"""Summarises an emulator trace (JSON Lines, one record per kernel launch) into results.TraceSummary.
+"""Reads a call's emulator trace (signed JSON Lines, DESIGN.md "Threat model") and summarises it while streaming.
 
-The trace is written inside the sandbox, so it is read size-capped and every field is coerced; a malformed
-record is skipped, never trusted blindly.
+The trace is written inside the sandbox, by a runtime in the student's process: every line must carry the HMAC
+of the call's key (derived from the master key the host drew for the run phase), parse as plain JSON (no
+NaN/Infinity), name this call and continue the sequence 0, 1, 2 ... without gaps. A line that does not is an
+integrity finding and ends the reading: nothing after it is believed. Records are capped in count and bytes and
+folded into running totals, never kept as a list.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.results import EmuDiagnostic, SourceLocation, TraceSummary
-from grader.sandbox.capped import UntrustedFileError, read_bytes_capped
+from bang_harness.protocol import (
+    TRACE_MAX_BYTES,
+    TRACE_MAX_LINE_BYTES,
+    TRACE_MAX_RECORDS,
+    RecordKind,
+    call_key,
+    verify_line,
+)
 
-TRACE_MAX_BYTES = 32 << 20
+from grader.checks.integrity import CallIntegrity
+from grader.results import EmuDiagnostic, SourceLocation, TraceSummary
+from grader.sandbox.capped import UntrustedFileError, open_capped
+
 MAX_DIAGNOSTICS = 20
 
 
-def read_trace(path: Path, root: Path | None = None) -> list[dict[str, Any]]:
-    try:
-        data = read_bytes_capped(path, TRACE_MAX_BYTES, root)
-    except (UntrustedFileError, OSError):
-        return []
-    records = []
-    for line in data.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
-
-
 def _num(value: Any, default: float = 0.0) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    value = float(value)
+    return value if value == value and abs(value) != float("inf") else default
 
 
 def _int_map(value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
         return {}
-    return {str(k): int(v) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def diagnostics_of(records: list[dict[str, Any]]) -> list[EmuDiagnostic]:
-    out: list[EmuDiagnostic] = []
-    seen: set[tuple[str, str]] = set()
-    for record in records:
-        for diag in record.get("diagnostics") or []:
-            if not isinstance(diag, dict) or len(out) >= MAX_DIAGNOSTICS:
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+class TraceAccumulator:
+    """Running totals of launch records: what TraceSummary reports, without holding the records."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+        self.total_us = 0.0
+        self.by_kernel: Counter[str] = Counter()
+        self.builtins: Counter[str] = Counter()
+        self.bytes_moved: Counter[str] = Counter()
+        self.split: Counter[str] = Counter()
+        self.peak: dict[str, int] = {}
+        self.capacity: dict[str, int] = {}
+        self.cores_used = 1
+        self.main: dict[str, Any] = {}
+        self._main_time = -1.0
+        self.diagnostics: list[EmuDiagnostic] = []
+        self._seen: set[tuple[str, str]] = set()
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.launches += 1
+        t = _num(record.get("modelled_time_us"))
+        self.total_us += t
+        self.by_kernel[str(record.get("kernel", "?"))[:200]] += 1
+        self.builtins.update(_int_map(record.get("builtin_counts")))
+        self.bytes_moved.update(_int_map(record.get("bytes_moved")))
+        split = record.get("time_split_us")
+        if isinstance(split, dict):
+            for k, v in split.items():
+                self.split[str(k)] += _num(v)
+        for k, v in _int_map(record.get("onchip_peak_bytes")).items():
+            self.peak[k] = max(self.peak.get(k, 0), v)
+        self.capacity.update(_int_map(record.get("onchip_capacity_bytes")))
+        self.cores_used = max(self.cores_used, int(_num(record.get("cores_used"), 1)))
+        if t > self._main_time:
+            # Only what the summary shows of the longest launch is kept, not the record.
+            self.main = {k: record.get(k) for k in ("dim", "func_type", "device")}
+            self._main_time = t
+        self._add_diagnostics(record.get("diagnostics"))
+
+    def _add_diagnostics(self, diags: Any) -> None:
+        if not isinstance(diags, list):
+            return
+        for diag in diags:
+            if not isinstance(diag, dict) or len(self.diagnostics) >= MAX_DIAGNOSTICS:
                 continue
-            key = (str(diag.get("kind", "")), str(diag.get("message", "")))
-            if key in seen:
+            key = (str(diag.get("kind", ""))[:200], str(diag.get("message", ""))[:2000])
+            if key in self._seen:
                 continue
-            seen.add(key)
+            self._seen.add(key)
             severity = diag.get("severity") if diag.get("severity") in ("error", "warning", "note") else "error"
             line = diag.get("line")
-            out.append(EmuDiagnostic(
-                severity=severity, kind=key[0] or "unknown", message=key[1][:2000],
-                kernel=str(diag["kernel"]) if diag.get("kernel") else None,
-                location=SourceLocation(file=str(diag["file"]) if diag.get("file") else None,
-                                        line=int(line) if isinstance(line, int) else None)))
-    return out
+            self.diagnostics.append(EmuDiagnostic(
+                severity=severity, kind=key[0] or "unknown", message=key[1],
+                kernel=str(diag["kernel"])[:200] if diag.get("kernel") else None,
+                location=SourceLocation(file=str(diag["file"])[:500] if diag.get("file") else None,
+                                        line=line if isinstance(line, int) and not isinstance(line, bool) else None)))
+
+    def summary(self, invocations: int, device: str) -> TraceSummary | None:
+        """Per-invocation summary: a call's trace holds every invocation (checked call, warm-ups, timed repeats)."""
+        if not self.launches:
+            return None
+        invocations = max(1, invocations)
+        dim = self.main.get("dim")
+        dims = (tuple(int(_num(d, 1)) for d in dim[:3]) if isinstance(dim, list) and len(dim) >= 3 else (1, 1, 1))
+        names = [k for k, _ in self.by_kernel.most_common()]
+        kernel = names[0] + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
+        return TraceSummary(
+            kernel=kernel,
+            dim=dims,  # type: ignore[arg-type]
+            func_type=str(self.main.get("func_type") or "BLOCK"),
+            device_profile=str(self.main.get("device") or device),
+            modelled_time_us=self.total_us / invocations,
+            time_split_us={k: v / invocations for k, v in self.split.items()},
+            bytes_moved={k: v // invocations for k, v in self.bytes_moved.items()},
+            onchip_peak_bytes=self.peak,
+            onchip_capacity_bytes=self.capacity,
+            builtin_counts={k: v // invocations for k, v in self.builtins.items()},
+            cores_used=self.cores_used,
+            launches=max(1, self.launches // invocations),
+            diagnostics=self.diagnostics,
+        )
 
 
-def summarise_trace(records: list[dict[str, Any]], invocations: int, device: str) -> TraceSummary | None:
-    """Per-invocation summary: a call's trace holds every invocation (checked call, warm-ups, timed repeats)."""
-    if not records:
-        return None
-    invocations = max(1, invocations)
-    by_kernel: Counter[str] = Counter()
-    builtins: Counter[str] = Counter()
-    bytes_moved: Counter[str] = Counter()
-    split: Counter[str] = Counter()
-    peak: dict[str, int] = {}
-    capacity: dict[str, int] = {}
-    main: dict[str, Any] = records[0]
-    main_time = -1.0
+@dataclass
+class TraceReading:
+    """One call's trace as far as it verified: running totals, output records and integrity findings."""
+
+    present: bool = False
+    launches: TraceAccumulator = field(default_factory=TraceAccumulator)
+    records: int = 0
+    findings: list[str] = field(default_factory=list)  # the reader's own: signature, format, order, caps
+
+    @property
+    def launch_count(self) -> int:
+        return self.launches.launches
+
+    @property
+    def diagnostics(self) -> list[EmuDiagnostic]:
+        return self.launches.diagnostics
+
+    def summary(self, invocations: int, device: str) -> TraceSummary | None:
+        return self.launches.summary(invocations, device)
+
+
+def read_trace(path: Path, key: bytes, call_id: str, checker: CallIntegrity | None = None,
+               root: Path | None = None) -> TraceReading:
+    """Stream and verify `path`; verified records go to the summary and to `checker` as they come."""
+    reading = TraceReading()
+    key_call = call_key(key, call_id)
+    try:
+        stream = open_capped(path, TRACE_MAX_BYTES, root)
+    except UntrustedFileError as exc:
+        if path.name and not _exists(path):
+            return reading  # no launch wrote a line: the judge decides "not using a kernel"
+        reading.present = True
+        reading.findings.append(f"the trace cannot be read: {exc}")
+        return reading
+    reading.present = True
+    expected_seq = 0
+    with stream:
+        try:
+            for number in range(1, TRACE_MAX_RECORDS + 2):
+                line = stream.readline(TRACE_MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                if number > TRACE_MAX_RECORDS:
+                    reading.findings.append(f"the trace has more than {TRACE_MAX_RECORDS} records (the cap)")
+                    break
+                problem = _check_line(line, key_call, call_id, expected_seq, reading, checker)
+                if problem is not None:
+                    reading.findings.append(f"trace line {number}: {problem}")
+                    break
+                expected_seq += 1
+        except UntrustedFileError as exc:
+            reading.findings.append(f"the trace cannot be read: {exc}")
+    return reading
+
+
+def _exists(path: Path) -> bool:
+    return path.is_symlink() or path.exists()
+
+
+def _check_line(line: bytes, key_call: bytes, call_id: str, expected_seq: int, reading: TraceReading,
+                checker: CallIntegrity | None) -> str | None:
+    """None when the line verified and was counted; else what is wrong with it."""
+    if not line.endswith(b"\n"):
+        return (f"longer than {TRACE_MAX_LINE_BYTES} bytes" if len(line) > TRACE_MAX_LINE_BYTES
+                else "cut short (no newline at its end)")
+    payload = verify_line(key_call, line[:-1])
+    if payload is None:
+        return "its signature does not verify with this call's key (not written by the emulator runtime)"
+    try:
+        record = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return f"not plain JSON ({type(exc).__name__}: {str(exc)[:120]})"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if record.get("call") != call_id:
+        return f"names call {str(record.get('call'))[:80]!r}, expected {call_id!r}"
+    seq = record.get("seq")
+    if seq != expected_seq or isinstance(seq, bool):
+        return f"sequence number {str(seq)[:40]}, expected {expected_seq} (a record is missing or out of order)"
+    kind = record.get("record")
+    reading.records += 1
+    if kind == RecordKind.LAUNCH:
+        reading.launches.add(record)
+        if checker is not None:
+            checker.launch(record)
+    elif kind == RecordKind.OUTPUT:
+        if checker is not None:
+            checker.output(record)
+    else:
+        return f"unknown record kind {str(kind)[:40]!r}"
+    return None
+
+
+def summarise_records(records: list[dict[str, Any]], invocations: int, device: str) -> TraceSummary | None:
+    """Summary of already-trusted launch records (tests, calibration)."""
+    acc = TraceAccumulator()
     for record in records:
-        t = _num(record.get("modelled_time_us"))
-        by_kernel[str(record.get("kernel", "?"))] += 1
-        builtins.update(_int_map(record.get("builtin_counts")))
-        bytes_moved.update(_int_map(record.get("bytes_moved")))
-        for k, v in (record.get("time_split_us") or {}).items():
-            split[str(k)] += _num(v)
-        for k, v in _int_map(record.get("onchip_peak_bytes")).items():
-            peak[k] = max(peak.get(k, 0), v)
-        capacity.update(_int_map(record.get("onchip_capacity_bytes")))
-        if t > main_time:
-            main, main_time = record, t
-    dim = main.get("dim")
-    dims = tuple(int(d) for d in dim[:3]) if isinstance(dim, list) and len(dim) >= 3 else (1, 1, 1)
-    names = [k for k, _ in by_kernel.most_common()]
-    kernel = names[0] + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
-    return TraceSummary(
-        kernel=kernel,
-        dim=dims,  # type: ignore[arg-type]
-        func_type=str(main.get("func_type", "BLOCK")),
-        device_profile=str(main.get("device", device)),
-        modelled_time_us=sum(_num(r.get("modelled_time_us")) for r in records) / invocations,
-        time_split_us={k: v / invocations for k, v in split.items()},
-        bytes_moved={k: v // invocations for k, v in bytes_moved.items()},
-        onchip_peak_bytes=peak,
-        onchip_capacity_bytes=capacity,
-        builtin_counts={k: v // invocations for k, v in builtins.items()},
-        cores_used=max(int(_num(r.get("cores_used"), 1)) for r in records),
-        launches=max(1, len(records) // invocations),
-        diagnostics=diagnostics_of(records),
-    )
+        acc.add(record)
+    return acc.summary(invocations, device)

@@ -1,7 +1,8 @@
 """Turns a results document into findings a student can act on: what went wrong, the evidence, what to change.
 
-The rules read only GradeResult fields (verdicts, DIFF metrics, mismatches, unwritten fractions, emulator
-diagnostics, compiler messages). Each finding names its kind with a machine name, so tests and the batch
+The rules read GradeResult fields (verdicts, DIFF metrics, mismatches, unwritten fractions, emulator
+diagnostics, compiler messages) and, for one pattern (only fp16 fails), the submission's own binding and kernel
+sources, to tell a half path that does not exist (every dtype cast to `float*`) from a half path that is wrong. Each finding names its kind with a machine name, so tests and the batch
 dashboard can match on it, and carries a short title, the evidence seen and the advice.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
 from grader.reporting.compiler_output import CompilerMessage, parse_compiler_output, submission_relative
@@ -308,6 +310,8 @@ _VERDICT_ACTIONS = {
     Verdict.TIMEOUT: "Find the loop or barrier that never finishes",
     Verdict.CRASH: "Find what crashes the extension",
     Verdict.INTERNAL_ERROR: "Report this run to the course staff",
+    Verdict.ENVIRONMENT_ERROR: "Set up the grading machine, then grade again",
+    Verdict.INTEGRITY: "Compute the output with your kernel, and only with it",
 }
 
 _VERDICT_FINDINGS: dict[Verdict, tuple[str, str]] = {  # verdict -> (title, advice)
@@ -332,6 +336,18 @@ _VERDICT_FINDINGS: dict[Verdict, tuple[str, str]] = {  # verdict -> (title, advi
         "The process crashed",
         "The extension died (a signal or a non-zero exit). Typical causes: dereferencing a host pointer "
         "in the kernel, a wrong byte count in cnrtMemcpy, or using a tensor's data_ptr() after it was freed.",
+    ),
+    Verdict.ENVIRONMENT_ERROR: (
+        "This machine cannot grade yet",
+        "Nothing of your submission was run: the grader found no sandbox to run it in. The message says "
+        "which command sets the machine up.",
+    ),
+    Verdict.INTEGRITY: (
+        "The grader could not confirm the result came from your kernel",
+        "What the run reported does not add up: for instance the output was written by host code rather "
+        "than by a kernel, the kernels did less work than the output needs, or the launch records were "
+        "not the emulator's own. The message lists exactly what did not match. Compute the whole output "
+        "with your BANG kernel, launched from the entry function.",
     ),
     Verdict.INTERNAL_ERROR: (
         "The grader failed",
@@ -449,7 +465,110 @@ def _only_these_fail(kind: str, title: str, passing: str, failing_what: str, fai
                    cases=tuple(case_label(c) for c in failing))
 
 
-def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
+# --- sources: does the binding have a half path at all? -----------------------------------------------
+
+# A cast of a tensor's data to float*: the binding's (or the host entry's) way of handing every dtype to a float kernel.
+_FLOAT_CAST = re.compile(
+    r"(?:reinterpret|static)_cast\s*<\s*(?:const\s+)?float\s*\*\s*>"
+    r"|\(\s*(?:const\s+)?float\s*\*\s*\)\s*[A-Za-z_(]"
+    r"|\b(?:data_ptr|data|mutable_data_ptr|const_data_ptr)\s*<\s*float\s*>\s*\("
+)
+# Any sign the sources look at the dtype (a dispatch, a check, a half type on the host side).
+_DTYPE_AWARE = re.compile(
+    r"AT_DISPATCH_\w+|\bscalar_type\s*\(|\.dtype\s*\(|\.element_size\s*\(|\bitemsize\b"
+    r"|\bk(?:Half|Float16|BFloat16)\b|\b(?:at|c10)::(?:Half|BFloat16)\b|ScalarType::|\bis_floating_point\b"
+)
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_SOURCE_GLOBS = ("cpp/*.cpp", "cpp/*.cc", "cpp/*.h", "cpp/*.hpp", "mlu/*.mlu", "mlu/*.h")
+_MAX_SOURCE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class FloatCast:
+    """Where a binding hands every dtype to float pointers."""
+
+    file: str  # relative to the submission root
+    line: int
+    text: str  # the source line, stripped
+
+
+def _blank_comments(text: str) -> str:
+    """Comments replaced by spaces (newlines kept), so line numbers survive."""
+    return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def _submission_sources(result: GradeResult) -> list[tuple[str, str]]:
+    """(relative path, text) of the binding and kernel sources: read from the submission folder when it is
+    still there, else the excerpts the results document carries."""
+    root = Path(result.submission_path) if result.submission_path else None
+    sources: list[tuple[str, str]] = []
+    if root is not None and root.is_dir():
+        for pattern in _SOURCE_GLOBS:
+            for path in sorted(root.glob(pattern)):
+                try:
+                    if path.is_file() and path.stat().st_size <= _MAX_SOURCE_BYTES:
+                        sources.append((path.relative_to(root).as_posix(), path.read_text(errors="replace")))
+                except OSError:
+                    continue
+    if not sources:
+        for excerpt in result.source_excerpts:
+            # excerpts start mid-file: pad so the line numbers stay right
+            sources.append((excerpt.file, "\n" * (excerpt.first_line - 1) + "\n".join(excerpt.lines)))
+    return sources
+
+
+def float_only_binding(result: GradeResult) -> FloatCast | None:
+    """The first `float*` cast of tensor data when no source looks at the dtype: every dtype, half included,
+    then reaches the kernel as float. Binding files (cpp/) are searched before kernel files (mlu/)."""
+    sources = [(name, _blank_comments(text)) for name, text in _submission_sources(result)]
+    if not sources or any(_DTYPE_AWARE.search(text) for _, text in sources):
+        return None
+    ordered = [s for s in sources if s[0].startswith("cpp/")] + [s for s in sources if not s[0].startswith("cpp/")]
+    for name, text in ordered:
+        for number, line in enumerate(text.splitlines(), start=1):
+            if _FLOAT_CAST.search(line):
+                return FloatCast(file=name, line=number, text=line.strip())
+    return None
+
+
+def _fp16_findings(result: GradeResult, failing: list[CaseResult], passing_fp32: list[CaseResult]) -> Finding:
+    """Only fp16 cases fail. With a binding that casts every dtype to float* the half path does not exist, and
+    that is the root cause whatever the emulator saw (a float read of a half tensor runs past its end)."""
+    cast = float_only_binding(result)
+    if cast is not None:
+        finding = _only_these_fail(
+            "fp16_float_pointers", "Half tensors go through float pointers", f"{len(passing_fp32)} float32",
+            "float16", failing,
+            advice="Your fp32 kernel is right, but there is no half path: the binding hands every tensor to the "
+            f"kernel as `float*` (`{cast.text}`) and nothing looks at the dtype, so a float16 tensor of n elements "
+            "is read as n floats, twice its size (the emulator reports the read past its end). Dispatch on the "
+            "dtype: `if (x.scalar_type() == at::kHalf)` call a `half` instantiation of your kernel "
+            "(`template void entry(cnrtQueue_t, half *, half *, int);`), else the `float` one, and size every "
+            "copy with `sizeof(T)`. If you only support float32, the fp16 cases cost their own points only.",
+            action="Dispatch on the dtype: give half tensors a half kernel instead of casting them to float*")
+        return replace(finding, location=SourceLocation(file=cast.file, line=cast.line),
+                       evidence=f"{finding.evidence} The binding casts every dtype to float* at "
+                       f"{cast.file}:{cast.line}: `{cast.text}`, and no source checks the dtype.")
+    if result.assignment == "matmul" or any("matmul" in c.entry for c in failing):
+        advice = ("Your fp32 path is right; the half one loses precision or reads the data wrongly. Sum fp16 "
+                  "products in fp32 (a `float` running sum, or `__bang_matmul(float *dst, half *lhs, half *rhs, ...)`) "
+                  "and round to half once, when a result is final (`__bang_float2half_rn`); keep partial sums "
+                  "between K tiles in fp32 too. Dispatch on the dtype so half data never goes through float "
+                  "pointers, and pad K for `__bang_matmul` to 64 bytes: 32 halves, not 16.")
+        action = "Sum fp16 products in fp32 and round to half once, at the end"
+    else:
+        advice = ("Your fp32 path is right; the half one is not. Check that the binding dispatches on the dtype "
+                  "(a `half` instantiation for float16 tensors), that every byte count uses `sizeof(T)` (2 for "
+                  "half), and that the NRAM tile sizes are counted in elements of T.")
+        action = "Fix the half path: dispatch on the dtype and size copies with sizeof(T)"
+    return _only_these_fail("fp16_only", "Only fp16 cases fail", f"{len(passing_fp32)} float32", "float16",
+                            failing, advice=advice, action=action)
+
+
+FP16_PATTERNS = ("fp16_only", "fp16_float_pointers")
+
+
+def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None = None) -> list[Finding]:
     failing = [
         c for c in cases if not c.passed and c.verdict in (Verdict.WRONG_ANSWER, Verdict.RUNTIME_ERROR)
     ]
@@ -460,14 +579,7 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
     passing_fp32 = [c for c in cases if c.passed and c.dtype == "float32"]
     # fp16 first: an fp16 defect shows on long or odd shapes, which look like tails.
     if all(c.dtype == "float16" for c in failing) and passing_fp32:
-        findings.append(_only_these_fail(
-            "fp16_only", "Only fp16 cases fail", f"{len(passing_fp32)} float32", "float16", failing,
-            advice="Your fp32 path is right; the half one loses precision or reads the data wrongly. Sum fp16 "
-            "products in fp32 (a `float` running sum, or `__bang_matmul(float *dst, half *lhs, half *rhs, ...)`) "
-            "and round to half once, when a result is final (`__bang_float2half_rn`); keep partial sums "
-            "between K tiles in fp32 too. Dispatch on the dtype so half data never goes through float "
-            "pointers, and pad K for `__bang_matmul` to 64 bytes: 32 halves, not 16.",
-            action="Sum fp16 products in fp32 and round to half once, at the end"))
+        findings.append(_fp16_findings(result or _bare_result(cases), failing, passing_fp32))
     elif all(is_tail_case(c) for c in failing) and passing_aligned:
         findings.append(_only_these_fail(
             "tail_only", "Only tail shapes fail", f"{len(passing_aligned)} aligned", "tail", failing,
@@ -578,6 +690,11 @@ def _wrong_answer_findings(cases: list[CaseResult]) -> list[Finding]:
     return pattern + sorted(findings, key=lambda f: -len(f.cases))
 
 
+def _bare_result(cases: list[CaseResult]) -> GradeResult:
+    """A results document around bare cases (callers that pass cases only): no sources to read."""
+    return GradeResult.model_construct(cases=cases, submission_path="", source_excerpts=[], assignment="")
+
+
 def _num(value: float | None) -> str:
     if value is None:
         return "unwritten"
@@ -612,11 +729,21 @@ def diagnose(result: GradeResult) -> list[Finding]:
         findings.append(verdict_finding)
     diagnostics = all_diagnostics(result)
     root = result.submission_path
+    from_outputs = _wrong_answer_findings(result.cases, result)
+    if from_outputs and from_outputs[0].kind == "fp16_float_pointers":
+        # The emulator's checks in the fp16 cases (a read past a half tensor's end) are what a float read of
+        # half data does: a consequence, not a second bug. Only diagnostics seen elsewhere stay.
+        elsewhere = [d for c in result.cases if c.dtype != "float16" for d in c.diagnostics]
+        elsewhere += [d for s in result.stages if s.trace for d in s.trace.diagnostics]
+        keep = {(diagnostic_kind(d), d.location.file, d.location.line) for d in elsewhere}
+        diagnostics = [d for d in diagnostics if (diagnostic_kind(d), d.location.file, d.location.line) in keep]
     from_emulator = [diagnostic_finding(d, root) for d in diagnostics if d.severity == "error"]
-    from_outputs = _wrong_answer_findings(result.cases)
     # Both may describe one problem (e.g. unwritten output): keep the output's evidence, the emulator's line.
     located = {f.kind: f.location for f in from_emulator if f.location}
     output_kinds = {f.kind for f in from_outputs}
+    # Only fp16 failing names the cause the emulator's checks there are symptoms of, so it leads.
+    if from_outputs and from_outputs[0].kind in FP16_PATTERNS:
+        findings.append(from_outputs.pop(0))
     findings += [f for f in from_emulator if f.kind not in output_kinds]
     findings += [replace(f, location=f.location or located.get(f.kind)) for f in from_outputs]
     covered = {f.kind for f in findings}

@@ -209,7 +209,19 @@ float sum = 0.0f;                        // not T: a half sum rounds at every ad
 for (int k = 0; k < K; ++k) sum += (float)a[i * K + k] * (float)b[k * N + j];
 c[i * N + j] = (half)sum;                // one rounding, when the result is final"""
 
+_SNIPPET_DTYPE_DISPATCH = """\
+// binding: choose the kernel by the tensor's dtype instead of casting everything to float*
+if (x.scalar_type() == at::kHalf) {
+  kernel_entry(queue, reinterpret_cast<half *>(y_ptr), reinterpret_cast<half *>(x_ptr), n);
+} else {
+  kernel_entry(queue, reinterpret_cast<float *>(y_ptr), reinterpret_cast<float *>(x_ptr), n);
+}
+// .mlu: instantiate the template for both types
+template void kernel_entry(cnrtQueue_t, float *, float *, int);
+template void kernel_entry(cnrtQueue_t, half *, half *, int);"""
+
 _FIX_SNIPPETS = {
+    "fp16_float_pointers": _SNIPPET_DTYPE_DISPATCH,
     "fp16_only": _SNIPPET_FP16_SUM,
     "tail_only": _SNIPPET_REMAINDER,
     "gdram_oob_write": _SNIPPET_REMAINDER,
@@ -246,7 +258,9 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
     """The single most useful change for the whole submission."""
     findings = diagnose(result) if findings is None else findings
     blocking = {
+        Verdict.ENVIRONMENT_ERROR,
         Verdict.INTERNAL_ERROR,
+        Verdict.INTEGRITY,
         Verdict.UNGRADABLE_LAYOUT,
         Verdict.COMPILE_ERROR,
         Verdict.NOT_USING_KERNEL,
@@ -270,6 +284,11 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
                 stage=stage.name,
                 stage_title=stage.title,
             )
+    # Cases that fail outside every stage's gating groups (an extension such as fp16) are still wrong answers:
+    # correctness before speed, so their finding comes before any speed step.
+    failing_outside = [f for f in findings if f.cases and f.severity == "error"]
+    if failing_outside:
+        return _from_finding(failing_outside[0])
     for stage in result.stages:
         if is_too_slow(stage):
             derived = next_step_for_stage(stage, cores, result.submission_path)

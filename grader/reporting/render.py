@@ -39,6 +39,8 @@ _VERDICT_LABELS: dict[Verdict, tuple[str, str]] = {
     Verdict.COMPILE_ERROR: ("Compile error", "bad"),
     Verdict.UNGRADABLE_LAYOUT: ("Not gradable", "bad"),
     Verdict.INTERNAL_ERROR: ("Grader error", "neutral"),
+    Verdict.ENVIRONMENT_ERROR: ("Cannot grade on this machine", "neutral"),
+    Verdict.INTEGRITY: ("Results do not add up", "bad"),
 }
 
 
@@ -49,6 +51,8 @@ _SHORT_CASE_LABELS = {  # fits the narrow result column of the case tables
     "crash": "crash",
     "not_using_kernel": "no kernel",
     "internal_error": "grader",
+    "integrity": "integrity",
+    "environment_error": "setup",
 }
 
 
@@ -173,6 +177,9 @@ def build_context(result: GradeResult) -> dict[str, Any]:
         "score_fraction": result.score / result.max_score if result.max_score else 0.0,
         "report_version": __version__,
         "short_labels": _SHORT_CASE_LABELS,
+        # static screening (grader.checks.screening): the findings and whether they withheld the stage points
+        "screening": list(result.screening),
+        "screening_withholds": any(f.action == "zero_stages" for f in result.screening),
     }
 
 

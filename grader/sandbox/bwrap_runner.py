@@ -29,6 +29,7 @@ from grader.sandbox.base import (
     Phase,
     RunOutcome,
 )
+from grader.sandbox.io_cap import capped_io
 from grader.sandbox.layout import (
     MAX_NEW_ENTRIES,
     check_mounts,
@@ -64,6 +65,7 @@ class BwrapRunner:
         default_cache = Path(os.environ.get("BANG_EMU_CACHE") or Path.home() / ".cache" / "bang_emu")
         self.emu_cache = emu_cache or default_cache
         self.notes: list[str] = []
+        self.io_note = ""
         self._prebuilt = False
 
     def _prebuild_on_host(self) -> None:
@@ -150,6 +152,13 @@ class BwrapRunner:
         check_mounts(mounts)
         if not self._prebuilt:
             self._prebuild_on_host()
+        # bwrap binds host paths in our own mount namespace, so a host tmpfs on /io is what the sandbox sees.
+        with capped_io(mounts.io, limits.tmpfs_bytes) as io_note:
+            self.io_note = io_note
+            return self._run(phase, argv, mounts, limits, env)
+
+    def _run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+             env: dict[str, str] | None) -> RunOutcome:
         uid, gid = sandbox_user()
         prepare_writable(phase, mounts, uid, gid)
         watched = writable_dirs(phase, mounts)

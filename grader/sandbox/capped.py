@@ -41,9 +41,8 @@ def _open_dir_nofollow(root: Path, rel_parts: tuple[str, ...]) -> int:
     return fd
 
 
-def read_bytes_capped(path: Path | str, max_bytes: int, root: Path | str | None = None) -> bytes:
-    """The file's bytes, at most `max_bytes`; with `root`, `path` must lie under it with no symlink on the way."""
-    path = Path(path)
+def _open_checked(path: Path, max_bytes: int, root: Path | str | None) -> int:
+    """An fd of a regular file of at most `max_bytes`, opened without following links (see the module doc)."""
     if root is not None:
         root = Path(root)
         try:
@@ -69,6 +68,52 @@ def read_bytes_capped(path: Path | str, max_bytes: int, root: Path | str | None 
             raise UntrustedFileError(f"{path}: not a regular file")
         if info.st_size > max_bytes:
             raise UntrustedFileError(f"{path}: {info.st_size} bytes, more than the cap of {max_bytes}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class CappedReader(io.RawIOBase):
+    """A raw reader that refuses to hand out more than `max_bytes` (the file may grow while it is read)."""
+
+    def __init__(self, fd: int, max_bytes: int, path: Path) -> None:
+        super().__init__()
+        self._fd = fd
+        self._left = max_bytes
+        self._path = path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)
+        if self._left <= 0:
+            if os.read(self._fd, 1):
+                raise UntrustedFileError(f"{self._path}: grew beyond its cap while read")
+            return 0
+        data = os.read(self._fd, min(len(view), self._left))
+        view[:len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+
+def open_capped(path: Path | str, max_bytes: int, root: Path | str | None = None) -> io.BufferedReader:
+    """A buffered binary stream of an untrusted file (same refusals as read_bytes_capped), for line streaming."""
+    path = Path(path)
+    return io.BufferedReader(CappedReader(_open_checked(path, max_bytes, root), max_bytes, path), 1 << 16)
+
+
+def read_bytes_capped(path: Path | str, max_bytes: int, root: Path | str | None = None) -> bytes:
+    """The file's bytes, at most `max_bytes`; with `root`, `path` must lie under it with no symlink on the way."""
+    path = Path(path)
+    fd = _open_checked(path, max_bytes, root)
+    try:
         chunks = []
         remaining = max_bytes + 1
         while remaining > 0:
@@ -100,10 +145,51 @@ def _reject_constant(name: str) -> Any:
 def load_npy_capped(path: Path | str, max_bytes: int, root: Path | str | None = None) -> np.ndarray:
     """A plain numeric/bool array from an .npy file; never unpickles (object arrays are refused)."""
     data = read_bytes_capped(path, max_bytes, root)
+    return _parse_npy(path, data, None, None)
+
+
+def load_npy_expected(path: Path | str, shape: tuple[int, ...], dtype: np.dtype | str | None = None,
+                      root: Path | str | None = None) -> np.ndarray:
+    """The array in an .npy file that must hold `shape` (and `dtype`, when given); the header is parsed and
+    checked before anything is allocated, so a header claiming a huge shape costs nothing."""
+    dtype = np.dtype(dtype) if dtype is not None else None
+    itemsize = max(dtype.itemsize if dtype is not None else 16, 1)
+    cap = int(np.prod(shape, dtype=np.int64)) * itemsize + NPY_HEADER_MAX_BYTES
+    data = read_bytes_capped(path, cap, root)
+    return _parse_npy(path, data, tuple(int(d) for d in shape), dtype)
+
+
+NPY_HEADER_MAX_BYTES = 4096 + 64
+
+
+def _parse_npy(path: Path | str, data: bytes, shape: tuple[int, ...] | None, dtype: np.dtype | None) -> np.ndarray:
+    stream = io.BytesIO(data)
     try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            got_shape, fortran, got_dtype = np.lib.format.read_array_header_1_0(stream, max_header_size=NPY_HEADER_MAX_BYTES)
+        elif version in ((2, 0), (3, 0)):
+            got_shape, fortran, got_dtype = np.lib.format.read_array_header_2_0(stream, max_header_size=NPY_HEADER_MAX_BYTES)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
         raise UntrustedFileError(f"{path}: not a valid .npy file ({str(exc)[:200]})") from exc
-    if not isinstance(array, np.ndarray) or array.dtype.kind not in "biufc":
-        raise UntrustedFileError(f"{path}: not a numeric array")
-    return array
+    if got_dtype.hasobject or got_dtype.kind not in "biufc" or got_dtype.fields is not None:
+        raise UntrustedFileError(f"{path}: not a numeric array (dtype {got_dtype})")
+    if not all(isinstance(d, int) and d >= 0 for d in got_shape):
+        raise UntrustedFileError(f"{path}: malformed shape {got_shape!r}")
+    if shape is not None and tuple(got_shape) != shape:
+        raise UntrustedFileError(f"output shape {list(got_shape)} but expected {list(shape)}")
+    if dtype is not None and got_dtype != dtype:
+        raise UntrustedFileError(f"output dtype {got_dtype} but expected {dtype}")
+    # Sizes checked with Python ints before numpy allocates anything (a header can claim 2**62 elements).
+    count = 1
+    for d in got_shape:
+        count *= d
+    payload = memoryview(data)[stream.tell():]
+    if count * got_dtype.itemsize != len(payload):
+        raise UntrustedFileError(f"{path}: the header promises {count * got_dtype.itemsize} bytes of data, "
+                                 f"the file holds {len(payload)}")
+    array = np.frombuffer(payload, dtype=got_dtype, count=count)
+    array = array.reshape(got_shape, order="F" if fortran else "C")
+    return np.array(array, copy=True)  # writable, and independent of the file's bytes

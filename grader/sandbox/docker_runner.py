@@ -1,7 +1,12 @@
 """DockerRunner: one fresh, locked-down container per harness phase (create, start, wait, always remove).
 
-No network, read-only root, capped tmpfs, non-root user, no capabilities, no-new-privileges, cgroup pids /
-memory (= swap) / CPU limits, rlimits for file size, open files and core dumps, docker-init, capped logs.
+No network, read-only root, capped tmpfs, non-root user, no capabilities, no-new-privileges, the pinned seccomp
+profile (sandbox/images/seccomp/profile.json: allow by default, refuse ptrace, process_vm_*, io_uring, bpf,
+keyctl, userfaultfd, perf_event_open, mount/unshare/setns ...), cgroup pids / memory (= swap) / CPU limits,
+rlimits for file size, open files and core dumps, docker-init, capped logs. /io is a size-capped tmpfs when
+the grader is root and the daemon shares our mount namespace (grader.sandbox.io_cap), so `fallocate` cannot
+outrun the disk poll. An OCI runtime other than runc (gVisor: `runsc`) is used when asked for
+(`runtime=` or env BANG_GRADER_DOCKER_RUNTIME) and registered with the daemon.
 Outputs are read afterwards from the host side of the /io bind mount with grader.sandbox.capped (never
 `docker cp`, which follows symlinks). A wall-clock timer of our own kills the container: docker's wait
 timeout only stops waiting (docker/docker-py#1966).
@@ -30,6 +35,7 @@ from grader.sandbox.base import (
     Phase,
     RunOutcome,
 )
+from grader.sandbox.io_cap import capped_io, same_mount_namespace_as
 from grader.sandbox.layout import (
     MAX_NEW_ENTRIES,
     check_mounts,
@@ -44,6 +50,26 @@ RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; t
 OWNER_LABEL = "org.bang-grader.owner-pid"
 HOST_LABEL = "org.bang-grader.owner-host"  # a pid only means something on the host (pid namespace) it came from
 KILL_GRACE_SECONDS = 30.0
+SECCOMP_PROFILE = Path(__file__).resolve().parents[2] / "sandbox" / "images" / "seccomp" / "profile.json"
+RUNTIME_ENV = "BANG_GRADER_DOCKER_RUNTIME"  # e.g. runsc (gVisor); unset: the daemon's default (runc)
+# gVisor's own sentry and gofer threads count in the container's pids cgroup, and on its ptrace platform every
+# guest thread is a host thread as well (measured here: a limit of 64 fails to start a Python at all, and the
+# build's default 256 + 128 gave "can't start new thread"). The pids limit becomes factor x pids + extra.
+RUNTIME_PIDS = {"runsc": (4, 256)}
+
+
+def pids_limit(pids: int, runtime: str | None) -> int:
+    factor, extra = RUNTIME_PIDS.get(runtime or "", (1, 0))
+    return int(pids) * factor + extra
+
+
+def seccomp_option(profile: Path = SECCOMP_PROFILE) -> str:
+    """The security_opt entry: the API takes the profile's JSON text, not a path (docker/docker-py#2819)."""
+    try:
+        text = profile.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SandboxError(f"seccomp profile {profile} is missing: {exc}") from exc
+    return "seccomp=" + text
 
 
 class SandboxError(RuntimeError):
@@ -60,15 +86,23 @@ class DockerRunner:
     name = "docker"
 
     def __init__(self, image: str, client: docker.DockerClient | None = None, devices: list[str] | None = None,
-                 shm_bytes: int = 64 << 20) -> None:
+                 shm_bytes: int = 64 << 20, runtime: str | None = None, cap_io: bool | None = None) -> None:
         self.client = client or docker.from_env(timeout=60)
         self.image = image
         self.devices = list(devices or [])
         self.shm_bytes = shm_bytes
+        self.runtime = runtime or os.environ.get(RUNTIME_ENV) or None
+        self.seccomp = seccomp_option()
+        # A host mount under /io reaches the container only if the daemon sees our mounts (a local daemon).
+        self.cap_io = same_mount_namespace_as() if cap_io is None else cap_io
+        self.io_note = ""
         try:
             # Containers of graders that died (SIGKILL, SIGTERM without cleanup) are removed before we add ours.
             sweep_leftovers(self.client, only_dead_owners=True)
             self.client.images.get(image)  # create() never pulls; checking here gives a clear message
+            if self.runtime and self.runtime not in (self.client.info().get("Runtimes") or {}):
+                raise SandboxError(f"the Docker daemon has no runtime {self.runtime!r}: register it in "
+                                   f"/etc/docker/daemon.json (sandbox/images/seccomp/README.md, gVisor)")
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(f"sandbox image {image} is not built: run `grade images build`") from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -77,6 +111,12 @@ class DockerRunner:
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
         check_mounts(mounts)
+        with capped_io(mounts.io, limits.tmpfs_bytes, enabled=self.cap_io) as io_note:
+            self.io_note = io_note  # kept off outcome.notes: those end up in the student's messages
+            return self._run(phase, argv, mounts, limits, env)
+
+    def _run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+             env: dict[str, str] | None) -> RunOutcome:
         uid, gid = sandbox_user()
         prepare_writable(phase, mounts, uid, gid)
         watched = writable_dirs(phase, mounts)
@@ -175,8 +215,9 @@ class DockerRunner:
                 ],
                 devices=[f"{d}:{d}:rw" for d in self.devices],  # rw, not rwm: no mknod
                 cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                pids_limit=int(limits.pids),
+                security_opt=["no-new-privileges", self.seccomp],
+                **({"runtime": self.runtime} if self.runtime else {}),
+                pids_limit=pids_limit(limits.pids, self.runtime),
                 mem_limit=int(limits.memory_bytes),
                 memswap_limit=int(limits.memory_bytes),
                 nano_cpus=int(limits.cpus * 1e9),

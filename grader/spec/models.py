@@ -160,6 +160,34 @@ class StageSpec(_Strict):
                              "when this stage is not reached yet (and after the previous stage when it is)")
 
 
+class ScreeningSpec(_Strict):
+    """What a finding of the host's static screening (grader.checks.screening) does to the grade."""
+
+    action: Literal["zero_stages", "review"] = Field(
+        "zero_stages", description="zero_stages: a finding withholds every stage's performance points (correctness "
+        "points stand) and the report shows the lines; review: the points stand and the submission is flagged "
+        "for an instructor to look at")
+
+
+class SimilaritySpec(_Strict):
+    """Code similarity across a batch (grader.batch.similarity): pairs listed on the dashboard for review."""
+
+    threshold: float = Field(0.5, gt=0, le=1, description="list a pair when this share of one student's own (non-"
+                             "template) code is found in the other's; `grade batch --similarity-threshold` overrides")
+    min_shared: int = Field(100, ge=0, description="filtered characters two students must share before a pair is "
+                            "listed at all (a few common lines are no evidence)")
+    noise_threshold: int = Field(25, ge=5, description="shortest match counted, in filtered characters (copydetect k)")
+    guarantee_threshold: int = Field(30, ge=5, description="matches at least this long are always found (>= noise)")
+    starter: str = Field("starter", description="folder beside assignment.toml with the handout's files, subtracted "
+                         "as template when it exists (besides `grade batch --template DIR`)")
+
+    @model_validator(mode="after")
+    def _window(self) -> SimilaritySpec:
+        if self.guarantee_threshold < self.noise_threshold:
+            raise ValueError("similarity: guarantee_threshold must be >= noise_threshold")
+        return self
+
+
 class AssignmentSpec(_Strict):
     name: str
     title: str
@@ -176,6 +204,8 @@ class AssignmentSpec(_Strict):
     run_timeout_seconds: float = Field(600.0, gt=0, description="wall limit of one run phase")
     call_timeout_seconds: float = Field(60.0, gt=0, description="wall limit of one entry call (a hang fails there)")
     build_timeout_seconds: float = Field(300.0, gt=0)
+    similarity: SimilaritySpec = Field(default_factory=SimilaritySpec)
+    screening: ScreeningSpec = Field(default_factory=ScreeningSpec)
 
     @model_validator(mode="after")
     def _consistent(self) -> AssignmentSpec:

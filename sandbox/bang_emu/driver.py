@@ -4,14 +4,19 @@
     cncc-emu -c -fPIC --bang-mlu-arch=mtp_372 kernel.mlu -o kernel.o
     cncc-emu --prebuild-runtime [DIR]
 
-Each .mlu file is preprocessed by g++ with bang.h force-included, rewritten (launch syntax, on-chip
-declarations; see rewrite.py), and compiled with kernel-address instrumentation so that the runtime sees
-every scalar load/store of device code. On-chip arrays are measured in the object file and refused when
-they exceed the architecture's NRAM/WRAM/SRAM, as cncc does.
+Each .mlu file is preprocessed by g++ with bang.h force-included (which, as cncc's forced runtime wrapper does,
+brings <math.h>, <stdlib.h> and <stdio.h>), rewritten (launch syntax, on-chip declarations, host/device split;
+see rewrite.py), and compiled with kernel-address instrumentation so that the runtime sees every scalar
+load/store of device code. Host functions of the student's files (main, CPU reference loops) carry an attribute
+that turns the instrumentation off and the vectoriser back on: they run at native speed. On-chip arrays are
+measured in the object file and refused when they exceed the architecture's NRAM/WRAM/SRAM, as cncc does.
+Non-template kernels at global scope also get their unmangled name (old cncc objects had it), so MLU270-era host
+files that declare them `extern "C"` link and can pass them to cnrtInvokeKernel_V2/_V3.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import subprocess
@@ -32,6 +37,9 @@ ARCH_CAPACITY_KB = {
 }
 ARCH_NUMBER = {"mtp_270": 270, "mtp_290": 290, "mtp_372": 372, "mtp_592": 592}
 VIRTUAL_ARCH = {"compute_20": "mtp_270", "compute_30": "mtp_372", "compute_50": "mtp_592"}
+# board names the MLU100/270-era cncc took for --bang-mlu-arch (e.g. `--bang-mlu-arch=MLU200` in the 2019 labs)
+BOARD_ARCH = {"MLU100": "mtp_270", "MLU200": "mtp_270", "MLU220": "mtp_270", "MLU270": "mtp_270",
+              "MLU290": "mtp_290", "MLU370": "mtp_372", "MLU590": "mtp_592"}
 DEVICE_INSTRUMENTATION = [
     "-fsanitize=kernel-address",
     "--param", "asan-instrumentation-with-call-threshold=0",
@@ -61,6 +69,7 @@ class Options:
     preprocess_only: bool = False
     defines: list[str] = field(default_factory=list)
     includes: list[str] = field(default_factory=list)
+    forced_includes: list[str] = field(default_factory=list)
     link_args: list[str] = field(default_factory=list)
     passthrough: list[str] = field(default_factory=list)
     opt: str = "-O2"
@@ -99,6 +108,8 @@ def parse_args(argv: list[str]) -> Options:
             o.preprocess_only = True
         elif a in ("-I", "-isystem"):
             o.includes.append(value(a))
+        elif a == "-include":
+            o.forced_includes.append(value(a))
         elif a.startswith("-I"):
             o.includes.append(a[2:])
         elif a in ("-D", "-U"):
@@ -125,7 +136,8 @@ def parse_args(argv: list[str]) -> Options:
         elif a.startswith("-std="):
             o.std = a[5:]
         elif a.startswith("--bang-mlu-arch="):
-            o.archs.append(a.split("=", 1)[1])
+            v = a.split("=", 1)[1]
+            o.archs.append(BOARD_ARCH.get(v.upper(), v))
         elif a.startswith("--bang-arch="):
             v = a.split("=", 1)[1]
             if v not in VIRTUAL_ARCH:
@@ -206,7 +218,9 @@ def read_onchip_records(obj: Path) -> list[tuple[int, int]]:
         if proc.returncode != 0 or not raw.exists():
             return []
         data = raw.read_bytes()
-    return [struct.unpack_from("<QQ", data, off) for off in range(0, len(data) - 15, 16)]
+    records = [struct.unpack_from("<QQ", data, off) for off in range(0, len(data) - 15, 16)]
+    # a declaration inside an inline function repeats its record in every inlined copy: count each size once
+    return list(dict.fromkeys(records))
 
 
 def check_capacity(obj: Path, decls: list[rw.OnchipDecl], archs: list[str]) -> list[str]:
@@ -239,18 +253,62 @@ def check_capacity(obj: Path, decls: list[rw.OnchipDecl], archs: list[str]) -> l
     return errors
 
 
+@functools.cache
+def _user_file(path: str) -> bool:
+    """A file of the student's (host functions defined there run uninstrumented), not an emulator header."""
+    if path.startswith("<"):
+        return False
+    try:
+        resolved = Path(path).resolve()
+    except OSError:
+        return True
+    return not any(resolved.is_relative_to(d.resolve()) for d in toolchain.include_dirs())
+
+
+def _add_c_aliases(obj: Path, kernels: list[str], verbose: bool) -> None:
+    """Give each non-template kernel at global scope its unmangled name too, as old cncc objects had: MLU270-era
+    host files declare the kernel `extern "C"` and pass its address to cnrtInvokeKernel_V2/_V3."""
+    if not kernels:
+        return
+    proc = subprocess.run(["objdump", "-t", str(obj)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return
+    defined: dict[str, tuple[str, str]] = {}
+    names: set[str] = set()
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^([0-9a-f]+)\s+(\S.{6})\s+(\S+)\s+[0-9a-f]+\s+(\S+)$", line)
+        if not m:
+            continue
+        names.add(m.group(4))
+        if "F" in m.group(2) and m.group(3) != "*UND*":
+            defined[m.group(4)] = (m.group(3), m.group(1))
+    args = []
+    for k in kernels:
+        if k in names:
+            continue  # already C linkage (declared extern "C")
+        prefix = f"_Z{len(k)}{k}"
+        hits = [s for s in defined if s.startswith(prefix) and not s[len(prefix):len(prefix) + 1].isdigit()]
+        if len(hits) != 1:
+            continue
+        section, value = defined[hits[0]]
+        args += ["--add-symbol", f"{k}={section}:0x{value},global,function"]
+    if args:
+        _run(["objcopy", *args, str(obj)], verbose)
+
+
 def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
     inc = [f"-I{d}" for d in toolchain.include_dirs()] + [f"-I{d}" for d in o.includes]
     std = _std_flag(o.std)
     pre = workdir / (src.stem + ".mlu.ii")
     cmd = ["g++", "-E", std, "-x", "c++", "-DBANG_EMU_REWRITE", *_arch_macros(o.archs), *o.defines, *inc,
-           "-include", str(toolchain.INCLUDE_DIR / "bang.h"), str(src), "-o", str(pre)]
+           "-include", str(toolchain.INCLUDE_DIR / "bang.h"), *[f"-include{f}" for f in o.forced_includes], str(src),
+           "-o", str(pre)]
     proc = _run(cmd, o.verbose)
     if proc.returncode != 0:
         _forward(proc)
         return proc.returncode or 1
     try:
-        result = rw.rewrite(pre.read_text(errors="replace"), default_device=o.emu_device)
+        result = rw.rewrite(pre.read_text(errors="replace"), default_device=o.emu_device, user_file=_user_file)
     except rw.RewriteError as e:
         print(f"{src}: error: cncc-emu: {e}", file=sys.stderr)
         return 1
@@ -268,6 +326,7 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
     _forward(proc)
     if proc.returncode != 0:
         return proc.returncode
+    _add_c_aliases(obj, result.kernels, o.verbose)
     errors = check_capacity(obj, result.onchip, o.archs)
     if errors:
         for e in errors:
@@ -279,7 +338,8 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
 
 def compile_host_unit(src: Path, obj: Path, o: Options) -> int:
     inc = [f"-I{d}" for d in toolchain.include_dirs()] + [f"-I{d}" for d in o.includes]
-    cmd = ["g++", "-c", _std_flag(o.std), o.opt, *o.defines, *inc, *o.passthrough, str(src), "-o", str(obj)]
+    cmd = ["g++", "-c", _std_flag(o.std), o.opt, *o.defines, *inc, *[f"-include{f}" for f in o.forced_includes],
+           *o.passthrough, str(src), "-o", str(obj)]
     proc = _run(cmd, o.verbose)
     _forward(proc)
     return proc.returncode

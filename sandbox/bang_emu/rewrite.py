@@ -7,19 +7,26 @@ where it was, so compiler diagnostics still point at the student's file and line
   name and launch site; template kernels keep `kernel<T>` as the function expression.
 * `__nram__` / `__wram__` / `__mlu_shared__` declarations become thread-local references into the
   emulated core's (or cluster's) on-chip arena, plus a size record in the object file's
-  `.bang_emu_onchip` section, which the driver sums to refuse oversized arrays at build time.
+  `.bang_emu_onchip` section, which the driver sums to refuse oversized arrays at build time (an asm record
+  inside functions, so inline functions and templates mix freely with the rest).
+* Function definitions are split into device code (a `__mlu_global__/__mlu_entry__/__mlu_func__/__mlu_device__`
+  qualifier, or called from device code) and host code. Host functions of the student's files get
+  `HOST_ATTRIBUTE` after their name: no kernel-address instrumentation, vectoriser on.
+* Each non-template kernel is registered with a typed unpacker for cnrtInvokeKernel_V2/_V3.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 SPACE_CODES = {"__nram__": 2, "__wram__": 3, "__mlu_shared__": 4}
 SPACE_NAMES = {2: "NRAM", 3: "WRAM", 4: "SRAM"}
 ONCHIP_SECTION = ".bang_emu_onchip"
 
-_LINE_MARKER = re.compile(r'^#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"', re.M)
+_LINE_MARKER = re.compile(r'^#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"([ \d]*)', re.M)
 _ONCHIP_KEYWORD = re.compile(r"\b(__nram__|__wram__|__mlu_shared__)\b")
 _ATTRIBUTE = re.compile(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
 _DECLARATOR = re.compile(r"^(?P<head>[\s\S]*?)(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$")
@@ -43,6 +50,8 @@ class RewriteResult:
     text: str
     onchip: list[OnchipDecl] = field(default_factory=list)
     launches: int = 0
+    kernels: list[str] = field(default_factory=list)  # non-template kernels at global scope (C-linkage aliases)
+    host_functions: list[str] = field(default_factory=list)  # compiled without instrumentation
 
 
 class _Source:
@@ -52,9 +61,11 @@ class _Source:
         self.text = text
         self.in_literal = self._literal_mask(text)
         self.markers: list[tuple[int, int, str]] = []  # (offset of next line, line number, file)
+        self.system: list[bool] = []  # per marker: inside a system header (flag 3)
         for m in _LINE_MARKER.finditer(text):
             nl = text.find("\n", m.end())
             self.markers.append((nl + 1 if nl >= 0 else len(text), int(m.group(1)), m.group(2)))
+            self.system.append("3" in m.group(3).split())
 
     @staticmethod
     def _literal_mask(text: str) -> bytearray:
@@ -85,6 +96,20 @@ class _Source:
             line_start = ch == "\n" or (line_start and ch in " \t")
             i += 1
         return mask
+
+    def _marker_index(self, pos: int) -> int:
+        lo, hi = 0, len(self.markers)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.markers[mid][0] <= pos:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo - 1
+
+    def is_system(self, pos: int) -> bool:
+        i = self._marker_index(pos)
+        return i >= 0 and self.system[i]
 
     def location(self, pos: int) -> tuple[str, int]:
         lo, hi = 0, len(self.markers)
@@ -268,7 +293,8 @@ def _statement_bounds(text: str, kw_start: int) -> tuple[int, int]:
     raise RewriteError("on-chip declaration without ';'")
 
 
-def _translate_decl(stmt: str, space_kw: str, src_file: str, line: int, first_index: int) -> tuple[str, list[OnchipDecl]]:
+def _translate_decl(stmt: str, space_kw: str, src_file: str, line: int, first_index: int,
+                    in_function: bool = False) -> tuple[str, list[OnchipDecl]]:
     space = SPACE_CODES[space_kw]
     body = _ATTRIBUTE.sub(" ", stmt.replace(space_kw, " ", 1))
     newlines = "\n" * stmt.count("\n")
@@ -308,23 +334,32 @@ def _translate_decl(stmt: str, space_kw: str, src_file: str, line: int, first_in
         decls.append(OnchipDecl(index, space, name, src_file, line))
         tag = _c_string(f"{name}@{src_file}:{line}")
         size = f"sizeof({base}{dims})"
-        rec = (f"static const unsigned long long __bang_emu_onchip_{index}[2] "
-               f'__attribute__((section("{ONCHIP_SECTION}"), used)) = {{{index}ull, {size}}};')
+        if in_function:
+            # An asm record, not a section-attributed static: statics of inline functions and templates live in
+            # COMDAT groups, and GCC refuses to mix those with plain ones in one section ("section type
+            # conflict"). Inlined copies repeat the record; the driver counts each (index, size) once.
+            rec = (f'__asm__ __volatile__(".pushsection {ONCHIP_SECTION},\\"a\\",@progbits\\n\\t.quad %c0, %c1\\n\\t'
+                   f'.popsection" :: "i"({index}ull), "i"({size}));')
+        else:
+            rec = (f"static const unsigned long long __bang_emu_onchip_{index}[2] "
+                   f'__attribute__((section("{ONCHIP_SECTION}"), used)) = {{{index}ull, {size}}};')
         alloc = f"::bang_emu::onchip_alloc({space}, {size}, {tag})"
+        init_const = "" if re.search(r"\bconst\b", base) else "const "
         if init is None:
             value = f"*reinterpret_cast<{base}(*){dims}>({alloc})"
         else:
             value = (f"*[]() {{ {base} (*__p){dims} = reinterpret_cast<{base}(*){dims}>({alloc}); "
-                     f"static const {base} __init{dims} = {init.strip()}; "
-                     f"__builtin_memcpy(__p, &__init, sizeof(__init)); return __p; }}()")
+                     f"static {init_const}{base} __init{dims} = {init.strip()}; "
+                     f"__builtin_memcpy((void *)__p, &__init, sizeof(__init)); return __p; }}()")
         pieces.append(f"{rec} {store} thread_local {base} (&{name}){dims} = {value};")
         del n
     return " ".join(pieces) + newlines, decls
 
 
-def _rewrite_onchip(src: _Source, text: str) -> tuple[str, list[OnchipDecl]]:
-    # positions refer to `text`, which must be the untouched preprocessed source
-    out, pos, decls = [], 0, []
+def _onchip_edits(src: _Source, text: str, in_function: Callable[[int], bool]) -> tuple[list[tuple[int, int, str]], list[OnchipDecl]]:
+    """Edits (start, end, replacement) of `text` (the untouched preprocessed source) that turn every on-chip
+    declaration into emulated storage."""
+    edits, pos, decls = [], 0, []
     for m in _ONCHIP_KEYWORD.finditer(text):
         if m.start() < pos or src.in_literal[m.start()]:
             continue
@@ -335,24 +370,261 @@ def _rewrite_onchip(src: _Source, text: str) -> tuple[str, list[OnchipDecl]]:
         if "(" in stmt.split(m.group(1))[0] and not stmt.lstrip().startswith(("static", "extern")):
             continue  # a cast or a parameter list, not a declaration: the macro expands it to nothing
         file, line = src.location(m.start())
-        new, ds = _translate_decl(stmt, m.group(1), file, line, len(decls))
+        new, ds = _translate_decl(stmt, m.group(1), file, line, len(decls), in_function(m.start()))
         decls.extend(ds)
+        edits.append((start, end + 1, new))
+        pos = end + 1
+    return edits, decls
+
+
+def _apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    out, pos = [], 0
+    for start, end, new in sorted(edits, key=lambda e: (e[0], e[1])):
+        if start < pos:
+            continue  # overlaps an edit already made (the on-chip statement wins)
         out.append(text[pos:start])
         out.append(new)
-        pos = end + 1
+        pos = end
     out.append(text[pos:])
-    text = "".join(out)
-    # keywords left over (casts, parameter types) mean nothing to g++
-    src2 = _Source(text)
-    return _ONCHIP_KEYWORD.sub(lambda m: m.group(0) if src2.in_literal[m.start()] else "", text), decls
+    return "".join(out)
 
 
-def rewrite(preprocessed: str, default_device: str | None = None) -> RewriteResult:
-    """Rewrite one preprocessed translation unit."""
+def _strip_keywords(text: str) -> str:
+    """Qualifiers left over (casts, parameter types, prototypes) mean nothing to g++; `__mlu_func__` is `inline`
+    unless the declaration says `inline` itself (cncc's `__mlu_func__` is an always_inline attribute)."""
+    src = _Source(text)
+
+    def repl(m: re.Match) -> str:
+        if src.in_literal[m.start()]:
+            return m.group(0)
+        if m.group(0) != "__mlu_func__":
+            return ""
+        a = max(text.rfind(";", 0, m.start()), text.rfind("}", 0, m.start()), text.rfind("{", 0, m.start()))
+        b = text.find("(", m.end())
+        around = text[a + 1 : m.start()] + " " + text[m.end() : b if b >= 0 else m.end()]
+        return "" if re.search(r"\binline\b", around) else "inline"
+
+    return _ANY_QUALIFIER.sub(repl, text)
+
+
+# ------------------------------------------------------------------------------------------ functions
+_ANY_QUALIFIER = re.compile(r"\b(__nram__|__wram__|__mlu_shared__|__mlu_global__|__mlu_entry__|__mlu_func__|"
+                            r"__mlu_device__|__mlu_host__)\b")
+_DEVICE_QUALIFIER = re.compile(r"\b(__mlu_global__|__mlu_entry__|__mlu_func__|__mlu_device__)\b")
+_KERNEL_QUALIFIER = re.compile(r"\b(__mlu_global__|__mlu_entry__)\b")
+_SCOPE_CHAR = re.compile(r"[{};]")
+_IDENT_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()<>]*>\s*)?\(")
+_NOT_DECLARATOR = {"__attribute__", "decltype", "alignas", "__declspec", "sizeof", "noexcept", "throw", "requires",
+                   "if", "while", "for", "switch", "return", "__typeof__", "typeof", "__alignof__", "alignof",
+                   "static_assert", "__asm__", "asm", "operator", "new", "delete", "catch", "try", "else", "do",
+                   "case", "default", "__extension__"}
+# a word before '(' that cannot be a function's name (`void (*f(int))(int)` and the like): leave such heads alone
+_TYPE_WORDS = {"void", "int", "char", "float", "double", "long", "short", "unsigned", "signed", "bool", "auto",
+               "const", "volatile", "struct", "class", "union", "enum", "typename", "template", "half", "inline",
+               "static", "extern", "constexpr", "virtual", "explicit", "friend", "register", "mutable"}
+# Host function definitions get this: no kernel-address instrumentation (their loads and stores are the host's, not
+# the MLU's) and the vectoriser back, so a lab's CPU reference loops run at native speed.
+HOST_ATTRIBUTE = ' [[gnu::no_sanitize_address, gnu::optimize("tree-vectorize")]] '
+
+
+@dataclass
+class FunctionDef:
+    name: str | None
+    name_end: int  # where an attribute may go: just after the declarator-id
+    body_open: int
+    body_close: int
+    device: bool  # carries a __mlu_* qualifier, or is called from device code
+    kernel: bool
+    template: bool
+    scope: str  # "global", "extern_c", "namespace", "class"
+    user: bool  # defined in the student's sources (not a system or emulator header)
+    file: str = ""
+    line: int = 0
+
+
+def _strip_template_prefix(head: str) -> tuple[str, int, bool]:
+    """(rest, offset of rest in head, had a template header)."""
+    i, had = 0, False
+    while True:
+        m = re.match(r"\s*template\s*<", head[i:])
+        if not m:
+            return head[i:], i, had
+        had = True
+        j, depth = i + m.end(), 1
+        while j < len(head) and depth:
+            if head[j] == "<":
+                depth += 1
+            elif head[j] == ">":
+                depth -= 1
+            j += 1
+        i = j
+
+
+def _find_declarator_paren(rest: str) -> tuple[int, str | None] | None:
+    """Index in rest of the parameter list's '(' of a function declarator, and the name before it; None when the
+    head declares no function."""
+    i, n = 0, len(rest)
+    while i < n:
+        ch = rest[i]
+        if rest.startswith("[[", i):
+            i = rest.find("]]", i) + 2 if rest.find("]]", i) >= 0 else n
+            continue
+        if ch == "(":
+            m = _IDENT_BEFORE.search(rest, 0, i)
+            word = m.group(1) if m else None
+            close = i
+            depth = 0
+            for j in range(i, n):
+                if rest[j] == "(":
+                    depth += 1
+                elif rest[j] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        close = j
+                        break
+            else:
+                return None
+            if word in _NOT_DECLARATOR:
+                i = close + 1
+                continue
+            if word is None or word in _TYPE_WORDS:
+                return i, None
+            return i, word
+        if ch == "=" and rest[i - 1 : i] not in ("<", ">", "!", "=") and rest[i + 1 : i + 2] != "=":
+            return None  # an initializer
+        i += 1
+    return None
+
+
+def _classify(head: str) -> tuple[str, dict]:
+    # drop line markers (they sit on their own lines)
+    clean = re.sub(r"(?m)^#.*$", lambda m: " " * len(m.group(0)), head)
+    hs = clean.strip()
+    if not hs:
+        return "other", {}
+    if re.fullmatch(r'extern\s*"C"', hs):
+        return "ns", {"scope": "extern_c"}
+    if re.fullmatch(r'extern\s*"C\+\+"', hs):
+        return "ns", {"scope": "keep"}
+    if re.search(r"\bnamespace\b[\s\w:]*$", hs) or re.fullmatch(r"(inline\s+)?namespace", hs):
+        return "ns", {"scope": "namespace"}
+    rest, off, is_template = _strip_template_prefix(clean)
+    if not re.match(r"\s*(?:[A-Za-z_:~]|\[\[)", rest):
+        return "other", {}  # `, member(3) {` of a constructor's init list and other fragments
+    found = _find_declarator_paren(rest)
+    if found is None:
+        if re.search(r"\b(class|struct|union)\b", rest) and not re.search(r"\benum\b", rest):
+            return "class", {}
+        return "other", {}
+    paren, name = found
+    name_end = None
+    if name is not None:
+        m = _IDENT_BEFORE.search(rest, 0, paren)
+        name_end = off + m.end(1)
+        before = rest[: m.start(1)].rstrip()
+        if before.endswith(("~", "operator")):
+            name = None
+    return "func", {"name": name, "name_end": name_end, "template": is_template}
+
+
+def scan_functions(src: _Source, text: str, user_file: Callable[[str], bool] | None = None) -> list[FunctionDef]:
+    """Function definitions of the translation unit (namespace and class scope), each classified as device
+    code (a __mlu_* qualifier, or called from device code) or host code."""
+    mask = src.in_literal
+    stack: list[tuple[str, object]] = [("ns", "global")]
+    funcs: list[FunctionDef] = []
+    boundary = 0
+    for m in _SCOPE_CHAR.finditer(text):
+        pos = m.start()
+        if mask[pos]:
+            continue
+        ch = text[pos]
+        if ch == ";":
+            boundary = pos + 1
+            continue
+        if ch == "{":
+            kind, top = "other", stack[-1]
+            entry: object = None
+            if top[0] in ("ns", "class"):
+                head = text[boundary:pos]
+                kind, info = _classify(head)
+                if kind == "ns":
+                    outer = top[1] if top[0] == "ns" else "namespace"
+                    scope = info["scope"]
+                    entry = outer if scope == "keep" else ("namespace" if outer == "namespace" else scope)
+                elif kind == "func":
+                    scope = top[1] if top[0] == "ns" else "class"
+                    name_end = boundary + info["name_end"] if info["name_end"] is not None else pos
+                    file, line = src.location(name_end)
+                    user = not src.is_system(name_end) and (user_file(file) if user_file else True)
+                    entry = FunctionDef(info["name"], name_end, pos, -1, bool(_DEVICE_QUALIFIER.search(head)),
+                                        bool(_KERNEL_QUALIFIER.search(head)), info["template"], str(scope), user,
+                                        file, line)
+            stack.append((kind, entry))
+            boundary = pos + 1
+        else:
+            if len(stack) > 1:
+                kind, entry = stack.pop()
+                if kind == "func" and isinstance(entry, FunctionDef):
+                    entry.body_close = pos
+                    funcs.append(entry)
+            boundary = pos + 1
+    # a function that device code calls is device code too (cncc would refuse a host function there; the emulator
+    # keeps it instrumented so its accesses are still checked and costed)
+    called: set[str] = set()
+    pending = [f for f in funcs if f.device]
+    while pending:
+        for f in pending:
+            called.update(_CALLED.findall(text, f.body_open, f.body_close))
+        pending = [f for f in funcs if not f.device and f.name in called]
+        for f in pending:
+            f.device = True
+    return sorted(funcs, key=lambda f: f.body_open)
+
+
+def rewrite(preprocessed: str, default_device: str | None = None,
+            user_file: Callable[[str], bool] | None = None) -> RewriteResult:
+    """Rewrite one preprocessed translation unit. `user_file(path)` tells the student's files from headers; host
+    functions defined there are compiled without instrumentation."""
     src = _Source(preprocessed)
-    text, decls = _rewrite_onchip(src, preprocessed)
+    if user_file is None:  # without the driver's predicate: everything but the emulator's own headers
+        user_file = lambda f: not f.startswith("<") and not re.search(r"/(bang_emu|torch_mlu_emu)/include/", f)  # noqa: E731
+    funcs = scan_functions(src, preprocessed, user_file)
+    bodies = [(f.body_open, f.body_close) for f in funcs]
+    starts = [b[0] for b in bodies]
+
+    def in_function(pos: int) -> bool:
+        # bodies are disjoint (nested blocks are not scanned), so the last one starting before pos decides
+        i = bisect.bisect_right(starts, pos) - 1
+        return i >= 0 and bodies[i][0] < pos < bodies[i][1]
+
+    edits, decls = _onchip_edits(src, preprocessed, in_function)
+    host_functions = []
+    kernel_names: list[str] = []
+    seen: dict[str, int] = {}
+    for f in funcs:
+        if f.name:
+            seen[f.name] = seen.get(f.name, 0) + 1
+    registrations = 0
+    for f in funcs:
+        if not f.device and f.user and f.name and f.scope != "class":
+            edits.append((f.name_end, f.name_end, HOST_ATTRIBUTE))
+            host_functions.append(f.name)
+        if (f.kernel and f.name and not f.template and f.scope in ("global", "extern_c", "namespace")
+                and seen.get(f.name) == 1):
+            # cnrtInvokeKernel_V2/_V3 find the kernel by its address and unpack the parameter buffer by its type
+            reg = (f" static const bool __bang_emu_kreg_{registrations} = ::bang_emu::register_kernel("
+                   f"(const void *)&{f.name}, &::bang_emu::PackedCall<decltype(&{f.name})>::invoke, "
+                   f"{_c_string(f.name)}, {_c_string(f.file)}, {f.line});")
+            edits.append((f.body_close + 1, f.body_close + 1, reg))
+            registrations += 1
+            if f.scope == "global":
+                kernel_names.append(f.name)
+    text = _strip_keywords(_apply_edits(preprocessed, edits))
     src2 = _Source(text)
     text, launches = _rewrite_launches(src2, text)
     if default_device:
         text += f"\nstatic int __bang_emu_default_device = (::bang_emu::set_default_device({_c_string(default_device)}), 0);\n"
-    return RewriteResult(text=text, onchip=decls, launches=launches)
+    return RewriteResult(text=text, onchip=decls, launches=launches, kernels=kernel_names,
+                         host_functions=host_functions)

@@ -20,7 +20,12 @@ INCLUDE_DIR = PACKAGE_DIR / "include"
 RUNTIME_SRC_DIR = PACKAGE_DIR / "runtime"
 PREBUILT_DIR = PACKAGE_DIR / "_runtime"
 LIB_NAME = "libbang_emu.so"
-RUNTIME_CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=default"]
+DEVICES_JSON = PACKAGE_DIR / "devices.json"
+# Hidden by default: only the documented C/CNRT/BANG API and the bang_emu_* entry points are exported (their
+# headers are included under `#pragma GCC visibility push(default)` in runtime/runtime.h), so student code
+# cannot reach the runtime's tables, key or counters by symbol name.
+RUNTIME_CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
+                    "-fvisibility-inlines-hidden"]
 
 
 def include_dirs() -> list[Path]:
@@ -35,6 +40,7 @@ def include_dirs() -> list[Path]:
 def _runtime_sources() -> list[Path]:
     files = sorted(RUNTIME_SRC_DIR.glob("*.cpp")) + sorted(RUNTIME_SRC_DIR.glob("*.h"))
     files += sorted(INCLUDE_DIR.rglob("*.h"))
+    files += [DEVICES_JSON, PACKAGE_DIR / "devices.py"]  # the device table is compiled in (devices_gen.h)
     return files
 
 
@@ -73,13 +79,28 @@ def build_runtime(root: Path) -> Path:
             return target_dir
         fd, tmp = tempfile.mkstemp(dir=target_dir, suffix=".so")
         os.close(fd)
-        cmd = ["g++", *RUNTIME_CXXFLAGS, *[str(p) for p in sorted(RUNTIME_SRC_DIR.glob("*.cpp"))], "-o", tmp, "-ldl"]
+        gen_dir = Path(tempfile.mkdtemp(dir=target_dir, prefix="gen-"))
+        (gen_dir / "devices_gen.h").write_text(_devices_header())
+        cmd = ["g++", *RUNTIME_CXXFLAGS, f"-I{gen_dir}", *[str(p) for p in sorted(RUNTIME_SRC_DIR.glob("*.cpp"))],
+               "-o", tmp, "-ldl"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        (gen_dir / "devices_gen.h").unlink()
+        gen_dir.rmdir()
         if proc.returncode != 0:
             os.unlink(tmp)
             raise RuntimeError("building the bang_emu runtime failed:\n" + proc.stderr[-4000:])
         os.replace(tmp, lib)
     return target_dir
+
+
+def _devices_header() -> str:
+    # the one device table (also read by the host); loaded by path so this works however toolchain was imported
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bang_emu_devices", PACKAGE_DIR / "devices.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.cpp_header()
 
 
 def runtime_dir() -> Path:

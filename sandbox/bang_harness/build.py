@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .paths import HarnessPaths
+from .protocol import ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
 from .toolchains import StepOutcome, Toolchain, get_toolchain, run_step
 
@@ -109,6 +110,7 @@ class ExtensionBuilder:
         self.config = config
         self.log = BuildLog()
         self.obj_dir = paths.build / "obj"
+        self.compiling = False  # set once the compiler first sees the student's sources
 
     def build(self) -> bool:
         mlu_dir = self.paths.submission / "mlu"
@@ -139,6 +141,7 @@ class ExtensionBuilder:
                                   "-c", str(src), "-o", str(obj)])
 
         # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
+        self.compiling = True
         with ThreadPoolExecutor(max_workers=parallel_jobs()) as pool:
             futures = [pool.submit(compile_mlu, s) for s in mlu_sources]
             futures += [pool.submit(compile_cpp, s) for s in cpp_sources]
@@ -163,12 +166,18 @@ class ExtensionBuilder:
 
 
 def run_build(backend: str, paths: HarnessPaths | None = None) -> int:
-    """Build and write build.log / build.json; returns the process exit code (0 only when the library exists)."""
+    """Build and write build.log / build.json; returns the process exit code (0 only when the library exists).
+
+    build.json's `error_kind` is typed (protocol.ErrorKind): `harness_error` only for a fault of the harness
+    before the compiler saw any student source, so compiler output (`#error ...`) can never claim it.
+    """
     paths = paths or HarnessPaths.from_env()
     started = time.monotonic()
     log = BuildLog()
     toolchain_name = backend
     ok = False
+    kind: ErrorKind | None = ErrorKind.COMPILE_ERROR
+    builder: ExtensionBuilder | None = None
     try:
         toolchain = get_toolchain(backend)
         toolchain_name = toolchain.describe()
@@ -180,11 +189,13 @@ def run_build(backend: str, paths: HarnessPaths | None = None) -> int:
         log.add(f"error: {exc}")
     except Exception as exc:  # noqa: BLE001 -- a harness fault must still leave a build.json behind
         log.add(f"internal error in the build harness: {type(exc).__name__}: {exc}")
+        if builder is None or not builder.compiling:
+            kind = ErrorKind.HARNESS_ERROR
     text = log.text()
     paths.build.mkdir(parents=True, exist_ok=True)
     (paths.build / BUILD_LOG).write_text(text, encoding="utf-8")
     summary = {"ok": ok, "toolchain": toolchain_name, "seconds": round(time.monotonic() - started, 3),
-               "log_tail": text[-TAIL_CHARS:]}
+               "error_kind": None if ok else kind, "log_tail": text[-TAIL_CHARS:]}
     (paths.build / BUILD_JSON).write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print(text[-TAIL_CHARS:], file=sys.stderr if not ok else sys.stdout)
-    return 0 if ok else 1
+    return ExitCode.OK if ok else ExitCode.BUILD_FAILED

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 
+from .protocol import ExitCode
+
 # Worker exit status meaning "the remaining calls need a new worker": the supervisor starts one at the next call.
-FRESH_WORKER_EXIT = 75
+FRESH_WORKER_EXIT = ExitCode.FRESH_WORKER
 
 
 class ControlChannel:

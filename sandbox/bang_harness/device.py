@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from .protocol import split_line
+
 TRACE_READ_CAP = 64 << 20
 
 
@@ -34,11 +36,13 @@ class TraceWindow:
             data = fh.read(TRACE_READ_CAP)
         launches = []
         for line in data.splitlines():
+            # Signed lines carry "<mac> " before the JSON; only the host verifies them (it has the key).
+            parts = split_line(line)
             try:
-                record = json.loads(line)
+                record = json.loads(parts[1] if parts is not None else line)
             except ValueError:
                 continue  # a launch cut short mid-line; the host reads the file itself anyway
-            if isinstance(record, dict):
+            if isinstance(record, dict) and record.get("record", "launch") == "launch":
                 launches.append(record)
         return cls(launches)
 

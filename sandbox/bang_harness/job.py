@@ -7,16 +7,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-ErrorKind = Literal[
-    "python_exception",  # the entry (or the student's import) raised
-    "emulator_error",  # a bang_emu check fired: out-of-bounds, overflow, hazard, deadlock ...
-    "bad_output",  # the entry returned something that is not a plain tensor numpy can hold
-    "crash",  # the worker process died during the call (signal or hard exit)
-    "timeout",  # the call ran past the job's per-call time limit and was killed
-    "harness_error",  # the harness itself failed (missing input, device activation): not the student's fault
-]
+from .protocol import ErrorKind
+
 _CALL_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # ids become file names
 
 
@@ -81,6 +75,7 @@ class CallResult:
     device_us: list[float] = field(default_factory=list)
     trace: str | None = None
     repeats_consistent: bool | None = None  # every timed repeat returned the checked output bit for bit
+    during: str = "call"  # "load": failed while loading the extension or module, so every call fails alike
 
     @classmethod
     def failure(cls, kind: ErrorKind, error: str, **extra: Any) -> CallResult:

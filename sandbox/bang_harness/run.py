@@ -1,5 +1,9 @@
 """`python -m bang_harness run`: supervise worker processes that run the job's calls.
 
+The supervisor also holds the run phase's trace key (DESIGN.md, "Threat model"): it reads and unlinks
+/io/trace.key before any worker exists, makes itself non-dumpable, and hands the key to each worker through a
+pipe whose read end's fd number is in BANG_EMU_KEY_FD; the emulator runtime reads it when the worker loads it.
+
 Student code can kill the process it runs in (a segfault in a kernel, abort(), os._exit). The supervisor never
 imports torch or student code; it starts a worker, follows which call it is in through a control pipe, and when
 the worker dies records that call as a crash (with the worker's last stderr) and starts a fresh worker at the
@@ -8,6 +12,7 @@ next call. A call past the job's optional per-call limit is killed and recorded 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import selectors
 import signal
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from .control import FRESH_WORKER_EXIT, parse_event
 from .job import CallResult, Job, JobError, result_path, write_result
 from .paths import HarnessPaths
+from .protocol import KEY_BYTES, KEY_FD_ENV, KEY_FILE, ErrorKind, ExitCode
 
 STDERR_TAIL_BYTES = 4096
 STDERR_FORWARD_CAP = 1 << 20
@@ -73,10 +79,50 @@ def _exit_description(report: WorkerReport) -> str:
     return f"the process exited with status {code}"
 
 
+PR_SET_DUMPABLE = 4
+
+
+def take_trace_key(paths: HarnessPaths) -> bytes | None:
+    """Read and unlink the host's key; None when there is none (a run by hand, or the mlu backend)."""
+    key_path = paths.io / KEY_FILE
+    try:
+        fd = os.open(key_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+        key_path.unlink(missing_ok=True)
+    if len(key) != KEY_BYTES:
+        raise JobError(f"{key_path} holds {len(key)} bytes, expected {KEY_BYTES}")
+    return key
+
+
+def make_undumpable() -> None:
+    """No core dumps, and no /proc/<pid>/mem or ptrace by same-uid processes (the workers) to find the key."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: nothing to harden
+        pass
+
+
+def key_pipe(key: bytes) -> int:
+    """A pipe already holding the key, write end closed: the worker's runtime reads 32 bytes then EOF."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, key)
+    finally:
+        os.close(write_end)
+    return read_end
+
+
 class Supervisor:
-    def __init__(self, paths: HarnessPaths, job: Job) -> None:
+    def __init__(self, paths: HarnessPaths, job: Job, key: bytes | None = None) -> None:
         self.paths = paths
         self.job = job
+        self._key = key
         self.ids = [c.id for c in job.calls]
         self._stderr_forwarded = 0
 
@@ -93,7 +139,7 @@ class Supervisor:
             if report.returncode == 0 and not report.timed_out:
                 missing = [i for i in ids[next_index:] if i not in finished]
                 for call_id in missing:  # a worker that returned early without doing a call: say so
-                    self._record(call_id, CallResult.failure("crash", "the call was never run"))
+                    self._record(call_id, CallResult.failure(ErrorKind.CRASH, "the call was never run"))
                 break
             tail = report.stderr_tail.decode("utf-8", "replace").strip()
             reason = _exit_description(report) + (f"; last output:\n{tail}" if tail else "")
@@ -104,9 +150,10 @@ class Supervisor:
                          else "before running any call")
                 for call_id in ids[next_index:]:
                     if call_id not in finished:
-                        self._record(call_id, CallResult.failure("crash", f"{where}: {reason}"))
+                        self._record(call_id, CallResult.failure(ErrorKind.CRASH, f"{where}: {reason}",
+                                                                 during="load"))
                 break
-            kind = "timeout" if report.timed_out else "crash"
+            kind = ErrorKind.TIMEOUT if report.timed_out else ErrorKind.CRASH
             self._record(report.current, CallResult.failure(kind, reason))
             next_index = ids.index(report.current) + 1
         return 0
@@ -120,8 +167,21 @@ class Supervisor:
         control_read, control_write = os.pipe()
         argv = [sys.executable, "-m", "bang_harness", "worker", "--first-call", str(first_index),
                 "--control-fd", str(control_write)]
-        proc = subprocess.Popen(argv, stderr=subprocess.PIPE, pass_fds=(control_write,))
-        os.close(control_write)
+        env = dict(os.environ)
+        env.pop(KEY_FD_ENV, None)
+        # The device profile is fixed when the worker loads the runtime, from this value only.
+        if self.job.backend == "emu" and self.job.device:
+            env["BANG_EMU_DEVICE"] = self.job.device
+        fds = [control_write]
+        if self._key is not None:
+            key_read = key_pipe(self._key)
+            fds.append(key_read)
+            env[KEY_FD_ENV] = str(key_read)
+        try:
+            proc = subprocess.Popen(argv, stderr=subprocess.PIPE, pass_fds=tuple(fds), env=env)
+        finally:
+            for fd in fds:
+                os.close(fd)
         report = WorkerReport()
         tail = StderrTail()
         pending = b""
@@ -189,9 +249,11 @@ class Supervisor:
 
 def run_job(paths: HarnessPaths | None = None) -> int:
     paths = paths or HarnessPaths.from_env()
+    make_undumpable()
     try:
+        key = take_trace_key(paths)  # first: before anything that runs student code exists
         job = Job.load(paths.io / "job.json")
     except JobError as exc:
         print(f"bang_harness: {exc}", file=sys.stderr)
-        return 2
-    return Supervisor(paths, job).run()
+        return ExitCode.JOB_UNREADABLE
+    return Supervisor(paths, job, key).run()

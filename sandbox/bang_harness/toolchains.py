@@ -5,10 +5,18 @@ Everything else in a build (C++ compile, link, logs, build.json) is shared and l
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import importlib.util
+import json
 import os
+import shutil
 import subprocess
+import sys
+import sysconfig
+import tempfile
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +95,11 @@ class EmuToolchain(Toolchain):
         return StepOutcome(command, proc.returncode, output)
 
     def cpp_include_dirs(self) -> list[Path]:
-        dirs = [Path(d) for d in self._toolchain.include_dirs()]
+        # The precompiled torch headers come first: g++ looks for `<header>.gch` in each include folder just
+        # before the header itself, so `#include <torch/extension.h>` finds the .gch there (see pch_dir()).
+        pch = pch_dir()
+        dirs = [pch] if pch is not None else []
+        dirs += [Path(d) for d in self._toolchain.include_dirs()]
         if self._torch_shim is not None:
             dirs += [Path(d) for d in self._torch_shim.include_dirs()]
         return list(dict.fromkeys(dirs))  # both lists name the shared header folders
@@ -141,6 +153,131 @@ class MluToolchain(Toolchain):
         return _first_line([str(self.cncc), "--version"])
 
 
+# --- precompiled torch headers ----------------------------------------------------------------------------
+#
+# Parsing `#include <torch/extension.h>` is a third or more of a binding's g++ time (the 25-line sigmoid lab
+# binding: ~30 CPU-s without a PCH, ~19 with; the rest is instantiating torch and pybind11 templates). The
+# header is compiled once into `<root>/<key>/torch/extension.h.gch` (at image build time:
+# sandbox/images/emu/Dockerfile; on the host for the process runner), and that folder is put on the C++
+# include path ahead of torch's own. g++ then uses the .gch wherever `#include <torch/extension.h>` is the
+# first thing a .cpp includes, and falls back to the header itself -- silently, same result -- wherever it
+# cannot (another include first, a macro defined before it, other flags): nothing about a build changes but
+# its speed. The PCH is built without -DTORCH_EXTENSION_NAME (it differs per submission and g++ rejects a
+# PCH made under another definition; no torch header mentions it); every other flag is the build's own.
+
+PCH_HEADERS = ("torch/extension.h",)
+PCH_CODEGEN_FLAGS = ("-O2", "-fPIC")  # build.py's C++ flags that change code generation (must match)
+PCH_STAMP = "pch.json"
+
+
+def _torch_flags() -> tuple[list[Path], list[str], str]:
+    """torch's include folders, macros (less TORCH_EXTENSION_NAME) and C++ standard, as build.py computes
+    them (torch_compile_flags, cxx_standard). Repeated here so the image can precompile the headers from this
+    file alone, in a layer the harness's other sources do not invalidate; tests/sandbox/test_images_pch.py
+    checks that the two agree."""
+    import torch
+    from torch.utils import cpp_extension
+
+    includes = [Path(p) for p in cpp_extension.include_paths()] + [Path(sysconfig.get_paths()["include"])]
+    defines = ["-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    for attr, macro in (("_PYBIND11_COMPILER_TYPE", "PYBIND11_COMPILER_TYPE"),
+                        ("_PYBIND11_STDLIB", "PYBIND11_STDLIB"),
+                        ("_PYBIND11_BUILD_ABI", "PYBIND11_BUILD_ABI")):
+        value = getattr(torch._C, attr, None)
+        if value:
+            defines.append(f'-D{macro}="{value}"')
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return includes, defines, "-std=c++20" if (major, minor) >= (2, 10) else "-std=c++17"
+
+
+def pch_compile_flags() -> list[str]:
+    """The C++ flags of build.py's binding compile, less TORCH_EXTENSION_NAME and the include folders."""
+    _includes, defines, std = _torch_flags()
+    return [std, *PCH_CODEGEN_FLAGS, *defines]
+
+
+def _torch_include_dirs() -> list[Path]:
+    return _torch_flags()[0]
+
+
+def pch_key() -> str:
+    """Everything a .gch depends on that g++ does not check itself: the torch headers (version and folder),
+    the compiler, the flags and the headers precompiled."""
+    import torch
+
+    parts = [torch.__version__, *[str(d) for d in _torch_include_dirs()], gxx_version(), *pch_compile_flags(),
+             *PCH_HEADERS, sysconfig.get_paths()["include"], "1"]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+IMAGE_PCH_ROOT = Path("/opt/bang-grader/pch")  # sandbox/images/emu/Dockerfile builds it there
+
+
+def pch_roots() -> list[Path]:
+    """Where precompiled headers are looked for: $BANG_GRADER_PCH, else the image's folder and the emulator
+    cache every runner provides ($BANG_EMU_CACHE; the host's ~/.cache/bang_emu, bound read-only by bwrap)."""
+    if os.environ.get("BANG_GRADER_PCH"):
+        return [Path(os.environ["BANG_GRADER_PCH"])]
+    roots = [IMAGE_PCH_ROOT]
+    if os.environ.get("BANG_EMU_CACHE"):
+        roots.append(Path(os.environ["BANG_EMU_CACHE"]) / "pch")
+    roots.append(Path.home() / ".cache" / "bang_emu" / "pch")
+    return roots
+
+
+def pch_dir() -> Path | None:
+    """The folder holding complete precompiled headers for this torch and compiler, or None (then every
+    build compiles the headers itself, as before). Never raises: a lookup problem only costs speed."""
+    if os.environ.get("BANG_GRADER_NO_PCH"):
+        return None
+    try:
+        key = pch_key()
+    except Exception:  # noqa: BLE001 -- torch or g++ missing: the build reports that itself
+        return None
+    for root in pch_roots():
+        folder = root / key
+        if (folder / PCH_STAMP).is_file():
+            return folder
+    return None
+
+
+def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
+    """Precompiles PCH_HEADERS into root/<key>/ (idempotent; concurrent builders wait for each other)."""
+    key = pch_key()
+    folder = root / key
+    if (folder / PCH_STAMP).is_file():
+        return folder
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / PCH_STAMP).is_file():
+            return folder
+        flags = pch_compile_flags()
+        includes = [arg for d in _torch_include_dirs() for arg in ("-I", str(d))]
+        work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            for header in PCH_HEADERS:
+                source = next((d / header for d in _torch_include_dirs() if (d / header).is_file()), None)
+                if source is None:
+                    raise RuntimeError(f"precompiled headers: {header} not found in torch's include folders")
+                out = work / f"{header}.gch"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                command = ["g++", *flags, *includes, "-Wno-pragma-once-outside-header", "-x", "c++-header",
+                           str(source), "-o", str(out)]
+                log("pch: " + " ".join(command))
+                step = run_step(command)
+                if step.returncode != 0:
+                    raise RuntimeError(f"precompiling {header} failed:\n{step.output[-4000:]}")
+            (work / PCH_STAMP).write_text(json.dumps({"key": key, "headers": list(PCH_HEADERS), "flags": flags,
+                                                       "gxx": gxx_version()}, indent=1))
+            for path in [work, *work.rglob("*")]:
+                path.chmod(0o755 if path.is_dir() else 0o644)  # the sandbox uid reads what root built
+            os.replace(work, folder)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return folder
+
+
 TOOLCHAINS: dict[str, type[Toolchain]] = {"emu": EmuToolchain, "mlu": MluToolchain}
 
 
@@ -162,3 +299,18 @@ def _text(part: bytes | str | None) -> str:
     if part is None:
         return ""
     return part.decode("utf-8", "replace") if isinstance(part, bytes) else part
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bang_harness.toolchains --build-pch ROOT`: precompile the torch headers (image build, host)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="bang_harness.toolchains", description=main.__doc__)
+    parser.add_argument("--build-pch", type=Path, metavar="ROOT", required=True)
+    args = parser.parse_args(argv)
+    print(build_pch(args.build_pch))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,10 +3,17 @@
 Started by the supervisor (run.py) with the index of the first call to run. It reports each call's start and
 end on a control pipe, and writes each call's result before starting the next, so that when student code kills
 the process the supervisor knows which call did it and nothing already finished is lost.
+
+On the emulator backend the worker loads the emulator runtime first (before the device shim, the student's
+extension or module): its constructor takes the trace key from BANG_EMU_KEY_FD and fixes the device profile.
+Each call is opened with bang_emu_begin_call (the runtime signs that call's trace lines) and the checked
+output is sealed with bang_emu_seal_output, so the host can tell which bytes kernels wrote (DESIGN.md,
+"Threat model").
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import shutil
@@ -26,9 +33,63 @@ from .control import FRESH_WORKER_EXIT, ControlChannel
 from .device import DeviceSession, TraceWindow
 from .job import Call, CallResult, Job, output_path, trace_path, write_result
 from .paths import HarnessPaths
+from .protocol import KEY_FD_ENV, ErrorKind
 
 EMULATOR_MARK = "bang-emu"  # prefix of every emulator error message (DESIGN.md, "Emulator contracts")
 HARNESS_DIR = str(Path(__file__).resolve().parent)
+
+
+class EmulatorRuntime:
+    """The emulator runtime's C entry points for the call protocol (DESIGN.md "Record fields and host rules")."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self.library = library
+        self._begin = getattr(library, "bang_emu_begin_call", None)
+        self._seal = getattr(library, "bang_emu_seal_output", None)
+        if self._begin is not None:
+            self._begin.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+            self._begin.restype = ctypes.c_int
+        if self._seal is not None:
+            self._seal.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            self._seal.restype = ctypes.c_int
+
+    @property
+    def signs(self) -> bool:
+        return self._begin is not None
+
+    def begin_call(self, call_id: str, trace: Path) -> None:
+        if self._begin is None:  # a runtime without the protocol: unsigned trace (the host flags it)
+            os.environ["BANG_EMU_TRACE"] = str(trace)
+            return
+        status = self._begin(call_id.encode(), str(trace).encode())
+        if status != 0:
+            raise RuntimeError(f"bang_emu_begin_call({call_id!r}) failed with status {status}")
+
+    def seal_output(self, tensor: torch.Tensor) -> None:
+        if self._seal is None:
+            return
+        storage = tensor.detach()
+        if not storage.is_contiguous():
+            storage = storage.contiguous()  # a device-side copy: the kernel-written marks travel with it
+        # A failed seal writes no output record; the host reports that, nothing to do here.
+        self._seal(ctypes.c_void_p(storage.data_ptr()), storage.numel() * storage.element_size())
+
+
+def load_emulator_runtime() -> EmulatorRuntime:
+    """Load libbang_emu.so globally before anything links against it, so its constructor runs now: it reads
+    the key from BANG_EMU_KEY_FD (and closes it) and reads BANG_EMU_DEVICE once."""
+    from bang_emu import toolchain
+
+    library = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
+    runtime = EmulatorRuntime(library)
+    fd = os.environ.pop(KEY_FD_ENV, None)  # os.environ is Python's copy; pop also unsets it in C
+    if fd is not None and not runtime.signs:
+        # A runtime without key intake left the pipe open: close it before student code can read it.
+        try:
+            os.close(int(fd))
+        except (OSError, ValueError):
+            pass
+    return runtime
 
 
 def enable_poisoning() -> None:
@@ -64,8 +125,8 @@ def classify_failure(exc: BaseException, window: TraceWindow) -> CallResult:
     emulator_errors = window.errors()
     text = f"{type(exc).__name__}: {exc}"
     if emulator_errors or EMULATOR_MARK in str(exc):
-        return CallResult.failure("emulator_error", "\n".join(emulator_errors) or text)
-    return CallResult.failure("python_exception", describe_exception(exc))
+        return CallResult.failure(ErrorKind.EMULATOR_ERROR, "\n".join(emulator_errors) or text)
+    return CallResult.failure(ErrorKind.PYTHON_EXCEPTION, describe_exception(exc))
 
 
 def output_array(value: Any) -> np.ndarray:
@@ -81,10 +142,12 @@ def output_array(value: Any) -> np.ndarray:
 
 
 class CallRunner:
-    def __init__(self, paths: HarnessPaths, session: DeviceSession, module: ModuleType) -> None:
+    def __init__(self, paths: HarnessPaths, session: DeviceSession, module: ModuleType,
+                 runtime: EmulatorRuntime | None = None) -> None:
         self.paths = paths
         self.session = session
         self.module = module
+        self.runtime = runtime
 
     def run(self, call: Call) -> CallResult:
         outputs = self.paths.outputs
@@ -93,10 +156,10 @@ class CallRunner:
             inputs = [torch.from_numpy(np.load(self.paths.io / "inputs" / name, allow_pickle=False))
                       for name in call.inputs]
         except (OSError, ValueError) as exc:
-            return CallResult.failure("harness_error", f"cannot load the call's inputs: {exc}")
+            return CallResult.failure(ErrorKind.HARNESS_ERROR, f"cannot load the call's inputs: {exc}")
         entry = getattr(self.module, call.entry, None)
         if not callable(entry):
-            return CallResult.failure("python_exception",
+            return CallResult.failure(ErrorKind.PYTHON_EXCEPTION,
                                       f"{self.module.__name__} has no function {call.entry!r}")
 
         previous: list[torch.Tensor] = []
@@ -112,8 +175,12 @@ class CallRunner:
             previous = args
             return value, wall_us, device_us, window
 
-        os.environ["BANG_EMU_TRACE"] = str(trace)
         os.environ["BANG_EMU_POISON"] = call.poison
+        if self.runtime is not None:
+            try:
+                self.runtime.begin_call(call.id, trace)
+            except RuntimeError as exc:
+                return CallResult.failure(ErrorKind.HARNESS_ERROR, str(exc))
         try:
             return self._checked_then_timed(call, invoke, trace)
         finally:
@@ -128,11 +195,13 @@ class CallRunner:
             return failure
         trace_name = trace.name if trace.exists() else None
         if window.errors():
-            return CallResult.failure("emulator_error", "\n".join(window.errors()), trace=trace_name)
+            return CallResult.failure(ErrorKind.EMULATOR_ERROR, "\n".join(window.errors()), trace=trace_name)
         try:
+            if self.runtime is not None and type(value) is torch.Tensor:
+                self.runtime.seal_output(value)  # before any host-side copy: the record digests the device bytes
             checked = output_array(value)
         except (TypeError, RuntimeError) as exc:
-            return CallResult.failure("bad_output", str(exc), trace=trace_name)
+            return CallResult.failure(ErrorKind.BAD_OUTPUT, str(exc), trace=trace_name)
         np.save(output_path(self.paths.outputs, call.id), checked, allow_pickle=False)
 
         result = CallResult(ok=True, trace=trace_name)
@@ -166,11 +235,15 @@ def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None) -> 
     calls = job.calls[first_call:]
     paths.outputs.mkdir(parents=True, exist_ok=True)
     enable_poisoning()
+    runtime = None
     try:
+        if job.backend == "emu":
+            runtime = load_emulator_runtime()  # first: before the shim, the extension and the student's module
         session = DeviceSession(job.backend, job.device)
     except Exception as exc:  # noqa: BLE001
         return _fail_all(paths, calls, control, CallResult.failure(
-            "harness_error", f"cannot activate the {job.backend} device: {describe_exception(exc)}"))
+            ErrorKind.HARNESS_ERROR, f"cannot activate the {job.backend} device: {describe_exception(exc)}",
+            during="load"))
     for note in session.notes:
         print(f"bang_harness: {note}", file=sys.stderr)
     control.send("loading")
@@ -178,8 +251,8 @@ def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None) -> 
         module = load_submission(paths, job)
     except Exception as exc:  # noqa: BLE001 -- the student's import failing fails every call, with the reason
         return _fail_all(paths, calls, control, CallResult.failure(
-            "python_exception", f"cannot import the submission: {describe_exception(exc)}"))
-    runner = CallRunner(paths, session, module)
+            ErrorKind.LOAD_FAILURE, f"cannot import the submission: {describe_exception(exc)}", during="load"))
+    runner = CallRunner(paths, session, module, runtime)
     for call in calls:
         control.send("start", call.id)
         result = runner.run(call)
@@ -193,9 +266,10 @@ def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None) -> 
 def leaves_device_faulted(backend: str, result: CallResult) -> bool:
     """A kernel fault can leave the device's error state set (sticky, as on real hardware): later calls
     must not inherit it, so they get a fresh process and device."""
-    if result.error_kind == "emulator_error":
+    if result.error_kind == ErrorKind.EMULATOR_ERROR:
         return True
-    return backend == "mlu" and result.error_kind == "python_exception" and "cnrt" in (result.error or "").lower()
+    return (backend == "mlu" and result.error_kind == ErrorKind.PYTHON_EXCEPTION
+            and "cnrt" in (result.error or "").lower())
 
 
 def _fail_all(paths: HarnessPaths, calls: list[Call], control: ControlChannel, result: CallResult) -> int:

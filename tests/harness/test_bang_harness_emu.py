@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
 import pytest
 import torch
+from bang_harness.protocol import KEY_FILE, call_key, verify_line
 from harness_workspace import Workspace, write_tree
 
 from grader.sandbox.base import Phase
@@ -116,7 +118,10 @@ def test_kernels_run_on_the_emulated_device_with_a_trace_and_modelled_time(emu_b
         {"id": "tail", "entry": "sigmoid", "inputs": ["tail.npy"]},
         {"id": "overrun", "entry": "sigmoid_overrun", "inputs": ["tail.npy"]},
         {"id": "after", "entry": "sigmoid", "inputs": ["tail.npy"]},
+        {"id": "host", "entry": "host_only", "inputs": ["tail.npy"]},
     ], extension="sig_ext")
+    key = bytes(range(32))
+    (space.io / KEY_FILE).write_bytes(key)
     outcome = space.harness("run")
     assert outcome.exit_code == 0, outcome.stderr_tail
     for call_id, x in (("aligned", aligned), ("tail", tail), ("after", tail)):
@@ -125,9 +130,26 @@ def test_kernels_run_on_the_emulated_device_with_a_trace_and_modelled_time(emu_b
         np.testing.assert_allclose(space.output(call_id), torch.sigmoid(torch.from_numpy(x)).numpy(), atol=2e-2)
     timed = space.result("aligned")
     assert len(timed["device_us"]) == 2 and all(t > 0 for t in timed["device_us"])
-    launches = [json.loads(line) for line in (space.outputs / timed["trace"]).read_text().splitlines()]
+    lines = (space.outputs / timed["trace"]).read_bytes().splitlines()
+    payloads = [verify_line(call_key(key, "aligned"), line) for line in lines]
+    assert all(p is not None for p in payloads)  # every line signed with this call's key
+    records = [json.loads(p) for p in payloads]
+    assert [r["seq"] for r in records] == list(range(len(records))) and {r["call"] for r in records} == {"aligned"}
+    launches = [r for r in records if r["record"] == "launch"]
     assert len(launches) == 4  # the checked call, one warm-up, two timed repeats
     assert launches[0]["kernel"].startswith("sig_kernel") or "sig_kernel" in launches[0]["kernel"]
+    # Sealed once, right after the checked invocation: the whole output, written by the kernel, same digest.
+    (output,) = [r for r in records if r["record"] == "output"]
+    assert [r["record"] for r in records[:2]] == ["launch", "output"]
+    data = space.output("aligned").tobytes()
+    assert output["bytes"] == output["kernel_written"] == len(data)
+    assert output["sha256"] == hashlib.sha256(data).hexdigest()
+
+    host = space.result("host")  # computed by torch on the host: no launch, and nothing kernels wrote
+    host_records = [json.loads(verify_line(call_key(key, "host"), line))
+                    for line in (space.outputs / "host.trace.jsonl").read_bytes().splitlines()]
+    assert host["ok"] and not [r for r in host_records if r["record"] == "launch"]
+    assert all(r["kernel_written"] == 0 for r in host_records if r["record"] == "output")
 
     overrun = space.result("overrun")
     assert not overrun["ok"] and overrun["error_kind"] == "emulator_error", overrun

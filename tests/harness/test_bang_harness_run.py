@@ -108,7 +108,8 @@ def test_an_unimportable_module_fails_every_call_with_the_reason(host_run):
     assert host_run.harness("run").exit_code == 0
     for call_id in ("a", "b"):
         result = host_run.result(call_id)
-        assert result["error_kind"] == "python_exception" and "no_such_module" in result["error"]
+        assert result["error_kind"] == "load_failure" and "no_such_module" in result["error"]
+        assert result["during"] == "load"
 
 
 def test_a_missing_input_is_the_harness_fault_not_the_students(host_run):
@@ -135,3 +136,53 @@ def test_a_crash_while_importing_the_module_fails_every_call(host_run, tmp_path)
     for call_id in ("a", "b"):
         result = host_run.result(call_id)
         assert result["error_kind"] == "crash" and "importing the module" in result["error"]
+        assert result["during"] == "load"
+
+
+KEY_PEEK_OPS = """
+import os, stat
+import torch
+
+def peek(x):
+    # What student code could find of the trace key: the key file, the variable, any readable pipe.
+    found = 0
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                continue
+            os.set_blocking(fd, False)
+            found += len(os.read(fd, 64))
+        except OSError:
+            pass
+    io = os.environ.get("BANG_GRADER_IO", "/io")
+    flags = [os.path.exists(os.path.join(io, "trace.key")), "BANG_EMU_KEY_FD" in os.environ, found > 0]
+    return torch.tensor([float(f) for f in flags])
+"""
+
+
+def test_the_supervisor_takes_the_key_and_student_code_cannot_see_it(host_run, tmp_path):
+    """Protocol step 1: read and unlink /io/trace.key, hand it over a pipe the runtime reads and closes."""
+    from bang_harness.protocol import KEY_FILE
+
+    peeking = tmp_path / "peeking_submission"
+    peeking.mkdir()
+    (peeking / "ops.py").write_text(KEY_PEEK_OPS)
+    host_run.submission = peeking
+    host_run.add_input("x.npy", X)
+    (host_run.io / KEY_FILE).write_bytes(bytes(range(32)))
+    host_run.write_job([{"id": "a", "entry": "peek", "inputs": ["x.npy"]}])
+    outcome = host_run.harness("run")
+    assert outcome.exit_code == 0, outcome.stderr_tail
+    assert host_run.result("a")["ok"], host_run.result("a")
+    assert host_run.output("a").tolist() == [0.0, 0.0, 0.0]  # no file, no variable, no readable key pipe
+    assert not (host_run.io / KEY_FILE).exists()
+
+
+def test_a_short_key_file_is_a_host_fault(host_run):
+    from bang_harness.protocol import KEY_FILE
+
+    (host_run.io / KEY_FILE).write_bytes(b"short")
+    host_run.write_job([{"id": "a", "entry": "sigmoid", "inputs": []}])
+    outcome = host_run.harness("run")
+    assert outcome.exit_code == 2 and "expected 32" in outcome.stderr_tail

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grader.reporting.hints import case_kind, compile_error_advice, diagnose, is_tail_case
-from grader.results import EmuDiagnostic, Mismatch, SourceLocation, Verdict
+from grader.results import EmuDiagnostic, Mismatch, SourceExcerpt, SourceLocation, Verdict
 
 from . import samples
 
@@ -205,3 +205,140 @@ def test_real_gcc_output_unicode_quotes_suggestion_and_repeats():
     assert findings[0].where == "mlu/sigmoid.mlu:16"
     assert findings[0].advice.startswith("The compiler suggests `__bang_active_sigmoid`.")
     assert "<bang.h>" in findings[0].advice
+
+
+# --- only fp16 fails: is there a half path at all? (issue 12) -----------------------------------------------
+
+# Shaped like the real document of a float-only lab sigmoid (one task, float template, binding casting every
+# dtype to float*): the fp32 cases pass, the two fp16 cases stop on the emulator's out-of-bounds check, because
+# n halves are read as n floats. Binding sources below are written for these tests.
+_FLOAT_ONLY_BINDING = """\
+#include <torch/extension.h>
+#include "sigmoid_entry.h"
+
+torch::Tensor sigmoid_mlu(torch::Tensor x) {
+  auto y = at::empty_like(x);
+  // the lab's template: every tensor is handed over as float
+  sigmoid_entry(queue(), reinterpret_cast<float*>(y.data_ptr()),
+                reinterpret_cast<float*>(x.data_ptr()), x.numel());
+  return y;
+}
+"""
+
+_DISPATCHING_BINDING = """\
+#include <torch/extension.h>
+#include "sigmoid_entry.h"
+
+torch::Tensor sigmoid_mlu(torch::Tensor x) {
+  auto y = at::empty_like(x);
+  if (x.scalar_type() == at::kHalf) {
+    sigmoid_entry(queue(), reinterpret_cast<half*>(y.data_ptr()), reinterpret_cast<half*>(x.data_ptr()), x.numel());
+  } else {
+    sigmoid_entry(queue(), reinterpret_cast<float*>(y.data_ptr()), reinterpret_cast<float*>(x.data_ptr()), x.numel());
+  }
+  return y;
+}
+"""
+
+
+def _half_oob(n: int) -> EmuDiagnostic:
+    return EmuDiagnostic(
+        severity="error",
+        kind="gdram-out-of-bounds",
+        message=f"__memcpy_async: source (GDRAM2NRAM) range of {4 * n} B reaches {2 * n} B past its end of GDRAM "
+        f"buffer tensor c10::Half[{n}] on mlu; check the offsets and sizes of the last task / last tile",
+        kernel="bang_sigmoid_kernel",
+        location=SourceLocation(file="/submission/mlu/sigmoid.mlu", line=35),
+    )
+
+
+def fp16_only_sigmoid(tmp_path, binding: str | None = _FLOAT_ONLY_BINDING):
+    """A correct fp32 sigmoid whose fp16 cases (tail-shaped: 129 elements) stop on the emulator's check."""
+    result = samples.slow_sigmoid()
+    result.verdict = Verdict.RUNTIME_ERROR
+    for n in (129, 65536):
+        result.cases.append(samples._case(
+            f"sigmoid/half_{n}", "half", "sigmoid", {"x": [n]}, dtype="float16", verdict=Verdict.RUNTIME_ERROR,
+            passed=False, diff1=None, diff2=None, diff3=None, diagnostics=[_half_oob(n)],
+            message="bang-emu: error: gdram-out-of-bounds"))
+    result.submission_path = str(tmp_path)
+    if binding is not None:
+        (tmp_path / "cpp").mkdir()
+        (tmp_path / "cpp" / "binding.cpp").write_text(binding)
+        (tmp_path / "mlu").mkdir()
+        (tmp_path / "mlu" / "sigmoid.mlu").write_text("template <typename T> __mlu_global__ void k(T *y, T *x);\n")
+    return result
+
+
+def test_fp16_only_failures_with_a_float_only_binding_say_dispatch_on_the_dtype(tmp_path):
+    from grader.reporting.next_step import overall_next_step
+
+    result = fp16_only_sigmoid(tmp_path)
+    findings = diagnose(result)
+    first = findings[0]
+    assert first.kind == "fp16_float_pointers"
+    assert first.where == "cpp/binding.cpp:7"
+    assert "reinterpret_cast<float*>(y.data_ptr())" in first.evidence and "float32 cases pass" in first.evidence
+    assert "Dispatch on the dtype" in first.action
+    # the emulator's out-of-bounds check in the fp16 cases is the consequence, not a second bug to clamp
+    assert not any("Clamp" in f.action or f.kind in ("gdram_out_of_bounds", "tail_only") for f in findings)
+    step = overall_next_step(result, findings)
+    assert step.rule == "fix_fp16_float_pointers" and step.action.startswith("Dispatch on the dtype")
+    assert step.snippet and "scalar_type() == at::kHalf" in step.snippet
+    assert step.location.file == "cpp/binding.cpp"
+
+
+def test_fp16_only_failures_come_before_speed_when_half_gates_no_stage(tmp_path):
+    # the stage is correct (half does not gate it) and slow: the failing fp16 cases still come first
+    from grader.reporting.next_step import overall_next_step
+
+    result = fp16_only_sigmoid(tmp_path)
+    assert result.stages[0].correct and result.stages[0].verdict == Verdict.TOO_SLOW
+    assert overall_next_step(result).rule == "fix_fp16_float_pointers"
+
+
+def test_data_ptr_float_and_c_casts_count_comments_do_not(tmp_path):
+    binding = _FLOAT_ONLY_BINDING.replace("reinterpret_cast<float*>(y.data_ptr())", "y.data_ptr<float>()")
+    binding = binding.replace("reinterpret_cast<float*>(x.data_ptr())", "(float *)x.data_ptr()")
+    result = fp16_only_sigmoid(tmp_path, binding)
+    assert diagnose(result)[0].where == "cpp/binding.cpp:7"
+
+    commented = "// reinterpret_cast<float*>(x.data_ptr())\n/* (float*)x */\nvoid f(void *p);\n"
+    (tmp_path / "cpp" / "binding.cpp").write_text(commented)
+    assert diagnose(result)[0].kind == "fp16_only"
+
+
+def test_a_binding_that_dispatches_on_the_dtype_gets_the_half_path_advice_instead(tmp_path):
+    findings = diagnose(fp16_only_sigmoid(tmp_path, _DISPATCHING_BINDING))
+    assert findings[0].kind == "fp16_only"
+    assert "tail_only" not in [f.kind for f in findings]
+    # sigmoid sums nothing: the advice is about the half path, not fp32 sums of products
+    assert "sizeof(T)" in findings[0].advice and "products" not in findings[0].advice
+    # without the float-pointer explanation the emulator's located check stays listed
+    assert "gdram_out_of_bounds" in [f.kind for f in findings]
+
+
+def test_an_fp32_failure_too_means_no_fp16_pattern(tmp_path):
+    result = fp16_only_sigmoid(tmp_path)
+    fp32 = result.cases[0]
+    fp32.passed, fp32.verdict = False, Verdict.WRONG_ANSWER
+    fp32.mismatches = [Mismatch(index=[0], expected=0.5, actual=0.9)]
+    assert not {"fp16_only", "fp16_float_pointers"} & set(kinds(result))
+
+
+def test_the_cast_is_found_in_the_documents_excerpts_when_the_folder_is_gone(tmp_path):
+    result = fp16_only_sigmoid(tmp_path / "gone", binding=None)
+    result.source_excerpts = [SourceExcerpt(file="cpp/binding.cpp", first_line=5,
+                                            lines=_FLOAT_ONLY_BINDING.splitlines()[4:8])]
+    first = diagnose(result)[0]
+    assert first.kind == "fp16_float_pointers" and first.where == "cpp/binding.cpp:7"
+
+
+def test_matmul_fp16_only_keeps_the_fp32_sum_advice(tmp_path):
+    # half_running_sum-like: a dispatching binding, precision lost in fp16 sums
+    result = samples.failing_matmul()
+    for case in result.cases:
+        case.dtype = "float16" if not case.passed else "float32"
+    result.submission_path = str(tmp_path)
+    first = diagnose(result)[0]
+    assert first.kind == "fp16_only" and "fp32" in first.advice and "products" in first.advice

@@ -1,10 +1,20 @@
 """The adversarial corpus, graded end to end with the docker runner: each fixture gets its expected verdict,
-its message says why, and nothing of it is left behind (no container of this grader, no leftover files
-outside the output folder)."""
+its message says why, the attacked entry keeps no points, the static screening reports what it should, and
+nothing of it is left behind (no container of this grader, no leftover files outside the output folder).
+
+Two groups of fixtures (reference_kernels/adversarial/README.md has the table): attacks on the sandbox itself
+(fork bomb, disk fill, network, ...) and attacks on what the host believes (issue 11: forged trace, decoy
+kernel, host-side compute, uninstrumented kernel code, device switch, forged harness_error, `#error` text,
+npy header bomb, Infinity and flood in the trace, a formula as the student's name, fallocate fill). No attack
+may ever end in `internal_error` or `passed`."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
+import resource
+import shutil
 import time
 import tomllib
 from pathlib import Path
@@ -12,17 +22,25 @@ from pathlib import Path
 import docker
 import pytest
 
+from grader.checks.screening import screen_submission
 from grader.orchestration.options import GradeOptions
 from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL
 
 CORPUS = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial"
 FIXTURES = sorted(p for p in CORPUS.iterdir() if (p / "expected.toml").is_file())
+NEVER = {"internal_error", "passed"}
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FLOOD_RSS_GROWTH_MB = 200  # three million '{}' lines per call used to cost ~25x the file in host memory
 
 pytestmark = pytest.mark.docker
 
 
+def _expected(fixture: Path) -> dict:
+    return tomllib.loads((fixture / "expected.toml").read_text())
+
+
 def _param(fixture: Path):
-    expected = tomllib.loads((fixture / "expected.toml").read_text())
+    expected = _expected(fixture)
     marks = [pytest.mark.slow] if expected.get("slow") else []
     return pytest.param(fixture, expected, id=fixture.name, marks=marks)
 
@@ -40,28 +58,122 @@ def _our_containers() -> list[str]:
             if RUN_LABEL in c.labels]
 
 
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+SANDBOX_ATTACKS = {"fork_bomb", "disk_fill", "tmpfs_fill", "endless_output", "sleep_forever", "busy_loop",
+                   "network_access", "read_proc", "host_files", "include_host_path", "forged_results", "kill_parent",
+                   "symlink_copy_out", "timer_patching"}
+TRUST_ATTACKS = {"forged_trace", "decoy_kernel", "host_compute_binding", "no_sanitize_kernel", "kernel_code_in_cpp",
+                 "device_profile_env", "forged_harness_error", "error_directive", "npy_header_bomb",
+                 "trace_infinity", "trace_flood", "csv_formula_name", "fallocate_fill"}
+
+
 def test_corpus_is_complete():
     names = {p.name for p in FIXTURES}
-    assert {"fork_bomb", "disk_fill", "tmpfs_fill", "endless_output", "sleep_forever", "busy_loop",
-            "network_access", "read_proc", "host_files", "include_host_path", "forged_results", "kill_parent",
-            "symlink_copy_out", "timer_patching"} <= names
+    assert SANDBOX_ATTACKS | TRUST_ATTACKS <= names
+    readme = (CORPUS / "README.md").read_text()
+    assert all(f"`{name}`" in readme for name in names), "reference_kernels/adversarial/README.md lists every fixture"
 
 
-@pytest.mark.parametrize(("fixture", "expected"), [_param(f) for f in FIXTURES])
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_screening_flags_what_the_fixture_declares(fixture):
+    """Host-only and fast: the static screening's rules for each fixture, without building anything."""
+    expected = _expected(fixture)
+    rules = {f.rule for f in screen_submission(fixture)}
+    assert set(expected.get("screening", [])) <= rules, rules
+
+
+def _check_verdict(result, expected: dict, problems: list[str]) -> None:
+    verdict = str(result.verdict)
+    if "verdict" in expected and verdict != expected["verdict"]:
+        problems.append(f"verdict {verdict}, expected {expected['verdict']}: {result.message[:600]}")
+    if "verdict_one_of" in expected and verdict not in expected["verdict_one_of"]:
+        problems.append(f"verdict {verdict}, expected one of {expected['verdict_one_of']}: {result.message[:600]}")
+    if verdict in NEVER and "verdict_of_reference" not in expected:
+        problems.append(f"an attack ended in {verdict}")
+
+
+def _check_points(result, expected: dict, problems: list[str]) -> None:
+    if "max_points" in expected and result.score > expected["max_points"]:
+        problems.append(f"score {result.score}, the attacked entry may keep at most {expected['max_points']}")
+    if "stage_points" in expected:
+        stage_points = sum(s.points for s in result.stages)
+        if stage_points != expected["stage_points"]:
+            problems.append(f"stage points {stage_points}, expected {expected['stage_points']} (screening action)")
+    if expected.get("screening"):
+        found = {f.rule for f in result.screening}
+        missing = set(expected["screening"]) - found
+        if missing:
+            problems.append(f"the result's screening lacks {sorted(missing)} (found {sorted(found)})")
+
+
+def _check_messages(result, expected: dict, problems: list[str]) -> None:
+    text = result.to_json().lower()
+    for word in expected.get("message_contains", []):
+        if word.lower() not in text:
+            problems.append(f"{word!r} not in the result")
+    if expected.get("message_any") and not any(w.lower() in text for w in expected["message_any"]):
+        problems.append(f"none of {expected['message_any']} in the result")
+    for word in expected.get("message_excludes", []):
+        if word.lower() in text:
+            problems.append(f"{word!r} in the result")
+
+
+@pytest.mark.parametrize(("fixture", "expected"), [_param(f) for f in FIXTURES if not _expected(f).get("batch")])
 def test_fixture_gets_its_verdict(fixture, expected, emu_image, tmp_path):
     started = time.monotonic()
+    rss_before = _peak_rss_mb()
     result = _grade(fixture, tmp_path / "out")
-    text = result.to_json().lower()
+    problems: list[str] = []
     if "verdict_of_reference" in expected:
         reference = _grade(CORPUS.parent / expected["verdict_of_reference"], tmp_path / "reference")
-        assert result.verdict == reference.verdict, result.message
+        if result.verdict != reference.verdict:
+            problems.append(f"verdict {result.verdict}, the reference's is {reference.verdict}: {result.message}")
         for mine, theirs in zip(result.stages, reference.stages, strict=True):
-            if mine.timing and theirs.timing:  # patched clocks change nothing the grader uses
-                assert mine.timing.median_us == pytest.approx(theirs.timing.median_us, rel=0.05)
-    else:
-        assert result.verdict == expected["verdict"], f"{result.verdict}: {result.message}"
-    for word in expected["message_contains"]:
-        assert word.lower() in text, f"{word!r} not in the result of {fixture.name}"
-    assert _our_containers() == []
+            if mine.timing and theirs.timing and mine.timing.median_us != pytest.approx(theirs.timing.median_us,
+                                                                                      rel=0.05):
+                problems.append(f"stage {mine.name}: {mine.timing.median_us:.1f} us, the reference "
+                                f"{theirs.timing.median_us:.1f} us (the attack changed the model)")
+            if mine.trace and theirs.trace and mine.trace.device_profile != theirs.trace.device_profile:
+                problems.append(f"stage {mine.name}: modelled on {mine.trace.device_profile}, the host chose "
+                                f"{theirs.trace.device_profile}")
+    _check_verdict(result, expected, problems)
+    _check_points(result, expected, problems)
+    _check_messages(result, expected, problems)
+    if fixture.name == "trace_flood" and _peak_rss_mb() - rss_before > FLOOD_RSS_GROWTH_MB:
+        problems.append(f"the host's peak memory grew by {_peak_rss_mb() - rss_before:.0f} MB reading the flood")
+    if _our_containers():
+        problems.append(f"containers left behind: {_our_containers()}")
     # the host stayed responsive and the runner's limits, not the suite's timeout, ended the attack
-    assert time.monotonic() - started < 600
+    if time.monotonic() - started > 600:
+        problems.append(f"took {time.monotonic() - started:.0f} s")
+    assert not problems, f"{fixture.name}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize(("fixture", "expected"), [_param(f) for f in FIXTURES if _expected(f).get("batch")])
+def test_batch_exports_neutralise_the_fixture(fixture, expected, emu_image, tmp_path):
+    """Graded through `grade batch` (folder intake, real docker grading, exports): no cell of gradebook.csv or
+    canvas.csv starts like a formula, and the name comes from the folder, not grade.toml alone."""
+    from grader.orchestration.batch import run_batch
+
+    submissions = tmp_path / "class"
+    shutil.copytree(fixture, submissions / "eve")
+    out = tmp_path / "out"
+    summary = run_batch(submissions, "sigmoid", out, workers=1, sandbox="docker", progress=False, seed="corpus")
+    problems: list[str] = []
+    verdicts = set(summary.verdicts)
+    if not verdicts <= set(expected.get("verdict_one_of", verdicts)) or verdicts & NEVER:
+        problems.append(f"verdicts {summary.verdicts}, expected one of {expected.get('verdict_one_of')}")
+    for export in ("gradebook.csv", "canvas.csv"):
+        rows = list(csv.reader(io.StringIO((out / export).read_text())))
+        for row in rows[1:]:
+            for cell in row:
+                if cell.startswith(FORMULA_STARTS):
+                    problems.append(f"{export}: cell {cell!r} starts like a formula")
+                if "HYPERLINK" in cell and not cell.startswith("'"):
+                    problems.append(f"{export}: the name from grade.toml reached a cell as is: {cell!r}")
+    if _our_containers():
+        problems.append(f"containers left behind: {_our_containers()}")
+    assert not problems, f"{fixture.name}:\n  " + "\n  ".join(problems)

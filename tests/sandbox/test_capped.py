@@ -69,3 +69,44 @@ def test_bad_json_is_refused(tmp_path):
         (tmp_path / name).write_text(text, encoding="latin-1")
         with pytest.raises(UntrustedFileError):
             read_json_capped(tmp_path / name)
+
+
+def _npy_with_header(header: dict, payload: bytes = b"") -> bytes:
+    import io as _io
+
+    buffer = _io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue() + payload
+
+
+def test_a_header_bomb_is_refused_before_any_allocation(tmp_path):
+    """A header claiming 2**40 elements must cost nothing: shape is checked against the expected one first."""
+    from grader.sandbox.capped import load_npy_expected
+
+    bomb = tmp_path / "c0.npy"
+    bomb.write_bytes(_npy_with_header({"descr": "<f4", "fortran_order": False, "shape": (1 << 40,)}))
+    with pytest.raises(UntrustedFileError, match=r"output shape \[1099511627776\] but expected \[4\]"):
+        load_npy_expected(bomb, (4,), "float32", root=tmp_path)
+    with pytest.raises(UntrustedFileError, match="promises"):  # no expectation: the payload size still must match
+        load_npy_capped(bomb, 1 << 20, root=tmp_path)
+
+
+def test_expected_shape_dtype_and_payload_are_checked(tmp_path):
+    from grader.sandbox.capped import load_npy_expected
+
+    good = tmp_path / "ok.npy"
+    np.save(good, np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert load_npy_expected(good, (2, 3), "float32", root=tmp_path)[1, 2] == 5
+    with pytest.raises(UntrustedFileError, match=r"output dtype float32 but expected float16"):
+        load_npy_expected(good, (2, 3), "float16", root=tmp_path)
+    short = tmp_path / "short.npy"
+    short.write_bytes(_npy_with_header({"descr": "<f4", "fortran_order": False, "shape": (4,)}, b"\0" * 8))
+    with pytest.raises(UntrustedFileError, match="promises 16 bytes"):
+        load_npy_expected(short, (4,), "float32", root=tmp_path)
+    weird = tmp_path / "weird.npy"
+    weird.write_bytes(_npy_with_header({"descr": [("a", "<f4")], "fortran_order": False, "shape": (1,)}, b"\0" * 4))
+    with pytest.raises(UntrustedFileError, match="not a numeric array"):
+        load_npy_expected(weird, (1,), None, root=tmp_path)
+    fortran = tmp_path / "f.npy"
+    np.save(fortran, np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
+    assert load_npy_expected(fortran, (2, 3), "float32", root=tmp_path)[1, 2] == 5

@@ -59,7 +59,7 @@ print('seccomp', [l for l in open('/proc/self/status') if l.startswith('Seccomp:
     assert lines["swap"] in (str(SMALL.memory_bytes), "?")  # memsw accounting may be off in the host kernel
     assert lines["root"] == "ro"
     assert "noexec" in lines["tmp"] and "nosuid" in lines["tmp"] and f"size={SMALL.tmpfs_bytes >> 10}k" in lines["tmp"]
-    assert lines["seccomp"] == "2"  # docker's default profile kept
+    assert lines["seccomp"] == "2"  # the pinned profile is in force
 
 
 def test_memory_hog_is_oom_killed(docker_runner, mounts):
@@ -122,3 +122,135 @@ except OSError as exc:
 """, phase=Phase.RUN)
     assert out.ok, out
     assert "from-build" in out.stdout_tail and "ro 30" in out.stdout_tail  # EROFS
+
+
+SYSCALL_PROBE = """
+import ctypes, os, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def probe(name, number, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(number, *args)
+    print(name, 'refused' if r == -1 and ctypes.get_errno() == errno.EPERM else f'allowed:{r}:{ctypes.get_errno()}')
+probe('ptrace', 101, 16, os.getppid(), 0, 0)        # PTRACE_ATTACH to the parent
+probe('process_vm_readv', 310, os.getppid(), 0, 0, 0, 0, 0)
+probe('io_uring_setup', 425, 8, 0)
+probe('userfaultfd', 323, 0)
+probe('keyctl', 250, 0, 0, 0, 0)
+probe('unshare', 272, 0x20000)                      # CLONE_NEWNS
+probe('clone_newuser', 56, 0x10000000 | 17, 0, 0, 0, 0)  # clone(CLONE_NEWUSER | SIGCHLD)
+probe('perf_event_open', 298, 0, 0, -1, -1, 0)
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+print('fork ok')
+import threading
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print('thread ok')
+"""
+
+
+def test_pinned_seccomp_profile_refuses_what_the_sandbox_never_needs(docker_runner, mounts):
+    out = run_code(docker_runner, mounts, SYSCALL_PROBE)
+    assert out.ok, out
+    lines = dict(line.split(" ", 1) for line in out.stdout_tail.strip().splitlines())
+    for name in ("ptrace", "process_vm_readv", "io_uring_setup", "userfaultfd", "keyctl", "unshare",
+                 "perf_event_open", "clone_newuser"):
+        assert lines[name] == "refused", (name, lines[name])
+    assert lines["fork"] == "ok" and lines["thread"] == "ok"
+
+
+def test_profile_refuses_the_denied_list_and_nothing_a_grading_needs():
+    import json
+
+    from grader.sandbox.docker_runner import SECCOMP_PROFILE
+
+    profile = json.loads(SECCOMP_PROFILE.read_text())
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    refused = {n for rule in profile["syscalls"] if rule["action"] == "SCMP_ACT_ERRNO" and not rule.get("args")
+               for n in rule["names"]}
+    assert {"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "bpf", "mount",
+            "unshare", "setns", "keyctl", "userfaultfd", "perf_event_open", "clone3"} <= refused
+    assert not refused & {"mprotect", "mmap", "clone", "futex", "prctl", "fallocate", "memfd_create", "execve"}
+    assert not any(rule.get("includes") or rule.get("excludes") for rule in profile["syscalls"])
+
+
+FALLOCATE = """
+import os
+made = 0
+try:
+    for i in range(64):  # 1 GiB in files of 16 MiB (under RLIMIT_FSIZE): the cap is 64 MiB
+        fd = os.open(f'/io/outputs/fill_{i}.bin', os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, 16 << 20)
+        finally:
+            os.close(fd)
+        made += 16
+except OSError as exc:
+    print('refused after', made, 'MiB', exc.errno)
+else:
+    print('allocated', made, 'MiB')
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the /io tmpfs cap needs root; the disk poll alone guards otherwise")
+def test_fallocate_cannot_outrun_the_poll(docker_runner, mounts):
+    (mounts.io / "job.json").write_text('{"calls": []}')
+    (mounts.io / "inputs" / "c0_a.txt").chmod(0o644)
+    out = run_code(docker_runner, mounts, FALLOCATE + """
+print('job', open('/io/job.json').read())
+for name in os.listdir('/io/outputs'):
+    os.unlink('/io/outputs/' + name)
+open('/io/outputs/c0.json', 'w').write('{"ok": true}')
+""")
+    assert docker_runner.io_note.startswith("io_capped"), docker_runner.io_note
+    assert out.ok, out
+    assert "refused after" in out.stdout_tail and " 28" in out.stdout_tail  # ENOSPC at the cap, not the poll
+    assert 'job {"calls": []}' in out.stdout_tail  # the host's files were there
+    # back on disk, uncapped and unmounted: the outputs the run wrote, the host's inputs untouched
+    assert (mounts.io / "outputs" / "c0.json").read_text() == '{"ok": true}'
+    assert (mounts.io / "inputs" / "c0_a.txt").read_text() == "host input"
+    assert not os.path.ismount(mounts.io)
+    used = sum(p.stat().st_blocks * 512 for p in mounts.io.rglob("*") if p.is_file())
+    assert used <= SMALL.tmpfs_bytes + (2 << 20)
+    assert sorted(p.name for p in mounts.io.parent.iterdir() if p.name.startswith(".io.")) == []
+
+
+def _has_runtime(name: str) -> bool:
+    try:
+        return name in (docker.from_env(timeout=10).info().get("Runtimes") or {})
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.skipif(not _has_runtime("runsc"), reason="gVisor (runsc) is not registered with the Docker daemon")
+def test_gvisor_runtime_runs_the_sandbox(emu_image, mounts):
+    runner = DockerRunner(emu_image, runtime="runsc")
+    out = run_code(runner, mounts, """
+import os, platform, threading
+print('kernel', platform.release())
+t = threading.Thread(target=print, args=('thread ok',)); t.start(); t.join()  # runsc --oci-seccomp broke this
+print('uid', os.getuid())
+open('/io/outputs/x.txt', 'w').write('hi')
+try:
+    open('/submission/new', 'w')
+except OSError as exc:
+    print('ro', exc.errno)
+""")
+    assert out.ok, out
+    lines = dict(line.split(" ", 1) for line in out.stdout_tail.strip().splitlines())
+    assert lines["kernel"] != platform_release()  # gVisor's own kernel, not the host's
+    assert lines["ro"] in ("30", "13")  # EROFS; gVisor says EACCES
+    assert lines["thread"] == "ok"
+    assert (mounts.io / "outputs" / "x.txt").read_text() == "hi"
+
+
+def platform_release() -> str:
+    import platform
+
+    return platform.release()
+
+
+def test_unknown_runtime_is_refused(emu_image):
+    with pytest.raises(SandboxError, match="no runtime"):
+        DockerRunner(emu_image, runtime="no-such-runtime")

@@ -157,6 +157,90 @@ cnrtRet_t cnrtQueueWaitNotifier(cnrtNotifier_t notifier, cnrtQueue_t queue, unsi
 cnrtRet_t cnrtNotifierElapsedTime(cnrtNotifier_t start, cnrtNotifier_t end, float *ms);
 cnrtRet_t cnrtNotifierDuration(cnrtNotifier_t start, cnrtNotifier_t end, float *us);
 
+/* ---- CNRT <= 4 (MLU100/270 era) names, still found in lab code ---- */
+typedef enum cnrtDataType {
+  CNRT_INVALID = 0x0,
+  CNRT_FLOAT16 = 0x12,
+  CNRT_FLOAT32 = 0x13,
+  CNRT_FLOAT64 = 0x14,
+  CNRT_INT8 = 0x21,
+  CNRT_INT16 = 0x22,
+  CNRT_INT32 = 0x23,
+  CNRT_INT64 = 0x24,
+  CNRT_UINT8 = 0x31,
+  CNRT_UINT16 = 0x32,
+  CNRT_UINT32 = 0x33,
+  CNRT_FIX8 = 0x41,
+  CNRT_BOOL = 0x61
+} cnrtDataType_t;
+typedef enum { CNRT_MEMTYPE_DEFAULT = 0, CNRT_MEMTYPE_LOCKED, CNRT_MEMTYPE_DEV } cnrtMemType_t;
+
+/* kernel parameter buffer + cnrtInvokeKernel_V2/_V3: only kernels of .mlu files built by cncc-emu can be invoked
+ * (cncc-emu registers each non-template kernel with the types of its parameters) */
+struct cnrtKernelParamsBuffer;
+typedef struct cnrtKernelParamsBuffer *cnrtKernelParamsBuffer_t;
+struct cnrtKernelInitParam;
+typedef struct cnrtKernelInitParam *cnrtKernelInitParam_t;
+cnrtRet_t cnrtGetKernelParamsBuffer(cnrtKernelParamsBuffer_t *params);
+cnrtRet_t cnrtCopyKernelParamsBuffer(cnrtKernelParamsBuffer_t dst, cnrtKernelParamsBuffer_t src);
+cnrtRet_t cnrtKernelParamsBufferAddParam(cnrtKernelParamsBuffer_t params, void *data, size_t bytes);
+cnrtRet_t cnrtKernelParamsBufferMarkInput(cnrtKernelParamsBuffer_t params);
+cnrtRet_t cnrtKernelParamsBufferMarkOutput(cnrtKernelParamsBuffer_t params);
+cnrtRet_t cnrtKernelParamsBufferMarkStatic(cnrtKernelParamsBuffer_t params);
+cnrtRet_t cnrtDestroyKernelParamsBuffer(cnrtKernelParamsBuffer_t params);
+cnrtRet_t cnrtInvokeKernel_V2(const void *function, cnrtDim3_t dim, cnrtKernelParamsBuffer_t params,
+                              cnrtFunctionType_t func_type, cnrtQueue_t queue);
+cnrtRet_t cnrtCreateKernelInitParam(cnrtKernelInitParam_t *init_param);
+cnrtRet_t cnrtInitKernelMemory(const void *function, cnrtKernelInitParam_t init_param);
+cnrtRet_t cnrtInvokeKernel_V3(const void *function, cnrtKernelInitParam_t init_param, cnrtDim3_t dim,
+                              cnrtKernelParamsBuffer_t params, cnrtFunctionType_t func_type, cnrtQueue_t queue,
+                              void *extra_param);
+cnrtRet_t cnrtDestroyKernelInitParamAndMemory(cnrtKernelInitParam_t param);
+
+/* host-side fp16 conversion (IEEE binary16 in a uint16_t, round to nearest even) */
+cnrtRet_t cnrtConvertFloatToHalf(uint16_t *f16, float d);
+cnrtRet_t cnrtConvertHalfToFloat(float *d, uint16_t f16);
+cnrtRet_t cnrtMallocHost(void **ptr, size_t bytes, cnrtMemType_t type);
+/* CNRT 6 spellings */
+cnrtRet_t cnrtMemcpyAsync_V2(void *dst, void *src, size_t bytes, cnrtQueue_t queue, cnrtMemTransDir_t dir);
+cnrtRet_t cnrtMemsetD8(void *ptr, uint8_t value, size_t count);
+cnrtRet_t cnrtMemsetD32(void *ptr, uint32_t value, size_t count);
+
+/* ---- CNRT >= 5 data types and host-side casts ---- */
+typedef enum {
+  cnrtInvalid = 0,
+  cnrtFloat = 1,
+  cnrtHalf = 2,
+  cnrtInt = 3,
+  cnrtChar = 4,
+  cnrtUchar = 5,
+  cnrtShort = 6,
+  cnrtUshort = 7,
+  cnrtUint = 8,
+  cnrtBoolean = 9,
+  cnrtDouble = 10,
+  cnrtLonglong = 11,
+  cnrtUlonglong = 12,
+  cnrtBfloat = 13
+} cnrtDataType_V2_t;
+typedef enum {
+  cnrtRounding_rn = 0, /* nearest, ties to even */
+  cnrtRounding_rz = 1, /* toward zero */
+  cnrtRounding_rd = 2, /* down */
+  cnrtRounding_ru = 3, /* up */
+  cnrtRounding_rm = 4, /* the CNRT default ("math" rounding); emulated as nearest-even */
+  cnrtRounding_ro = 5
+} cnrtRoundingMode_t;
+struct cnrtQuantizedParam;
+typedef struct cnrtQuantizedParam *cnrtQuantizedParam_t;
+cnrtRet_t cnrtCreateQuantizedParam(cnrtQuantizedParam_t *param, int pos, float scale, float offset);
+cnrtRet_t cnrtDestroyQuantizedParam(cnrtQuantizedParam_t param);
+/* element-wise conversion of `count` values (float/half/int types; quantized params: scale * 2^pos + offset) */
+cnrtRet_t cnrtCastDataType_V2(void *src, cnrtDataType_V2_t src_type, void *dst, cnrtDataType_V2_t dst_type,
+                              size_t count, cnrtQuantizedParam_t param, cnrtRoundingMode_t mode);
+cnrtRet_t cnrtCastDataType(void *src, cnrtDataType_t src_type, void *dst, cnrtDataType_t dst_type, int count,
+                           cnrtQuantizedParam_t param);
+
 /* errors */
 const char *cnrtGetErrorStr(cnrtRet_t err);
 const char *cnrtGetErrorName(cnrtRet_t err);

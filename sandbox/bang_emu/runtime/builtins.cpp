@@ -49,6 +49,9 @@ std::string describe(CoreCtx *c, uintptr_t a) {
   return std::string(space_name(s));
 }
 
+// Counted work for the trace: elements through a vector/activation builtin (its destination's count).
+void count_elements(CoreCtx *c, const char *name, size_t n) { c->elements[name] += n; }
+
 // [lo, hi) must lie inside one array of the given on-chip space (or one GDRAM buffer).
 const void *require(CoreCtx *c, const void *p, size_t bytes, int space, const char *builtin, const char *operand,
                     const void *ret) {
@@ -58,18 +61,28 @@ const void *require(CoreCtx *c, const void *p, size_t bytes, int space, const ch
   if (space == kGdram) {
     const GdramBuf *b = find_gdram(lo);
     if (!b) b = find_gdram(hi - 1);
-    if (!b)
+    if (!b) {
+      // far outside every guard zone; still name the nearest buffer when there is one (a task offset such as
+      // taskId * chunk run past a small tensor), not "host memory"
+      std::string near = space_of(c, lo) == kOther ? describe_near(lo, bytes) : "";
+      if (!near.empty())
+        kernel_error("gdram-out-of-bounds",
+                     std::string(builtin) + ": " + operand + " range [" + hexs(lo) + ", " + hexs(hi) + ") of " +
+                         std::to_string(bytes) + " B is outside every device buffer: it starts " + near +
+                         "; check each task's offset (taskId * chunk) against the size",
+                     ret);
       kernel_error("invalid-address",
                    std::string(builtin) + ": " + operand + " " + hexs(lo) + " is " + describe(c, lo) +
                        ", but the direction says GDRAM; pass a cnrtMalloc'd (or tensor) pointer",
                    ret);
+    }
     if (lo < b->lo || hi > b->hi) {
       std::string rel = lo < b->lo ? std::to_string(b->lo - lo) + " B before its start"
                                    : std::to_string(hi - b->hi) + " B past its end";
       kernel_error("gdram-out-of-bounds",
                    std::string(builtin) + ": " + operand + " range [" + hexs(lo) + ", " + hexs(hi) + ") of " +
-                       std::to_string(bytes) + " B reaches " + rel + " of GDRAM buffer " + b->label +
-                       "; check the offsets and sizes of the last task / last tile",
+                       std::to_string(bytes) + " B reaches " + rel + " of GDRAM buffer " + buffer_desc(b) +
+                       task_position(b, lo) + "; check the offsets and sizes of the last task / last tile",
                    ret);
     }
     return b;
@@ -353,6 +366,7 @@ static void write_value_impl(const char *name, T *dst, int n, T value, const voi
   if (n == 0 || mpu_skip(c)) return;
   nram_out(c, dst, sizeof(T) * n, name, "dst", ret);
   std::fill(dst, dst + n, value);
+  count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n);
 }
 template <class T>
@@ -382,6 +396,7 @@ static void transpose_impl(T *dst, const T *src, int h, int w, const void *ret) 
     kernel_error("invalid-argument", "__bang_transpose: dst must not overlap src", ret);
   for (int i = 0; i < h; ++i)
     for (int j = 0; j < w; ++j) dst[(size_t)j * h + i] = src[(size_t)i * w + j];
+  count_elements(c, "__bang_transpose", (size_t)h * w);
   charge_vector(c, bytes, 2.0);
 }
 
@@ -411,6 +426,7 @@ static void unary(const char *name, T *dst, const T *src, int n, F f, const void
   nram_in(c, src, sizeof(T) * n, name, "src", ret);
   nram_out(c, dst, sizeof(T) * n, name, "dst", ret);
   for (int i = 0; i < n; ++i) dst[i] = T(f(float(src[i])));
+  count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n, passes);
 }
 template <class T, class F>
@@ -422,6 +438,7 @@ static void binary(const char *name, T *dst, const T *a, const T *b, int n, F f,
   nram_in(c, b, sizeof(T) * n, name, "src1", ret);
   nram_out(c, dst, sizeof(T) * n, name, "dst", ret);
   for (int i = 0; i < n; ++i) dst[i] = T(f(float(a[i]), float(b[i])));
+  count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n);
 }
 template <class T, class F>
@@ -433,6 +450,7 @@ static void cycle(const char *name, T *dst, const T *src, const T *seg, int n, i
   nram_in(c, seg, sizeof(T) * m, name, "seg", ret);
   nram_out(c, dst, sizeof(T) * n, name, "dst", ret);
   for (int i = 0; i < n; ++i) dst[i] = T(f(float(src[i]), float(seg[i % m])));
+  count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n);
 }
 
@@ -458,6 +476,7 @@ static void taylor_sigmoid(const char *name, T *dst, const T *src, T *aux1, T *a
     aux2[i] = T(-x);
     dst[i] = T(sigmoid_hw(x));
   }
+  count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n, 6.0);
 }
 
@@ -475,6 +494,7 @@ static void reduce_sum_impl(T *dst, const T *src, int n, const void *ret) {
     for (int i = b * per; i < std::min(n, (b + 1) * per); ++i) s += float(src[i]);
     dst[(size_t)b * per] = T(s);  // 3xx: the other elements of each 128-B block of dst are left unchanged
   }
+  count_elements(c, name, n);  // elements processed (the charge is by source bytes too)
   charge_vector(c, sizeof(T) * n);
 }
 
@@ -495,6 +515,7 @@ static void sumpool_impl(T *dst, const T *src, int ch, int h, int w, int kh, int
           for (int j = 0; j < kw; ++j) s += float(src[((size_t)(y * sh + i) * w + (x * sw + j)) * ch + cc]);
         dst[((size_t)y * wo + x) * ch + cc] = T(s);
       }
+  count_elements(c, name, (size_t)ch * h * w);
   charge_vector(c, sizeof(T) * (size_t)ch * h * w);
 }
 
@@ -511,6 +532,7 @@ static void reshape_filter_impl(T *dst, const T *src, int n, int h, int w, int c
   for (int g = 0; g < n / 64; ++g)
     for (size_t e = 0; e < hwc; ++e)
       for (int k = 0; k < 64; ++k) dst[((size_t)g * hwc + e) * 64 + k] = src[((size_t)g * 64 + k) * hwc + e];
+  count_elements(c, name, (size_t)n * hwc);
   charge_vector(c, bytes, 2.0);
 }
 
@@ -552,6 +574,7 @@ void __bang_float2half_rn(half *dst, const float *src, int n) {
   nram_in(c, src, 4 * (size_t)n, "__bang_float2half_rn", "src", ret);
   nram_out(c, dst, 2 * (size_t)n, "__bang_float2half_rn", "dst", ret);
   for (int i = 0; i < n; ++i) dst[i] = (half)src[i];  // IEEE round-to-nearest-even
+  count_elements(c, "__bang_float2half_rn", n);
   charge_vector(c, 4 * (size_t)n);
 }
 void __bang_float2half_tz(half *dst, const float *src, int n) {
@@ -570,6 +593,7 @@ void __bang_float2half_tz(half *dst, const float *src, int n) {
     }
     dst[i] = h;
   }
+  count_elements(c, "__bang_float2half_tz", n);
   charge_vector(c, 4 * (size_t)n);
 }
 void __bang_half2float(float *dst, const half *src, int n) {
@@ -579,6 +603,7 @@ void __bang_half2float(float *dst, const half *src, int n) {
   nram_in(c, src, 2 * (size_t)n, "__bang_half2float", "src", ret);
   nram_out(c, dst, 4 * (size_t)n, "__bang_half2float", "dst", ret);
   for (int i = 0; i < n; ++i) dst[i] = (float)src[i];
+  count_elements(c, "__bang_half2float", n);
   charge_vector(c, 4 * (size_t)n);
 }
 
@@ -674,6 +699,7 @@ void matmul_impl(TD *dst, const TL *lhs, const TR *rhs, int M, int K, int N, dou
     gemm_kn(out.data(), a.data(), b.data(), M, K, N);
     for (size_t i = 0; i < out.size(); ++i) dst[i] = TD(out[i] * scale);
   }
+  c->tensor_macs += (uint64_t)M * K * N;
   const Profile &P = profile();
   double cyc = P.tensor_overhead_cycles + 2.0 * M * K * N / ops_per_cycle;
   c->charge_compute(2, cyc);

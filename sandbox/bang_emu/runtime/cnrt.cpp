@@ -84,7 +84,7 @@ cnrtRet_t cnrtDeviceReset(void) { return cnrtSuccess; }
 
 cnrtRet_t cnrtMalloc(void **ptr, size_t bytes) {
   if (!ptr) return fail(cnrtErrorArgsInvalid);
-  *ptr = gdram_alloc(bytes);
+  *ptr = gdram_alloc(bytes, __builtin_return_address(0));
   return *ptr ? cnrtSuccess : fail(cnrtErrorNoMem);
 }
 cnrtRet_t cnrtFree(void *ptr) {
@@ -109,7 +109,9 @@ cnrtRet_t cnrtMemcpy(void *dst, void *src, size_t bytes, cnrtMemTransDir_t dir) 
             bytes, (int)dir);
     return fail(cnrtErrorArgsInvalid);
   }
-  memmove(dst, src, bytes);
+  // device memory is closed to host code: the runtime copies (and keeps the provenance marks right)
+  const int64_t n = (int64_t)bytes, one = 1;
+  copy_strided(dst, src, 1, 1, &n, &one, &one);
   return cnrtSuccess;
 }
 cnrtRet_t cnrtMemcpyAsync(void *dst, void *src, size_t bytes, cnrtQueue_t, cnrtMemTransDir_t dir) {
@@ -117,7 +119,7 @@ cnrtRet_t cnrtMemcpyAsync(void *dst, void *src, size_t bytes, cnrtQueue_t, cnrtM
 }
 cnrtRet_t cnrtMemset(void *ptr, int value, size_t bytes) {
   if (!is_device_ptr(ptr, bytes)) return fail(cnrtErrorArgsInvalid);
-  memset(ptr, value, bytes);
+  memset_device(ptr, value, bytes);
   return cnrtSuccess;
 }
 cnrtRet_t cnrtMemsetAsync(void *ptr, int value, size_t bytes, cnrtQueue_t) { return cnrtMemset(ptr, value, bytes); }

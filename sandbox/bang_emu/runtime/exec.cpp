@@ -54,10 +54,13 @@ struct LaunchState {
   double io_bw = 1, mpu_bw = 1;  // bytes per cycle available to one core's / one memory core's IO-DMA
   // results, merged under mu
   std::unordered_map<std::string, uint64_t> builtins;
+  std::map<std::string, uint64_t> elements;  // counted work: destination elements per vector builtin
+  uint64_t tensor_macs = 0;
   std::map<std::string, uint64_t> bytes_moved;
   size_t peak[3] = {0, 0, 0};
   uint64_t mpu_skipped = 0;
   uint64_t scalar_loads[kSpaces] = {0}, scalar_stores[kSpaces] = {0};
+  uint64_t scalar_load_bytes[kSpaces] = {0}, scalar_store_bytes[kSpaces] = {0};
 };
 
 double io_bytes_per_cycle(bool mpu) {
@@ -71,12 +74,14 @@ void CoreCtx::reset() {
   hit_hi = 0;
   hit_space = kOther;
   hit_buf = nullptr;
-  for (int s = 0; s < kSpaces; ++s) loads[s] = stores[s] = total_loads[s] = total_stores[s] = 0;
+  for (int s = 0; s < kSpaces; ++s) loads[s] = stores[s] = total_loads[s] = total_stores[s] = load_bytes[s] = store_bytes[s] = 0;
   t = io_free = move_free = compute_free = 0;
   io_bw_cycles = io_sync_bw_cycles = 0;
   for (double &x : split) x = 0;
   pending.clear();
   builtins.clear();
+  elements.clear();
+  tensor_macs = 0;
   bytes_moved.clear();
   mpu_skipped = 0;
 }
@@ -334,6 +339,21 @@ void fault_handler(int sig, siginfo_t *si, void *uc) {
     t_fault_pc = static_cast<uintptr_t>(static_cast<ucontext_t *>(uc)->uc_mcontext.gregs[REG_RIP]);
     siglongjmp(*t_fault_jmp, 1);
   }
+  if (sig != SIGFPE && si->si_code > 0) {
+    // host code (no kernel on this thread) touched device memory: explain and exit (does not return then)
+#if defined(__x86_64__)
+    bool write = (static_cast<ucontext_t *>(uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;  // x86 page-fault code
+#else
+    bool write = false;
+#endif
+    host_access_fault(reinterpret_cast<uintptr_t>(si->si_addr), write);
+  }
+  if (si->si_code <= 0 && sig == SIGSEGV) {
+    // raise()d, not a fault: Python's faulthandler re-raises after dumping a traceback, with our handler
+    // restored. Returning lets the faulting instruction run again, and the real fault reaches us with its
+    // address (so a host access to device memory still gets its message).
+    return;
+  }
   for (int i = 0; i < 3; ++i) {
     if (kFaultSignals[i] != sig) continue;
     struct sigaction &old = g_old_actions[i];
@@ -347,6 +367,8 @@ void fault_handler(int sig, siginfo_t *si, void *uc) {
   }
 }
 
+}  // namespace
+
 void install_fault_handlers() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -358,7 +380,6 @@ void install_fault_handlers() {
     for (int i = 0; i < 3; ++i) sigaction(kFaultSignals[i], &sa, &g_old_actions[i]);
   });
 }
-}  // namespace
 
 // ------------------------------------------------------------------------------------------ worker pools
 namespace {
@@ -550,6 +571,8 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
                           ? std::string("arithmetic exception (integer division by zero?) in kernel code")
                           : std::string("the kernel touched unmapped memory at ") + addr +
                                 " (a wild pointer, or an index far outside every buffer)";
+    std::string near = t_fault_sig == SIGFPE ? "" : describe_near(t_fault_addr, 1);
+    if (!near.empty()) msg += ": it is " + near;
     try {
       kernel_error(t_fault_sig == SIGFPE ? "arithmetic-exception" : "invalid-address", msg,
                    reinterpret_cast<const void *>(t_fault_pc + 1));
@@ -572,6 +595,8 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
   size_t sram = c.mem->sram ? arena_touched_bytes(*c.mem->sram) : 0;
   std::lock_guard<std::mutex> lk(L->mu);
   for (auto &kv : c.builtins) L->builtins[kv.first] += kv.second;
+  for (auto &kv : c.elements) L->elements[kv.first] += kv.second;
+  L->tensor_macs += c.tensor_macs;
   for (auto &kv : c.bytes_moved) L->bytes_moved[kv.first] += kv.second;
   L->peak[0] = std::max(L->peak[0], nram);
   L->peak[1] = std::max(L->peak[1], wram);
@@ -580,26 +605,10 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
   for (int s = 0; s < kSpaces; ++s) {
     L->scalar_loads[s] += c.total_loads[s];
     L->scalar_stores[s] += c.total_stores[s];
+    L->scalar_load_bytes[s] += c.load_bytes[s];
+    L->scalar_store_bytes[s] += c.store_bytes[s];
   }
   return r;
-}
-
-std::string json_escape(const std::string &s) {
-  std::string o;
-  for (char ch : s) {
-    unsigned char u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      o += '\\';
-      o += ch;
-    } else if (u < 0x20) {
-      char b[8];
-      snprintf(b, sizeof b, "\\u%04x", u);
-      o += b;
-    } else {
-      o += ch;
-    }
-  }
-  return o;
 }
 
 }  // namespace
@@ -628,11 +637,24 @@ static const char *func_type_name(int t) {
   return "INVALID";
 }
 
+// Space names in the trace's scalar counters (builtin_counts "scalar_load_gdram", work "scalar_loads").
+static const char *space_key(int s) {
+  static const char *names[] = {"stack", "gdram", "nram", "wram", "sram", "ldram"};
+  return (s >= 0 && s < kSpaces) ? names[s] : "other";
+}
+
+template <class Map>
+static std::string json_counts(const Map &m) {
+  std::string j = "{";
+  for (auto &kv : m) j += std::string(j.size() > 1 ? "," : "") + "\"" + json_escape(kv.first) + "\":" + std::to_string(kv.second);
+  return j + "}";
+}
+
+// One signed `launch` record (trace.cpp adds record/call/seq and the MAC).
 static void write_trace(LaunchState &L, const Profile &P, double time_us, const std::array<double, 5> &split_us,
                         int cores_used) {
-  const char *path = getenv("BANG_EMU_TRACE");
-  if (!path || !*path) return;
-  std::string j = "{";
+  if (!trace_enabled()) return;
+  std::string j;
   j += "\"kernel\":\"" + json_escape(L.kernel) + "\"";
   j += ",\"dim\":[" + std::to_string(L.dim.x) + "," + std::to_string(L.dim.y) + "," + std::to_string(L.dim.z) + "]";
   j += ",\"func_type\":\"" + std::string(func_type_name(L.func_type)) + "\"";
@@ -646,28 +668,18 @@ static void write_trace(LaunchState &L, const Profile &P, double time_us, const 
     snprintf(b, sizeof b, "%.6f", split_us[i]);
     j += std::string(i ? "," : "") + "\"" + names[i] + "\":" + b;
   }
-  j += "},\"bytes_moved\":{";
-  bool first = true;
-  for (auto &kv : L.bytes_moved) {
-    j += std::string(first ? "" : ",") + "\"" + kv.first + "\":" + std::to_string(kv.second);
-    first = false;
-  }
-  j += "},\"onchip_peak_bytes\":{\"nram\":" + std::to_string(L.peak[0]) + ",\"wram\":" + std::to_string(L.peak[1]) +
+  j += "},\"bytes_moved\":" + json_counts(L.bytes_moved);
+  j += ",\"onchip_peak_bytes\":{\"nram\":" + std::to_string(L.peak[0]) + ",\"wram\":" + std::to_string(L.peak[1]) +
        ",\"sram\":" + std::to_string(L.peak[2]) + "}";
   j += ",\"onchip_capacity_bytes\":{\"nram\":" + std::to_string(P.nram) + ",\"wram\":" + std::to_string(P.wram) +
        ",\"sram\":" + std::to_string(P.sram) + "}";
-  j += ",\"builtin_counts\":{";
   std::map<std::string, uint64_t> sorted(L.builtins.begin(), L.builtins.end());
   for (int s = 0; s < kSpaces; ++s) {
-    if (L.scalar_loads[s]) sorted[std::string("scalar_load_") + space_name(s)] = L.scalar_loads[s];
-    if (L.scalar_stores[s]) sorted[std::string("scalar_store_") + space_name(s)] = L.scalar_stores[s];
+    if (L.scalar_loads[s]) sorted[std::string("scalar_load_") + space_key(s)] = L.scalar_loads[s];
+    if (L.scalar_stores[s]) sorted[std::string("scalar_store_") + space_key(s)] = L.scalar_stores[s];
   }
-  first = true;
-  for (auto &kv : sorted) {
-    j += std::string(first ? "" : ",") + "\"" + json_escape(kv.first) + "\":" + std::to_string(kv.second);
-    first = false;
-  }
-  j += "},\"cores_used\":" + std::to_string(cores_used);
+  j += ",\"builtin_counts\":" + json_counts(sorted);
+  j += ",\"cores_used\":" + std::to_string(cores_used);
   j += ",\"diagnostics\":[";
   for (size_t i = 0; i < L.diags.size(); ++i) {
     const Diagnostic &d = L.diags[i];
@@ -676,9 +688,10 @@ static void write_trace(LaunchState &L, const Profile &P, double time_us, const 
          "\",\"file\":\"" + json_escape(d.file) + "\",\"line\":" + std::to_string(d.line) + "}";
   }
   j += "],\"written_bytes\":[";
-  first = true;
+  bool first = true;
   int listed = 0;
   for (GdramBuf *buf : gdram_live()) {
+    if (buf->storage && !buf->touched) continue;  // tensor storage shows up when a kernel wrote it
     if (listed++ >= 64) break;
     uint64_t w = 0;
     if (buf->written && buf->touched)
@@ -687,11 +700,31 @@ static void write_trace(LaunchState &L, const Profile &P, double time_us, const 
          "\",\"size\":" + std::to_string(buf->hi - buf->lo) + ",\"written\":" + std::to_string(w) + "}";
     first = false;
   }
-  j += "]}\n";
-  if (FILE *f = fopen(path, "a")) {
-    fwrite(j.data(), 1, j.size(), f);
-    fclose(f);
+  j += "]";
+  // The figures the model used (the device's devices.json entry, key for key) ...
+  j += ",\"profile\":{";
+  for (size_t i = 0; i < P.figures.size(); ++i)
+    j += std::string(i ? "," : "") + "\"" + P.figures[i].first + "\":" + json_number(P.figures[i].second);
+  // ... and the counted work, from which the host recomputes a lower bound and checks work conservation.
+  uint64_t rd = 0, wr = 0;
+  for (auto &kv : L.bytes_moved) {
+    const std::string &k = kv.first;
+    if (k.compare(0, 6, "GDRAM2") == 0) rd += kv.second;
+    if (k.size() >= 6 && k.compare(k.size() - 6, 6, "2GDRAM") == 0) wr += kv.second;
+    if (k == "GDRAMSET") wr += kv.second;
   }
+  std::map<std::string, uint64_t> sl, ss;
+  for (int s = 0; s < kSpaces; ++s) {
+    sl[space_key(s)] = L.scalar_loads[s];
+    ss[space_key(s)] = L.scalar_stores[s];
+  }
+  j += "},\"work\":{\"gdram_read_bytes\":" + std::to_string(rd + L.scalar_load_bytes[kGdram]) +
+       ",\"gdram_write_bytes\":" + std::to_string(wr + L.scalar_store_bytes[kGdram]) +
+       ",\"gdram_dma_read_bytes\":" + std::to_string(rd) + ",\"gdram_dma_write_bytes\":" + std::to_string(wr) +
+       ",\"scalar_loads\":" + json_counts(sl) + ",\"scalar_stores\":" + json_counts(ss) +
+       ",\"vector_elements\":" + json_counts(L.elements) + ",\"tensor_macs\":" + std::to_string(L.tensor_macs) +
+       ",\"cores_used\":" + std::to_string(cores_used) + "}";
+  trace_record("launch", j);
 }
 
 cnrtQueue_t default_queue_impl();
@@ -713,6 +746,15 @@ cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3
   g_launch_epoch++;
   gdram_begin_launch();
   install_fault_handlers();
+  // Device memory is the kernel's while it runs (and closed to host code again afterwards); what the kernel
+  // wrote joins the call's provenance marks.
+  struct LaunchWindow {
+    LaunchWindow() { device_protect_for_launch(true); }
+    ~LaunchWindow() {
+      gdram_end_launch();
+      device_protect_for_launch(false);
+    }
+  } launch_window;
 
   auto refuse = [&](const std::string &msg) {
     emit(&L, "error", "invalid-launch", msg, nullptr);

@@ -1,85 +1,118 @@
-// Device profiles: the parameters of the cost model. Sources and calibration are in ../README.md;
-// every figure derived from them is reported as "modelled (<device>)".
+// Device profiles: the parameters of the cost model, from the one device table (../devices.json, compiled in
+// as devices_gen.h by toolchain.py). Sources and calibration are in ../README.md; every figure derived from
+// them is reported as "modelled (<device>)".
+//
+// The profile is fixed once per process: BANG_EMU_DEVICE is captured by the runtime's constructor
+// (trace.cpp) and later environment changes have no effect. Under the harness (a trace key was handed
+// over) the profile is resolved in the constructor itself, before any student code exists.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
+#include "devices_gen.h"
 #include "runtime.h"
 
 namespace bang_emu {
 
 namespace {
 
-Profile mlu370(const char *name, double clock_mhz, double gdram_gbps) {
-  Profile p;
-  p.name = name;
-  p.arch = 372;
-  p.clock_mhz = clock_mhz;
-  p.clusters = 4;  // DEVGUIDE 5.3.1: 4 clusters x (4 MLU cores + 1 memory core)
-  p.cores_per_cluster = 4;
-  p.nram = 768 * 1024;
-  p.wram = 1024 * 1024;
-  p.sram = 4096 * 1024;
-  p.gdram_gbps = gdram_gbps;
-  p.dma_efficiency = 0.85;
-  p.cluster_gbps = 128.0;  // mlu-ops executor.h: one cluster
-  p.core_io_bytes_per_cycle = 64.0;
-  p.move_bytes_per_cycle = 128.0;
-  p.io_latency_cycles = 700;
-  p.move_latency_cycles = 150;
-  p.segment_cycles = 4;
-  for (int s = 0; s < kSpaces; ++s) p.scalar_load[s] = p.scalar_store[s] = 1;
-  // Scalar costs absorb the surrounding scalar ALU work of a typical loop (fitted, README "calibration").
-  p.scalar_load[kGdram] = 300;
-  p.scalar_store[kGdram] = 300;
-  p.scalar_load[kLdram] = p.scalar_store[kLdram] = 300;
-  p.scalar_load[kNram] = 15;
-  p.scalar_store[kNram] = 15;
-  p.scalar_load[kSram] = p.scalar_store[kSram] = 20;
-  p.scalar_load[kOther] = p.scalar_store[kOther] = 2;  // stack (NRAM-resident on the MLU), task registers
-  p.vector_bytes_per_cycle = 128;  // DEVGUIDE 5.3.4
-  p.vector_overhead_cycles = 20;
-  p.tensor_ops_per_cycle_fp32 = 2 * 384;  // mlu-ops executor.h (ref 1V_User_Guide)
-  p.tensor_ops_per_cycle_fp16 = 2 * 1536;
-  p.tensor_ops_per_cycle_int = 2 * 2048;
-  p.tensor_overhead_cycles = 100;
-  p.barrier_cycles = 600;
-  p.launch_overhead_us = 30;
+// Every key of devices.json must land somewhere: an unknown or missing key is a build/packaging error.
+Profile from_table(const DeviceEntry &e) {
+  Profile p{};
+  p.name = e.name;
+  for (int i = 0; i < e.count; ++i) p.figures.emplace_back(e.figures[i].key, e.figures[i].value);
+  struct Slot {
+    const char *key;
+    double *dst;
+  };
+  double arch = 0, clusters = 0, cores_per_cluster = 0, cores = 0, nram = 0, wram = 0, sram = 0;
+  const Slot slots[] = {
+      {"arch", &arch},
+      {"clock_mhz", &p.clock_mhz},
+      {"clusters", &clusters},
+      {"cores_per_cluster", &cores_per_cluster},
+      {"cores", &cores},
+      {"nram_bytes", &nram},
+      {"wram_bytes", &wram},
+      {"sram_bytes", &sram},
+      {"gdram_gbps", &p.gdram_gbps},
+      {"dma_efficiency", &p.dma_efficiency},
+      {"cluster_gbps", &p.cluster_gbps},
+      {"core_io_bytes_per_cycle", &p.core_io_bytes_per_cycle},
+      {"move_bytes_per_cycle", &p.move_bytes_per_cycle},
+      {"io_latency_cycles", &p.io_latency_cycles},
+      {"move_latency_cycles", &p.move_latency_cycles},
+      {"segment_cycles", &p.segment_cycles},
+      {"scalar_load_gdram", &p.scalar_load[kGdram]},
+      {"scalar_store_gdram", &p.scalar_store[kGdram]},
+      {"scalar_load_nram", &p.scalar_load[kNram]},
+      {"scalar_store_nram", &p.scalar_store[kNram]},
+      {"scalar_load_wram", &p.scalar_load[kWram]},
+      {"scalar_store_wram", &p.scalar_store[kWram]},
+      {"scalar_load_sram", &p.scalar_load[kSram]},
+      {"scalar_store_sram", &p.scalar_store[kSram]},
+      {"scalar_load_ldram", &p.scalar_load[kLdram]},
+      {"scalar_store_ldram", &p.scalar_store[kLdram]},
+      {"scalar_load_stack", &p.scalar_load[kOther]},
+      {"scalar_store_stack", &p.scalar_store[kOther]},
+      {"vector_bytes_per_cycle", &p.vector_bytes_per_cycle},
+      {"vector_overhead_cycles", &p.vector_overhead_cycles},
+      {"tensor_ops_per_cycle_fp32", &p.tensor_ops_per_cycle_fp32},
+      {"tensor_ops_per_cycle_fp16", &p.tensor_ops_per_cycle_fp16},
+      {"tensor_ops_per_cycle_int", &p.tensor_ops_per_cycle_int},
+      {"tensor_overhead_cycles", &p.tensor_overhead_cycles},
+      {"barrier_cycles", &p.barrier_cycles},
+      {"launch_overhead_us", &p.launch_overhead_us},
+  };
+  const size_t nslots = sizeof slots / sizeof slots[0];
+  bool seen[nslots] = {};
+  for (int i = 0; i < e.count; ++i) {
+    size_t j = 0;
+    while (j < nslots && strcmp(slots[j].key, e.figures[i].key) != 0) ++j;
+    if (j == nslots) {
+      fprintf(stderr, "bang-emu: fatal: devices.json key '%s' (%s) is unknown to the runtime\n", e.figures[i].key, e.name);
+      abort();
+    }
+    *slots[j].dst = e.figures[i].value;
+    seen[j] = true;
+  }
+  for (size_t j = 0; j < nslots; ++j) {
+    if (!seen[j]) {
+      fprintf(stderr, "bang-emu: fatal: devices.json entry %s lacks '%s'\n", e.name, slots[j].key);
+      abort();
+    }
+  }
+  p.arch = (int)arch;
+  p.clusters = (int)clusters;
+  p.cores_per_cluster = (int)cores_per_cluster;
+  p.nram = (size_t)nram;
+  p.wram = (size_t)wram;
+  p.sram = (size_t)sram;
   return p;
 }
 
-std::vector<Profile> make_profiles() {
-  std::vector<Profile> v;
-  Profile x8 = mlu370("mlu370-x8", 1000, 307.2);  // lab ran the X8 at 1000 MHz
-  v.push_back(x8);
-  Profile x4 = mlu370("mlu370-x4", 1000, 307.2);
-  x4.scalar_load[kGdram] = x4.scalar_store[kGdram] = 360;
-  x4.launch_overhead_us = 50;
-  x4.dma_efficiency = 0.95;
-  v.push_back(x4);
-  Profile m8 = mlu370("mlu370-m8", 1300, 409.6);  // assumed: see README
-  v.push_back(m8);
-  Profile m270 = mlu370("mlu270", 1000, 102.4);
-  m270.arch = 270;
-  m270.nram = 512 * 1024;
-  m270.wram = 1024 * 1024;
-  m270.sram = 2048 * 1024;
-  m270.cluster_gbps = 102.4 / 4 * 2;
-  m270.tensor_ops_per_cycle_fp32 = 2 * 256;  // assumed: no fp32 figure published for MLU270
-  m270.tensor_ops_per_cycle_fp16 = 2 * 1024;
-  v.push_back(m270);
-  return v;
-}
-
 const std::vector<Profile> &profiles() {
-  static const std::vector<Profile> v = make_profiles();
+  static const std::vector<Profile> v = [] {
+    std::vector<Profile> r;
+    for (int i = 0; i < kDeviceCount; ++i) r.push_back(from_table(kDevices[i]));
+    return r;
+  }();
   return v;
 }
 
 std::string &default_device() {
-  static std::string d = "mlu370-x8";
+  static std::string d = BANG_EMU_DEFAULT_DEVICE;
   return d;
 }
+
+// BANG_EMU_DEVICE as the constructor saw it (capture_device_env); later setenv calls are ignored.
+std::string &env_device() {
+  static std::string d;
+  return d;
+}
+
+std::atomic<bool> g_profile_fixed{false};
 
 }  // namespace
 
@@ -95,20 +128,27 @@ std::string profile_names() {
   return s;
 }
 
+void capture_device_env() {
+  const char *env = getenv("BANG_EMU_DEVICE");
+  env_device() = env ? env : "";
+}
+
+// The default baked in by `cncc-emu --emu-device=` (a static initializer of the program); ignored once the
+// profile is fixed (always the case under the harness).
 void set_default_device(const char *name) {
-  if (name && *name) default_device() = name;
+  if (name && *name && !g_profile_fixed.load()) default_device() = name;
 }
 
 const Profile &profile() {
   static const Profile *chosen = [] {
-    const char *env = getenv("BANG_EMU_DEVICE");
-    std::string want = (env && *env) ? env : default_device();
+    std::string want = !env_device().empty() ? env_device() : default_device();
     const Profile *p = find_profile(want);
     if (!p) {
-      fprintf(stderr, "bang-emu: warning: unknown device '%s' (known: %s); using mlu370-x8\n", want.c_str(),
-              profile_names().c_str());
-      p = find_profile("mlu370-x8");
+      fprintf(stderr, "bang-emu: warning: unknown device '%s' (known: %s); using %s\n", want.c_str(),
+              profile_names().c_str(), BANG_EMU_DEFAULT_DEVICE);
+      p = find_profile(BANG_EMU_DEFAULT_DEVICE);
     }
+    g_profile_fixed.store(true);
     return p;
   }();
   return *chosen;

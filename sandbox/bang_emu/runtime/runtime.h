@@ -1,6 +1,8 @@
 // Internal interfaces of the bang_emu runtime (not installed for users).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -11,8 +13,12 @@
 #include <unordered_map>
 #include <vector>
 
+// The runtime is built with -fvisibility=hidden: what these public headers declare (BANG builtins, CNRT,
+// the bang_emu_* C entry points, the launch glue cncc-emu generates) is exported, nothing else.
+#pragma GCC visibility push(default)
 #include "../include/bang_emu/device.h"
 #include "../include/bang_emu/external.h"
+#pragma GCC visibility pop
 
 struct cnrtQueue {
   double clock_us = 0;  // modelled device time of the work queued so far
@@ -30,6 +36,7 @@ const char *space_name(int s);
 // ---------------------------------------------------------------- device profiles (cost model parameters)
 struct Profile {
   std::string name;
+  std::vector<std::pair<std::string, double>> figures;  // the device's devices.json entry, in file order
   int arch;                 // __BANG_ARCH__ of the part
   double clock_mhz;         // cycles per microsecond
   int clusters;
@@ -50,6 +57,7 @@ struct Profile {
 const Profile &profile();
 const Profile *find_profile(const std::string &name);
 std::string profile_names();
+void capture_device_env();  // called once by the runtime's constructor
 
 // ---------------------------------------------------------------- diagnostics
 struct Diagnostic {
@@ -70,12 +78,29 @@ struct GdramBuf {
   std::unique_ptr<std::atomic<uint64_t>[]> written;  // per-byte bitmap for the current launch
   size_t written_words = 0;
   bool touched = false;
+  // Device memory (cnrtMalloc, bang_emu_device_alloc) is owned by the runtime: PROT_NONE to host code outside
+  // launches and documented copies, and it carries the per-call provenance marks (bytes kernel code wrote
+  // during the current call). Registered external ranges point at the device buffer holding them, if any.
+  bool device = false;
+  bool storage = false;  // torch storage block: found only when no cnrtMalloc'd/registered buffer matches
+  GdramBuf *owner = nullptr;
+  std::vector<uint64_t> marks;  // valid when marks_gen == the current call generation
+  uint64_t marks_gen = 0;
+  int read_windows = 0, write_windows = 0;  // open host-access windows (documented copies)
+  const void *alloc_ret = nullptr;  // the allocation's caller, resolved to file:line in diagnoses
+  size_t elem_size = 0;  // from a tensor label ("tensor float[7] on mlu"), 0 if unknown
 };
 // Sorted snapshot of the live buffers, read without locks while a launch runs.
 const GdramBuf *find_gdram(uintptr_t a);
 void mark_written(const GdramBuf *b, uintptr_t lo, uintptr_t hi);
 void gdram_begin_launch();
+void gdram_end_launch();  // merges the launch's written bytes into the call's provenance marks
 std::vector<GdramBuf *> gdram_live();
+// Host access to device memory: all of it during a launch; a window for a documented copy otherwise.
+void device_protect_for_launch(bool launching);
+std::string describe_near(uintptr_t lo, size_t n);  // "N B past the end of buffer ..." or ""
+std::string buffer_desc(const GdramBuf *b);         // label, size and where it was allocated
+std::string task_position(const GdramBuf *b, uintptr_t a);  // "; task 1 of 4 starts at element 4096 of it"
 
 // ---------------------------------------------------------------- on-chip arenas
 struct OnchipVar {
@@ -131,12 +156,15 @@ struct CoreCtx {
   // scalar access counts since the last flush into the timeline
   uint64_t loads[kSpaces] = {0}, stores[kSpaces] = {0};
   uint64_t total_loads[kSpaces] = {0}, total_stores[kSpaces] = {0};
+  uint64_t load_bytes[kSpaces] = {0}, store_bytes[kSpaces] = {0};  // counted work (trace "work")
   // timeline (cycles)
   double t = 0, io_free = 0, move_free = 0, compute_free = 0;  // issue stream and queue horizons
   double split[5] = {0, 0, 0, 0, 0};  // busy: scalar, vector, tensor, io; wait = issue-stream stalls
   double io_bw_cycles = 0, io_sync_bw_cycles = 0;  // bandwidth-bound part of GDRAM DMA (all / blocking)
   std::vector<PendingCopy> pending;
   std::unordered_map<const char *, uint64_t> builtins;
+  std::unordered_map<const char *, uint64_t> elements;  // destination elements per vector/activation builtin
+  uint64_t tensor_macs = 0;
   std::map<std::string, uint64_t> bytes_moved;
   uint64_t mpu_skipped = 0;
   void reset();
@@ -163,8 +191,18 @@ void perform_copy(const PendingCopy &p);
 
 // host-side objects
 struct cnrtQueueImpl;
-void *gdram_alloc(size_t bytes);
+void *gdram_alloc(size_t bytes, const void *ret);  // ret: the caller, for "cnrtMalloc'd at file:line"
 bool gdram_free(void *p);
+void poison_fill(void *p, size_t bytes);  // BANG_EMU_POISON
+// Documented host-side operations on device memory (they open a window and keep the provenance marks right).
+int copy_strided(void *dst, const void *src, size_t elem, int ndim, const int64_t *sizes, const int64_t *dst_strides,
+                 const int64_t *src_strides);
+void memset_device(void *p, int value, size_t n);
+void host_window(const void *p, size_t n, bool write, bool open);
+int seal_range(const void *p, size_t n, size_t *kernel_written, std::string *sha_hex);
+// Fault outside kernel code at addr: if it is device memory, print the host-access error and _exit.
+void host_access_fault(uintptr_t addr, bool write);
+ssize_t write_all_stderr(const char *s);
 bool is_device_ptr(const void *p, size_t bytes);
 size_t gdram_bytes_in_use();
 void set_last_error(cnrtRet_t e);
@@ -173,5 +211,25 @@ std::string source_line(const void *ret_addr, int *line_out, std::string *file_o
 
 // bookkeeping helpers for builtins
 void count_builtin(const char *name);
+
+// ---------------------------------------------------------------- signed trace (trace.cpp, sha256.cpp)
+struct Sha256 {
+  uint32_t h[8];
+  uint8_t buf[64];
+  size_t fill = 0;
+  uint64_t total = 0;
+  Sha256();
+  void update(const void *data, size_t n);
+  void finish(uint8_t out[32]);
+  void block(const uint8_t *p);
+};
+void hmac_sha256(const uint8_t *key, size_t key_len, const void *data, size_t n, uint8_t out[32]);
+std::string to_hex(const uint8_t *p, size_t n);
+std::string json_escape(const std::string &s);
+std::string json_number(double v);
+// Appends `<mac> {"record":kind,"call":id,"seq":n,<fields>}` to the call's trace (or BANG_EMU_TRACE).
+void trace_record(const char *kind, const std::string &fields);
+bool trace_enabled();  // a call is open or BANG_EMU_TRACE is set
+uint64_t call_generation();  // bumped by bang_emu_begin_call: provenance marks of older calls are void
 
 }  // namespace bang_emu

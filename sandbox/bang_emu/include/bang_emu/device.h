@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <initializer_list>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -26,20 +27,27 @@
 
 /* qualifiers: __nram__/__wram__/__mlu_shared__ declarations are rewritten by cncc-emu into per-core /
  * per-cluster emulated on-chip storage; what is left of them (casts, unusual spellings) expands to nothing. */
+#define __mlu_const__
+#ifdef BANG_EMU_REWRITE
+/* cncc-emu preprocessing: keep the keywords for the rewriter, which turns on-chip declarations into emulated
+ * storage and uses the function qualifiers to tell device code (instrumented) from host code (native). */
+#define __nram__ __nram__
+#define __wram__ __wram__
+#define __mlu_shared__ __mlu_shared__
+#define __mlu_global__ __mlu_global__
+#define __mlu_entry__ __mlu_entry__
+#define __mlu_func__ __mlu_func__
+#define __mlu_device__ __mlu_device__
+#define __mlu_host__ __mlu_host__
+#else
+#define __nram__
+#define __wram__
+#define __mlu_shared__
 #define __mlu_global__
 #define __mlu_entry__
 #define __mlu_func__ inline
 #define __mlu_device__
 #define __mlu_host__
-#define __mlu_const__
-#ifdef BANG_EMU_REWRITE  /* cncc-emu preprocessing: keep the keywords for the rewriter */
-#define __nram__ __nram__
-#define __wram__ __wram__
-#define __mlu_shared__ __mlu_shared__
-#else
-#define __nram__
-#define __wram__
-#define __mlu_shared__
 #endif
 #define __ldram__ thread_local
 
@@ -116,6 +124,43 @@ template <class D, class T, class F, class... A>
 void launch_cfg2(const char *kernel, const char *file, int line, D dim, T func_type, F fn, A &&...args) {
   launch(kernel, file, line, to_dim(dim), (int)func_type, (cnrtQueue_t)0, fn, std::forward<A>(args)...);
 }
+/* cnrtInvokeKernel_V2/_V3 (CNRT <= 4): the kernel is named by its address and its arguments come as a
+ * parameter buffer of (bytes, size) pairs. cncc-emu registers every non-template kernel of a .mlu with a typed
+ * unpacker, so the arguments reach the kernel with their declared types. */
+struct PackedArgs {
+  int count;
+  const void *const *data;
+  const size_t *sizes;
+};
+typedef cnrtRet_t (*PackedInvoker)(const void *fn, const char *name, const char *file, int line, cnrtDim3_t dim,
+                                   int func_type, cnrtQueue_t queue, const PackedArgs *args);
+bool register_kernel(const void *fn, PackedInvoker invoker, const char *name, const char *file, int line);
+cnrtRet_t packed_args_error(const char *name, int index, size_t given, size_t expected, int count, int expected_count);
+
+template <class F>
+struct PackedCall;
+template <class... A>
+struct PackedCall<void (*)(A...)> {
+  template <size_t... I>
+  static void call(const void *fn, const char *name, const char *file, int line, cnrtDim3_t dim, int func_type,
+                   cnrtQueue_t queue, const PackedArgs *args, std::index_sequence<I...>) {
+    std::tuple<typename std::decay<A>::type...> values;
+    (void)std::initializer_list<int>{
+        (__builtin_memcpy((void *)&std::get<I>(values), args->data[I], sizeof(std::get<I>(values))), 0)...};
+    auto kernel = reinterpret_cast<void (*)(A...)>(const_cast<void *>(fn));
+    launch(name, file, line, dim, func_type, queue, kernel, std::get<I>(values)...);
+  }
+  static cnrtRet_t invoke(const void *fn, const char *name, const char *file, int line, cnrtDim3_t dim,
+                          int func_type, cnrtQueue_t queue, const PackedArgs *args) {
+    constexpr size_t n = sizeof...(A);
+    const size_t expected[n + 1] = {sizeof(typename std::decay<A>::type)..., 0};
+    if (args->count != (int)n) return packed_args_error(name, -1, 0, 0, args->count, (int)n);
+    for (size_t i = 0; i < n; ++i)
+      if (args->sizes[i] != expected[i]) return packed_args_error(name, (int)i, args->sizes[i], expected[i], 0, 0);
+    call(fn, name, file, line, dim, func_type, queue, args, std::index_sequence_for<A...>{});
+    return cnrtSuccess;
+  }
+};
 }  // namespace bang_emu
 
 #define taskIdX (::bang_emu::g_task_vars.id_x)
@@ -130,6 +175,9 @@ void launch_cfg2(const char *kernel, const char *file, int line, D dim, T func_t
 #define coreDim (::bang_emu::g_task_vars.core_dim)
 #define clusterId (::bang_emu::g_task_vars.cluster_id)
 #define clusterDim (::bang_emu::g_task_vars.cluster_dim)
+
+/* kernel printf (the host's) */
+#define __bang_printf printf
 
 inline bool __is_ipu() { return coreId != 0x80; }
 inline bool __is_mpu() { return coreId == 0x80; }

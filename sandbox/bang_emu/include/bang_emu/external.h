@@ -1,11 +1,17 @@
-/* Stable C entry points of the bang_emu runtime for the torch_mlu emulation (plain g++ translation units).
- * Keep these signatures stable: sandbox/bang_emu/torch_mlu_emu builds on them. */
+/* Stable C entry points of the bang_emu runtime for the torch_mlu emulation and the grading harness (plain
+ * g++ translation units). Keep these signatures stable: sandbox/bang_emu/torch_mlu_emu and
+ * sandbox/bang_harness build on them (DESIGN.md "Threat model: what the host believes"). */
 #ifndef BANG_EMU_EXTERNAL_H_
 #define BANG_EMU_EXTERNAL_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../cnrt.h"
+
+/* Exit status of a process whose host code dereferenced device memory (after the
+ * "bang-emu: error: host-access: ..." line on stderr). */
+#define BANG_EMU_EXIT_HOST_ACCESS 86
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +24,31 @@ void bang_emu_register_gdram(void *p, size_t bytes, const char *label);
 void bang_emu_unregister_gdram(void *p);
 /* The queue used when none is given (torch_mlu's current stream). */
 cnrtQueue_t bang_emu_default_queue(void);
+
+/* ---- the signed trace (harness) ----
+ * Starts call `call_id`: later trace records are appended to `trace_path` (never truncated), signed with
+ * key_call = HMAC-SHA256(master key, "bang-emu-call:" + call_id), numbered from seq 0; the provenance marks
+ * of every device buffer are cleared. Returns 0, or -1 if the file cannot be opened for appending. */
+int bang_emu_begin_call(const char *call_id, const char *trace_path);
+/* Appends the call's `output` record for [ptr, ptr + nbytes): its size, how many of its bytes kernel code
+ * wrote during this call, and its SHA-256. Returns 0, or -1 if the range is not inside one device buffer. */
+int bang_emu_seal_output(const void *ptr, size_t nbytes);
+
+/* ---- device memory for the torch emulation ----
+ * Device memory like cnrtMalloc's (64-byte aligned, guard zones, poisoned per BANG_EMU_POISON, inaccessible
+ * to host code outside launches and documented copies), found by kernels even when never registered. */
+void *bang_emu_device_alloc(size_t bytes, const char *label);
+void bang_emu_device_free(void *p);
+/* Elementwise copy dst[i] = src[i] over an n-d index space (strides in elements, ndim <= 16); either side may
+ * be host or device memory. Device destinations inherit the provenance marks of device sources (D2D) and
+ * lose them for host sources (H2D). Returns 0, or -1 on bad arguments. */
+int bang_emu_copy_strided(void *dst, const void *src, size_t elem_size, int ndim, const int64_t *sizes,
+                          const int64_t *dst_strides, const int64_t *src_strides);
+/* A window for a documented host-side operation on device memory (a dtype-converting copy, a fill):
+ * [p, p + bytes) becomes readable (and writable if `write`, which also clears its provenance marks: host code
+ * wrote it) until the matching end call. Memory that is not device memory is left alone. */
+void bang_emu_host_access_begin(const void *p, size_t bytes, int write);
+void bang_emu_host_access_end(const void *p, size_t bytes, int write);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,12 @@
 // bang_emu: the emulated `mlu` device for PyTorch (PrivateUse1, renamed to "mlu" from Python).
 //
-// Tensors on mlu:0 live in host memory. This library gives PyTorch what a backend must have: an allocator
-// (optionally poisoning new memory so unwritten output elements show), a device guard, the hooks object,
-// the ATen kernels that must not go through a CPU round trip (factories, views, copies, resize), and a
-// boxed CPU fallback for every other operator. It is also the Python module `_bang_emu_torch_mlu` that
+// Tensors on mlu:0 live in the emulator's device memory (bang_emu_device_alloc): host memory that host code
+// cannot touch outside launches and documented copies, as on a real MLU. This library gives PyTorch what a
+// backend must have: an allocator (device memory, poisoned per BANG_EMU_POISON so unwritten output elements
+// show), a device guard, the hooks object, the ATen kernels that must not go through a CPU round trip
+// (factories, views, copies, resize) -- every one of them reaches device bytes only through the emulator's
+// copy API or a host-access window, which also keeps the per-call provenance marks right -- and a boxed CPU
+// fallback for every other operator (it copies through _copy_from). It is also the Python module `_bang_emu_torch_mlu` that
 // backs torch.mlu.Event / synchronize with the emulator's notifiers and queue.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -23,6 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "bang_emu/external.h"
 #include "cnrt.h"
@@ -37,33 +42,42 @@ const c10::Device kMluDevice(kMlu, 0);
 // ---------------------------------------------------------------------------------------------------
 // Allocator
 
-enum class Poison { none, nan, sentinel };
-
-Poison poison_mode() {
-  // Read per allocation so a harness can switch modes between calls in one process.
-  const char* mode = std::getenv("BANG_EMU_POISON");
-  if (mode == nullptr) return Poison::none;
-  const std::string value(mode);
-  if (value == "nan") return Poison::nan;
-  if (value == "sentinel") return Poison::sentinel;
-  return Poison::none;
+// Byte copy through the emulator (either side may be device memory; D2D keeps the provenance marks).
+void copy_bytes(void* dst, const void* src, size_t count) {
+  if (count == 0) return;
+  const int64_t n = static_cast<int64_t>(count), one = 1;
+  TORCH_CHECK(bang_emu_copy_strided(dst, src, 1, 1, &n, &one, &one) == 0, "bang_emu: device copy failed");
 }
 
-void poison(void* data, size_t bytes) {
-  switch (poison_mode()) {
-    case Poison::nan:
-      // All-ones bytes are a NaN in every IEEE float width (fp16, bf16, fp32, fp64) and -1 for ints.
-      std::memset(data, 0xFF, bytes);
-      break;
-    case Poison::sentinel:
-      // Same finite pattern as the emulator's cnrtMalloc (-25443.39 as fp32, -6.77 as fp16): unwritten
-      // elements fail a tolerance check without tripping NaN-specific handling.
-      std::memset(data, 0xC6, bytes);
-      break;
-    case Poison::none:
-      break;
+// The bytes a tensor's elements span, [first, last] element offsets scaled (for host-access windows).
+std::pair<const char*, size_t> byte_span(const at::Tensor& t) {
+  int64_t lo = 0, hi = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t span = (t.size(d) - 1) * t.stride(d);
+    (span < 0 ? lo : hi) += span;
   }
+  const auto* base = static_cast<const char*>(t.data_ptr()) + lo * static_cast<int64_t>(t.element_size());
+  return {base, static_cast<size_t>(hi - lo + 1) * t.element_size()};
 }
+
+// Host-access window over an mlu tensor's bytes for the duration of a documented host-side operation;
+// a write window also clears the bytes' "written by a kernel in this call" marks.
+struct HostAccess {
+  const char* p = nullptr;
+  size_t n = 0;
+  int write = 0;
+  HostAccess(const at::Tensor& t, bool w) {
+    if (!t.defined() || !t.device().is_privateuseone() || t.numel() == 0) return;
+    std::tie(p, n) = byte_span(t);
+    write = w;
+    bang_emu_host_access_begin(p, n, write);
+  }
+  ~HostAccess() {
+    if (p) bang_emu_host_access_end(p, n, write);
+  }
+  HostAccess(const HostAccess&) = delete;
+  HostAccess& operator=(const HostAccess&) = delete;
+};
 
 // The deleter's context: the block, so registrations of views anywhere inside it can be dropped.
 struct Block {
@@ -76,27 +90,23 @@ void free_device_memory(void* context) {
   if (block == nullptr) return;
   // Before the memory can be reused: kernels must not see this block's extents any more.
   torch_mlu::emu_detail::GdramRegistry::instance().forget_range(block->data, block->data + block->bytes);
-  std::free(block->data);
+  bang_emu_device_free(block->data);
   delete block;
 }
 
 struct EmulatedMluAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t bytes) override {
     if (bytes == 0) return {nullptr, nullptr, &free_device_memory, kMluDevice};
-    // 64-byte alignment: what __memcpy/__bang_* expect of GDRAM buffers; aligned_alloc needs a multiple.
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    void* data = std::aligned_alloc(64, rounded);
-    TORCH_CHECK(data != nullptr, "bang_emu mlu allocator: out of host memory allocating ", bytes, " bytes");
-    poison(data, rounded);
-    auto* block = new Block{static_cast<char*>(data), rounded};
+    // 64-byte aligned device memory with guard zones, poisoned by the emulator per BANG_EMU_POISON.
+    void* data = bang_emu_device_alloc(bytes, "mlu storage");
+    TORCH_CHECK(data != nullptr, "bang_emu mlu allocator: out of memory allocating ", bytes, " bytes");
+    auto* block = new Block{static_cast<char*>(data), bytes};
     return {data, block, &free_device_memory, kMluDevice};
   }
 
   // No raw deleter: the context (Block) differs from the data pointer.
 
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { copy_bytes(dest, src, count); }
 };
 
 EmulatedMluAllocator g_allocator;
@@ -146,6 +156,18 @@ struct EmulatedMluGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, EmulatedMluGuardImpl);
 
+// resize_bytes_cpu's job for device storage: the old bytes move through the emulator, not a host memcpy.
+void resize_bytes_mlu(c10::StorageImpl* storage, size_t size_bytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  at::DataPtr new_data;
+  if (size_bytes != 0) new_data = storage->allocator()->allocate(size_bytes);
+  const at::DataPtr& old_data = storage->data_ptr();
+  const size_t copy_capacity = std::min(size_bytes, storage->nbytes());
+  if (old_data != nullptr && copy_capacity > 0) copy_bytes(new_data.get(), old_data.get(), copy_capacity);
+  storage->set_data_ptr_noswap(std::move(new_data));
+  storage->set_nbytes(size_bytes);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Hooks: what PyTorch asks of any PrivateUse1 backend (autograd engine, generators, pin_memory).
 
@@ -164,7 +186,7 @@ struct EmulatedMluHooks final : public at::PrivateUse1HooksInterface {
   bool isPinnedPtr(const void* /*data*/) const override { return false; }
   c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
-    at::native::resize_bytes_cpu(storage.unsafeGetStorageImpl(), new_bytes);
+    resize_bytes_mlu(storage.unsafeGetStorageImpl(), new_bytes);
   }
 };
 
@@ -209,7 +231,13 @@ at::Tensor mlu_reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10:
 
 const at::Tensor& mlu_resize_(const at::Tensor& self, c10::IntArrayRef size,
                               std::optional<c10::MemoryFormat> memory_format) {
-  // The CPU resize grows storage through the storage's own allocator, which is ours for mlu tensors.
+  // Grow the storage here (device copy) so the CPU resize below never memcpy's device memory itself.
+  int64_t numel = 1;
+  for (const int64_t s : size) numel *= s;
+  if (numel > 0 && self.storage()) {
+    const size_t needed = static_cast<size_t>(self.storage_offset() + numel) * self.element_size();
+    if (needed > self.storage().nbytes()) resize_bytes_mlu(self.storage().unsafeGetStorageImpl(), needed);
+  }
   return at::native::resize_(self, size, memory_format);
 }
 
@@ -226,14 +254,26 @@ at::Tensor& mlu_set_source_tensor_(at::Tensor& self, const at::Tensor& source) {
   return at::native::set_tensor_(self, source);
 }
 
-// Both memories are host memory, so every direction is a strided CPU copy between host views.
+// Both memories are host memory, but device memory is closed to host code: a same-dtype copy is done by the
+// emulator (element for element, carrying provenance D2D and clearing it H2D); a converting copy runs on
+// host views inside host-access windows (the destination then counts as host-written).
 at::Tensor mlu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   TORCH_CHECK(self.defined() && dst.defined(), "mlu (bang_emu) copy: undefined tensor");
   TORCH_CHECK(self.is_cpu() || self.device().is_privateuseone(), "mlu (bang_emu) copy: unsupported source ",
               self.device());
   TORCH_CHECK(dst.is_cpu() || dst.device().is_privateuseone(), "mlu (bang_emu) copy: unsupported destination ",
               dst.device());
-  if (self.numel() == 0) return dst;
+  if (self.numel() == 0 || dst.numel() == 0) return dst;
+  if (self.scalar_type() == dst.scalar_type() && !self.is_conj() && !self.is_neg() && !dst.is_conj() &&
+      !dst.is_neg() && dst.dim() <= 16) {
+    const at::Tensor src = self.expand(dst.sizes());  // copy_ broadcasts the source
+    const int status = bang_emu_copy_strided(dst.data_ptr(), src.data_ptr(), dst.element_size(),
+                                             static_cast<int>(dst.dim()), dst.sizes().data(),
+                                             dst.strides().data(), src.strides().data());
+    TORCH_CHECK(status == 0, "mlu (bang_emu) copy failed");
+    return dst;
+  }
+  HostAccess read(self, false), write(dst, true);
   const at::Tensor src_host = self.is_cpu() ? self : as_host_view(self);
   at::Tensor dst_host = dst.is_cpu() ? dst : as_host_view(dst);
   dst_host.copy_(src_host);
@@ -249,7 +289,10 @@ at::Tensor mlu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& ds
   return mlu_copy_from(self, dst, false);
 }
 
-at::Scalar mlu_local_scalar_dense(const at::Tensor& self) { return as_host_view(self).item(); }
+at::Scalar mlu_local_scalar_dense(const at::Tensor& self) {
+  HostAccess read(self, false);
+  return as_host_view(self).item();
+}
 
 void mlu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);

@@ -43,6 +43,22 @@ def MLUExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> se
     return setuptools.Extension(name, sources, *args, **kwargs)
 
 
+_OLD_STD = ("-std=c++11", "-std=c++14", "-std=gnu++11", "-std=gnu++14")
+
+
+def _raise_old_std(args: Any) -> Any:
+    """Lab setup.py files of the torch 1.x era ask for C++14; the torch 2.x headers here need C++17."""
+    def fix(flags: list[str]) -> list[str]:
+        if any(f in _OLD_STD for f in flags):
+            print("torch_mlu (emulated): note: -std=c++14 raised to -std=c++17 (torch 2.x headers need it)",
+                  flush=True)
+        return ["-std=c++17" if f in _OLD_STD else f for f in flags]
+
+    if isinstance(args, dict):
+        return {key: fix(list(value)) if isinstance(value, list) else value for key, value in args.items()}
+    return fix(list(args)) if isinstance(args, list) else args
+
+
 class MluCompileError(RuntimeError):
     """cncc-emu rejected a .mlu source."""
 
@@ -74,6 +90,7 @@ class BuildExtension(_torch_cpp_extension.BuildExtension):
         super().build_extensions()
 
     def build_extension(self, ext: setuptools.Extension) -> None:
+        ext.extra_compile_args = _raise_old_std(ext.extra_compile_args)
         args = ext.extra_compile_args
         self._cncc_flags = list(args.get("cncc", [])) if isinstance(args, dict) else []
         super().build_extension(ext)

@@ -6,3 +6,4 @@
 #include "torch_mlu_emu/guard.h"
 #include "torch_mlu_emu/stream.h"
 #include "torch_mlu_emu/tensor.h"
+#include "torch_mlu_emu/types.h"

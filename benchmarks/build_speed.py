@@ -1,0 +1,102 @@
+"""Time the harness build of a submission with and without the precompiled torch headers, side by side.
+
+    .venv/bin/python benchmarks/build_speed.py [SUBMISSION ...] [--rounds 2] [--sandbox none|docker]
+
+Each round builds every submission twice, alternating the order (PCH on / off), through the same runner the
+grader uses, so machine load hits both alike; prints per-build wall seconds and the ratio. `--sandbox docker`
+builds in the sandbox image (its baked PCH); `none` on the host (ProcessRunner; the host PCH is made first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from grader.backends import get_backend  # noqa: E402
+from grader.sandbox.base import Limits, Mounts, Phase  # noqa: E402
+from grader.sandbox.select import select_runner  # noqa: E402
+
+DEFAULT = [REPO / "reference_kernels" / "sigmoid" / "vector", REPO / "reference_kernels" / "example"]
+
+
+def build_once(runner, submission: Path, pch: bool) -> tuple[float, bool, float]:
+    backend = get_backend("emu")
+    with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
+        build, io = Path(tmp) / "build", Path(tmp) / "io"
+        build.mkdir()
+        io.mkdir()
+        env = dict(backend.run_env(backend.resolve_device(None)))
+        if not pch:
+            env["BANG_GRADER_NO_PCH"] = "1"
+        started = time.monotonic()
+        outcome = runner.run(Phase.BUILD, backend.harness_argv(Phase.BUILD),
+                             Mounts(submission=submission.resolve(), build=build, io=io), Limits(wall_seconds=900),
+                             env=env)
+        wall = time.monotonic() - started
+        info = json.loads((build / "build.json").read_text()) if (build / "build.json").exists() else {}
+        return wall, bool(info.get("ok")) and outcome.ok, float(info.get("seconds", 0.0))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("submissions", nargs="*", type=Path, default=DEFAULT)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sandbox", default="none", choices=["none", "docker", "bwrap"])
+    parser.add_argument("--image", help="docker: this image tag instead of the current sources' one")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if args.image:
+        from grader.sandbox.docker_runner import DockerRunner
+
+        args.sandbox = "docker"
+        runner = DockerRunner(args.image)
+    else:
+        runner = select_runner(args.sandbox, batch=False)  # type: ignore[arg-type]
+    if args.sandbox == "none":  # the one-off host PCH build is not part of any timed build
+        from grader.sandbox.process import ProcessRunner, ensure_host_pch
+
+        assert isinstance(runner, ProcessRunner)
+        import os
+
+        cache = Path(os.environ.get("BANG_EMU_CACHE") or Path.home() / ".cache" / "bang_emu")
+        env = {**os.environ, "PYTHONPATH": str(REPO / "sandbox")}
+        problem = ensure_host_pch(runner.command(["python"])[0], cache, env)
+        if problem:
+            print(problem)
+    rows = []
+    for submission in args.submissions:
+        times: dict[bool, list[float]] = {True: [], False: []}
+        harness: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(args.rounds):
+            for pch in ((True, False) if r % 2 == 0 else (False, True)):
+                wall, ok, seconds = build_once(runner, submission, pch)
+                if not ok:
+                    print(f"{submission.name}: build failed (pch={pch})")
+                times[pch].append(wall)
+                harness[pch].append(seconds)
+                print(f"  {submission.name:<12} pch={'on ' if pch else 'off'} {wall:6.1f} s (harness {seconds:.1f} s)",
+                      flush=True)
+        on, off = statistics.median(times[True]), statistics.median(times[False])
+        rows.append({"submission": str(submission.relative_to(REPO)) if submission.is_relative_to(REPO) else str(submission),
+                     "without_pch_s": round(off, 1), "with_pch_s": round(on, 1), "speedup": round(off / on, 2),
+                     "harness_without_s": round(statistics.median(harness[False]), 1),
+                     "harness_with_s": round(statistics.median(harness[True]), 1)})
+    print(f"\nbuild phase, {args.sandbox} runner, median of {args.rounds} (wall s incl. runner start):")
+    print(f"{'submission':<34} {'before (no PCH)':>16} {'after (PCH)':>12} {'ratio':>7}")
+    for row in rows:
+        print(f"{row['submission']:<34} {row['without_pch_s']:>16.1f} {row['with_pch_s']:>12.1f} {row['speedup']:>6.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

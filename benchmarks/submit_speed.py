@@ -1,0 +1,78 @@
+"""`grade submit` of a submission (default: the bundled example), as the README runs it, before and after
+the precompiled torch headers and the default build cache, side by side in one run.
+
+    .venv/bin/python benchmarks/submit_speed.py [--submission reference_kernels/example] [--sandbox docker]
+
+Runs (image already built, so "cold" is a cold build, not an image build):
+  before       BANG_GRADER_NO_PCH=1 --no-build-cache: how every `grade submit` ran before (always a full build)
+  after cold   the precompiled headers, an empty build cache
+  after warm   the same cache again: the build is reused
+Prints wall seconds (process start to exit) and the ratios; the machine's load average is printed too, since
+the build's wall time is mostly g++ and shares the CPU with whatever else runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def submit(submission: Path, out: Path, sandbox: str, extra: list[str], env: dict[str, str]) -> tuple[float, dict]:
+    argv = [sys.executable, "-m", "grader.cli", "submit", str(submission), "--out", str(out), "--json",
+            "--sandbox", sandbox, "--no-setup", *extra]
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=3600)
+    wall = time.monotonic() - started
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(f"grade submit failed ({proc.returncode}):\n{proc.stderr[-3000:]}") from None
+    return wall, data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--submission", type=Path, default=REPO / "reference_kernels" / "example")
+    parser.add_argument("--sandbox", default="docker")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    base_env = {k: v for k, v in os.environ.items() if k != "BANG_GRADER_NO_PCH"}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
+        cache = Path(tmp) / "cache"
+        runs = [
+            ("before (no PCH, no cache)", ["--no-build-cache"], {**base_env, "BANG_GRADER_NO_PCH": "1"}),
+            ("after, cold build", ["--build-cache", str(cache)], base_env),
+            ("after, warm (cached build)", ["--build-cache", str(cache)], base_env),
+        ]
+        for i, (label, extra, env) in enumerate(runs):
+            load = os.getloadavg()[0]
+            wall, data = submit(args.submission, Path(tmp) / f"out{i}", args.sandbox, extra, env)
+            build = data.get("build") or {}
+            row = {"run": label, "wall_s": round(wall, 1), "build_s": round(float(build.get("duration_seconds") or 0), 1),
+                   "build_cached": bool(build.get("cached")), "verdict": data["verdict"],
+                   "score": f"{data['score']:g}/{data['max_score']:g}", "load_before": round(load, 1)}
+            rows.append(row)
+            print(f"  {label:<28} {wall:6.1f} s  (build {row['build_s']} s{' cached' if row['build_cached'] else ''}, "
+                  f"{row['verdict']} {row['score']}, load {load:.1f})", flush=True)
+    before = rows[0]["wall_s"]
+    print(f"\n`grade submit {args.submission.relative_to(REPO) if args.submission.is_relative_to(REPO) else args.submission}`"
+          f", {args.sandbox} sandbox, image built:")
+    print(f"{'run':<30} {'wall s':>8} {'build s':>8} {'vs before':>10}")
+    for row in rows:
+        print(f"{row['run']:<30} {row['wall_s']:>8.1f} {row['build_s']:>8.1f} {before / row['wall_s']:>9.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Precompiled torch headers (bang_harness.toolchains): made with the build's own flags, put on the include
+path ahead of torch's, really used by a harness build, and a build that cannot use them still compiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from bang_harness import build as harness_build
+from bang_harness import toolchains
+from bang_harness.build import ExtensionBuilder
+from bang_harness.paths import HarnessPaths
+from bang_harness.submission import SubmissionConfig
+from bang_harness.toolchains import StepOutcome
+
+from grader.backends import get_backend
+from grader.sandbox.base import Limits, Mounts, Phase
+from grader.sandbox.process import ProcessRunner, ensure_host_pch
+
+REPO = Path(__file__).resolve().parents[2]
+BINDING = """
+#include <torch/extension.h>
+torch::Tensor twice(torch::Tensor x) { return x * 2; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("twice", &twice); }
+"""
+
+
+def _captured_cpp_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pch: Path | None) -> list[str]:
+    """The g++ command build.py runs for a binding (run_step replaced: nothing is compiled)."""
+    submission = tmp_path / "sub"
+    (submission / "cpp").mkdir(parents=True)
+    (submission / "cpp" / "binding.cpp").write_text(BINDING)
+    commands: list[list[str]] = []
+
+    def fake_step(command: list[str]) -> StepOutcome:
+        commands.append(command)
+        return StepOutcome(command, 0, "")
+
+    monkeypatch.setattr(harness_build, "run_step", fake_step)
+    monkeypatch.setattr(toolchains, "pch_dir", lambda: pch)
+    paths = HarnessPaths(submission, tmp_path / "build", tmp_path / "io")
+    ExtensionBuilder(paths, toolchains.get_toolchain("emu"), SubmissionConfig(extension="some_ext")).build()
+    return next(c for c in commands if c[0] == "g++" and "-c" in c and c[c.index("-c") + 1].endswith(".cpp"))
+
+
+def test_pch_flags_are_the_builds_own_less_the_extension_name(tmp_path, monkeypatch):
+    command = _captured_cpp_command(tmp_path, monkeypatch, pch=None)
+    flags = [a for a in command if a.startswith("-") and a not in ("-I", "-c", "-o")
+             and not a.startswith("-fmax-errors")]
+    assert "-DTORCH_EXTENSION_NAME=some_ext" in flags
+    flags.remove("-DTORCH_EXTENSION_NAME=some_ext")
+    assert sorted(flags) == sorted(toolchains.pch_compile_flags()), "build.py's C++ flags changed: update " \
+        "toolchains._torch_flags / PCH_CODEGEN_FLAGS, or the PCH is silently never used"
+    includes = [command[i + 1] for i, a in enumerate(command) if a == "-I"]
+    torch_dirs = [str(d) for d in toolchains._torch_include_dirs()]
+    assert includes[-len(torch_dirs):] == torch_dirs
+
+
+def test_the_pch_folder_comes_before_torchs_headers(tmp_path, monkeypatch):
+    pch = tmp_path / "pch" / "key"
+    command = _captured_cpp_command(tmp_path, monkeypatch, pch=pch)
+    includes = [command[i + 1] for i, a in enumerate(command) if a == "-I"]
+    torch_first = min(includes.index(str(d)) for d in toolchains._torch_include_dirs())
+    assert includes.index(str(pch)) < torch_first
+
+
+def test_pch_dir_needs_a_complete_folder_for_this_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("BANG_GRADER_PCH", str(tmp_path))
+    monkeypatch.setattr(toolchains, "pch_key", lambda: "k1")
+    (tmp_path / "k1" / "torch").mkdir(parents=True)
+    assert toolchains.pch_dir() is None  # a half-made folder (no stamp) is never used
+    (tmp_path / "k1" / toolchains.PCH_STAMP).write_text("{}")
+    assert toolchains.pch_dir() == tmp_path / "k1"
+    monkeypatch.setenv("BANG_GRADER_NO_PCH", "1")
+    assert toolchains.pch_dir() is None
+
+
+@pytest.fixture(scope="session")
+def host_pch() -> Path:
+    """The host's precompiled headers (made once per machine, shared with every ProcessRunner build)."""
+    cache = Path(os.environ.get("BANG_EMU_CACHE") or Path.home() / ".cache" / "bang_emu")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "sandbox")}
+    runner = ProcessRunner()
+    problem = ensure_host_pch(runner.command(["python"])[0], cache, env)
+    assert problem is None, problem
+    folder = toolchains.pch_dir()
+    assert folder is not None and (folder / "torch" / "extension.h.gch").is_file()
+    return folder
+
+
+def _build(tmp_path: Path, binding: str, pch_root: Path) -> tuple[bool, str]:
+    submission = tmp_path / "sub"
+    (submission / "cpp").mkdir(parents=True)
+    (submission / "cpp" / "binding.cpp").write_text(textwrap.dedent(binding))
+    (submission / "ops.py").write_text("import my_ops_ext\n")
+    build, io = tmp_path / "build", tmp_path / "io"
+    build.mkdir()
+    io.mkdir()
+    backend = get_backend("emu")
+    env = {**backend.run_env(backend.resolve_device(None)), "BANG_GRADER_PCH": str(pch_root)}
+    outcome = ProcessRunner().run(Phase.BUILD, backend.harness_argv(Phase.BUILD),
+                                  Mounts(submission=submission, build=build, io=io), Limits(wall_seconds=900), env=env)
+    info = json.loads((build / "build.json").read_text())
+    return bool(info["ok"]) and outcome.ok, (build / "build.log").read_text()
+
+
+def _tripwire_copy(host_pch: Path, root: Path) -> Path:
+    """The host PCH beside a `torch/extension.h` that fails: g++ reaches that header only when it did not
+    use the .gch (it looks for `x.h.gch`, then `x.h`, in each include folder)."""
+    folder = root / host_pch.name
+    (folder / "torch").mkdir(parents=True)
+    (folder / "torch" / "extension.h.gch").symlink_to(host_pch / "torch" / "extension.h.gch")
+    shutil.copy2(host_pch / toolchains.PCH_STAMP, folder / toolchains.PCH_STAMP)
+    (folder / "torch" / "extension.h").write_text('#error "the precompiled torch/extension.h was not used"\n')
+    return root
+
+
+@pytest.mark.slow
+def test_a_harness_build_uses_the_pch_and_falls_back_where_it_cannot(host_pch, tmp_path):
+    root = _tripwire_copy(host_pch, tmp_path / "pch")
+    ok, log = _build(tmp_path / "uses", BINDING, root)
+    assert ok, log[-3000:]
+    assert f"-I {root / host_pch.name}" in log
+    # Something before the include: g++ cannot use a PCH there and reads the header itself (here the
+    # tripwire; with the real folder, torch's own header: the same build, only slower).
+    ok, log = _build(tmp_path / "falls_back", "#include <vector>\n" + BINDING, root)
+    assert not ok and "the precompiled torch/extension.h was not used" in log
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_image_carries_a_pch_its_builds_use(emu_image):
+    import docker
+
+    script = textwrap.dedent('''
+        import json, subprocess
+        from bang_harness import build, toolchains
+        folder = toolchains.pch_dir()
+        includes, defines = build.torch_compile_flags("student_ext")
+        open("/tmp/b.cpp", "w").write(%r)
+        cmd = ["g++", build.cxx_standard(), "-O2", "-fPIC", *defines, "-I", str(folder),
+               *[a for d in includes for a in ("-I", str(d))], "-H", "-Winvalid-pch", "-c", "/tmp/b.cpp",
+               "-o", "/tmp/b.o"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        print(json.dumps({"folder": str(folder), "rc": done.returncode, "err": done.stderr[:3000]}))
+    ''') % BINDING
+    client = docker.from_env(timeout=600)
+    output = client.containers.run(emu_image, ["python3", "-c", script], remove=True, network_mode="none",
+                                   read_only=True, tmpfs={"/tmp": "size=256m"})
+    facts = json.loads(output.decode().strip().splitlines()[-1])
+    assert facts["folder"].startswith(str(toolchains.IMAGE_PCH_ROOT)), facts
+    assert facts["rc"] == 0, facts["err"]
+    # g++ -H marks a precompiled header it used with "!" (and "x" one it could not use)
+    assert facts["err"].startswith(f"! {facts['folder']}/torch/extension.h.gch"), facts["err"][:500]
