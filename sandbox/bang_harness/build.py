@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import sys
-import sysconfig
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from .paths import HarnessPaths
 from .protocol import ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
-from .toolchains import StepOutcome, Toolchain, get_toolchain, run_step
+from .toolchains import StepOutcome, Toolchain, _torch_flags, get_toolchain, run_step
 
 LOG_CAP_BYTES = 2 << 20  # a template error cascade can produce megabytes; the head holds the first error
 TAIL_CHARS = 16_000
@@ -62,29 +61,15 @@ class BuildLog:
 
 
 def torch_compile_flags(extension: str) -> tuple[list[Path], list[str]]:
-    """Include dirs and macros an extension needs to match the installed torch (pybind11 and C++ ABI)."""
-    import torch
-    from torch.utils import cpp_extension
-
-    includes = [Path(p) for p in cpp_extension.include_paths()] + [Path(sysconfig.get_paths()["include"])]
-    defines = [f"-DTORCH_EXTENSION_NAME={extension}", "-DTORCH_API_INCLUDE_EXTENSION_H",
-               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
-    # Same pybind11 ABI tags torch was built with, so tensors cross the binding (what cpp_extension adds).
-    for attr, macro in (("_PYBIND11_COMPILER_TYPE", "PYBIND11_COMPILER_TYPE"),
-                        ("_PYBIND11_STDLIB", "PYBIND11_STDLIB"),
-                        ("_PYBIND11_BUILD_ABI", "PYBIND11_BUILD_ABI")):
-        value = getattr(torch._C, attr, None)
-        if value:
-            defines.append(f'-D{macro}="{value}"')
-    return includes, defines
+    """Include dirs and macros an extension needs to match the installed torch (pybind11 and C++ ABI): the
+    precompiled header's (toolchains._torch_flags) plus the extension's name, so the two cannot drift."""
+    includes, defines, _std = _torch_flags()
+    return includes, [f"-DTORCH_EXTENSION_NAME={extension}", *defines]
 
 
 def cxx_standard() -> str:
     """The C++ standard the installed torch's headers are written for (torch 2.10 moved to C++20)."""
-    import torch
-
-    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
-    return "-std=c++20" if (major, minor) >= (2, 10) else "-std=c++17"
+    return _torch_flags()[2]
 
 
 def torch_link_args() -> list[str]:

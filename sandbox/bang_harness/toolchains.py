@@ -171,10 +171,9 @@ PCH_STAMP = "pch.json"
 
 
 def _torch_flags() -> tuple[list[Path], list[str], str]:
-    """torch's include folders, macros (less TORCH_EXTENSION_NAME) and C++ standard, as build.py computes
-    them (torch_compile_flags, cxx_standard). Repeated here so the image can precompile the headers from this
-    file alone, in a layer the harness's other sources do not invalidate; tests/sandbox/test_images_pch.py
-    checks that the two agree."""
+    """torch's include folders, macros (less TORCH_EXTENSION_NAME) and C++ standard: the one definition, used
+    by build.py's binding compile and by the precompiled header, which the image builds from this file alone
+    (a layer the harness's other sources do not invalidate)."""
     import torch
     from torch.utils import cpp_extension
 
