@@ -559,9 +559,10 @@ class _Grading:
             got = outcomes.get(call.id)
             if got is None:
                 continue
-            # Coverage shortfalls count only where judging found the output right all the same (judge_call).
+            # Coverage shortfalls count only where judging found the output right all the same (judge_call);
+            # beside other findings they are shown too, since they say what the kernels really did.
             forged_coverage = call.id in judged and judged[call.id].verdict == Verdict.INTEGRITY
-            findings = got.integrity or (got.coverage if forged_coverage else [])
+            findings = got.integrity + got.coverage if got.integrity else (got.coverage if forged_coverage else [])
             if not findings:
                 continue
             label = f"stage {call.stage}" if call.stage else f"case {call.case.name}"
