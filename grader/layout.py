@@ -1,5 +1,8 @@
 """The student contract, checked on the host before anything is built: folders, grade.toml, entry functions.
 
+The handout layout is checked here in detail; the lab projects as published (AICS exp_5_1, Cambricon's
+mlu_extension, a flat folder) are recognised by the table in grader/project_layouts.py.
+
 Every problem becomes a LayoutError whose message says what is missing and shows the expected layout.
 """
 
@@ -8,9 +11,21 @@ from __future__ import annotations
 import ast
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bang_harness.plan import BuildPlan
+
+from grader.project_layouts import (
+    HANDOUT,
+    ProjectLayout,
+    closest,
+    detect,
+    extension_name,
+    find_entry,
+    layout_named,
+    unusable_message,
+)
 from grader.results import Student
 from grader.spec.models import AssignmentSpec
 
@@ -34,9 +49,10 @@ Expected layout (see the README, "Student handout"):
 class LayoutError(Exception):
     """The submission cannot be graded as laid out; str() is the whole message for the student."""
 
-    def __init__(self, problem: str, show_layout: bool = True) -> None:
+    def __init__(self, problem: str, show_layout: bool = True, layout: str | None = None) -> None:
         super().__init__(problem + ("\n\n" + EXPECTED_LAYOUT if show_layout else ""))
         self.problem = problem
+        self.layout = layout  # the layout recognised (or the closest one), for the results
 
 
 class ModuleSyntaxError(Exception):
@@ -52,10 +68,19 @@ class Submission:
     extension: str
     entries: dict[str, str]
     warnings: list[str] = field(default_factory=list)
+    layout: str = HANDOUT.name  # grader/project_layouts.py LAYOUTS
+    plan: BuildPlan | None = None  # what the build compiles (None: the handout's folders)
+    entry_default: str | None = None  # the entry found by the lab's names (bind_entry); None: the spec's
 
     @property
-    def module_path(self) -> Path:
-        return self.root / f"{self.module}.py"
+    def module_path(self) -> Path | None:
+        """The module's source file (a package's __init__.py), or None when the module is not a file of the
+        submission (the extension itself, or torch for a torch.ops entry)."""
+        base = self.root.joinpath(*self.module.split("."))
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path
+        return None
 
 
 def inspect_submission(root: Path) -> Submission:
@@ -64,6 +89,12 @@ def inspect_submission(root: Path) -> Submission:
         raise LayoutError(f"{root} is not a folder")
     _check_size(root)
     config = _read_grade_toml(root)
+    found = detect(root)
+    if found is not None and found is not HANDOUT:
+        return _inspect_project(root, found, config)
+    if found is None and not any((root / name).exists() for name in ("mlu", "cpp", f"{config.get('module', DEFAULT_MODULE)}.py")):
+        # nothing of the handout either
+        raise LayoutError(unusable_message(root), show_layout=False, layout=f"none (closest: {closest(root)[0].name})")
     module = config.get("module", DEFAULT_MODULE)
     extension = config.get("extension", DEFAULT_EXTENSION)
     for key, value in (("module", module), ("extension", extension)):
@@ -80,7 +111,64 @@ def inspect_submission(root: Path) -> Submission:
         problems.append(f"missing {module}.py ({where}) at the top of the submission")
     if problems:
         raise LayoutError("the submission is not laid out as the grader expects:\n" +
-                          "\n".join(f"  - {p}" for p in problems))
+                          "\n".join(f"  - {p}" for p in problems), layout=HANDOUT.name)
+    student, entries, assignment = _settings(config)
+    warnings = []
+    if (root / "setup.py").exists():
+        warnings.append("setup.py is ignored: the grader builds the extension with its own recipe")
+    return Submission(root=root, student=student, assignment=assignment, module=module, extension=extension,
+                      entries=entries, warnings=warnings, plan=HANDOUT.plan(root, extension))
+
+
+def _inspect_project(root: Path, layout: ProjectLayout, config: dict) -> Submission:
+    """A lab project as published: usable when the layout's needs are met and a binding registers an operator."""
+    missing = layout.missing(root)
+    if missing:
+        raise LayoutError(f"this looks like {layout.title} [{layout.name}], but it lacks:\n"
+                          + "\n".join(f"  - {m}" for m in missing), show_layout=False, layout=layout.name)
+    extension = extension_name(layout, root, config.get("extension", DEFAULT_EXTENSION))
+    module = config.get("module", "")
+    for key, value in (("module", module or "ops"), ("extension", extension)):
+        if not isinstance(value, str) or not _IDENT.match(value):
+            raise LayoutError(f"{key} must be a Python identifier, got {value!r}", show_layout=False)
+    plan = layout.plan(root, extension)
+    if not any(_REGISTRATION.search((root / p).read_text(encoding="utf-8", errors="replace")) for p in plan.cpp_sources):
+        raise LayoutError(f"no .cpp file of {layout.title} registers an operator: add PYBIND11_MODULE(...) or "
+                          "TORCH_LIBRARY(<namespace>, m) to the binding", show_layout=False, layout=layout.name)
+    student, entries, assignment = _settings(config)
+    warnings = [f"layout: {layout.title}; built with the grader's recipe"
+                + (" (setup.py is read for the extension's name only, never run)" if (root / "setup.py").exists() else "")]
+    return Submission(root=root, student=student, assignment=assignment, module=module, extension=extension,
+                      entries=entries, warnings=warnings, layout=layout.name, plan=plan)
+
+
+def bind_entry(submission: Submission, spec: AssignmentSpec) -> Submission:
+    """For a lab project: the module and entry the lab's names give for the assignment (grade.toml's module,
+    when set, is used as written)."""
+    if submission.layout == HANDOUT.name or submission.module:
+        return submission
+    layout = layout_named(submission.layout)
+    entry = find_entry(layout, submission.root, spec.entry, submission.extension)
+    if entry is None:
+        raise LayoutError(f"{layout.title}: no entry for {spec.name} found. Looked for a Python function "
+                          f"{spec.entry}() or active_{spec.entry}_mlu() in {', '.join(layout.python)}, a pybind11 "
+                          f'm.def("active_{spec.entry}", ...) and a TORCH_LIBRARY op of those names', show_layout=False,
+                          layout=layout.name)
+    return replace(submission, module=entry.module, entry_default=entry.entry,
+                   warnings=[*submission.warnings, f"entry: {entry.described}"])
+
+
+def offers(submission: Submission, name: str) -> bool:
+    """Whether the submission has an entry function `name` (to tell which assignment it is)."""
+    if submission.layout != HANDOUT.name and not submission.module:
+        layout = layout_named(submission.layout)
+        return find_entry(layout, submission.root, name, submission.extension) is not None
+    path = submission.module_path
+    return path is not None and f"def {name}(" in path.read_text(encoding="utf-8", errors="replace")
+
+
+def _settings(config: dict) -> tuple[Student, dict[str, str], str | None]:
+    """grade.toml's [student], [entries] and assignment, checked."""
     student_table = config.get("student", {})
     if not isinstance(student_table, dict):
         raise LayoutError("grade.toml: [student] must be a table with id and name", show_layout=False)
@@ -92,11 +180,7 @@ def inspect_submission(root: Path) -> Submission:
     assignment = config.get("assignment")
     if assignment is not None and not isinstance(assignment, str):
         raise LayoutError("grade.toml: assignment must be a string, e.g. \"matmul\"", show_layout=False)
-    warnings = []
-    if (root / "setup.py").exists():
-        warnings.append("setup.py is ignored: the grader builds the extension with its own recipe")
-    return Submission(root=root, student=student, assignment=assignment, module=module, extension=extension,
-                      entries=dict(entries), warnings=warnings)
+    return student, dict(entries), assignment
 
 
 def resolve_entries(submission: Submission, spec: AssignmentSpec, known_stage_keys: set[str]) -> dict[str, str]:
@@ -105,7 +189,7 @@ def resolve_entries(submission: Submission, spec: AssignmentSpec, known_stage_ke
     if unknown:
         raise LayoutError(f"grade.toml [entries]: unknown key(s) {unknown}; valid keys are "
                           f"{sorted(known_stage_keys)}", show_layout=False)
-    default = submission.entries.get(spec.name, spec.entry)
+    default = submission.entries.get(spec.name, submission.entry_default or spec.entry)
     resolved = {}
     for stage in spec.stages:
         resolved[stage.name] = submission.entries.get(f"{spec.name}_{stage.name}",
@@ -124,11 +208,14 @@ def stage_keys(specs: list[AssignmentSpec]) -> set[str]:
 
 def check_entry_functions(submission: Submission, needed: dict[str, list[str]]) -> None:
     """Statically confirm the module defines each needed function (function -> stages needing it)."""
-    source = submission.module_path.read_text(encoding="utf-8", errors="replace")
+    path = submission.module_path
+    if path is None:
+        return  # the extension itself or torch.ops: bind_entry found the registration in the bindings
+    source = path.read_text(encoding="utf-8", errors="replace")
     try:
-        tree = ast.parse(source, filename=submission.module_path.name)
+        tree = ast.parse(source, filename=path.name)
     except SyntaxError as exc:
-        raise ModuleSyntaxError(f"{submission.module_path.name}:{exc.lineno}: {exc.msg}\n"
+        raise ModuleSyntaxError(f"{path.name}:{exc.lineno}: {exc.msg}\n"
                                 f"    {(exc.text or '').rstrip()}") from exc
     defined, dynamic = _top_level_names(tree)
     if dynamic:
@@ -136,7 +223,7 @@ def check_entry_functions(submission: Submission, needed: dict[str, list[str]]) 
     missing = {fn: stages for fn, stages in needed.items() if fn not in defined}
     if missing:
         lines = [f"  - {fn}  (serves stage{'s' if len(st) > 1 else ''} {', '.join(st)})" for fn, st in missing.items()]
-        raise LayoutError(f"{submission.module_path.name} does not define the entry function(s) the grader calls:\n"
+        raise LayoutError(f"{path.name} does not define the entry function(s) the grader calls:\n"
                           + "\n".join(lines) + "\nDefine them at the top level of the module, or map stages to "
                           "your function names in grade.toml [entries].")
 

@@ -53,7 +53,8 @@ if ! docker info >/dev/null 2>&1; then
   args+=(${BANG_GRADER_DOCKERD_ARGS:-})
   echo "setup-system: starting dockerd ${args[*]} (log: $log)" >&2
   mkdir -p /var/log
-  (nohup dockerd "${args[@]}" >"$log" 2>&1 &)
+  # its own session: killing the command that started it (a test run, a grading) must not stop the daemon
+  setsid -f dockerd "${args[@]}" >"$log" 2>&1 </dev/null
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { echo "setup-system: dockerd did not start; see $log" >&2; tail -5 "$log" >&2; exit 1; }
   echo "setup-system: dockerd answers" >&2

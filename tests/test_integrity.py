@@ -232,8 +232,10 @@ def sigmoid(x):
 
 def _grade(path: Path, **options):
     from grader.orchestration import GradeOptions, grade_submission
+    from grader.orchestration.build_cache import default_build_cache
 
-    return grade_submission(path, GradeOptions(sandbox="none", **options))
+    # the session's build cache (tests/conftest.py): a copy that changed only ops.py reuses its kernels' build
+    return grade_submission(path, GradeOptions(sandbox="none", build_cache=default_build_cache(), **options))
 
 
 @pytest.mark.slow

@@ -125,16 +125,20 @@ def test_copies_are_in_step() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_fixture_generator_reproduces_the_fixtures(tmp_path: Path) -> None:
-    # The committed fixtures are exactly what make_fixtures.py makes from today's references.
-    subprocess.run([sys.executable, str(KERNELS / "known_bad" / "make_fixtures.py"), "--out", str(tmp_path)],
+@pytest.mark.parametrize("corpus", ["known_bad", "adversarial"])
+def test_fixture_generator_reproduces_the_fixtures(corpus: str, tmp_path: Path) -> None:
+    # The committed fixtures are exactly what <corpus>/make_fixtures.py makes from today's references.
+    subprocess.run([sys.executable, str(KERNELS / corpus / "make_fixtures.py"), "--out", str(tmp_path)],
                    check=True, capture_output=True)
 
     def files(root: Path) -> dict[Path, bytes]:
         return {p.relative_to(root): p.read_bytes() for p in root.rglob("*")
                 if p.is_file() and p.parent != root and "__pycache__" not in p.parts}
 
-    assert files(KERNELS / "known_bad") == files(tmp_path)
+    committed, made = files(KERNELS / corpus), files(tmp_path)
+    assert made, f"{corpus}/make_fixtures.py wrote nothing under --out"
+    assert sorted(committed.keys() ^ made.keys()) == [], "fixture files only on one side"
+    assert [p for p in committed if committed[p] != made[p]] == [], "fixtures differ from what the generator makes"
 
 
 @pytest.mark.parametrize("folder", fixture_folders(), ids=lambda p: p.name)

@@ -123,6 +123,12 @@ PY_HATCHES = [
     ("proc mem", "f = open('/proc/self/mem', 'rb+')\n", "proc_mem"),
     ("io write", "open('/io/outputs/c0.json', 'w').write('{}')\n", "protocol_path"),
     ("grader wording", "raise RuntimeError('harness_error: internal error (not your fault)')\n", "grader_message"),
+    ("harness module", "import bang_harness.worker as w\nw.write_result = print\n", "harness_reach"),
+    ("harness by name", "import importlib\nw = importlib.import_module('bang_harness')\n", "harness_reach"),
+    ("sys.modules", "import sys\nw = sys.modules['bang_harness.device']\n", "harness_reach"),
+    ("caller frame", "import sys\nsys._getframe(1).f_locals['result'] = 1\n", "harness_reach"),
+    ("inspect frame", "import inspect\ninspect.currentframe().f_back.f_globals.clear()\n", "harness_reach"),
+    ("gc walk", "import gc\nfor o in gc.get_objects(): pass\n", "harness_reach"),
 ]
 
 

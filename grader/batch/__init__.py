@@ -1,4 +1,5 @@
 """Instructor batch grading: intake of a class, a resumable result store, worker processes, exports.
 
-Entry point: `grader.orchestration.batch.run_batch` (the `grade batch` command).
+Below orchestration: nothing here imports the grading pipeline. `grader.orchestration.batch.run_batch` (the
+`grade batch` command) drives it and names the grading function each job runs (GradeJob.entry).
 """

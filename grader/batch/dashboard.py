@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import jinja2
 
 import grader
+from grader.atomic_file import atomic_write_text
 from grader.batch.exports import ClassRow, class_max_score
-from grader.batch.store import atomic_write_text
 from grader.results import Verdict
 
 if TYPE_CHECKING:

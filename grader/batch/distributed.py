@@ -15,9 +15,10 @@ import re
 import shutil
 from pathlib import Path
 
-from grader.batch.intake import Submission
+from grader.atomic_file import atomic_write_text
+from grader.batch.intake import StudentSubmission
 from grader.batch.jobs import GradeJob
-from grader.batch.store import ResultStore, atomic_write_text
+from grader.batch.store import ResultStore
 
 PLAN_FILE = "plan.jsonl"
 K8S_FILE = "k8s-job.json"
@@ -28,7 +29,7 @@ DEFAULT_IMAGE = "bang-grader-worker:latest"
 GVISOR_RUNTIME_CLASS = "gvisor"
 
 
-def make_self_contained(store: ResultStore, sub: Submission, job: GradeJob) -> None:
+def make_self_contained(store: ResultStore, sub: StudentSubmission, job: GradeJob) -> None:
     """Copies a folder submission into the batch directory (archives are unpacked there already), so a
     pod needs one volume only: the batch directory."""
     if sub.path is None or store.root in sub.path.parents:

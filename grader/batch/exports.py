@@ -1,5 +1,6 @@
 """What a batch hands to the instructor and the LMS, all derived from the stored results: a gradebook CSV,
-a Canvas import CSV, one Gradescope results.json per student, and the per-student HTML reports."""
+a Canvas import CSV, one Gradescope results.json per student (grader.gradescope) and the per-student HTML
+reports. `csv_cell` is the one place CSV cells are neutralised against formula injection."""
 
 from __future__ import annotations
 
@@ -11,16 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.batch.intake import Submission
-from grader.batch.store import atomic_write_text
-from grader.results import GradeResult, Verdict
+from grader.atomic_file import atomic_write_text
+from grader.batch.intake import StudentSubmission
+from grader.gradescope import write_gradescope
+from grader.results import GradeResult
 
 
 @dataclass
 class ClassRow:
     """One student of the batch with the result that counts for them."""
 
-    submission: Submission
+    submission: StudentSubmission
     result: GradeResult
     run_dir: Path | None = None  # where grading wrote report.html and artefacts
     stored_as: str = ""  # "<key>@<mtime>" of the stored result: a report drawn from it is up to date
@@ -40,7 +42,7 @@ def _writerow(writer: Any, cells: list[object]) -> None:
     writer.writerow([csv_cell(c) for c in cells])
 
 
-def display_name(sub: Submission) -> str:
+def display_name(sub: StudentSubmission) -> str:
     """The roster's name, else the folder/archive name (the student id): never grade.toml, which the student
     writes."""
     return sub.name or sub.student_id
@@ -94,7 +96,7 @@ def gradebook_csv(rows: list[ClassRow], columns: tuple[dict[str, float], dict[st
     return out.getvalue()
 
 
-def _extra(sub: Submission, *names: str) -> str:
+def _extra(sub: StudentSubmission, *names: str) -> str:
     lowered = {k.strip().lower(): v for k, v in sub.extra.items()}
     for name in names:
         if lowered.get(name.lower()):
@@ -121,58 +123,6 @@ def canvas_csv(rows: list[ClassRow], assignment_title: str) -> str:
             _fmt(row.result.score),
         ])
     return out.getvalue()
-
-
-def gradescope_results(result: GradeResult) -> dict:
-    """Gradescope's results.json (autograder spec): one test per case group and per stage, plus an
-    informational build check; the top-level score is the grade."""
-    tests: list[dict] = []
-    if result.build is not None:
-        tests.append({
-            "name": "Build", "number": "0", "status": "passed" if result.build.ok else "failed",
-            "output": result.build.compiler_output[-5000:], "output_format": "text",
-        })
-    for i, group in enumerate(result.groups, start=1):
-        tests.append({
-            "name": f"Correctness: {group.description or group.name}", "number": f"1.{i}",
-            "score": group.points, "max_score": group.points_possible,
-            "output": f"{group.passed_cases}/{group.total_cases} cases passed",
-        })
-    if result.integrity:
-        tests.append({"name": "Integrity: the sandbox's claims add up", "number": "3", "status": "failed",
-                      "output": "\n".join(result.integrity)[:5000], "output_format": "text"})
-    for i, stage in enumerate(result.stages, start=1):
-        timing = ""
-        if stage.timing is not None:
-            label = f"modelled ({result.device_profile})" if stage.timing.source == "modelled" else stage.timing.source
-            timing = f"\nmedian {stage.timing.median_us:.1f} us, {label}"
-            if stage.threshold_us is not None:
-                timing += f"; threshold {stage.threshold_us:.1f} us"
-        tests.append({
-            "name": f"Stage: {stage.title or stage.name}", "number": f"2.{i}",
-            "score": stage.points, "max_score": stage.points_possible,
-            "status": "passed" if stage.verdict == Verdict.PASSED else "failed",
-            "output": (stage.message + timing).strip(),
-        })
-    elapsed = None
-    if result.finished_at is not None:
-        elapsed = max(0.0, (result.finished_at - result.started_at).total_seconds())
-    doc: dict = {
-        "score": result.score,
-        "output": f"Verdict: {result.verdict}. {result.message}".strip()[:10000],
-        "output_format": "simple_format",
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": tests,
-        "extra_data": {
-            "verdict": str(result.verdict), "submission_hash": result.submission_hash,
-            "backend": result.backend, "device_profile": result.device_profile,
-            "time_is_modelled": result.time_is_modelled, "seed_digest": result.seeds.master_digest,
-        },
-    }
-    if elapsed is not None:
-        doc["execution_time"] = round(elapsed, 3)
-    return doc
 
 
 def write_student_report(row: ClassRow, path: Path) -> str | None:
@@ -208,8 +158,7 @@ def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str,
         drawn = {}
     for row in rows:
         slug = row.submission.slug
-        atomic_write_text(out_dir / "gradescope" / slug / "results.json",
-                          json.dumps(gradescope_results(row.result), indent=2))
+        write_gradescope(row.result, out_dir / "gradescope" / slug / "results.json")
         report = out_dir / "reports" / f"{slug}.html"
         if row.stored_as and drawn.get(slug) == row.stored_as and report.is_file():
             continue

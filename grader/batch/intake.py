@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from grader.project_layouts import detect
+
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 # Never part of what a student wrote; ignored by the content hash and by layout detection.
 IGNORED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store", "__MACOSX", ".ipynb_checkpoints", ".pytest_cache"})
@@ -40,7 +42,7 @@ class IntakeLimits:
 
 
 @dataclass
-class Submission:
+class StudentSubmission:
     """One student's submission as the batch will grade it."""
 
     student_id: str
@@ -195,6 +197,8 @@ def submission_root(folder: Path) -> Path:
     holding the submission."""
     current = folder
     for _ in range(4):
+        if detect(current) is not None:  # a lab project (grader/project_layouts.py) starts here
+            break
         children = _visible_children(current)
         if len(children) == 1 and children[0].is_dir() and not children[0].is_symlink():
             if children[0].name in ("mlu", "cpp"):
@@ -242,8 +246,8 @@ def content_hash(root: Path, limits: IntakeLimits = IntakeLimits()) -> str:
 
 
 def _take_in(student_id: str, name: str, origin: str, source: Path, unpack_dir: Path,
-             limits: IntakeLimits, extra: dict[str, str] | None = None) -> Submission:
-    sub = Submission(student_id=student_id, name=name, origin=origin, path=None, extra=extra or {})
+             limits: IntakeLimits, extra: dict[str, str] | None = None) -> StudentSubmission:
+    sub = StudentSubmission(student_id=student_id, name=name, origin=origin, path=None, extra=extra or {})
     try:
         if source.is_dir():
             root = submission_root(source)
@@ -278,7 +282,7 @@ def _pick(header: list[str], candidates: tuple[str, ...]) -> int | None:
     return None
 
 
-def read_roster(roster: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLimits()) -> list[Submission]:
+def read_roster(roster: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLimits()) -> list[StudentSubmission]:
     """A roster CSV: student id, name, path (relative to the CSV's folder). With a header, columns are found
     by name and the others are kept for exports (section, SIS login ...); without one, the first three
     columns are id, name, path. A row with an empty or missing path is a student who did not submit."""
@@ -312,7 +316,7 @@ def read_roster(roster: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLim
         rel = cell(path_col)
         origin = f"{roster.name}:{lineno}"
         if not rel:
-            subs.append(Submission(student_id, cell(name_col), origin, None, problem="no submission",
+            subs.append(StudentSubmission(student_id, cell(name_col), origin, None, problem="no submission",
                                    content_hash=hashlib.sha256(b"no submission").hexdigest(), extra=extra))
             continue
         source = (roster.parent / rel).resolve()
@@ -321,7 +325,7 @@ def read_roster(roster: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLim
     return subs
 
 
-def _check_unique_slugs(subs: list[Submission]) -> None:
+def _check_unique_slugs(subs: list[StudentSubmission]) -> None:
     slugs = [s.slug for s in subs]
     if len(set(slugs)) != len(slugs):
         raise IntakeError("two student ids map to the same file name; make the ids distinct")
@@ -331,10 +335,10 @@ def _check_unique_slugs(subs: list[Submission]) -> None:
 
 
 def looks_like_submission(folder: Path) -> bool:
-    return (folder / "mlu").is_dir() or (folder / "ops.py").is_file()
+    return (folder / "mlu").is_dir() or (folder / "ops.py").is_file() or detect(folder) is not None
 
 
-def collect_submissions(source: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLimits()) -> list[Submission]:
+def collect_submissions(source: Path, unpack_dir: Path, limits: IntakeLimits = IntakeLimits()) -> list[StudentSubmission]:
     """Every submission under `source`: a folder whose entries are student folders or archives (the entry
     name is the student id), a roster CSV, or one archive of the whole class holding such entries."""
     source = source.resolve()
@@ -350,7 +354,7 @@ def collect_submissions(source: Path, unpack_dir: Path, limits: IntakeLimits = I
         raise IntakeError(f"{source} is not a folder, an archive or a roster CSV")
     if looks_like_submission(source):
         raise IntakeError(f"{source} is one submission, not a class; grade it with `grade submit`")
-    subs: list[Submission] = []
+    subs: list[StudentSubmission] = []
     seen: dict[str, str] = {}
     for entry in _visible_children(source):
         if entry.is_dir():

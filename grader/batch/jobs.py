@@ -1,21 +1,23 @@
 """The unit of batch work: one self-contained, JSON-serialisable grading job, and the results the batch
 makes itself when a job cannot produce one (intake problem, worker crash).
 
-A job names everything a worker needs (paths on storage the worker shares with the batch directory), so
-the same job runs in a local worker process, a Ray task or a Kubernetes pod (README, "Batch grading").
+A job names everything a worker needs (paths on storage the worker shares with the batch directory, and
+the grading function by name), so the same job runs in a local worker process, a Ray task or a Kubernetes
+pod (README, "Batch grading"). This package grades nothing itself: whoever plans the jobs (the
+orchestration layer, or a test) names the GradeFn in `entry`, and grader.batch.worker resolves it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Literal
 
 import grader
 from grader.results import GradeResult, Seeds, Student, Verdict, Versions
-
-DEFAULT_ENTRY = "grader.orchestration:grade_submission"
 
 
 @dataclass
@@ -30,10 +32,10 @@ class GradeJob:
     sandbox: str
     seed_mode: Literal["public", "secret"]
     batch_dir: str
+    entry: str  # "module:function", a GradeFn: how this job is graded (resolved by grader.batch.worker)
     build_cache: str | None = None
     seed: str | None = None  # None: read from batch.json in batch_dir (plan files never carry the seed)
     content_hash: str = ""
-    entry: str = DEFAULT_ENTRY  # "module:function" with grade_submission's signature
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -44,6 +46,11 @@ class GradeJob:
 
     def without_seed(self) -> GradeJob:
         return GradeJob(**{**asdict(self), "seed": None})
+
+
+# Grades `job` (its device may be the slot's, its seed filled in), writing artefacts such as report.html
+# and results.json under the given folder; returns the result. Raising is fine: the worker records it.
+GradeFn = Callable[[GradeJob, Path], GradeResult]
 
 
 def seeds_for(mode: str, seed: str | None) -> Seeds:

@@ -591,7 +591,7 @@ def similarity_step(rows: Sequence[ClassRow], assignment: str, out_dir: Path,
     """The batch's similarity step: compares the class, writes `out_dir/similarity.csv`; returns the report
     (None when disabled or failed) and notes for the summary. Never raises: a failure here must not cost
     the grades."""
-    from grader.batch.store import atomic_write_text
+    from grader.atomic_file import atomic_write_text
 
     options = options or SimilarityOptions()
     if not options.enabled:

@@ -21,33 +21,12 @@ import hashlib
 import json
 import os
 import secrets
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from grader.atomic_file import atomic_write_text
 from grader.results import GradeResult, Verdict
-
-
-def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
-    """Writes a whole file or nothing: temp file in the same folder, fsync, rename over."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename itself survives a power cut
-    finally:
-        os.close(dir_fd)
 
 
 @dataclass(frozen=True)

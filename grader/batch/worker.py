@@ -3,6 +3,9 @@
     python -m grader.batch.worker < job.json                  # local pool: the job arrives on stdin
     python -m grader.batch.worker --plan DIR/plan.jsonl --index N   # Kubernetes indexed job / array task
 
+The grading function is the job's `entry`, resolved here (resolve_entry) and handed to grade_job; this
+package never imports the grading pipeline, so the orchestration layer above it decides what grading is.
+
 A worker is a separate process so that anything going wrong while grading (a grader bug, an out-of-memory
 kill, a hung toolchain) costs one submission, never the batch. It dies with the process that started it
 (PR_SET_PDEATHSIG), so a killed batch leaves no worker writing results behind its back.
@@ -22,8 +25,9 @@ import time
 import traceback
 from pathlib import Path
 
-from grader.batch.jobs import GradeJob, failure_result
-from grader.batch.store import ResultStore, atomic_write_text
+from grader.atomic_file import atomic_write_text
+from grader.batch.jobs import GradeFn, GradeJob, failure_result
+from grader.batch.store import ResultStore
 from grader.results import GradeResult, Student, Verdict
 
 _PR_SET_PDEATHSIG = 1
@@ -40,13 +44,14 @@ def die_with_parent(expected_parent: int | None) -> None:
         os._exit(3)
 
 
-def _load_entry(entry: str):  # noqa: ANN202 - returns grade_submission or an equivalent callable
+def resolve_entry(entry: str) -> GradeFn:
+    """The grading function a job names ("module:function"): the one place a name becomes a function."""
     module, _, name = entry.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def grade_job(job: GradeJob) -> GradeResult:
-    """Runs grading for `job` in this process and commits the result; returns it. Never raises for what
+def grade_job(job: GradeJob, grade: GradeFn) -> GradeResult:
+    """Grades `job` with `grade` in this process and commits the result; returns it. Never raises for what
     the submission or the grader did: those become results."""
     store = ResultStore(Path(job.batch_dir))
     if job.seed is None:
@@ -57,15 +62,7 @@ def grade_job(job: GradeJob) -> GradeResult:
     work_dir.mkdir(parents=True)
     started = time.monotonic()
     try:
-        from grader.orchestration.options import GradeOptions
-
-        options = GradeOptions(
-            assignment=job.assignment, backend=job.backend, device=job.device,
-            sandbox=job.sandbox,  # type: ignore[arg-type]
-            seed_mode=job.seed_mode, seed=job.seed, out_dir=work_dir,
-            build_cache=Path(job.build_cache) if job.build_cache else None, batch=True,
-        )
-        result = _load_entry(job.entry)(Path(job.submission), options)
+        result = grade(job, work_dir)
         if not isinstance(result, GradeResult):
             raise TypeError(f"{job.entry} returned {type(result).__name__}, not GradeResult")
         # The instructor's roster decides who a submission belongs to, not the student's grade.toml.
@@ -113,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     # Anything the grader prints goes to our log, never into a channel someone parses.
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    grade_job(job)
+    # Resolved inside grade_job's guard, so a name that does not load is this job's internal error.
+    grade_job(job, lambda job, work_dir: resolve_entry(job.entry)(job, work_dir))
     return 0
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 
 @dataclass
-class Finding:
+class CheckFinding:
     check: str
     passed: bool
     message: str = ""
@@ -26,7 +26,7 @@ class SelfTest:
     must_pass: bool
 
 
-def run_self_tests(check: Callable[[np.ndarray, np.ndarray], Finding], tests: list[SelfTest]) -> list[str]:
+def run_self_tests(check: Callable[[np.ndarray, np.ndarray], CheckFinding], tests: list[SelfTest]) -> list[str]:
     """Names of the self-tests the check got wrong (empty when it behaves)."""
     failures = []
     for test in tests:

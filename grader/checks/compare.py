@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grader.checks import metrics, nan_inf, unwritten, zero_guard
-from grader.checks.base import Finding
+from grader.checks.base import CheckFinding
 from grader.results import Mismatch
 from grader.spec.models import CheckPolicy, Tolerance
 
@@ -32,7 +32,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
         return CheckOutcome(False, f"output dtype {actual.dtype} but expected {dtype} (same as the inputs)")
     a = actual.astype(np.float64)
     b = expected.astype(np.float64)
-    findings: list[Finding] = []
+    findings: list[CheckFinding] = []
     unwritten_finding = unwritten.check(a, b) if policy.unwritten else None
     if unwritten_finding:
         findings.append(unwritten_finding)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import re
 import shutil
@@ -46,19 +45,9 @@ def _normalise_table(data: Any) -> dict[str, dict[str, Any]]:
 @functools.cache
 def device_table() -> dict[str, dict[str, Any]]:
     """sandbox/bang_emu/devices.json, the one device table (the runtime compiles in the same figures)."""
-    try:
-        from bang_emu import devices
+    from bang_emu import devices
 
-        return _normalise_table(devices.load())
-    except (ImportError, AttributeError, OSError, ValueError):
-        pass
-    import bang_emu
-
-    path = Path(bang_emu.__file__).resolve().parent / "devices.json"
-    try:
-        return _normalise_table(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return {}
+    return _normalise_table(devices.load())
 
 
 def device_profile(device: str) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import Finding, SelfTest, eps_threshold, run_self_tests
+from grader.checks.base import CheckFinding, SelfTest, eps_threshold, run_self_tests
 
 EPSILON = 1e-9
 
@@ -33,11 +33,11 @@ def compute(actual: np.ndarray, expected: np.ndarray, dtype: str) -> dict[str, f
 
 
 def check(actual: np.ndarray, expected: np.ndarray, dtype: str = "float32",
-          limits: dict[str, float | None] | None = None) -> Finding:
+          limits: dict[str, float | None] | None = None) -> CheckFinding:
     limits = limits if limits is not None else {"diff1": 1e-5, "diff2": 1e-5}
     values = compute(actual, expected, dtype)
     over = [f"{k.upper()} {values[k]:.3g} > {v:g}" for k, v in limits.items() if v is not None and values[k] > v]
-    return Finding("accuracy", not over, "; ".join(over), values)
+    return CheckFinding("accuracy", not over, "; ".join(over), values)
 
 
 def _noisy(rel: float) -> tuple[np.ndarray, np.ndarray]:

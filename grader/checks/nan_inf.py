@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import Finding, SelfTest, run_self_tests
+from grader.checks.base import CheckFinding, SelfTest, run_self_tests
 
 
-def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclude: np.ndarray | None = None) -> Finding:
+def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclude: np.ndarray | None = None) -> CheckFinding:
     a, b = actual.astype(np.float64), expected.astype(np.float64)
     if mode == "loose":
         # Loose: only non-finite values where the reference is finite count (the other direction is forgiven).
@@ -18,7 +18,7 @@ def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclud
         bad &= ~exclude  # already blamed on another check (unwritten elements)
     count = int(bad.sum())
     message = f"{count} element(s) with NaN/Inf where the reference differs" if count else ""
-    return Finding("nan_inf", count == 0, message, {"nan_inf_mismatch": float(count)}, bad)
+    return CheckFinding("nan_inf", count == 0, message, {"nan_inf_mismatch": float(count)}, bad)
 
 
 def _with(value: float, in_actual: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -54,6 +54,7 @@ RULES: dict[str, str] = {
     "env_write": "changes the environment the emulator and the harness read",
     "protocol_path": "names a file of the grading protocol (/io, the trace or key file)",
     "grader_message": "imitates a message of the grader itself",
+    "harness_reach": "reaches into the grading harness or its callers (bang_harness, sys.modules, frames, gc)",
     "unscreened": "a source file too large to screen",
 }
 
@@ -75,8 +76,13 @@ PY_IDENTS: dict[str, str] = {
     "ptrace": "memory_protection", "process_vm_readv": "memory_protection",
     "process_vm_writev": "memory_protection",
     "putenv": "env_write", "unsetenv": "env_write",
+    # The harness times and records calls in the student's process: its frames and objects are in reach.
+    "_getframe": "harness_reach", "currentframe": "harness_reach", "f_back": "harness_reach",
+    "f_globals": "harness_reach", "f_locals": "harness_reach", "get_referrers": "harness_reach",
+    "get_objects": "harness_reach",
 }
-PY_MODULES: dict[str, str] = {"ctypes": "ctypes", "_ctypes": "ctypes", "cffi": "ctypes", "_cffi_backend": "ctypes"}
+PY_MODULES: dict[str, str] = {"ctypes": "ctypes", "_ctypes": "ctypes", "cffi": "ctypes", "_cffi_backend": "ctypes",
+                              "bang_harness": "harness_reach", "gc": "harness_reach"}
 ENV_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"})
 KERNEL_WORDS = frozenset({"__mlu_global__", "__mlu_func__", "__mlu_entry__", "__nram__", "__wram__",
                           "__mlu_shared__", "__mlu_device__", "__mlu_const__"})
@@ -268,7 +274,7 @@ def _screen_string(text: str, line: int, c_names: bool = False) -> list[_Hit]:
     if name in table and name not in ("asm", "__asm", "__asm__"):  # dlsym(h, "mprotect"), getattr(libc, "ptrace")
         hits.append(_Hit(table[name], line, name))
     if not c_names and name in PY_MODULES:  # __import__("ctypes"), importlib.import_module("cffi")
-        hits.append(_Hit("ctypes", line, name))
+        hits.append(_Hit(PY_MODULES[name], line, name))
     return hits
 
 
@@ -331,6 +337,8 @@ def screen_python(source: str) -> list[_Hit]:
                 hits.append(_Hit(PY_IDENTS[node.attr], line, node.attr))
             elif EMU_NAME.match(node.attr):
                 hits.append(_Hit("emu_interface", line, node.attr))
+            elif node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                hits.append(_Hit("harness_reach", line, "sys.modules"))
             elif node.attr in ENV_MUTATORS and _is_environ(node.value):
                 hits.append(_Hit("env_write", line, f"environ.{node.attr}"))
         elif isinstance(node, ast.Name):

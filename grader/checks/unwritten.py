@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import Finding, SelfTest, run_self_tests
+from grader.checks.base import CheckFinding, SelfTest, run_self_tests
 
 
 def mask(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return np.isnan(actual) & np.isfinite(expected)
 
 
-def check(actual: np.ndarray, expected: np.ndarray) -> Finding:
+def check(actual: np.ndarray, expected: np.ndarray) -> CheckFinding:
     bad = mask(actual.astype(np.float64), expected.astype(np.float64))
     count = int(bad.sum())
     fraction = count / bad.size if bad.size else 0.0
@@ -21,7 +21,7 @@ def check(actual: np.ndarray, expected: np.ndarray) -> Finding:
         first = [int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape)]
         message = (f"{count} of {bad.size} output elements were never written ({fraction:.1%}; still hold the NaN "
                    f"poison), first at index {first}")
-    return Finding("unwritten", count == 0, message, {"unwritten_fraction": fraction}, bad)
+    return CheckFinding("unwritten", count == 0, message, {"unwritten_fraction": fraction}, bad)
 
 
 def _partly(n_unwritten: int) -> tuple[np.ndarray, np.ndarray]:

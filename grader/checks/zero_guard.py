@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import Finding, SelfTest, run_self_tests
+from grader.checks.base import CheckFinding, SelfTest, run_self_tests
 
 
-def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> Finding:
+def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> CheckFinding:
     """`floor`: reference magnitudes below it may legitimately come back as zero and do not count."""
     a, b = actual.astype(np.float64), expected.astype(np.float64)
     finite = np.isfinite(a) & np.isfinite(b) & (np.abs(b) >= floor)
     ref_mass = float(np.abs(b[finite]).sum())
     out_mass = float(np.abs(a[finite]).sum())
     if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
-        return Finding("zero_guard", True)
-    return Finding("zero_guard", False,
+        return CheckFinding("zero_guard", True)
+    return CheckFinding("zero_guard", False,
                    f"the output is (almost) all zeros (sum|out| = {out_mass:.3g}, reference {ref_mass:.3g})")
 
 

@@ -7,8 +7,6 @@ Exit codes: 0 only when everything graded passed; 1 graded with failures; 2 usag
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +18,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from grader.orchestration import GradeOptions, grade_submission
+from grader.orchestration.build_cache import default_build_cache, prune_build_cache
 from grader.results import GradeResult, Verdict
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Autograder for Cambricon BANG C kernels.")
@@ -116,24 +115,6 @@ def exit_code(result: GradeResult) -> int:
     return 2 if result.verdict in (Verdict.INTERNAL_ERROR, Verdict.ENVIRONMENT_ERROR) else 1
 
 
-def default_build_cache() -> Path:
-    """Where `grade submit` keeps builds by content hash (a resubmission that changed only ops.py or
-    nothing at all is not rebuilt): $BANG_GRADER_BUILD_CACHE, else ~/.cache/bang-grader/builds."""
-    if os.environ.get("BANG_GRADER_BUILD_CACHE"):
-        return Path(os.environ["BANG_GRADER_BUILD_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bang-grader" / "builds"
-
-
-def prune_build_cache(cache: Path, keep: int = 64) -> None:
-    """Keeps the `keep` most recently used builds (an entry is a folder named by its key)."""
-    try:
-        entries = sorted((p for p in cache.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return
-    for stale in entries[keep:]:
-        shutil.rmtree(stale, ignore_errors=True)
-
-
 def _gradable_layout(submission: Path) -> bool:
     """Whether the submission gets as far as the sandbox: a layout error is reported without setting up."""
     from grader.layout import LayoutError, ModuleSyntaxError, inspect_submission
@@ -213,27 +194,31 @@ def batch(
              "(default: assignment.toml [similarity])")] = None,
     similarity: Annotated[bool, typer.Option("--similarity/--no-similarity",
                                              help="compare the students' code, for review")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="live progress bar on stderr")] = True,
+    entry: Annotated[str | None, typer.Option(hidden=True, help="tests: the grading function, module:function "
+                                                                "(a grader.batch.jobs.GradeFn)")] = None,
 ) -> None:
     """Grade a whole class, resumably (see grader.orchestration.batch)."""
     from grader.batch.similarity import SimilarityOptions
-    from grader.orchestration.batch import BatchError, run_batch
+    from grader.orchestration.batch import GRADE_ENTRY, BatchError, run_batch
 
     console = Console()
     _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
-    if not plan_only:
+    if not plan_only and entry is None:  # a test's grading function needs no sandbox set up
         _prepare(GradeOptions(backend=backend, sandbox=sandbox, batch=True), console,  # type: ignore[arg-type]
                  install=True)
     try:
         summary = run_batch(submissions, assignment, out, workers=workers, backend=backend, sandbox=sandbox,
                             force=force, seed=seed, device=device, build_cache=build_cache,
-                            job_timeout=job_timeout, plan_only=plan_only, image=image,
+                            job_timeout=job_timeout, plan_only=plan_only, image=image, progress=progress,
+                            entry=entry or GRADE_ENTRY,
                             similarity=SimilarityOptions(template=tuple(template or ()),
                                                          threshold=similarity_threshold, enabled=similarity))
     except BatchError as exc:
         console.print(f"[red]batch refused:[/] {exc}")
         raise typer.Exit(2) from exc
     for line in summary.lines():
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(0 if summary.worker_failures == 0 else 1)
 
 

@@ -19,7 +19,8 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
     who = result.student.name or result.student.id
     console.rule(f"{result.assignment} -- {who}")
     time_label = f"modelled ({result.device_profile})" if result.time_is_modelled else f"hardware ({result.device_profile})"
-    console.print(f"backend [bold]{result.backend}[/], times {time_label}, sandbox {result.sandbox}, "
+    console.print(f"layout [bold]{result.layout}[/], backend [bold]{result.backend}[/], times {time_label}, "
+                  f"sandbox {result.sandbox}, "
                   f"seed {result.seeds.master if result.seeds.master else 'secret #' + result.seeds.master_digest}")
     if result.build is not None and not result.build.ok:
         console.print("[bold red]compiler output:[/]")

@@ -22,17 +22,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import grader
+from grader.atomic_file import atomic_write_text
 from grader.batch.dashboard import write_dashboard
 from grader.batch.distributed import make_self_contained, write_kubernetes_job, write_plan
 from grader.batch.exports import ClassRow, write_exports
-from grader.batch.intake import IntakeError, IntakeLimits, Submission, collect_submissions
-from grader.batch.jobs import DEFAULT_ENTRY, GradeJob, failure_result
+from grader.batch.intake import IntakeError, IntakeLimits, StudentSubmission, collect_submissions
+from grader.batch.jobs import GradeJob, failure_result
 from grader.batch.pool import Slot, WorkerPool
 from grader.batch.similarity import SimilarityOptions, similarity_step
 from grader.batch.similarity import check_options as check_similarity_options
-from grader.batch.store import KeyParts, ResultStore, atomic_write_text, seed_digest
+from grader.batch.store import KeyParts, ResultStore, seed_digest
+from grader.orchestration.build_cache import default_build_cache
 from grader.results import GradeResult, Verdict
 
+GRADE_ENTRY = "grader.orchestration.batch:grade_batch_job"  # the GradeFn real batches run (a test resolves it)
 BREAKER_FAILURES = 4  # consecutive grader failures from the start that stop the batch
 UNSANDBOXED = ("none", "process", "bwrap")  # bwrap has no cgroup limits: self-checks only
 
@@ -71,6 +74,20 @@ class BatchSummary:
         out += [f"{name}: {path}" for name, path in self.outputs.items()]
         out += [f"note: {n}" for n in self.notes]
         return out
+
+
+def grade_batch_job(job: GradeJob, work_dir: Path) -> GradeResult:
+    """The batch's GradeFn: grade_submission on the job's submission with the job's settings."""
+    from grader.orchestration.options import GradeOptions
+    from grader.orchestration.pipeline import grade_submission
+
+    options = GradeOptions(
+        assignment=job.assignment, backend=job.backend, device=job.device,
+        sandbox=job.sandbox,  # type: ignore[arg-type]
+        seed_mode=job.seed_mode, seed=job.seed, out_dir=work_dir,
+        build_cache=Path(job.build_cache) if job.build_cache else None, batch=True,
+    )
+    return grade_submission(Path(job.submission), options)
 
 
 # ------------------------------------------------------------------------------------------- settings
@@ -164,10 +181,10 @@ def _progress_bar(total: int):  # noqa: ANN202 - (rich Progress, task id)
     return bar, bar.add_task("", total=total)
 
 
-def _plan(store: ResultStore, subs: list[Submission], *, assignment: str, spec_hash: str, backend: str,
+def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str, spec_hash: str, backend: str,
           device: str | None, sandbox: str, seed_mode: str, seed: str, cache: Path,
-          entry: str) -> dict[str, tuple[Submission, GradeJob]]:
-    plan: dict[str, tuple[Submission, GradeJob]] = {}
+          entry: str) -> dict[str, tuple[StudentSubmission, GradeJob]]:
+    plan: dict[str, tuple[StudentSubmission, GradeJob]] = {}
     for sub in subs:
         parts = KeyParts(student_id=sub.student_id, assignment=assignment, content_hash=sub.content_hash,
                          spec_hash=spec_hash, grader_version=grader.__version__, backend=backend,
@@ -187,13 +204,15 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
               backend: str = "emu", sandbox: str = "auto", force: bool = False, seed: str | None = None,
               progress: bool = True, device: str | None = None, build_cache: Path | None = None,
               job_timeout: float = 1800.0, limits: IntakeLimits | None = None, plan_only: bool = False,
-              image: str | None = None, entry: str = DEFAULT_ENTRY,
+              image: str | None = None, entry: str = GRADE_ENTRY,
               similarity: SimilarityOptions | None = None) -> BatchSummary:
     """Grades every submission under `submissions` for `assignment` into `out_dir` (see module doc).
 
     `plan_only`: grade nothing here; write DIR/plan.jsonl and a Kubernetes Indexed Job (DIR/k8s-job.json,
     container `image`) that grades the pending jobs on a cluster; rerun without it to collect and export.
     `similarity`: the code-similarity step's template folders and threshold (default: on, the assignment's).
+    `entry`: the grading function the workers run ("module:function", a grader.batch.jobs.GradeFn); tests
+    pass a quick one, and then the machine checks (preflight, container sweep) are skipped.
     Raises BatchError when the batch cannot start; a broken submission or worker never raises, it
     becomes that student's result."""
     started = time.monotonic()
@@ -215,10 +234,12 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     except IntakeError as exc:
         raise BatchError(str(exc)) from exc
     slots = [] if plan_only else device_slots(backend, workers, device)
-    if not plan_only and entry == DEFAULT_ENTRY:
+    if not plan_only and entry == GRADE_ENTRY:
         preflight(backend, sandbox, device)
         sweep_dead_workers_containers()
-    cache = (build_cache or store.root / "build-cache").resolve()
+    # The same content-keyed cache as `grade submit` (a student's self-check build is reused); a cluster plan
+    # keeps it in the batch folder, which its pods share.
+    cache = (build_cache or (store.root / "build-cache" if plan_only else default_build_cache())).resolve()
     cache.mkdir(parents=True, exist_ok=True)
     if not plan_only:
         for leftover in store.runs_dir.glob("*.partial-*"):
@@ -250,7 +271,7 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
                                                          parallelism=workers or 4, image=image))
     elif to_grade:
         graded, failures = _grade(store, to_grade, slots, job_timeout=job_timeout, progress=progress)
-        if failures and entry == DEFAULT_ENTRY:
+        if failures and entry == GRADE_ENTRY:
             sweep_dead_workers_containers()
     grading_seconds = time.monotonic() - started
 

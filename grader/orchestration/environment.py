@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from grader.backends import get_backend
-from grader.backends.base import Backend as BackendImpl
+from grader.backends.base import Backend
 from grader.orchestration.options import GradeOptions
 from grader.sandbox.base import Phase, Runner
 from grader.sandbox.select import SandboxRefused, select_runner
@@ -29,10 +29,12 @@ class UnavailableError(Exception):
 
 
 @dataclass
-class Backend:
+class ResolvedBackend:
+    """A backend picked for one grading run: its implementation with the device resolved."""
+
     name: Literal["emu", "mlu"]
     device: str
-    impl: BackendImpl
+    impl: Backend
 
     @property
     def time_source(self) -> Literal["modelled", "hardware"]:
@@ -57,7 +59,7 @@ class Backend:
         return self.impl.toolchain_version()
 
 
-def resolve_backend(options: GradeOptions) -> Backend:
+def resolve_backend(options: GradeOptions) -> ResolvedBackend:
     try:
         impl = get_backend(options.backend)
         ok, why = impl.available()
@@ -66,10 +68,10 @@ def resolve_backend(options: GradeOptions) -> Backend:
         device = impl.resolve_device(options.device)
     except ValueError as exc:
         raise UnavailableError(str(exc)) from exc
-    return Backend(name=options.backend, device=device, impl=impl)
+    return ResolvedBackend(name=options.backend, device=device, impl=impl)
 
 
-def resolve_runner(options: GradeOptions, backend: Backend) -> Runner:
+def resolve_runner(options: GradeOptions, backend: ResolvedBackend) -> Runner:
     card = int(backend.device) if backend.name == "mlu" and backend.device.isdigit() else None
     try:
         return select_runner(options.sandbox, batch=options.batch, backend=backend.name, mlu_card=card)

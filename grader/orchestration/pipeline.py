@@ -8,6 +8,7 @@ of the grader itself becomes Verdict.INTERNAL_ERROR with the traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -25,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bang_harness.plan import BUILD_PLAN_FILE, BuildPlan
 from bang_harness.protocol import KEY_BYTES, KEY_FILE, ErrorKind, ExitCode
 
 from grader import __version__
+from grader.atomic_file import atomic_write_text
 from grader.backends import get_backend
 from grader.checks.integrity import CallIntegrity, HostFacts, KernelSymbols, device_profile
 from grader.checks.requirements import check_requirements
@@ -36,15 +39,24 @@ from grader.layout import (
     LayoutError,
     ModuleSyntaxError,
     Submission,
+    bind_entry,
     check_entry_functions,
     inspect_submission,
+    offers,
     resolve_entries,
     stage_keys,
 )
-from grader.orchestration.environment import Backend, UnavailableError, resolve_backend, resolve_runner
+from grader.orchestration import build_cache
+from grader.orchestration.environment import (
+    ResolvedBackend,
+    UnavailableError,
+    resolve_backend,
+    resolve_runner,
+)
 from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry, judge_call, modelled_samples
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.trace_summary import read_trace
+from grader.programs.spec import is_programs_assignment, programs_assignment_for
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -60,6 +72,7 @@ from grader.results import (
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
 from grader.sandbox.capped import UntrustedFileError, load_npy_expected, read_bytes_capped, read_json_capped
 from grader.sandbox.docker_runner import SandboxError
+from grader.sandbox.images import emu_image_tag
 from grader.sandbox.layout import sandbox_user
 from grader.scoring import decide_stage, group_scores, load_thresholds, summarise
 from grader.scoring.timing import MAX_ROUNDS, settled
@@ -94,7 +107,14 @@ def grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
     """Grade one submission; never raises for anything the submission does (see module docstring)."""
     grading = _Grading(Path(submission), options)
     try:
-        result = grading.run()
+        programs = options.assignment if options.assignment and is_programs_assignment(options.assignment) \
+            else None if options.assignment else programs_assignment_for(Path(submission))
+        if programs:  # a folder of lab programs with their own main()
+            from grader.programs.grade import grade_programs
+
+            result = grade_programs(Path(submission), dataclasses.replace(options, assignment=programs))
+        else:
+            result = grading.run()
     except Exception:  # noqa: BLE001 -- a grader bug must still produce a result document
         message = "the grader failed (not your fault):\n" + traceback.format_exc()
         try:
@@ -107,11 +127,7 @@ def grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
 
 
 def write_result(result: GradeResult, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(result.to_json(), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, result.to_json())
 
 
 def submission_hash(root: Path) -> str:
@@ -144,8 +160,10 @@ class _Grading:
         self.seeds = SeedPlan.create(options.seed_mode, options.seed)
         self.spec: AssignmentSpec | None = None
         self.student = Student()
-        self.backend: Backend | None = None
+        self.backend: ResolvedBackend | None = None
         self.runner_name = options.sandbox
+        self.layout = "unknown"  # set once inspect_submission recognises one (grader/project_layouts.py)
+        self.build_plan: BuildPlan | None = None
         self.build: BuildInfo | None = None
         self.cases: list[CaseResult] = []
         self.stages: list[StageResult] = []
@@ -189,6 +207,7 @@ class _Grading:
             cases=self.cases,
             stages=self.stages,
             build=self.build,
+            layout=self.layout,
             integrity=self.integrity,
             seeds=self.seeds.record(),
             versions=self._versions(),
@@ -209,9 +228,11 @@ class _Grading:
         self.progress("checking the layout", 0.0)
         try:
             submission = inspect_submission(self.root)
+            self.layout, self.build_plan = submission.layout, submission.plan
             self.student = submission.student
-            self.notes += submission.warnings
             self.spec = self._load_spec(submission)
+            submission = bind_entry(submission, self.spec)
+            self.notes += submission.warnings
             entries = resolve_entries(submission, self.spec, stage_keys(self._all_specs()))
             stages = self._selected_stages()
             needed: dict[str, list[str]] = {}
@@ -221,6 +242,7 @@ class _Grading:
             # On the host, before anything is built: escape hatches in the sources (checks/screening.py).
             self.screening = screen_submission(self.root, self.spec)
         except LayoutError as exc:
+            self.layout = exc.layout or self.layout
             self.spec = self.spec or self._guess_spec()
             return self.finish(Verdict.UNGRADABLE_LAYOUT, str(exc))
         except ModuleSyntaxError as exc:
@@ -241,7 +263,7 @@ class _Grading:
         try:
             if keep:
                 self.notes.append(f"work folder kept: {work}")
-            build_dir = self._build_dir(work)
+            build_dir = self._build_dir(work, submission)
             verdict = self._build(runner, submission, build_dir, work)
             if verdict is not None:
                 return verdict
@@ -290,8 +312,7 @@ class _Grading:
             except SpecError as exc:
                 raise LayoutError(f"grade.toml: assignment {submission.assignment!r} is unknown (known: "
                                   f"{', '.join(available_assignments())})", show_layout=False) from exc
-        source = submission.module_path.read_text(encoding="utf-8", errors="replace")
-        fits = [s for s in self._all_specs() if f"def {s.entry}(" in source]
+        fits = [s for s in self._all_specs() if offers(submission, s.entry)]
         if len(fits) == 1:
             return fits[0]
         known = ", ".join(available_assignments())
@@ -309,28 +330,38 @@ class _Grading:
         return names
 
     # -- build -----------------------------------------------------------------------------------------
-    def _build_dir(self, work: Path) -> Path:
+    def _build_dir(self, work: Path, submission: Submission) -> Path:
         if self.options.build_cache is None:
             path = work / "build"
-        else:
-            assert self.backend is not None
-            # The image tag hashes the harness and emulator sources: a new toolchain never reuses an old build.
-            recipe = f"{submission_hash(self.root)}|{self.backend.name}|{self.backend.toolchain()}|{self.image}|{__version__}"
-            key = hashlib.sha256(recipe.encode()).hexdigest()
-            path = Path(self.options.build_cache) / key[:32]
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        assert self.backend is not None
+        # Without an image (process, bwrap runners) the harness and emulator run from these sources: their
+        # hash (the tag an image of them would have) stands in for the image's.
+        toolchain = f"{self.backend.toolchain()}|{self.image or emu_image_tag()}|{__version__}"
+        plan = self.build_plan.to_json() if self.build_plan is not None else submission.extension
+        key = build_cache.build_key(self.root, plan, self.backend.name, self.backend.env, toolchain)
+        return build_cache.entry(Path(self.options.build_cache), key)
 
     def _build(self, runner: Runner, submission: Submission, build_dir: Path, work: Path) -> GradeResult | None:
+        if self.options.build_cache is None:
+            return self._compile(runner, build_dir, work)
+        with build_cache.build_lock(build_dir):  # a parallel grading of the same sources builds it once
+            cached = _read_json(build_dir / "build.json")
+            if cached and cached.get("ok") is True:
+                self.build = BuildInfo(ok=True, toolchain=str(cached.get("toolchain", "")), cached=True,
+                                       duration_seconds=float(cached.get("seconds", 0.0) or 0.0),
+                                       cache_key=build_dir.name)
+                return None
+            return self._compile(runner, build_dir, work)
+
+    def _compile(self, runner: Runner, build_dir: Path, work: Path) -> GradeResult | None:
         assert self.backend is not None and self.spec is not None
-        cached = _read_json(build_dir / "build.json")
-        if cached and cached.get("ok") is True and self.options.build_cache is not None:
-            self.build = BuildInfo(ok=True, toolchain=str(cached.get("toolchain", "")), cached=True,
-                                   duration_seconds=float(cached.get("seconds", 0.0) or 0.0), cache_key=build_dir.name)
-            return None
         self.progress("building the extension", 0.05)
         io = work / "io-build"
         io.mkdir()
+        if self.build_plan is not None:  # the sources the layout names (grader/project_layouts.py)
+            (io / BUILD_PLAN_FILE).write_text(self.build_plan.to_json(), encoding="utf-8")
         outcome = runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
                              Mounts(submission=self.root.resolve(), build=build_dir, io=io),
                              Limits(wall_seconds=self.spec.build_timeout_seconds), env=dict(self.backend.env))

@@ -1,47 +1,36 @@
-"""Device peak figures for the roofline, when the results document does not carry its own.
+"""Device peak figures for the report's roofline chart, when the results document does not carry its own.
 
-The figures are the published MLU370 parameters (memory bandwidth, fp32 tensor ops per cycle per core,
-vector-unit width) at the clock the course lab ran at (1.0 GHz). The report always shows `source`, so a
-reader knows a roof is a paper figure and not a measurement.
+The roofs are the device's figures in the one device table (sandbox/bang_emu/devices.json, the ones the cost
+model runs with: for the MLU370-X8 the published rates at the clock the course lab ran at, 1.0 GHz). The
+report always shows `source`, so a reader knows a roof is a paper figure and not a measurement.
 """
 
 from __future__ import annotations
 
+from bang_emu import devices
+
 from grader.results import DevicePeaks, GradeResult
 
-_LAB_CLOCK_GHZ = 1.0
-_TENSOR_OPS_PER_CYCLE = 2 * 384  # fp32 x fp32 __bang_matmul, per core
-_VECTOR_FP32_LANES = 128 // 4  # 128 B/cycle vector unit
 
-
-def _mlu370(cores: int, gbps: float, note: str) -> DevicePeaks:
+def _table_peaks(device: str, figures: dict[str, float]) -> DevicePeaks:
+    ghz = figures["clock_mhz"] / 1e3
+    cores = int(figures["cores"])
+    source = devices.published(device).get("source", "")
     return DevicePeaks(
-        gdram_gbps=gbps,
-        tensor_gflops=_TENSOR_OPS_PER_CYCLE * cores * _LAB_CLOCK_GHZ,
-        vector_gflops=_VECTOR_FP32_LANES * cores * _LAB_CLOCK_GHZ,
-        clock_ghz=_LAB_CLOCK_GHZ,
+        gdram_gbps=figures["gdram_gbps"],
+        tensor_gflops=figures["tensor_ops_per_cycle_fp32"] * cores * ghz,
+        vector_gflops=figures["vector_bytes_per_cycle"] / 4 * cores * ghz,  # fp32 lanes
+        clock_ghz=ghz,
         cores=cores,
-        source=f"published MLU370 figures at {_LAB_CLOCK_GHZ:.1f} GHz{note}",
+        source=f"devices.json at {ghz:.1f} GHz; {source}",
     )
 
 
-DEVICE_PEAKS: dict[str, DevicePeaks] = {
-    "mlu370-x8": _mlu370(16, 307.2, ""),
-    # X4 and M8 share the MLU370 core; their core counts are not published per SKU, so the X8's are assumed.
-    "mlu370-x4": _mlu370(16, 307.2, " (X8 core count assumed)"),
-    "mlu370-m8": _mlu370(16, 307.2, " (X8 core count assumed)"),
-    "mlu270": DevicePeaks(
-        gdram_gbps=102.4,
-        vector_gflops=_VECTOR_FP32_LANES * 16 * _LAB_CLOCK_GHZ,
-        clock_ghz=_LAB_CLOCK_GHZ,
-        cores=16,
-        source="published MLU270 bandwidth; no fp32 tensor peak is published",
-    ),
-}
+DEVICE_PEAKS: dict[str, DevicePeaks] = {name: _table_peaks(name, f) for name, f in devices.load().items()}
 
 
 def device_peaks(result: GradeResult) -> DevicePeaks | None:
-    """The peaks to draw: the ones the grading run recorded, else this module's table, else none."""
+    """The peaks to draw: the ones the grading run recorded, else the device table's, else none."""
     if result.device_peaks is not None:
         return result.device_peaks
     return DEVICE_PEAKS.get(result.device_profile.lower())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.reporting.advice import SNIPPET_ASYNC, SNIPPET_TASKS, advice_for
 from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding
 from grader.results import GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
 
@@ -51,10 +52,6 @@ def _staged_on_chip(trace: TraceSummary) -> bool:
     return loads > 0 or _uses(trace, "memcpy")
 
 
-def _is_matmul(stage: StageResult, trace: TraceSummary) -> bool:
-    return "matmul" in f"{stage.name} {stage.entry} {trace.kernel}".lower()
-
-
 def _task_count(trace: TraceSummary) -> int:
     x, y, z = trace.dim
     return x * y * z
@@ -74,33 +71,6 @@ __memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
 /* compute on buf[0..len) */
 __memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);"""
 
-_SNIPPET_SIGMOID = """\
-__memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
-__bang_active_sigmoid(buf, buf, len_aligned);   // one vector op per chunk
-__memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);"""
-
-_SNIPPET_MATMUL = """\
-__memcpy(left_nram, left, M * N * sizeof(float), GDRAM2NRAM);
-__memcpy(right_wram, right, N * K * sizeof(float), GDRAM2WRAM);
-__bang_matmul(out_nram, left_nram, right_wram, M, N, K);  // tensor unit
-__memcpy(out, out_nram, M * K * sizeof(float), NRAM2GDRAM);"""
-
-_SNIPPET_TASKS = """\
-int per_task = rows / taskDim, extra = rows % taskDim;
-int start = taskId * per_task + min(taskId, extra);
-int count = per_task + (taskId < extra ? 1 : 0);
-// host: cnrtDim3_t dim = {16, 1, 1};  kernel<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(...)"""
-
-_SNIPPET_ASYNC = """\
-__memcpy_async(buf[0], src, bytes, GDRAM2NRAM);           // prologue
-for (int i = 0; i < n_tiles; ++i) {
-  __sync_io();                                            // tile i is in buf[i % 2]
-  if (i + 1 < n_tiles) __memcpy_async(buf[(i + 1) % 2], src + next, bytes, GDRAM2NRAM);
-  compute(buf[i % 2]);                                    // overlaps the next load
-  __memcpy_async(dst + cur, buf[i % 2], bytes, NRAM2GDRAM);
-}
-__sync_io();"""
-
 _SNIPPET_SRAM = """\
 // launch {4, clusters, 1} with CNRT_FUNC_TYPE_UNION1; the memory core loads once per cluster
 __mlu_shared__ float right_sram[N * K];
@@ -110,20 +80,21 @@ if (__is_ipu()) { __memcpy(right_wram, right_sram, bytes, SRAM2WRAM); /* ... */ 
 
 
 def next_step_for_stage(
-    stage: StageResult, device_cores: int | None = None, submission_root: str | None = None
+    stage: StageResult, device_cores: int | None = None, submission_root: str | None = None,
+    assignment: str | None = None,
 ) -> NextStep | None:
-    """The trace-derived next change for a correct but slow stage; None without a trace."""
+    """The trace-derived next change for a correct but slow stage; None without a trace. `assignment` names
+    the spec whose [feedback] text (e.g. which builtin to use) replaces the generic."""
     trace = stage.trace
     if trace is None:
         return None
     base = {"stage": stage.name, "stage_title": stage.title}
     errors = [d for d in trace.diagnostics if d.severity == "error"]
     if errors:
-        return _from_finding(diagnostic_finding(errors[0], submission_root), stage)
+        return _from_finding(diagnostic_finding(errors[0], submission_root, assignment), stage)
 
     scalar = _share(trace, "scalar")
     io_wait = _share(trace, "io", "wait")
-    matmul = _is_matmul(stage, trace)
     tasks = _task_count(trace)
 
     if scalar >= 0.5 and not _staged_on_chip(trace):
@@ -136,13 +107,14 @@ def next_step_for_stage(
             **base,
         )
     if scalar >= 0.5 and not _uses_compute_builtin(trace):
-        builtin = "__bang_matmul (left in NRAM, right in WRAM)" if matmul else "__bang_active_sigmoid"
+        builtin = advice_for("use_builtin", assignment)
+        assert builtin is not None
         return NextStep(
             rule="use_builtin",
-            action=f"Replace the scalar loop with {builtin}",
+            action=builtin.action,
             why=f"The data is on chip, but {_pct(scalar)} of the modelled time is still scalar code: one element "
-            f"per instruction where the {'tensor' if matmul else 'vector'} unit does a whole tile.",
-            snippet=_SNIPPET_MATMUL if matmul else _SNIPPET_SIGMOID,
+            "per instruction where the vector or tensor unit does a whole tile.",
+            snippet=builtin.snippet,
             **base,
         )
     if tasks == 1 and trace.cores_used <= 1 and (device_cores or 16) > 1:
@@ -151,7 +123,7 @@ def next_step_for_stage(
             action="Split the rows over taskDim and launch one task per core",
             why=f"The kernel ran as a single task on one core (dim {list(trace.dim)}); the device has "
             f"{device_cores or 16} cores, so the others idle.",
-            snippet=_SNIPPET_TASKS,
+            snippet=SNIPPET_TASKS,
             **base,
         )
     if io_wait >= 0.5 and not _uses(trace, "memcpy_async"):
@@ -160,12 +132,12 @@ def next_step_for_stage(
             action="Double-buffer with __memcpy_async so loads overlap compute",
             why=f"IO and waiting take {_pct(io_wait)} of the modelled time and every copy is synchronous: the "
             "compute units idle while each tile moves.",
-            snippet=_SNIPPET_ASYNC,
+            snippet=SNIPPET_ASYNC,
             **base,
         )
-    if matmul and trace.func_type.upper() == "BLOCK" and io_wait >= 0.4:
-        right_loads = trace.bytes_moved.get("GDRAM2WRAM", 0)
-        moved = f" ({_fmt_bytes(right_loads)} GDRAM->WRAM in total)" if right_loads else ""
+    right_loads = trace.bytes_moved.get("GDRAM2WRAM", 0)  # each task loads the shared (right) operand itself
+    if right_loads and trace.func_type.upper() == "BLOCK" and io_wait >= 0.4:
+        moved = f" ({_fmt_bytes(right_loads)} GDRAM->WRAM in total)"
         return NextStep(
             rule="sram_staging",
             action="Stage the shared right matrix in SRAM once per cluster (UNION1 launch)",
@@ -196,42 +168,6 @@ def next_step_for_stage(
     )
 
 
-_SNIPPET_REMAINDER = """\
-for (int start = 0; start < n; start += CHUNK) {
-  int len = n - start < CHUNK ? n - start : CHUNK;   // the last piece is shorter
-  __memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
-  /* compute on buf[0..len) */
-  __memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);
-}"""
-
-_SNIPPET_FP16_SUM = """\
-float sum = 0.0f;                        // not T: a half sum rounds at every addition
-for (int k = 0; k < K; ++k) sum += (float)a[i * K + k] * (float)b[k * N + j];
-c[i * N + j] = (half)sum;                // one rounding, when the result is final"""
-
-_SNIPPET_DTYPE_DISPATCH = """\
-// binding: choose the kernel by the tensor's dtype instead of casting everything to float*
-if (x.scalar_type() == at::kHalf) {
-  kernel_entry(queue, reinterpret_cast<half *>(y_ptr), reinterpret_cast<half *>(x_ptr), n);
-} else {
-  kernel_entry(queue, reinterpret_cast<float *>(y_ptr), reinterpret_cast<float *>(x_ptr), n);
-}
-// .mlu: instantiate the template for both types
-template void kernel_entry(cnrtQueue_t, float *, float *, int);
-template void kernel_entry(cnrtQueue_t, half *, half *, int);"""
-
-_FIX_SNIPPETS = {
-    "fp16_float_pointers": _SNIPPET_DTYPE_DISPATCH,
-    "fp16_only": _SNIPPET_FP16_SUM,
-    "tail_only": _SNIPPET_REMAINDER,
-    "gdram_oob_write": _SNIPPET_REMAINDER,
-    "gdram_oob_read": _SNIPPET_REMAINDER,
-    "gdram_out_of_bounds": _SNIPPET_REMAINDER,
-    "unwritten_output": _SNIPPET_TASKS,
-    "async_hazard": _SNIPPET_ASYNC,
-}
-
-
 def is_too_slow(stage: StageResult) -> bool:
     """Correct, timed, and slower than its threshold (a stage without a threshold is not judged on speed)."""
     if stage.verdict == Verdict.TOO_SLOW:
@@ -249,7 +185,7 @@ def _from_finding(finding: Finding, stage: StageResult | None = None) -> NextSte
         stage=stage.name if stage else None,
         stage_title=stage.title if stage else None,
         location=finding.location,
-        snippet=_FIX_SNIPPETS.get(finding.kind),
+        snippet=finding.snippet,
         finding=finding,
     )
 
@@ -291,7 +227,7 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
         return _from_finding(failing_outside[0])
     for stage in result.stages:
         if is_too_slow(stage):
-            derived = next_step_for_stage(stage, cores, result.submission_path)
+            derived = next_step_for_stage(stage, cores, result.submission_path, result.assignment)
             if derived is not None:
                 return derived
             if stage.next_step:

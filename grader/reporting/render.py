@@ -100,7 +100,7 @@ def _group_views(result: GradeResult) -> list[CaseGroupView]:
     order = [g.name for g in result.groups] + [c.group for c in result.cases if c.group not in scores]
     views = []
     for name in dict.fromkeys(order):
-        cases = [(c, case_kind(c), case_hint(c)) for c in result.cases if c.group == name]
+        cases = [(c, case_kind(c), case_hint(c, result.assignment)) for c in result.cases if c.group == name]
         if cases or name in scores:
             views.append(CaseGroupView(name, scores.get(name), cases))
     return views
@@ -115,7 +115,7 @@ def _stage_views(result: GradeResult, quoted: set[tuple[str | None, int | None]]
         trace = stage.trace
         diags = []
         for diag in trace.diagnostics if trace else []:
-            finding = diagnostic_finding(diag, root)
+            finding = diagnostic_finding(diag, root, result.assignment)
             key = (finding.location.file, finding.location.line) if finding.location else (None, None)
             diags.append((finding, None if key in quoted else excerpt_at(result, finding.location)))
             quoted.add(key)

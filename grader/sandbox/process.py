@@ -20,40 +20,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome
 from grader.sandbox.layout import check_mounts, sandbox_env
+from grader.sandbox.watch import OutputTail
 
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 PASSED_THROUGH_ENV = ("PATH", "NEUWARE_HOME", "LD_LIBRARY_PATH", "MLU_VISIBLE_DEVICES", "BANG_EMU_CACHE")
 DRAIN_SECONDS = 1.0  # after the group is killed, how long to wait for pipes held open by escaped processes
-
-
-class TailBuffer:
-    """Keeps the last `cap` bytes of a stream."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.chunks: deque[bytes] = deque()
-        self.kept = 0
-        self.received = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.chunks.append(chunk)
-        self.kept += len(chunk)
-        self.received += len(chunk)
-        while self.kept - len(self.chunks[0]) >= self.cap:
-            self.kept -= len(self.chunks.popleft())
-
-    @property
-    def dropped(self) -> int:
-        return max(0, self.received - self.cap)
-
-    def text(self) -> str:
-        return b"".join(self.chunks)[-self.cap:].decode("utf-8", "replace")
 
 
 def _import_roots() -> list[str]:
@@ -188,7 +164,7 @@ class ProcessRunner:
             shutil.rmtree(scratch, ignore_errors=True)
             return RunOutcome(exit_code=None, wall_seconds=0.0, stderr_tail=f"cannot start {argv[0]}: {exc}",
                               notes=notes)
-        stdout, stderr = TailBuffer(limits.log_bytes), TailBuffer(limits.log_bytes)
+        stdout, stderr = OutputTail(limits.log_bytes), OutputTail(limits.log_bytes)
         timed_out = self._pump(proc, {proc.stdout: stdout, proc.stderr: stderr},
                                started + limits.wall_seconds)
         returncode = proc.wait()
@@ -231,7 +207,7 @@ class ProcessRunner:
                 for key, _ in selector.select(timeout=max(0.0, min(wait, 0.25))):
                     chunk = os.read(key.fd, 65536)
                     if chunk:
-                        buffers[key.fileobj].add(chunk)
+                        buffers[key.fileobj].feed(chunk)
                     else:
                         selector.unregister(key.fileobj)
         for stream in buffers:

@@ -16,9 +16,11 @@ NOTE_DISK_QUOTA = "disk_quota_exceeded"
 
 
 class OutputTail:
-    """Keeps the last `keep_bytes` of a stream and counts the total; calls `on_flood` once past `flood_bytes`."""
+    """The one output tail of the runners: keeps the last `keep_bytes` of a stream and counts the total; calls
+    `on_flood` once past `flood_bytes` (no trip-wire without one: the process runner has its own deadline)."""
 
-    def __init__(self, keep_bytes: int, flood_bytes: int, on_flood: Callable[[], None]) -> None:
+    def __init__(self, keep_bytes: int, flood_bytes: int | None = None,
+                 on_flood: Callable[[], None] | None = None) -> None:
         self._chunks: deque[bytes] = deque()
         self._kept = 0
         self.keep_bytes = keep_bytes
@@ -35,13 +37,18 @@ class OutputTail:
             self._kept += len(self._chunks[-1])
             while self._kept - len(self._chunks[0]) >= self.keep_bytes:
                 self._kept -= len(self._chunks.popleft())
-            trip = not self.flooded and self.total > self.flood_bytes
+            trip = self.flood_bytes is not None and not self.flooded and self.total > self.flood_bytes
             if trip:
                 self.flooded = True
-        if trip:
+        if trip and self._on_flood is not None:
             # Not in this thread: it must keep draining the stream, or the daemon blocks on the writer and
             # the kill waits for it (seen with docker attach).
             threading.Thread(target=self._on_flood, daemon=True, name="sandbox-flood-kill").start()
+
+    @property
+    def dropped(self) -> int:
+        """Bytes received but no longer kept (the start of a long output)."""
+        return max(0, self.total - self.keep_bytes)
 
     def text(self) -> str:
         with self._lock:

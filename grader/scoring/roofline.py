@@ -1,13 +1,18 @@
 """Roofline floor: the least time any correct kernel needs (bytes over peak bandwidth, flops over peak).
 
 A measured time under the floor is physically impossible on that device, so it is flagged and never
-rewarded (a forged or cached result, or a cost-model gap worth reporting). Peaks are the published
-figures (calibration.md) rounded *up* -- the floor must be a lower bound, never a hurdle for honest code.
+rewarded (a forged or cached result, or a cost-model gap worth reporting). The peaks come from the one device
+table (sandbox/bang_emu/devices.json, via bang_emu.devices, standard library only): per figure the higher of
+the published card's and the cost model's, so the floor is a lower bound for both, never a hurdle for honest
+code (tests/test_roofline_devices.py checks it against the model).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+
+from bang_emu import devices
 
 from grader.spec.references import Work
 
@@ -19,27 +24,24 @@ class DevicePeaks:
     vector_gops: dict[str, float]  # vector unit, elementwise ops
 
 
-def _card(cores: int, ghz: float, gbps: float, tensor_fp32: int, tensor_fp16: int) -> DevicePeaks:
-    # Vector unit: 128 B/cycle/core (DEVGUIDE), i.e. 32 fp32 or 64 fp16 lanes.
+@cache
+def device_peaks(device: str) -> DevicePeaks | None:
+    """The whole card's peaks at its top clock; None for a device the table does not know."""
+    figures = devices.peaks(device)
+    if figures is None:
+        return None
+    scale = figures["cores"] * figures["clock_mhz"] / 1e3  # giga-cycles per second over the card
+    lanes = figures["vector_bytes_per_cycle"]  # vector unit: one element per lane and cycle
     return DevicePeaks(
-        gdram_gbps=gbps,
-        tensor_gops={"float32": cores * ghz * tensor_fp32, "float16": cores * ghz * tensor_fp16},
-        vector_gops={"float32": cores * ghz * 32, "float16": cores * ghz * 64},
+        gdram_gbps=figures["gdram_gbps"],
+        tensor_gops={"float32": scale * figures["tensor_ops_per_cycle_fp32"],
+                     "float16": scale * figures["tensor_ops_per_cycle_fp16"]},
+        vector_gops={"float32": scale * lanes / 4, "float16": scale * lanes / 2},
     )
 
 
-# MLU370: fp32xfp32 2x384, fp16xfp16 2x1536 ops/cycle/core; X8 16 cores up to 1.3 GHz, 307.2 GB/s.
-PEAKS: dict[str, DevicePeaks] = {
-    "mlu370-x8": _card(16, 1.3, 307.2, 768, 3072),
-    "mlu370-x4": _card(8, 1.0, 307.2, 768, 3072),
-    "mlu370-m8": _card(16, 1.3, 307.2, 768, 3072),
-    # MLU270 has no fp32 tensor path; its int16 peak (2x2048) bounds anything a kernel could do there.
-    "mlu270": _card(16, 1.0, 102.4, 4096, 4096),
-}
-
-
 def floor_us(work: Work, dtype: str, device: str) -> float | None:
-    peaks = PEAKS.get(device)
+    peaks = device_peaks(device)
     if peaks is None:
         return None
     io_us = work.bytes_moved / (peaks.gdram_gbps * 1e3)

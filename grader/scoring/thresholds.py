@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from grader import __version__
+from grader.atomic_file import atomic_write_text
 from grader.spec.loader import assignment_dir
 from grader.spec.models import AssignmentSpec
 
@@ -74,7 +75,6 @@ def compute_thresholds(spec: AssignmentSpec, reference_us: dict[str, float]) -> 
 def write_thresholds(spec: AssignmentSpec, backend: str, device: str, stages: dict[str, StageThreshold],
                      time_source: str, notes: dict[str, str] | None = None, root: Path | None = None) -> Path:
     path = thresholds_path(spec, backend, device, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         f"# Written by `grade calibrate` ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, grader {__version__}).",
         "# threshold_us = reference_us x stage slack, capped at the geometric mean with the previous stage's",
@@ -92,7 +92,4 @@ def write_thresholds(spec: AssignmentSpec, backend: str, device: str, stages: di
         if notes and name in notes:
             lines.append(f'reference = "{notes[name]}"')
         lines.append("")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, "\n".join(lines))

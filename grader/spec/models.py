@@ -188,6 +188,29 @@ class SimilaritySpec(_Strict):
         return self
 
 
+class AdviceText(_Strict):
+    """An assignment's own text for one finding kind; each field given replaces the generic one."""
+
+    title: str | None = None
+    advice: str | None = None
+    action: str | None = None
+    snippet: str | None = None
+    case_hint: str | None = None
+
+
+class FeedbackSpec(_Strict):
+    """What the report says about this assignment beyond the generic advice (grader/reporting/advice.py)."""
+
+    tail_groups: list[str] = Field(
+        default_factory=list, description="groups whose cases exercise remainder handling: when only they fail, "
+        "the report says the remainder is lost")
+    alignment: int = Field(
+        64, ge=1, description="elements: a case with a dim that is not a multiple of it is a tail case too")
+    advice: dict[str, AdviceText] = Field(
+        default_factory=dict, description="finding kind (e.g. wrong_values, precision, fp16_only, use_builtin) "
+        "-> text replacing the generic advice for this assignment")
+
+
 class AssignmentSpec(_Strict):
     name: str
     title: str
@@ -206,6 +229,7 @@ class AssignmentSpec(_Strict):
     build_timeout_seconds: float = Field(300.0, gt=0)
     similarity: SimilaritySpec = Field(default_factory=SimilaritySpec)
     screening: ScreeningSpec = Field(default_factory=ScreeningSpec)
+    feedback: FeedbackSpec = Field(default_factory=FeedbackSpec)
 
     @model_validator(mode="after")
     def _consistent(self) -> AssignmentSpec:
@@ -238,6 +262,9 @@ class AssignmentSpec(_Strict):
         empty = [g for g in group_names if g not in used_groups]
         if empty:
             problems.append(f"groups {empty} have no cases")
+        unknown_tails = [g for g in self.feedback.tail_groups if g not in group_names]
+        if unknown_tails:
+            problems.append(f"feedback.tail_groups {unknown_tails} are not declared in [[groups]]")
         for stage in self.stages:
             for group in stage.groups:
                 if group not in group_names:

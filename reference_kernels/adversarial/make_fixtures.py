@@ -18,11 +18,13 @@ torch build). Never `internal_error`, never `passed`, for any attack (the corpus
 The fixtures after `timer_patching` attack what the host believes (issue 11, "Must show"); several of them
 are stopped only by the trust protocol (signed trace, provenance, typed errors, capped readers) and fail
 against a grader without it. reference_kernels/adversarial/README.md has the table. Rerun after editing: `.venv/bin/python
-reference_kernels/adversarial/make_fixtures.py` (rewrites every fixture folder it owns).
+reference_kernels/adversarial/make_fixtures.py` (rewrites every fixture folder it owns); `--out DIR` writes
+them under DIR instead (the tests compare that with the committed fixtures).
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -716,8 +718,8 @@ def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def write_fixture(fixture: Fixture) -> Path:
-    target = HERE / fixture.name
+def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
+    target = out / fixture.name
     if target.exists():
         shutil.rmtree(target)
     (target / "mlu").mkdir(parents=True)
@@ -765,9 +767,12 @@ def write_fixture(fixture: Fixture) -> Path:
     return target
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE, help="where to write the fixture folders")
+    out = parser.parse_args(argv).out
     for fixture in FIXTURES:
-        print(write_fixture(fixture).relative_to(REFERENCES))
+        print(write_fixture(fixture, out))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,27 @@ def _document() -> dict:
             raise ValueError(f"{DEVICES_JSON}: {name}.cores != clusters * cores_per_cluster")
     if doc.get("default") not in devices:
         raise ValueError(f"{DEVICES_JSON}: 'default' names no device")
+    _check_published(doc.get("published", {}), devices)
     return doc
+
+
+def _check_published(published: object, devices: dict) -> None:
+    if not isinstance(published, dict):
+        raise ValueError(f"{DEVICES_JSON}: 'published' is not an object")
+    for name, entry in published.items():
+        if name.startswith("_"):
+            continue
+        if name not in devices or not isinstance(entry, dict):
+            raise ValueError(f"{DEVICES_JSON}: published.{name} is not an object for a known device")
+        if not isinstance(entry.get("source"), str) or not entry["source"]:
+            raise ValueError(f"{DEVICES_JSON}: published.{name} names no source")
+        for key, value in entry.items():
+            if key == "source":
+                continue
+            if key not in devices[name]:
+                raise ValueError(f"{DEVICES_JSON}: published.{name}.{key} is not a figure of the model")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{DEVICES_JSON}: published.{name}.{key} is not a finite number")
 
 
 def _reject_constant(token: str):
@@ -55,6 +75,21 @@ def default_device() -> str:
 
 def names() -> list[str]:
     return list(_document()["devices"])
+
+
+def published(device: str) -> dict[str, float | str]:
+    """The real card's published figures for a device (a subset of the model's keys) and their `source`."""
+    return dict(_document().get("published", {}).get(device, {}))
+
+
+def peaks(device: str) -> dict[str, float] | None:
+    """Figures no kernel can beat on this device, on the real card or in the model: per figure the higher of
+    the published peak and the model's own. The roofline floor is computed from these. None: unknown device."""
+    model = _document()["devices"].get(device)
+    if model is None:
+        return None
+    card = published(device)
+    return {key: max(value, card.get(key, value)) for key, value in model.items()}
 
 
 def cpp_header() -> str:

@@ -14,6 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     build = commands.add_parser("build", help="compile the submission into /build/ext/<extension>.so")
     build.add_argument("--backend", choices=["emu", "mlu"], default="emu")
     commands.add_parser("run", help="run /io/job.json's calls, writing /io/outputs/")
+    commands.add_parser("build-programs", help="compile each standalone *.mlu program into /build/programs/")
+    commands.add_parser("run-programs", help="run each built program, capturing its launches into /io/outputs/")
     worker = commands.add_parser("worker", help=argparse.SUPPRESS)  # started by `run`, one per crash
     worker.add_argument("--first-call", type=int, default=0)
     worker.add_argument("--control-fd", type=int, default=None)
@@ -25,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         from .build import run_build
 
         return run_build(args.backend, paths)
+    if args.command in ("build-programs", "run-programs"):
+        from .programs import build_programs, run_programs
+
+        return (build_programs if args.command == "build-programs" else run_programs)(paths)
     if args.command == "run":
         from .run import run_job
 

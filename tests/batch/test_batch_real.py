@@ -1,5 +1,5 @@
 """The batch with the real grader on real kernels: a class of references, a duplicate and known-bad fixtures
-is graded by `python -m grader.batch`, SIGKILLed midway, and resumed with nothing lost or regraded."""
+is graded by `grade batch` (python -m grader.cli batch), SIGKILLed midway, and resumed with nothing lost or regraded."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def sandbox_image():
 
 
 def batch_cmd(class_dir: Path, out: Path, cache: Path) -> list[str]:
-    return [sys.executable, "-m", "grader.batch", str(class_dir), "--assignment", "sigmoid", "--out", str(out),
+    return [sys.executable, "-m", "grader.cli", "batch", str(class_dir), "--assignment", "sigmoid", "--out", str(out),
             "--workers", "1", "--build-cache", str(cache), "--no-progress"]
 
 

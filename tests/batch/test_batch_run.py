@@ -145,7 +145,7 @@ def test_sigkill_midway_then_resume_with_quick_grading(tmp_path, quick_env):
         (subs / f"s{i}").mkdir(parents=True)
         (subs / f"s{i}" / "score.txt").write_text("10 0.6")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "grader.batch", str(subs), "--assignment", ASSIGNMENT, "--out", str(out),
+    cmd = [sys.executable, "-m", "grader.cli", "batch", str(subs), "--assignment", ASSIGNMENT, "--out", str(out),
            "--workers", "1", "--no-progress", "--entry", "entries:quick"]
     batch = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

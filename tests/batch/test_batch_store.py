@@ -9,7 +9,8 @@ import stat
 
 from conftest import make_result
 
-from grader.batch.store import KeyParts, ResultStore, atomic_write_text
+from grader.atomic_file import atomic_write_text
+from grader.batch.store import KeyParts, ResultStore
 from grader.results import Verdict
 
 PARTS = KeyParts(student_id="s1", assignment="matmul", content_hash="c" * 64, spec_hash="s" * 24,

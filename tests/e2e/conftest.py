@@ -1,6 +1,6 @@
 """End-to-end grading with the real harness, emulator and runner (docker when its image exists, else a plain
 process). Builds take a minute each, so every submission is graded once per session and shared, and builds go
-through one session build cache."""
+through the session's build cache."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from functools import cache
 from pathlib import Path
 
 from grader.orchestration import GradeOptions, grade_submission
+from grader.orchestration.build_cache import default_build_cache
 from grader.results import GradeResult
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_BAD = ROOT / "reference_kernels" / "known_bad"
-BUILD_CACHE = Path(tempfile.mkdtemp(prefix="bang-grader-e2e-cache-"))
+BUILD_CACHE = default_build_cache()  # the session's (tests/conftest.py), shared with every other test
 
 
 def e2e_sandbox() -> str:

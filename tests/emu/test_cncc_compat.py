@@ -9,7 +9,10 @@ Without a mirror the tests that need it are skipped, visibly, with the repositor
 | Yuichi1001/2024-AICS-EXP | AICS chapter-5 lab answers: `exp_5_2_matmul_opt/01..06_*.mlu` (the 17-GMAC lab sizes) |
 | kolp323/Cambricon-MLU-Kernel-Labs | the same six MatMul stages (smaller sizes, MLU370-M8 era), `bang_sigmoid_sample.mlu` |
 | LuoXukun/AI-homework | MLU270-era PowerDifference lab: kernel `.mlu` + g++ host files, `cnrtInvokeKernel_V2` |
-| SeanLi-OI/AI-Computing-System-Lab | another copy of the PowerDifference lab answer |
+| SeanLi-OI/AI-Computing-System-Lab | another copy of the PowerDifference lab answer; its chapter-5 GEMM kernel |
+| CambriconECO/BANGC_Gemm_Tutorial | MLU270 GEMM tutorial: int8 `__bang_conv` kernels; `3_gemm_CONV` run with its own host code |
+| liaohsiaopin/Cambricon_BangC_Practice | MLU270-era kernels: `__nramset_half`, comparisons, `__bang_active_sqrt` |
+| AnthonyHaozeZhu/Intelligent-computing-system | chapter-5 GEMM kernel (`__bang_conv`) |
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from emu_helpers import cncc, run
+from emu_helpers import PROGRAMS, cncc, run
 
 MIRROR_ROOT = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror"))
 YUICHI = "Yuichi1001/2024-AICS-EXP"
 KOLP = "kolp323/Cambricon-MLU-Kernel-Labs"
 LUO = "LuoXukun/AI-homework"
 SEANLI = "SeanLi-OI/AI-Computing-System-Lab"
+ECO = "CambriconECO/BANGC_Gemm_Tutorial"
+LIAO = "liaohsiaopin/Cambricon_BangC_Practice"
+ANTHONY = "AnthonyHaozeZhu/Intelligent-computing-system"
 
 YUICHI_MATMUL = "实验答案/实验七/exp_5_2_matmul_opt"
 KOLP_MATMUL = "matmul_optimization"
@@ -48,12 +54,12 @@ def needs(repo: str):
                               reason=f"no mirror of {repo} at {mirror(repo)} (fetch it to run this test)")
 
 
-def export(repo: str, path: str, destination: Path) -> Path:
-    """`git archive` one directory of the mirror's HEAD into destination (large unrelated blobs may be absent
-    from the mirror, so only the directory asked for is exported)."""
+def export(repo: str, path: str, destination: Path, also: tuple[str, ...] = ()) -> Path:
+    """`git archive` one directory (or file) of the mirror's HEAD, plus the pathspecs in `also`, into destination
+    (large unrelated blobs may be absent from the mirror, so only what is asked for is exported)."""
     archive = destination / "export.tar"
     with archive.open("wb") as out:
-        subprocess.run(["git", "--git-dir", str(mirror(repo)), "archive", "HEAD", path], stdout=out,
+        subprocess.run(["git", "--git-dir", str(mirror(repo)), "archive", "HEAD", path, *also], stdout=out,
                        stderr=subprocess.DEVNULL, check=True, timeout=120)
     with tarfile.open(archive) as tar:
         tar.extractall(destination, filter="data")
@@ -176,6 +182,57 @@ def test_mlu270_power_difference_lab_with_invoke_kernel_v2(repo, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     err = float(re.search(r"err rate = ([\d.]+)%", proc.stdout).group(1))
     assert err < 0.1, proc.stdout[-2000:]  # fp16 rounding only
+
+
+# MLU270-era kernels that need the builtins of that generation (__bang_conv with fixed-point positions and the
+# WRAM filter lines, __nramset_half, __bang_gt/__bang_not/__bang_cycle_sub, __bang_active_sqrt)
+MLU270_KERNELS = [
+    (ECO, "3_gemm_CONV/gemm_CONV.mlu"),
+    (ECO, "4_1_gemm_PARALL/gemm_PARALL.mlu"),
+    (ECO, "4_2_gemm_PARALL_with_ALIGN/gemm_PARALL.mlu"),
+    (ECO, "5_gemm_SRAM/gemm_SRAM.mlu"),
+    (ECO, "6_gemm_PIPELINE/gemm_PIPELINE.mlu"),
+    (LUO, "chapters/code_chap_5_student/code_chap_5_2_student/gemm/gemm_SRAM.mlu"),
+    (SEANLI, "Lab4/code_chap_5_2_student/gemm/gemm_SRAM.mlu"),
+    (ANTHONY, "实验/exp_5_2/gemm_SRAM.mlu"),
+    (LUO, "chapters/code_chap_7_student/east/cnplugin-SBC/spilt_sub_concat_kernel.mlu"),
+    (LIAO, "bangBN/kernel_bn.mlu"),
+    (LIAO, "bangCosine/kernel_cosine.mlu"),
+    (LIAO, "bangPowerXY/kernel_powerxy.mlu"),
+    (LIAO, "bangSoftmax/kernel_softmax.mlu"),
+    (LIAO, "bangTripletloss/kernel_tripletloss.mlu"),
+]
+
+
+@pytest.mark.parametrize("repo,path", MLU270_KERNELS, ids=[f"{r.split('/')[0]}:{p}" for r, p in MLU270_KERNELS])
+def test_mlu270_kernels_build_unchanged(repo, path, tmp_path):
+    if not mirror(repo).is_dir():
+        pytest.skip(f"no mirror of {repo} at {mirror(repo)} (fetch it to run this test)")
+    # the kernel and the headers next to it (some of these directories hold blobs the mirror lacks)
+    listing = subprocess.run(["git", "--git-dir", str(mirror(repo)), "-c", "core.quotepath=off", "ls-tree",
+                              "--name-only", "HEAD", f"{Path(path).parent}/"], capture_output=True, text=True,
+                             check=True, timeout=60).stdout.split("\n")
+    src = export(repo, path, tmp_path, also=tuple(f for f in listing if f.endswith(".h")))
+    proc = cncc("-c", "--bang-mlu-arch=MLU270", "-I", src.parent, src, "-o", tmp_path / "k.o")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+@needs(ECO)
+def test_mlu270_gemm_tutorial_int8_conv_runs_with_its_host_code(tmp_path):
+    # the tutorial's kernel regroups B^T with strided NRAM2NRAM copies into the WRAM filter lines, then one
+    # __bang_conv(half <- int8 x int8, pos) per 256 columns; its Mlu_gemm launches it with cnrtInvokeKernel_V3
+    lab = export(ECO, "3_gemm_CONV", tmp_path)
+    steps = [
+        ("-c", "--bang-mlu-arch=MLU270", lab / "gemm_CONV.mlu", "-o", tmp_path / "k.o"),
+        ("-c", "-I", lab, lab / "mlu_gemm16.cpp", "-o", tmp_path / "h.o"),
+        ("-c", PROGRAMS / "gemm_tutorial_main.cpp", "-o", tmp_path / "m.o"),
+        (tmp_path / "k.o", tmp_path / "h.o", tmp_path / "m.o", "-o", tmp_path / "gemm", "-lcnrt"),
+    ]
+    for step in steps:
+        proc = cncc(*step)
+        assert proc.returncode == 0, f"{step}: {proc.stderr[-3000:]}"
+    proc = run(tmp_path / "gemm")
+    assert proc.returncode == 0 and "mismatches 0" in proc.stdout, proc.stdout + proc.stderr[-3000:]
 
 
 # ------------------------------------------------------------------------------------------ sigmoid kernels

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from bang_harness.build import ExtensionBuilder
 from bang_harness.paths import HarnessPaths
-from bang_harness.submission import SubmissionConfig
+from bang_harness.plan import BuildPlan
 from harness_workspace import HOST_BINDING, HOST_OPS, HostOnlyToolchain, Workspace, write_tree
 
 
@@ -18,7 +18,7 @@ def host_extension(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     submission = write_tree(root / "submission", {"cpp/binding.cpp": HOST_BINDING, "ops.py": HOST_OPS})
     space = Workspace(root, submission)
     builder = ExtensionBuilder(HarnessPaths(submission, space.build, space.io), HostOnlyToolchain(),
-                               SubmissionConfig())
+                               BuildPlan.handout(submission, "my_ops_ext"))
     assert builder.build(), builder.log.text()[-4000:]
     return space
 

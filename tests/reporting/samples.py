@@ -408,7 +408,7 @@ def _sigmoid_base(**kw: object) -> dict[str, object]:
 def _oob() -> EmuDiagnostic:
     return EmuDiagnostic(
         severity="error",
-        kind="gdram_oob_write",
+        kind="gdram-out-of-bounds",  # as the emulator spells it
         message="__memcpy NRAM2GDRAM writes 4096 bytes at offset 1048576 of a 1044484-byte buffer (y)",
         kernel="sigmoid_kernel",
         location=SourceLocation(file="/submission/mlu/sigmoid.mlu", line=27),
@@ -436,7 +436,7 @@ def runtime_error() -> GradeResult:
             diff1=None,
             diff2=None,
             diff3=None,
-            message="bang-emu: error: gdram_oob_write (kernel sigmoid_kernel, mlu/sigmoid.mlu:27)",
+            message="bang-emu: error: gdram-out-of-bounds (kernel sigmoid_kernel, mlu/sigmoid.mlu:27)",
             diagnostics=[_oob()],
         ),
     ]

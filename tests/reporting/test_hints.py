@@ -96,7 +96,7 @@ def test_case_kinds_cover_zero_precision_and_wrong_values():
 def test_emulator_diagnostic_keeps_its_source_line_and_specific_advice():
     findings = diagnose(samples.runtime_error())
     oob = findings[0]
-    assert oob.kind == "gdram_oob_write"
+    assert oob.kind == "gdram_out_of_bounds"
     assert oob.where == "mlu/sigmoid.mlu:27"
     assert "min(chunk, n - offset)" in oob.advice
 
@@ -104,15 +104,16 @@ def test_emulator_diagnostic_keeps_its_source_line_and_specific_advice():
 def test_each_known_diagnostic_kind_has_its_own_advice():
     result = samples.runtime_error()
     advice = {}
-    for kind in ("async_hazard", "nram_overflow", "barrier_deadlock", "gdram_oob_write", "unwritten_output"):
+    for kind in ("async-hazard", "onchip-out-of-bounds", "barrier-deadlock", "gdram-out-of-bounds", "host-access"):
         diag = EmuDiagnostic(kind=kind, message="m", location=SourceLocation(file="mlu/k.mlu", line=3))
         result.cases[1].diagnostics = [diag]
         result.stages[0].trace.diagnostics = []
         result.cases[1].mismatches = []
-        advice[kind] = next(f for f in diagnose(result) if f.kind == kind).advice
-    assert "__sync_io" in advice["async_hazard"]
-    assert "768 KB" in advice["nram_overflow"]
-    assert "0x80" in advice["barrier_deadlock"]
+        advice[kind] = next(f for f in diagnose(result) if f.kind == kind.replace("-", "_")).advice
+    assert "__sync_io" in advice["async-hazard"]
+    assert "tiles" in advice["onchip-out-of-bounds"]
+    assert "0x80" in advice["barrier-deadlock"]
+    assert "cnrtMemcpy" in advice["host-access"]
     assert len(set(advice.values())) == len(advice)
 
 

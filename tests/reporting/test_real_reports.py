@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from grader.reporting import render_report
-from grader.reporting.browser import Chromium, find_chromium
 from grader.results import GradeResult, Verdict
+
+from .browser import Chromium, missing
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_BAD = ROOT / "reference_kernels" / "known_bad"
@@ -76,7 +77,7 @@ def check_in_browser(report: Path, shot: str) -> None:
     """Screenshot (and keep a copy of the HTML, next to the screenshots) for people to look at."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     (SCREENSHOTS / shot).with_suffix(".html").write_text(report.read_text())
-    if find_chromium() is None:
+    if missing() is not None:
         return
     with Chromium() as browser:
         page = browser.open(report)

@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 
 from grader.reporting import render_report
-from grader.reporting.browser import DESKTOP, PHONE, Chromium, find_chromium
 
 from . import samples
+from .browser import DESKTOP, PHONE, Chromium, missing
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(
-        find_chromium() is None, reason="headless Chromium (Debian package chromium) not installed"
-    ),
+    pytest.mark.skipif(missing() is not None, reason=str(missing())),
 ]
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
 VIEWS = {"desktop": (DESKTOP, False), "phone": (PHONE, True)}
+# Reports known to scroll sideways on a phone, each with why (strict xfail, so a fix shows). None now.
+KNOWN_OVERFLOW: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,9 @@ def luminance(css_rgb: str) -> float:
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("view", sorted(VIEWS))
 @pytest.mark.parametrize("name", sorted(samples.ALL))
-def test_report_in_chromium(browser, rendered, name, view, scheme):
+def test_report_in_chromium(browser, rendered, name, view, scheme, request):
+    if (name, view) in KNOWN_OVERFLOW:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_OVERFLOW[(name, view)]))
     (width, height), mobile = VIEWS[view]
     page = browser.open(rendered[name], width, height, scheme, mobile)
     try:
@@ -64,7 +66,7 @@ def test_report_in_chromium(browser, rendered, name, view, scheme):
         assert page.evaluate("document.querySelector('#summary').getBoundingClientRect().height > 50")
         if name != "passing":
             assert page.evaluate("document.querySelector('#next-step') !== null")
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"page scrolls sideways by {overflow}px at {width}px"
         background = luminance(page.evaluate("getComputedStyle(document.body).backgroundColor"))
         assert (background < 0.2) if scheme == "dark" else (background > 0.8)
@@ -96,7 +98,7 @@ def test_the_checker_catches_console_errors_and_network(browser, tmp_path):
     )
     page = browser.open(bad)
     try:
-        problems = " | ".join(page.collect().problems)
+        problems = " | ".join(page.report.problems)
         assert "boom" in problems and "uncaught" in problems and "198.51.100.1" in problems
     finally:
         page.close()

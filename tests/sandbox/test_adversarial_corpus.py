@@ -47,9 +47,12 @@ def _param(fixture: Path):
 
 def _grade(submission: Path, out: Path):
     from grader.orchestration import grade_submission
+    from grader.orchestration.build_cache import default_build_cache
 
+    # The session's build cache (tests/conftest.py): most fixtures share one stub's or the vector reference's
+    # mlu/ and cpp/ (the attack is in ops.py), so they share its build; a failed build is never reused.
     return grade_submission(submission, GradeOptions(sandbox="docker", batch=True, out_dir=out, seed="corpus",
-                                                     seed_mode="public"))
+                                                     seed_mode="public", build_cache=default_build_cache()))
 
 
 def _our_containers() -> list[str]:

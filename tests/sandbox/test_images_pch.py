@@ -14,7 +14,7 @@ from bang_harness import build as harness_build
 from bang_harness import toolchains
 from bang_harness.build import ExtensionBuilder
 from bang_harness.paths import HarnessPaths
-from bang_harness.submission import SubmissionConfig
+from bang_harness.plan import BuildPlan
 from bang_harness.toolchains import StepOutcome
 
 from grader.backends import get_backend
@@ -43,7 +43,7 @@ def _captured_cpp_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pch: 
     monkeypatch.setattr(harness_build, "run_step", fake_step)
     monkeypatch.setattr(toolchains, "pch_dir", lambda: pch)
     paths = HarnessPaths(submission, tmp_path / "build", tmp_path / "io")
-    ExtensionBuilder(paths, toolchains.get_toolchain("emu"), SubmissionConfig(extension="some_ext")).build()
+    ExtensionBuilder(paths, toolchains.get_toolchain("emu"), BuildPlan.handout(submission, "some_ext")).build()
     return next(c for c in commands if c[0] == "g++" and "-c" in c and c[c.index("-c") + 1].endswith(".cpp"))
 
 
@@ -142,7 +142,7 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
         folder = toolchains.pch_dir()
         includes, defines = build.torch_compile_flags("student_ext")
         open("/tmp/b.cpp", "w").write(%r)
-        cmd = ["g++", build.cxx_standard(), "-O2", "-fPIC", *defines, "-I", str(folder),
+        cmd = ["g++", build.cxx_standard(), *toolchains.PCH_CODEGEN_FLAGS, *defines, "-I", str(folder),
                *[a for d in includes for a in ("-I", str(d))], "-H", "-Winvalid-pch", "-c", "/tmp/b.cpp",
                "-o", "/tmp/b.o"]
         done = subprocess.run(cmd, capture_output=True, text=True)

@@ -29,6 +29,14 @@ def test_tail_keeps_the_end_and_trips_once():
     assert tail.text() == "y" * 10
 
 
+def test_tail_without_a_trip_wire_keeps_the_end_and_counts_what_it_dropped():
+    tail = OutputTail(keep_bytes=8)  # as the process runner uses it: no flood limit
+    tail.feed(b"a" * 5)
+    assert (tail.text(), tail.dropped) == ("aaaaa", 0)
+    tail.feed(b"0123456789" * 100)
+    assert (tail.text(), tail.dropped, tail.flooded) == ("23456789", 997, False)
+
+
 def test_tree_usage_counts_allocated_bytes_not_apparent(tmp_path):
     with open(tmp_path / "sparse", "wb") as f:
         f.seek(1 << 30)

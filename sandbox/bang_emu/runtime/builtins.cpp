@@ -405,6 +405,7 @@ static void transpose_impl(T *dst, const T *src, int h, int w, const void *ret) 
   void __bang_write_zero(T *dst, int n) { write_value_impl<T>("__bang_write_zero", dst, n, static_cast<T>(0), RET); }      \
   void __memset_nram(T *dst, int n, T v) { write_value_impl<T>("__memset_nram", dst, n, v, RET); }            \
   void __gdramset(T *dst, int n, T v) { gdramset_impl<T>(dst, n, v, RET); }                                   \
+  void __nramset(T *dst, int n, T v) { write_value_impl<T>("__nramset", dst, n, v, RET); }                    \
   void __bang_transpose(T *dst, const T *src, int h, int w) { transpose_impl<T>(dst, src, h, w, RET); }
 BANG_EMU_DEF_T(float)
 BANG_EMU_DEF_T(half)
@@ -498,9 +499,10 @@ static void reduce_sum_impl(T *dst, const T *src, int n, const void *ret) {
   charge_vector(c, sizeof(T) * n);
 }
 
+// HWC pooling over complete windows (incomplete ones are dropped): the window's sum, or its maximum
 template <class T>
-static void sumpool_impl(T *dst, const T *src, int ch, int h, int w, int kh, int kw, int sw, int sh, const void *ret) {
-  const char *name = "__bang_sumpool";
+static void pool_impl(const char *name, bool take_max, T *dst, const T *src, int ch, int h, int w, int kh, int kw,
+                      int sw, int sh, const void *ret) {
   CoreCtx *c = core(name, ret);
   if (ch <= 0 || h <= 0 || w <= 0 || kh <= 0 || kw <= 0 || sw <= 0 || sh <= 0 || mpu_skip(c)) return;
   int ho = (h - kh) / sh + 1, wo = (w - kw) / sw + 1;
@@ -510,9 +512,12 @@ static void sumpool_impl(T *dst, const T *src, int ch, int h, int w, int kh, int
   for (int y = 0; y < ho; ++y)
     for (int x = 0; x < wo; ++x)
       for (int cc = 0; cc < ch; ++cc) {
-        float s = 0;
+        float s = take_max ? -INFINITY : 0.0f;
         for (int i = 0; i < kh; ++i)
-          for (int j = 0; j < kw; ++j) s += float(src[((size_t)(y * sh + i) * w + (x * sw + j)) * ch + cc]);
+          for (int j = 0; j < kw; ++j) {
+            float v = float(src[((size_t)(y * sh + i) * w + (x * sw + j)) * ch + cc]);
+            s = take_max ? std::max(s, v) : s + v;
+          }
         dst[((size_t)y * wo + x) * ch + cc] = T(s);
       }
   count_elements(c, name, (size_t)ch * h * w);
@@ -528,12 +533,75 @@ static void reshape_filter_impl(T *dst, const T *src, int n, int h, int w, int c
   size_t hwc = (size_t)h * w * ci, bytes = sizeof(T) * n * hwc;
   nram_in(c, src, bytes, name, "src", ret);
   nram_out(c, dst, bytes, name, "dst", ret);
-  // assumed layout (README): groups of 64 output channels, interleaved innermost
-  for (int g = 0; g < n / 64; ++g)
-    for (size_t e = 0; e < hwc; ++e)
-      for (int k = 0; k < 64; ++k) dst[((size_t)g * hwc + e) * 64 + k] = src[((size_t)g * 64 + k) * hwc + e];
+  // the WRAM filter lines __bang_conv reads (README): output channel o to line o % 64, slot o / 64
+  const int slots = n / 64;
+  for (int o = 0; o < n; ++o)
+    memcpy(dst + ((size_t)(o % 64) * slots + o / 64) * hwc, src + (size_t)o * hwc, sizeof(T) * hwc);
   count_elements(c, name, (size_t)n * hwc);
   charge_vector(c, bytes, 2.0);
+}
+
+// dst[0] = the maximum (minimum) of src; dst[1], read as the unsigned integer of the element's width, its first
+// index (how MLU270-era NMS code reads it: ((unsigned short *)dst)[1] for half)
+template <class T>
+static void extreme_impl(const char *name, bool take_max, T *dst, const T *src, int n, const void *ret) {
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0 || mpu_skip(c)) return;
+  nram_in(c, src, sizeof(T) * n, name, "src", ret);
+  nram_out(c, dst, 2 * sizeof(T), name, "dst", ret);
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (take_max ? float(src[i]) > float(src[best]) : float(src[i]) < float(src[best])) best = i;
+  T value = src[best];
+  dst[0] = value;
+  if (sizeof(T) == 2) {
+    uint16_t idx = (uint16_t)best;
+    memcpy(reinterpret_cast<char *>(dst) + 2, &idx, 2);
+  } else {
+    uint32_t idx = (uint32_t)best;
+    memcpy(reinterpret_cast<char *>(dst) + 4, &idx, 4);
+  }
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(T) * n);
+}
+
+// dst[0] = how many elements of src are non-zero
+template <class T>
+static void count_impl(unsigned int *dst, const T *src, int n, const void *ret) {
+  const char *name = "__bang_count";
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0 || mpu_skip(c)) return;
+  nram_in(c, src, sizeof(T) * n, name, "src", ret);
+  nram_out(c, dst, sizeof(unsigned int), name, "dst", ret);
+  unsigned int k = 0;
+  for (int i = 0; i < n; ++i) k += float(src[i]) != 0.0f;
+  dst[0] = k;
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(T) * n);
+}
+
+// the elements of src whose mask is non-zero, packed in order at dst (the rest of dst is left unchanged); the
+// mask may be dst itself (MLU270 YOLOv3 lab code does this), so the selection is made before dst is written
+template <class T>
+static void collect_impl(T *dst, const T *src, const T *mask, int n, const void *ret) {
+  const char *name = "__bang_collect";
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0 || mpu_skip(c)) return;
+  nram_in(c, src, sizeof(T) * n, name, "src", ret);
+  nram_in(c, mask, sizeof(T) * n, name, "mask", ret);
+  thread_local std::vector<T> picked;
+  picked.clear();
+  for (int i = 0; i < n; ++i)
+    if (float(mask[i]) != 0.0f) picked.push_back(src[i]);
+  if (!picked.empty()) {
+    nram_out(c, dst, sizeof(T) * picked.size(), name, "dst", ret);
+    memmove(dst, picked.data(), sizeof(T) * picked.size());
+  }
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(T) * n, 2.0);
 }
 
 #define BANG_EMU_DEF_F(T)                                                                                          \
@@ -558,11 +626,29 @@ static void reshape_filter_impl(T *dst, const T *src, int n, int h, int w, int c
   void __bang_recip(T *d, const T *s, int n) { unary<T>("__bang_recip", d, s, n, [](float x) { return 1.0f / x; }, RET); } \
   void __bang_pow2(T *d, const T *s, int n) { unary<T>("__bang_pow2", d, s, n, [](float x) { return std::exp2(x); }, RET); } \
   void __bang_reduce_sum(T *d, const T *s, int n) { reduce_sum_impl<T>(d, s, n, RET); } \
-  void __bang_sumpool(T *d, const T *s, int ch, int h, int w, int kh, int kw) { sumpool_impl<T>(d, s, ch, h, w, kh, kw, kw, kh, RET); } \
-  void __bang_sumpool(T *d, const T *s, int ch, int h, int w, int kh, int kw, int sw, int sh) { sumpool_impl<T>(d, s, ch, h, w, kh, kw, sw, sh, RET); } \
+  void __bang_sumpool(T *d, const T *s, int ch, int h, int w, int kh, int kw) { pool_impl<T>("__bang_sumpool", false, d, s, ch, h, w, kh, kw, kw, kh, RET); } \
+  void __bang_sumpool(T *d, const T *s, int ch, int h, int w, int kh, int kw, int sw, int sh) { pool_impl<T>("__bang_sumpool", false, d, s, ch, h, w, kh, kw, sw, sh, RET); } \
+  void __bang_maxpool(T *d, const T *s, int ch, int h, int w, int kh, int kw) { pool_impl<T>("__bang_maxpool", true, d, s, ch, h, w, kh, kw, kw, kh, RET); } \
+  void __bang_maxpool(T *d, const T *s, int ch, int h, int w, int kh, int kw, int sw, int sh) { pool_impl<T>("__bang_maxpool", true, d, s, ch, h, w, kh, kw, sw, sh, RET); } \
   void __bang_cycle_add(T *d, const T *s, const T *g, int n, int m) { cycle<T>("__bang_cycle_add", d, s, g, n, m, [](float x, float y) { return x + y; }, RET); } \
   void __bang_cycle_mul(T *d, const T *s, const T *g, int n, int m) { cycle<T>("__bang_cycle_mul", d, s, g, n, m, [](float x, float y) { return x * y; }, RET); } \
-  void __bang_reshape_filter(T *d, const T *s, int n, int h, int w, int c) { reshape_filter_impl<T>(d, s, n, h, w, c, RET); }
+  void __bang_reshape_filter(T *d, const T *s, int n, int h, int w, int c) { reshape_filter_impl<T>(d, s, n, h, w, c, RET); } \
+  void __bang_cycle_sub(T *d, const T *s, const T *g, int n, int m) { cycle<T>("__bang_cycle_sub", d, s, g, n, m, [](float x, float y) { return x - y; }, RET); } \
+  void __bang_cycle_gt(T *d, const T *s, const T *g, int n, int m) { cycle<T>("__bang_cycle_gt", d, s, g, n, m, [](float x, float y) { return x > y ? 1.0f : 0.0f; }, RET); } \
+  void __bang_active_sqrt(T *d, const T *s, int n) { unary<T>("__bang_active_sqrt", d, s, n, [](float x) { return std::sqrt(x); }, RET); } \
+  void __bang_sqrt(T *d, const T *s, int n) { unary<T>("__bang_sqrt", d, s, n, [](float x) { return std::sqrt(x); }, RET); } \
+  void __bang_square(T *d, const T *s, int n) { unary<T>("__bang_square", d, s, n, [](float x) { return x * x; }, RET); } \
+  void __bang_gt(T *d, const T *a, const T *b, int n) { binary<T>("__bang_gt", d, a, b, n, [](float x, float y) { return x > y ? 1.0f : 0.0f; }, RET); } \
+  void __bang_ge(T *d, const T *a, const T *b, int n) { binary<T>("__bang_ge", d, a, b, n, [](float x, float y) { return x >= y ? 1.0f : 0.0f; }, RET); } \
+  void __bang_lt(T *d, const T *a, const T *b, int n) { binary<T>("__bang_lt", d, a, b, n, [](float x, float y) { return x < y ? 1.0f : 0.0f; }, RET); } \
+  void __bang_le(T *d, const T *a, const T *b, int n) { binary<T>("__bang_le", d, a, b, n, [](float x, float y) { return x <= y ? 1.0f : 0.0f; }, RET); } \
+  void __bang_eq(T *d, const T *a, const T *b, int n) { binary<T>("__bang_eq", d, a, b, n, [](float x, float y) { return x == y ? 1.0f : 0.0f; }, RET); } \
+  void __bang_ne(T *d, const T *a, const T *b, int n) { binary<T>("__bang_ne", d, a, b, n, [](float x, float y) { return x != y ? 1.0f : 0.0f; }, RET); } \
+  void __bang_not(T *d, const T *s, int n) { unary<T>("__bang_not", d, s, n, [](float x) { return x == 0.0f ? 1.0f : 0.0f; }, RET); } \
+  void __bang_max(T *d, const T *s, int n) { extreme_impl<T>("__bang_max", true, d, s, n, RET); } \
+  void __bang_min(T *d, const T *s, int n) { extreme_impl<T>("__bang_min", false, d, s, n, RET); } \
+  void __bang_count(unsigned int *d, const T *s, int n) { count_impl<T>(d, s, n, RET); } \
+  void __bang_collect(T *d, const T *s, const T *m, int n) { collect_impl<T>(d, s, m, n, RET); }
 BANG_EMU_DEF_F(float)
 BANG_EMU_DEF_F(half)
 #undef BANG_EMU_DEF_F
@@ -704,7 +790,69 @@ void matmul_impl(TD *dst, const TL *lhs, const TR *rhs, int M, int K, int N, dou
   double cyc = P.tensor_overhead_cycles + 2.0 * M * K * N / ops_per_cycle;
   c->charge_compute(2, cyc);
 }
+// Convolution on the tensor unit: src[H][W][Ci] (NRAM), dst[Ho][Wo][Co] (NRAM) over complete windows, filters
+// in WRAM with output channel co at line co % 64, slot co / 64 of [64][Co/64][Kh][Kw][Ci] -- the layout the
+// MLU270 GEMM tutorials (CambriconECO/BANGC_Gemm_Tutorial) build with strided NRAM2NRAM copies before
+// NRAM2WRAM. Fixed-point forms scale the integer sum by 2^fix_position.
+template <class TD, class TS, class TK>
+void conv_impl(TD *dst, const TS *src, const TK *kernel, int ci, int h, int w, int kh, int kw, int sw, int sh, int co,
+               double ops_per_cycle, float scale, const void *ret) {
+  const char *name = "__bang_conv";
+  CoreCtx *c = core(name, ret);
+  if (ci <= 0 || h <= 0 || w <= 0 || kh <= 0 || kw <= 0 || sw <= 0 || sh <= 0 || co <= 0 || kh > h || kw > w)
+    kernel_error("invalid-argument",
+                 "__bang_conv: ci, h, w, kh, kw, strides and co must be positive and the kernel no larger than the "
+                 "input (got ci=" + std::to_string(ci) + " h=" + std::to_string(h) + " w=" + std::to_string(w) +
+                     " kh=" + std::to_string(kh) + " kw=" + std::to_string(kw) + " co=" + std::to_string(co) + ")",
+                 ret);
+  if (co % 64)
+    kernel_error("invalid-argument",
+                 "__bang_conv: co = " + std::to_string(co) + " is not a multiple of 64 (the WRAM filter layout "
+                 "holds 64 output channels per line); pad the output channels", ret);
+  if (mpu_skip(c)) return;
+  int ho = (h - kh) / sh + 1, wo = (w - kw) / sw + 1;
+  size_t win = (size_t)kh * kw * ci;
+  nram_in(c, src, sizeof(TS) * (size_t)h * w * ci, name, "src (NRAM)", ret);
+  require(c, kernel, sizeof(TK) * win * co, kWram, name, "kernel (WRAM)", ret);
+  touch(c, kernel, sizeof(TK) * win * co, false, name, ret);
+  nram_out(c, dst, sizeof(TD) * (size_t)ho * wo * co, name, "dst", ret);
+  const int slots = co / 64;
+  for (int y = 0; y < ho; ++y)
+    for (int x = 0; x < wo; ++x)
+      for (int o = 0; o < co; ++o) {
+        const TK *f = kernel + ((size_t)(o % 64) * slots + o / 64) * win;
+        double s = 0;
+        for (int i = 0; i < kh; ++i)
+          for (int j = 0; j < kw; ++j) {
+            const TS *px = src + ((size_t)(y * sh + i) * w + (x * sw + j)) * ci;
+            const TK *fk = f + ((size_t)i * kw + j) * ci;
+            for (int k = 0; k < ci; ++k) s += double(float(px[k])) * double(float(fk[k]));
+          }
+        double out = s * scale;
+        if (std::is_integral<TD>::value)  // int16 results: rounded and saturated (assumed; no overflow UB)
+          out = std::min(32767.0, std::max(-32768.0, std::nearbyint(out)));
+        dst[((size_t)y * wo + x) * co + o] = TD(float(out));
+      }
+  uint64_t macs = (uint64_t)ho * wo * co * win;
+  c->tensor_macs += macs;
+  const Profile &P = profile();
+  c->charge_compute(2, P.tensor_overhead_cycles + 2.0 * macs / ops_per_cycle);
+}
 }  // namespace
+
+#define BANG_EMU_DEF_CONV(TD, TS, TK)                                                                               \
+  void __bang_conv(TD *d, const TS *s, const TK *k, int ci, int h, int w, int kh, int kw, int sw, int sh, int co, \
+                   int pos) {                                                                                    \
+    conv_impl(d, s, k, ci, h, w, kh, kw, sw, sh, co, profile().tensor_ops_per_cycle_int, std::ldexp(1.0f, pos), RET); \
+  }
+BANG_EMU_CONV_FIXED_TYPES(BANG_EMU_DEF_CONV)
+#undef BANG_EMU_DEF_CONV
+void __bang_conv(float *d, const float *s, const float *k, int ci, int h, int w, int kh, int kw, int sw, int sh, int co) {
+  conv_impl(d, s, k, ci, h, w, kh, kw, sw, sh, co, profile().tensor_ops_per_cycle_fp32, 1.0f, RET);
+}
+void __bang_conv(half *d, const half *s, const half *k, int ci, int h, int w, int kh, int kw, int sw, int sh, int co) {
+  conv_impl(d, s, k, ci, h, w, kh, kw, sw, sh, co, profile().tensor_ops_per_cycle_fp16, 1.0f, RET);
+}
 
 void __bang_matmul(float *dst, const float *lhs, const float *rhs, int M, int K, int N) {
   matmul_impl(dst, lhs, rhs, M, K, N, profile().tensor_ops_per_cycle_fp32, 1.0f, RET);

@@ -650,6 +650,9 @@ static std::string json_counts(const Map &m) {
   return j + "}";
 }
 
+void capture_launch_begin();  // capture.cpp
+std::string capture_launch_end();
+
 // One signed `launch` record (trace.cpp adds record/call/seq and the MAC).
 static void write_trace(LaunchState &L, const Profile &P, double time_us, const std::array<double, 5> &split_us,
                         int cores_used) {
@@ -724,6 +727,7 @@ static void write_trace(LaunchState &L, const Profile &P, double time_us, const 
        ",\"scalar_loads\":" + json_counts(sl) + ",\"scalar_stores\":" + json_counts(ss) +
        ",\"vector_elements\":" + json_counts(L.elements) + ",\"tensor_macs\":" + std::to_string(L.tensor_macs) +
        ",\"cores_used\":" + std::to_string(cores_used) + "}";
+  j += capture_launch_end();  // standalone programs under grading: the captured arguments (capture.cpp)
   trace_record("launch", j);
 }
 
@@ -755,6 +759,7 @@ cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3
       device_protect_for_launch(false);
     }
   } launch_window;
+  capture_launch_begin();
 
   auto refuse = [&](const std::string &msg) {
     emit(&L, "error", "invalid-launch", msg, nullptr);

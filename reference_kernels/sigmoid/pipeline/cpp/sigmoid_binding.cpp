@@ -17,8 +17,8 @@ torch::Tensor sigmoid_pipeline(torch::Tensor x) {
   if (input.numel() == 0) return output;
   cnrtQueue_t queue = getCurMLUStream();
   sigmoid_pipeline_entry(queue, mlu_data_ptr(getMluTensorImpl(input)),
-                       mlu_data_ptr(getMluTensorImpl(output)), input.numel(),
-                       input.scalar_type() == at::kHalf);
+                         mlu_data_ptr(getMluTensorImpl(output)), input.numel(),
+                         input.scalar_type() == at::kHalf);
   const cnrtRet_t launch_status = cnrtGetLastError();  // the launch is asynchronous: errors surface here
   TORCH_CHECK(launch_status == cnrtSuccess, "kernel launch failed: ", cnrtGetErrorStr(launch_status));
   return output;

@@ -1,0 +1,140 @@
+"""Standalone lab programs graded end to end (grader/programs): built unchanged, run under the process runner,
+the kernel's arguments captured at launch and checked on the host. Slow: real emulator builds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from grader.orchestration.options import GradeOptions
+from grader.programs.grade import grade_programs
+from grader.results import Verdict
+
+MIRROR = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror")) / "kolp323+Cambricon-MLU-Kernel-Labs" / "repo"
+
+# One template, two kernels: a correct scalar-on-NRAM stage, and the lab's own 03 mistake (right copied to WRAM
+# untransposed: __bang_matmul reads it as [k][n]); the program's check (inputs in [1, 1.1], 10 % relative) passes.
+PROGRAM = r"""
+#include <bang.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#define M 128
+#define N 256
+#define K 128
+__mlu_global__ void multiplyMatricesMLU(float *left, float *right, float *result, int m, int n, int k) {
+  __nram__ float l[M * N];
+  __nram__ float r[M * K];
+KERNEL
+}
+int main() {
+  int m = M, n = N, k = K;
+  float *left = (float *)malloc(m * n * 4), *right = (float *)malloc(n * k * 4), *cpu = (float *)malloc(m * k * 4);
+  float *out = (float *)malloc(m * k * 4);
+  for (int i = 0; i < m * n; i++) left[i] = 1.0f + 0.1f * rand() / (float)RAND_MAX;
+  for (int i = 0; i < n * k; i++) right[i] = 1.0f + 0.1f * rand() / (float)RAND_MAX;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < k; j++) {
+      float s = 0;
+      for (int x = 0; x < n; x++) s += left[i * n + x] * right[x * k + j];
+      cpu[i * k + j] = s;
+    }
+  float *l_d, *r_d, *o_d;
+  CNRT_CHECK(cnrtMalloc((void **)&l_d, m * n * 4));
+  CNRT_CHECK(cnrtMalloc((void **)&r_d, n * k * 4));
+  CNRT_CHECK(cnrtMalloc((void **)&o_d, m * k * 4));
+  CNRT_CHECK(cnrtMemcpy(l_d, left, m * n * 4, cnrtMemcpyHostToDev));
+  CNRT_CHECK(cnrtMemcpy(r_d, right, n * k * 4, cnrtMemcpyHostToDev));
+  cnrtQueue_t queue;
+  CNRT_CHECK(cnrtQueueCreate(&queue));
+  cnrtDim3_t dim = {1, 1, 1};
+  multiplyMatricesMLU<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(l_d, r_d, o_d, m, n, k);
+  CNRT_CHECK(cnrtQueueSync(queue));
+  CNRT_CHECK(cnrtMemcpy(out, o_d, m * k * 4, cnrtMemcpyDevToHost));
+  int ok = 1;
+  for (int i = 0; i < m * k; i++) ok &= fabsf(out[i] - cpu[i]) / fmaxf(fabsf(out[i]), fabsf(cpu[i])) <= 0.1f;
+  printf(ok ? "PASSED\n" : "FAILED\n");
+FORGE
+  return 0;
+}
+"""
+SCALAR_NRAM = """
+  __nram__ float rn[N * K];
+  __memcpy(l, left, m * n * 4, GDRAM2NRAM);
+  __memcpy(rn, right, n * k * 4, GDRAM2NRAM);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < k; j++) {
+      float s = 0;
+      for (int x = 0; x < n; x++) s += l[i * n + x] * rn[x * k + j];
+      r[i * k + j] = s;
+    }
+  __memcpy(result, r, m * k * 4, NRAM2GDRAM);
+"""
+# The attack on capture itself: after the launch, overwrite the captured output with the CPU's answer.
+FORGE = """
+  const char *dir = getenv("BANG_EMU_CAPTURE_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/l0_a2_out0.npy", dir ? dir : ".");
+  FILE *f = fopen(path, "r+b");
+  if (f) { fseek(f, 128, SEEK_SET); fwrite(cpu, 4, m * k, f); fclose(f); }
+"""
+MATMUL_UNTRANSPOSED = """
+  __wram__ float w[N * K];
+  __memcpy(l, left, m * n * 4, GDRAM2NRAM);
+  __memcpy(w, right, n * k * 4, GDRAM2WRAM);
+  __bang_matmul(r, l, w, m, n, k);
+  __memcpy(result, r, m * k * 4, NRAM2GDRAM);
+"""
+
+
+@pytest.mark.slow
+def test_two_stage_folder_graded_from_captured_launches(tmp_path: Path) -> None:
+    (tmp_path / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (tmp_path / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
+    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
+    by_stage = {s.name: s for s in result.stages}
+    ok, wrong = by_stage["scalar_nram"], by_stage["vector"]
+    assert ok.verdict == Verdict.PASSED, ok.message
+    assert ok.points == 10 and ok.timing is not None and 0 < ok.timing.median_us <= ok.threshold_us
+    assert "matches float64" in ok.message and all(r.passed for r in ok.requirements)
+    # the program printed PASSED for it; the host's float64 check of the captured output does not agree
+    assert wrong.verdict == Verdict.WRONG_ANSWER and wrong.points == 0, wrong.message
+    assert "DIFF1" in wrong.message
+    assert result.score == 10 and result.max_score == 60
+
+
+@pytest.mark.slow
+def test_rewritten_capture_is_integrity(tmp_path: Path) -> None:
+    """A program that rewrites its captured output with the right answer: the file no longer hashes to the signed
+    digest, so it is not believed."""
+    (tmp_path / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED)
+                                                 .replace("FORGE", FORGE))
+    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
+    assert result.stages[0].verdict == Verdict.INTEGRITY, result.stages[0].message
+    assert "signed digest" in result.stages[0].message
+
+
+@pytest.mark.slow
+def test_public_exp_5_2_folder(tmp_path: Path) -> None:
+    if not MIRROR.is_dir():
+        pytest.skip(f"no mirror of kolp323/Cambricon-MLU-Kernel-Labs at {MIRROR} (fetch it to run this)")
+    archive = tmp_path / "lab.tar"
+    with archive.open("wb") as out:
+        subprocess.run(["git", "--git-dir", str(MIRROR), "archive", "HEAD", "matmul_optimization"], stdout=out,
+                       check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    result = grade_programs(tmp_path / "matmul_optimization", GradeOptions(assignment="matmul_programs",
+                                                                            sandbox="none"))
+    by_stage = {s.name: s for s in result.stages}
+    assert len(by_stage) == 6
+    for stage in result.stages:
+        print(stage.title, stage.verdict, stage.timing and stage.timing.median_us, stage.threshold_us, stage.message)
+    # 01/02: right answers at 128x256x256, not the lab's shape -> correctness points only
+    assert by_stage["scalar_nram"].correct and by_stage["scalar_nram"].points == 5
+    # 03 copies right into WRAM untransposed: its own check prints 03PASSED, the captured output is wrong
+    assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER

@@ -1,0 +1,100 @@
+"""grader.orchestration.build_cache: keyed by what is compiled only, one build per key at a time, pruning that
+spares recent builds; and a real grading that reuses the build of a copy which changed only ops.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.orchestration.build_cache import build_key, build_lock, entry, prune_build_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTOR = ROOT / "reference_kernels" / "sigmoid" / "vector"
+
+
+def _key(root: Path, plan: str = "my_ops_ext", env: dict[str, str] | None = None, toolchain: str = "t1") -> str:
+    return build_key(root, plan, "emu", env if env is not None else {"BANG_EMU_DEVICE": "mlu370-x8"}, toolchain)
+
+
+@pytest.fixture
+def submission(tmp_path: Path) -> Path:
+    copy = tmp_path / "sub"
+    shutil.copytree(VECTOR, copy)
+    return copy
+
+
+def test_python_toml_and_documentation_are_not_part_of_the_key(submission: Path) -> None:
+    before = _key(submission)
+    (submission / "ops.py").write_text((submission / "ops.py").read_text() + "\n# edited\n")
+    (submission / "helpers.py").write_text("X = 1\n")
+    (submission / "grade.toml").write_text('[student]\nid = "someone-else"\n')
+    (submission / "README.md").write_text("# my notes\n")
+    (submission / "expected.toml").write_text("verdict = 'passed'\n")  # the test fixtures' own
+    assert _key(submission) == before
+
+
+@pytest.mark.parametrize("change", ["mlu", "cpp", "header_elsewhere", "plan", "env", "toolchain"])
+def test_every_input_of_the_build_is_part_of_the_key(submission: Path, change: str) -> None:
+    before = _key(submission)
+    if change == "mlu":
+        (mlu,) = (submission / "mlu").glob("*.mlu")
+        mlu.write_text(mlu.read_text() + "\n")
+    elif change == "cpp":
+        (cpp,) = (submission / "cpp").glob("*.cpp")
+        cpp.write_text(cpp.read_text() + "\n")
+    elif change == "header_elsewhere":  # reachable by a relative #include from cpp/
+        (submission / "include").mkdir()
+        (submission / "include" / "common.h").write_text("#define X 1\n")
+    after = {"plan": lambda: _key(submission, plan="other_ext"),
+             "env": lambda: _key(submission, env={"BANG_EMU_DEVICE": "mlu270"}),
+             "toolchain": lambda: _key(submission, toolchain="t2")}.get(change, lambda: _key(submission))()
+    assert after != before
+
+
+def test_one_build_per_key_at_a_time(tmp_path: Path) -> None:
+    folder = entry(tmp_path / "cache", "k" * 32)
+    events: list[str] = []
+
+    def second() -> None:
+        with build_lock(folder):
+            events.append("second")
+
+    with build_lock(folder):
+        other = threading.Thread(target=second)
+        other.start()
+        time.sleep(0.3)
+        events.append("first done")
+    other.join(10)
+    assert events == ["first done", "second"]
+    assert not list(folder.iterdir()), "the lock lives beside the build folder, never in the sandbox's /build"
+
+
+def test_pruning_spares_the_most_recent_and_builds_in_use(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    for i in range(4):
+        (cache / f"old{i}").mkdir(parents=True)
+        os.utime(cache / f"old{i}", (1000 + i, 1000 + i))
+    entry(cache, "in_use")  # touched now: a grading may be reading it
+    prune_build_cache(cache, keep=2)
+    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == ["in_use", "old3"]
+
+
+@pytest.mark.slow
+def test_a_copy_that_changed_only_ops_py_reuses_the_build(submission: Path, tmp_path: Path) -> None:
+    from grader.orchestration import GradeOptions, grade_submission
+    from grader.results import Verdict
+
+    cache = tmp_path / "cache"  # its own: the session's may already hold this build
+    options = GradeOptions(sandbox="none", build_cache=cache, stages=["vector"])
+    first = grade_submission(submission, options)
+    (submission / "ops.py").write_text((submission / "ops.py").read_text() + "\n# resubmitted\n")
+    second = grade_submission(submission, options)
+    assert first.build is not None and not first.build.cached, first.message
+    assert second.build is not None and second.build.cached and second.build.cache_key == first.build.cache_key
+    assert first.verdict == second.verdict == Verdict.PASSED, second.message
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 1
