@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from grader.orchestration import GradeOptions, grade_submission
-from grader.orchestration.pipeline import _Grading
+from grader.orchestration.score_stages import next_step
 from grader.results import GradeResult, Verdict
 from grader.spec import load_assignment
 
@@ -77,8 +77,7 @@ def test_an_unavailable_backend_is_reported_not_blamed_on_the_student(tmp_path):
 
 
 def test_next_step_is_how_to_reach_this_stage_or_else_the_next():
-    grading = _Grading(Path("."), GradeOptions())
-    grading.spec = load_assignment("matmul")
-    assert "many tasks" in grading._next_step("multicore", reached=False)
-    assert "__memcpy_async" in grading._next_step("multicore", reached=True)
-    assert grading._next_step("sram_union", reached=True) is None
+    spec = load_assignment("matmul")
+    assert "many tasks" in next_step(spec, "multicore", reached=False)
+    assert "__memcpy_async" in next_step(spec, "multicore", reached=True)
+    assert next_step(spec, "sram_union", reached=True) is None

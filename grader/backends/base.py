@@ -15,6 +15,14 @@ class Backend(ABC):
     name: Literal["emu", "mlu"]
     timing_source: TimingSource
     default_device: str
+    # The runtime writes a signed launch trace: "no kernel launched", structural requirements and the
+    # integrity checks are judged from it.
+    kernel_trace: bool
+    # Each stage's timed call: warm-up invocations, then timed ones.
+    warmup: int
+    timed_repeats: int
+    # Times vary from run to run: more rounds of fresh inputs until the spread settles (scoring.timing).
+    retimes: bool
 
     @abstractmethod
     def available(self) -> tuple[bool, str]:

@@ -15,6 +15,11 @@ class EmuBackend(Backend):
     name = "emu"
     timing_source = "modelled"
     default_device = device_table.default_device()
+    kernel_trace = True
+    # Modelled time is deterministic: one timed call says all there is (spread 0, repeats 1).
+    warmup = 0
+    timed_repeats = 1
+    retimes = False
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("bang_emu") is None:

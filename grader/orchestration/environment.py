@@ -41,11 +41,6 @@ class ResolvedBackend:
         return self.impl.timing_source
 
     @property
-    def has_trace(self) -> bool:
-        # Structural requirements and "no kernel launched" are judged from the emulator's launch trace.
-        return self.name == "emu"
-
-    @property
     def env(self) -> dict[str, str]:
         env = dict(self.impl.run_env(self.device))
         if os.environ.get("BANG_GRADER_NO_PCH"):  # benchmarks: builds without the precompiled torch headers

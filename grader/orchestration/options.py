@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from grader.sandbox.base import Runner
 
 
 @dataclass
@@ -21,3 +24,4 @@ class GradeOptions:
     stages: list[str] | None = None  # restrict to these stages (None: all)
     progress: Callable[[str, float], None] | None = None  # (step description, fraction done)
     batch: bool = False  # batch grading refuses to run unsandboxed
+    runner: Runner | None = None  # None: the one --sandbox selects; tests pass a fake to drive the policy

@@ -231,7 +231,16 @@ def _check_output(spec: ProgramsSpec, base: AssignmentSpec, record: dict[str, An
     outcome = compare(actual, expected, str(actual.dtype), base.tolerances[str(actual.dtype)], base.checks)
     covered = "" if len(rows) == m else f" (rows captured and checked: {len(rows)} of {m})"
     if not outcome.passed:
-        return Verdict.WRONG_ANSWER, f"captured output vs float64 left @ right: {outcome.message}{covered}", (m, n, k)
+        message = f"captured output vs float64 left @ right: {outcome.message}{covered}"
+        # The lab's untransposed right matrix in WRAM: recognised, so the message names the cause, not a number.
+        as_rows = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ \
+            right.astype(np.float64).reshape(-1).reshape(k, n).T
+        if compare(actual, as_rows, str(actual.dtype), base.tolerances[str(actual.dtype)], base.checks).passed:
+            message += (". The output is left x right read as k rows of n: __bang_matmul takes its right-hand "
+                        "matrix in WRAM as N rows of K (column-major, Cambricon's BANG C guide), so transpose "
+                        "right before it goes to WRAM. The lab's own check (inputs in [1, 1.1], 10% tolerance) "
+                        "cannot tell the two layouts apart, which is why the program prints PASSED")
+        return Verdict.WRONG_ANSWER, message, (m, n, k)
     # right values the kernel did not compute (e.g. DMA'd from a buffer host code filled) are not its own
     work = WorkTotals()
     work.add(record, itemsize)

@@ -1,5 +1,6 @@
-"""Chooses the runner for a grading run: docker when it can, bwrap for self-checks, plain processes only
-when asked for explicitly, and never an unsandboxed (or cgroup-less) runner for batch grading."""
+"""Chooses the runner for a grading run: docker when it can, one pod per phase when the grader is itself a
+Kubernetes pod without Docker, bwrap for self-checks, plain processes only when asked for explicitly, and
+never an unsandboxed (or cgroup-less) runner for batch grading."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import requests
 
 from grader.sandbox.base import Runner
 from grader.sandbox.bwrap_runner import BwrapRunner, bwrap_available
-from grader.sandbox.docker_runner import DockerRunner, mlu_device_nodes
+from grader.sandbox.docker_runner import DockerRunner, SandboxError, mlu_device_nodes
 from grader.sandbox.images import base_image_tag, emu_image_tag, ensure_emu_image, image_exists
+from grader.sandbox.pod_runner import PodRunner, PodSettings, in_cluster
 
 SandboxKind = Literal["auto", "docker", "bwrap", "none"]
 
@@ -59,6 +61,14 @@ def select_runner(kind: SandboxKind, batch: bool, backend: Literal["emu", "mlu"]
             return DockerRunner(tag, client=client, devices=devices)
         if client is not None:
             why = f"the sandbox image {tag} is not built (run `grade images build`)"
+        else:
+            cluster, cluster_why = in_cluster()
+            if cluster:  # a grading pod: no daemon, but the API server can start a pod per phase
+                try:
+                    return PodRunner(PodSettings.from_env(), backend=backend)
+                except SandboxError as exc:
+                    raise SandboxRefused(f"pod sandbox unavailable: {exc}") from exc
+            why = f"{why}; {cluster_why}"
         if kind == "docker" or batch or backend == "mlu":
             raise SandboxRefused(f"docker sandbox unavailable: {why}")
     if not bwrap_available():

@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bang_emu import rewrite as rw
-from bang_emu import toolchain
+from bang_emu import spaces, toolchain
 
 # capacities in KiB per --bang-mlu-arch (BANG header MLISA.cpp; mtp_592 unconfirmed, see README)
+_N, _W, _S = spaces.NRAM, spaces.WRAM, spaces.SRAM
 ARCH_CAPACITY_KB = {
-    "mtp_270": {2: 512, 3: 1024, 4: 2048},
-    "mtp_290": {2: 512, 3: 512, 4: 2048},
-    "mtp_372": {2: 768, 3: 1024, 4: 4096},
-    "mtp_592": {2: 448, 3: 512, 4: 2048},
+    "mtp_270": {_N: 512, _W: 1024, _S: 2048},
+    "mtp_290": {_N: 512, _W: 512, _S: 2048},
+    "mtp_372": {_N: 768, _W: 1024, _S: 4096},
+    "mtp_592": {_N: 448, _W: 512, _S: 2048},
 }
 ARCH_NUMBER = {"mtp_270": 270, "mtp_290": 290, "mtp_372": 372, "mtp_592": 592}
 VIRTUAL_ARCH = {"compute_20": "mtp_270", "compute_30": "mtp_372", "compute_50": "mtp_592"}
@@ -183,13 +184,13 @@ def _std_flag(std: str | None) -> str:
 
 
 def _arch_macros(archs: list[str]) -> list[str]:
-    arch = min(archs, key=lambda a: ARCH_CAPACITY_KB[a][2])
+    arch = min(archs, key=lambda a: ARCH_CAPACITY_KB[a][_N])
     cap = ARCH_CAPACITY_KB[arch]
     return [
         f"-D__BANG_ARCH__={ARCH_NUMBER[arch]}",
-        f"-D__MLU_NRAM_SIZE__={cap[2]}",
-        f"-D__MLU_WRAM_SIZE__={cap[3]}",
-        f"-D__MLU_SRAM_SIZE__={cap[4]}",
+        f"-D__MLU_NRAM_SIZE__={cap[_N]}",
+        f"-D__MLU_WRAM_SIZE__={cap[_W]}",
+        f"-D__MLU_SRAM_SIZE__={cap[_S]}",
         "-D__MLISA__=1",
     ]
 
@@ -243,9 +244,9 @@ def check_capacity(obj: Path, decls: list[rw.OnchipDecl], archs: list[str]) -> l
                 first = arrays[0][0]
                 listing = ", ".join(f"'{d.name}' {size / 1024:.1f} KB ({Path(d.file).name}:{d.line})" for d, size in arrays)
                 errors.append(
-                    f"{first.file}:{first.line}: error: bang-emu: onchip-overflow: {rw.SPACE_NAMES[space]} arrays "
+                    f"{first.file}:{first.line}: error: bang-emu: onchip-overflow: {spaces.name(space)} arrays "
                     f"need {total / 1024:.1f} KB but {arch} has {cap // 1024} KB per "
-                    f"{'cluster' if space == 4 else 'core'}: {listing}; make the arrays smaller "
+                    f"{'cluster' if space == spaces.SRAM else 'core'}: {listing}; make the arrays smaller "
                     f"(tile the computation) or move data to GDRAM"
                 )
         if errors:

@@ -22,12 +22,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SPACE_CODES = {"__nram__": 2, "__wram__": 3, "__mlu_shared__": 4}
-SPACE_NAMES = {2: "NRAM", 3: "WRAM", 4: "SRAM"}
+from bang_emu import spaces
+
 ONCHIP_SECTION = ".bang_emu_onchip"
 
 _LINE_MARKER = re.compile(r'^#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"([ \d]*)', re.M)
-_ONCHIP_KEYWORD = re.compile(r"\b(__nram__|__wram__|__mlu_shared__)\b")
+_ONCHIP_KEYWORD = re.compile(r"\b(" + "|".join(spaces.ONCHIP_KEYWORDS) + r")\b")
 _ATTRIBUTE = re.compile(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
 _DECLARATOR = re.compile(r"^(?P<head>[\s\S]*?)(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$")
 
@@ -295,7 +295,7 @@ def _statement_bounds(text: str, kw_start: int) -> tuple[int, int]:
 
 def _translate_decl(stmt: str, space_kw: str, src_file: str, line: int, first_index: int,
                     in_function: bool = False) -> tuple[str, list[OnchipDecl]]:
-    space = SPACE_CODES[space_kw]
+    space = spaces.ONCHIP_KEYWORDS[space_kw]
     body = _ATTRIBUTE.sub(" ", stmt.replace(space_kw, " ", 1))
     newlines = "\n" * stmt.count("\n")
     body = " ".join(body.split())

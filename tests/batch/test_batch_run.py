@@ -108,7 +108,9 @@ def test_plan_only_then_indexed_workers_then_collect(tmp_path, quick_env):
     assert planned.graded == 0
     plan_lines = (out / "plan.jsonl").read_text().splitlines()
     assert len(plan_lines) == 3 and all(json.loads(line)["seed"] is None for line in plan_lines)
-    k8s = json.loads((out / "k8s-job.json").read_text())
+    manifests = json.loads((out / "k8s-job.json").read_text())
+    assert manifests["kind"] == "List"
+    (k8s,) = [item for item in manifests["items"] if item["kind"] == "Job"]
     assert k8s["spec"]["completionMode"] == "Indexed" and k8s["spec"]["completions"] == 3
     container = k8s["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "reg/grader:1" and "--plan" in container["command"]

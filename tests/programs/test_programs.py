@@ -103,7 +103,7 @@ def test_two_stage_folder_graded_from_captured_launches(tmp_path: Path) -> None:
     assert "matches float64" in ok.message and all(r.passed for r in ok.requirements)
     # the program printed PASSED for it; the host's float64 check of the captured output does not agree
     assert wrong.verdict == Verdict.WRONG_ANSWER and wrong.points == 0, wrong.message
-    assert "DIFF1" in wrong.message
+    assert "DIFF1" in wrong.message and "N rows of K" in wrong.message  # the cause is named, not only a number
     assert result.score == 10 and result.max_score == 60
 
 
@@ -137,4 +137,4 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
     # 01/02: right answers at 128x256x256, not the lab's shape -> correctness points only
     assert by_stage["scalar_nram"].correct and by_stage["scalar_nram"].points == 5
     # 03 copies right into WRAM untransposed: its own check prints 03PASSED, the captured output is wrong
-    assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER
+    assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER and "N rows of K" in by_stage["vector"].message

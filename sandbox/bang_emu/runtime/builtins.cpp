@@ -129,7 +129,7 @@ void nram_out(CoreCtx *c, const void *p, size_t bytes, const char *b, const char
 void charge_vector(CoreCtx *c, size_t bytes, double passes = 1.0) {
   const Profile &P = profile();
   double cyc = P.vector_overhead_cycles + passes * std::ceil(bytes / P.vector_bytes_per_cycle);
-  c->charge_compute(1, cyc);
+  c->charge_compute(kSplitVector, cyc);
 }
 
 bool mpu_skip(CoreCtx *c) {
@@ -237,8 +237,8 @@ void memcpy_impl(bool async, void *dst, const void *src, int size, int dir, int 
     double start = std::max({c->t, qfree, c->compute_free});
     double end = start + dur;
     qfree = end;
-    c->split[4] += start - c->t;
-    c->split[3] += dur;
+    c->split[kSplitWait] += start - c->t;
+    c->split[kSplitIo] += dur;
     c->t = end;
     return;
   }
@@ -282,7 +282,7 @@ void wait_queues(CoreCtx *c, bool io, bool move) {
   double target = std::max(c->t, c->compute_free);
   if (io) target = std::max(target, c->io_free);
   if (move) target = std::max(target, c->move_free);
-  c->split[4] += target - c->t;
+  c->split[kSplitWait] += target - c->t;
   c->t = target;
 }
 }  // namespace
@@ -381,7 +381,7 @@ static void gdramset_impl(T *dst, int n, T value, const void *ret) {
   const Profile &P = profile();
   double dur = P.io_latency_cycles + sizeof(T) * n / io_bytes_per_cycle(c->is_mpu);
   c->t = std::max(c->t, c->compute_free) + dur;
-  c->split[3] += dur;
+  c->split[kSplitIo] += dur;
   c->bytes_moved["GDRAMSET"] += sizeof(T) * n;
 }
 template <class T>
@@ -788,7 +788,7 @@ void matmul_impl(TD *dst, const TL *lhs, const TR *rhs, int M, int K, int N, dou
   c->tensor_macs += (uint64_t)M * K * N;
   const Profile &P = profile();
   double cyc = P.tensor_overhead_cycles + 2.0 * M * K * N / ops_per_cycle;
-  c->charge_compute(2, cyc);
+  c->charge_compute(kSplitTensor, cyc);
 }
 // Convolution on the tensor unit: src[H][W][Ci] (NRAM), dst[Ho][Wo][Co] (NRAM) over complete windows, filters
 // in WRAM with output channel co at line co % 64, slot co / 64 of [64][Co/64][Kh][Kw][Ci] -- the layout the
@@ -836,7 +836,7 @@ void conv_impl(TD *dst, const TS *src, const TK *kernel, int ci, int h, int w, i
   uint64_t macs = (uint64_t)ho * wo * co * win;
   c->tensor_macs += macs;
   const Profile &P = profile();
-  c->charge_compute(2, P.tensor_overhead_cycles + 2.0 * macs / ops_per_cycle);
+  c->charge_compute(kSplitTensor, P.tensor_overhead_cycles + 2.0 * macs / ops_per_cycle);
 }
 }  // namespace
 

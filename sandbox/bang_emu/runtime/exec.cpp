@@ -98,12 +98,12 @@ void CoreCtx::flush_scalar() {
     }
   }
   t += cyc;
-  split[0] += cyc;
+  split[kSplitScalar] += cyc;
 }
 
 // Vector and tensor instructions run on the compute queue: in order among themselves, overlapping with
 // DMA and with the scalar instruction stream until a sync waits for them.
-void CoreCtx::charge_compute(int unit, double cycles) {
+void CoreCtx::charge_compute(TimeSplit unit, double cycles) {
   double start = std::max(t, compute_free);
   compute_free = start + cycles;
   split[unit] += cycles;
@@ -240,7 +240,7 @@ void barrier(BarrierKind kind, const char *name, const void *ret) {
   complete_pending(c, -1);
   c->flush_scalar();
   double done = std::max({c->t, c->io_free, c->move_free, c->compute_free});
-  c->split[4] += done - c->t;
+  c->split[kSplitWait] += done - c->t;
   c->t = done;
   LaunchState *L = c->launch;
   if (L->union_n == 0 || (kind == kBarAllIpu && c->is_mpu) || (kind == kBarAllMpu && !c->is_mpu)) return;
@@ -263,7 +263,7 @@ void barrier(BarrierKind kind, const char *name, const void *ret) {
                                        [&](const std::pair<int, std::string> &w) { return w.first == key; }),
                         J->waiting_at.end());
     J->cv.notify_all();
-    c->split[4] += b.release_t - c->t;
+    c->split[kSplitWait] += b.release_t - c->t;
     c->t = b.release_t;
     return;
   }
@@ -317,7 +317,7 @@ void barrier(BarrierKind kind, const char *name, const void *ret) {
                    ret);
     }
   }
-  c->split[4] += b.release_t - c->t;
+  c->split[kSplitWait] += b.release_t - c->t;
   c->t = std::max(c->t, b.release_t);
 }
 
@@ -529,7 +529,7 @@ void stack_range(CoreCtx &c) {
 
 struct TaskResult {
   double cycles = 0;
-  std::array<double, 5> split{};
+  SplitTimes split{};
   double io_bw = 0, io_sync_bw = 0;
   bool mpu = false;
 };
@@ -537,7 +537,7 @@ struct TaskResult {
 // What a task saves when its GDRAM transfers run faster by factor f (< 1): blocking ones fully,
 // asynchronous ones where the core stalled on them.
 double io_saving(const TaskResult &r, double f) {
-  return r.io_sync_bw * (1 - f) + std::min(r.split[4], (r.io_bw - r.io_sync_bw) * (1 - f));
+  return r.io_sync_bw * (1 - f) + std::min(r.split[kSplitWait], (r.io_bw - r.io_sync_bw) * (1 - f));
 }
 
 // Runs one task (or one memory-core body) on the calling worker thread.
@@ -583,14 +583,14 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
   t_core = nullptr;
   c.flush_scalar();
   double end = std::max({c.t, c.io_free, c.move_free, c.compute_free});
-  c.split[4] += end - c.t;
+  c.split[kSplitWait] += end - c.t;
   c.t = end;
   TaskResult r;
   r.cycles = c.t;
   r.io_bw = c.io_bw_cycles;
   r.io_sync_bw = c.io_sync_bw_cycles;
   r.mpu = mpu;
-  for (int i = 0; i < 5; ++i) r.split[i] = c.split[i];
+  r.split = c.split;
   size_t nram = arena_touched_bytes(c.mem->nram), wram = arena_touched_bytes(c.mem->wram);
   size_t sram = c.mem->sram ? arena_touched_bytes(*c.mem->sram) : 0;
   std::lock_guard<std::mutex> lk(L->mu);
@@ -639,8 +639,7 @@ static const char *func_type_name(int t) {
 
 // Space names in the trace's scalar counters (builtin_counts "scalar_load_gdram", work "scalar_loads").
 static const char *space_key(int s) {
-  static const char *names[] = {"stack", "gdram", "nram", "wram", "sram", "ldram"};
-  return (s >= 0 && s < kSpaces) ? names[s] : "other";
+  return (s >= 0 && s < kSpaces) ? kSpaceKeys[s] : "other";
 }
 
 template <class Map>
@@ -654,7 +653,7 @@ void capture_launch_begin();  // capture.cpp
 std::string capture_launch_end();
 
 // One signed `launch` record (trace.cpp adds record/call/seq and the MAC).
-static void write_trace(LaunchState &L, const Profile &P, double time_us, const std::array<double, 5> &split_us,
+static void write_trace(LaunchState &L, const Profile &P, double time_us, const SplitTimes &split_us,
                         int cores_used) {
   if (!trace_enabled()) return;
   std::string j;
@@ -665,11 +664,10 @@ static void write_trace(LaunchState &L, const Profile &P, double time_us, const 
   char b[64];
   snprintf(b, sizeof b, "%.6f", time_us);
   j += ",\"modelled_time_us\":" + std::string(b);
-  const char *names[5] = {"scalar", "vector", "tensor", "io", "wait"};
   j += ",\"time_split_us\":{";
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kSplits; ++i) {
     snprintf(b, sizeof b, "%.6f", split_us[i]);
-    j += std::string(i ? "," : "") + "\"" + names[i] + "\":" + b;
+    j += std::string(i ? "," : "") + "\"" + kTimeSplitKeys[i] + "\":" + b;
   }
   j += "},\"bytes_moved\":" + json_counts(L.bytes_moved);
   j += ",\"onchip_peak_bytes\":{\"nram\":" + std::to_string(L.peak[0]) + ",\"wram\":" + std::to_string(L.peak[1]) +
@@ -733,6 +731,208 @@ static void write_trace(LaunchState &L, const Profile &P, double time_us, const 
 
 cnrtQueue_t default_queue_impl();
 
+// ---------------------------------------------------------------- launch steps (launch_erased runs them in order)
+// Why the launch cannot run ("" when it can); sets L.union_n from the function type.
+static std::string validate_launch(LaunchState &L, const Profile &P) {
+  const cnrtDim3_t &dim = L.dim;
+  if (dim.x == 0 || dim.y == 0 || dim.z == 0)
+    return "task dimension {" + std::to_string(dim.x) + ", " + std::to_string(dim.y) + ", " + std::to_string(dim.z) +
+           "} has a zero";
+  int t = L.func_type;
+  if (t == 1) {
+    L.union_n = 0;
+    return "";
+  }
+  if (t != 4 && t != 8 && t != 16 && t != 32 && t != 64)
+    return "function type " + std::to_string(t) +
+           " is not a cnrtFunctionType_t (use CNRT_FUNC_TYPE_BLOCK or CNRT_FUNC_TYPE_UNION1/2/4/8/16)";
+  L.union_n = t / 4;
+  if (L.union_n > P.clusters)
+    return std::string(func_type_name(t)) + " needs " + std::to_string(L.union_n) + " clusters but " + P.name +
+           " has " + std::to_string(P.clusters);
+  if (dim.x % (4 * L.union_n) != 0)
+    return std::string(func_type_name(t)) + " needs dim.x to be a multiple of " + std::to_string(4 * L.union_n) +
+           " (4 cores per cluster), got dim.x = " + std::to_string(dim.x);
+  return "";
+}
+
+// GDRAM bytes per cycle the whole card's DMA / one cluster can draw.
+static double card_bytes_per_cycle(const Profile &P) { return P.gdram_gbps * P.dma_efficiency * 1000.0 / P.clock_mhz; }
+static double cluster_bytes_per_cycle(const Profile &P) { return P.cluster_gbps * 1000.0 / P.clock_mhz; }
+
+// What the tasks of a launch did, before scheduling.
+struct Executed {
+  int cores_used = 0;
+  std::vector<TaskResult> results;  // per task (BLOCK) or per job: its slowest thread (UNIONn)
+  std::vector<std::vector<TaskResult>> job_threads;  // UNIONn: every thread of every job that ran
+};
+
+// BLOCK: tasks pulled in order by the worker pool, each core given an even share of the GDRAM bandwidth.
+static Executed run_block(LaunchState &L, const Profile &P, long long ntasks) {
+  Executed E;
+  E.cores_used = (int)std::min<long long>(ntasks, P.clusters * P.cores_per_cluster);
+  L.io_bw = std::min({P.core_io_bytes_per_cycle, card_bytes_per_cycle(P) / E.cores_used,
+                      cluster_bytes_per_cycle(P) / std::min(E.cores_used, P.cores_per_cluster)});
+  L.mpu_bw = L.io_bw;
+  E.results.resize(ntasks);
+  Pool &pool = block_pool();
+  std::atomic<long long> next{0};
+  pool.run(std::min<long long>(pool.n, ntasks), [&](int) {
+    CoreCtx c;
+    for (long long i; (i = next++) < ntasks;) E.results[i] = run_task(&L, c, (int)i, false, 0);
+  });
+  return E;
+}
+
+// UNIONn: jobs of n clusters (4 MLU cores + 1 memory core each) one after another until one fails.
+static Executed run_union(LaunchState &L, const Profile &P, long long ntasks) {
+  Executed E;
+  int per_job = 4 * L.union_n;
+  int njobs = (int)(ntasks / per_job);
+  int clusters_used = std::min(njobs * L.union_n, P.clusters);
+  E.cores_used = clusters_used * P.cores_per_cluster;
+  L.io_bw = std::min(P.core_io_bytes_per_cycle, card_bytes_per_cycle(P) / E.cores_used);
+  L.mpu_bw = std::min(cluster_bytes_per_cycle(P), card_bytes_per_cycle(P) / clusters_used);
+  E.results.resize(njobs);
+  Pool &pool = union_pool(L.union_n);
+  for (int j = 0; j < njobs && !L.aborted.load(); ++j) {
+    JobSync J;
+    J.total = 5 * L.union_n;
+    L.job = &J;
+    std::vector<TaskResult> per(J.total);
+    pool.run(J.total, [&](int idx) {
+      CoreCtx c;
+      int cluster = idx / 5, role = idx % 5;
+      bool mpu = role == 4;
+      int task = j * per_job + cluster * 4 + (mpu ? 0 : role);
+      per[idx] = run_task(&L, c, task, mpu, cluster);
+      std::lock_guard<std::mutex> lk(J.mu);
+      J.finished++;
+      J.cv.notify_all();
+    });
+    L.job = nullptr;
+    TaskResult worst;
+    for (auto &r : per)
+      if (r.cycles >= worst.cycles) worst = r;
+    E.results[j] = worst;
+    E.job_threads.push_back(per);
+  }
+  return E;
+}
+
+// Duty-cycle correction (BLOCK): the tasks ran with the card's bandwidth split evenly between all cores
+// in use, but a core that alternates copies and compute keeps the bus busy only part of the time, so
+// the others get more. Iterate: duty d = bus time / task time, contenders = 1 + (cores-1) d, and shorten
+// the transfers by the bandwidth ratio (blocking ones fully, asynchronous ones where they stalled).
+static void correct_block_bandwidth(Executed &E, const LaunchState &L, const Profile &P) {
+  if (E.cores_used <= 1) return;
+  double cluster_cores = std::min(E.cores_used, P.cores_per_cluster);
+  double f = 1.0;
+  for (int it = 0; it < 20; ++it) {
+    double busy = 0, total = 0;
+    for (const TaskResult &r : E.results) {
+      busy += r.io_bw * f;
+      total += r.cycles - io_saving(r, f);
+    }
+    double d = total > 0 ? std::min(1.0, busy / total) : 1.0;
+    double bw = std::min({P.core_io_bytes_per_cycle, card_bytes_per_cycle(P) / (1 + (E.cores_used - 1) * d),
+                          cluster_bytes_per_cycle(P) / (1 + (cluster_cores - 1) * d)});
+    f = std::min(1.0, L.io_bw / bw);
+  }
+  for (TaskResult &r : E.results) {
+    double saved_sync = r.io_sync_bw * (1 - f);
+    double saved_async = io_saving(r, f) - saved_sync;
+    r.cycles -= saved_sync + saved_async;
+    r.split[kSplitIo] -= saved_sync;
+    r.split[kSplitWait] -= saved_async;
+  }
+}
+
+// Duty-cycle correction (UNIONn): the tasks ran assuming every MLU core (and every memory core) of the
+// clusters in use streams from GDRAM all the time; count the DMA agents that really were busy on
+// average and give the transfers the bandwidth that leaves, job by job (barriers tie a job's cores
+// together, so a job shortens by its most-saving core).
+static void correct_union_bandwidth(Executed &E, const LaunchState &L, const Profile &P) {
+  int njobs = (int)E.results.size();
+  int concurrent_jobs = std::max(1, std::min(njobs, P.clusters / L.union_n));
+  double f_ipu = 1.0;
+  const double f_mpu = 1.0;
+  for (int it = 0; it < 20 && njobs > 0; ++it) {
+    double busy = 0, time = 0;
+    for (auto &per : E.job_threads) {
+      double save = 0;
+      for (auto &r : per) {
+        double f = r.mpu ? f_mpu : f_ipu;
+        busy += r.io_bw * f;
+        save = std::max(save, io_saving(r, f));
+      }
+      double worst = 0;
+      for (auto &r : per) worst = std::max(worst, r.cycles);
+      time += worst - save;
+    }
+    double agents = std::max(1.0, busy / std::max(time, 1.0) * concurrent_jobs);
+    double bw = std::min(P.core_io_bytes_per_cycle, card_bytes_per_cycle(P) / agents);
+    // memory cores were already given one cluster's share (one agent per cluster); MLU cores were given
+    // a 16th of the card as if all four cores of every cluster streamed
+    f_ipu = std::min(1.0, L.io_bw / bw);
+  }
+  for (size_t j = 0; j < E.job_threads.size(); ++j) {
+    double save = 0;
+    for (auto &r : E.job_threads[j]) save = std::max(save, io_saving(r, r.mpu ? f_mpu : f_ipu));
+    E.results[j].cycles -= save;
+    E.results[j].split[kSplitWait] -= std::min(save, E.results[j].split[kSplitWait]);
+  }
+}
+
+struct Schedule {
+  double time_us = 0;
+  SplitTimes split_us{};  // the critical core's / slot's split; launch overhead counts as waiting
+};
+
+// List scheduling: tasks (BLOCK) or cluster jobs (UNIONn) in order onto the earliest free core/slot.
+static Schedule schedule(const std::vector<TaskResult> &results, const LaunchState &L, const Profile &P) {
+  int slots = L.union_n == 0 ? P.clusters * P.cores_per_cluster : std::max(1, P.clusters / L.union_n);
+  std::vector<double> free_at(slots, 0.0);
+  std::vector<SplitTimes> slot_split(slots, SplitTimes{});
+  for (const TaskResult &r : results) {
+    int s = (int)(std::min_element(free_at.begin(), free_at.end()) - free_at.begin());
+    free_at[s] += r.cycles;
+    for (int i = 0; i < kSplits; ++i) slot_split[s][i] += r.split[i];
+  }
+  int crit = (int)(std::max_element(free_at.begin(), free_at.end()) - free_at.begin());
+  Schedule S;
+  S.time_us = P.launch_overhead_us + free_at[crit] / P.clock_mhz;
+  for (int i = 0; i < kSplits; ++i) S.split_us[i] = slot_split[crit][i] / P.clock_mhz;
+  S.split_us[kSplitWait] += P.launch_overhead_us;
+  return S;
+}
+
+// Ends a launch that ran: the memory-core warning, the queue's error and clock, the trace, the verbose line.
+static cnrtRet_t finish_launch(LaunchState &L, const Profile &P, cnrtQueue_t queue, const Schedule &S, int cores_used,
+                               std::chrono::steady_clock::time_point wall_start) {
+  if (L.mpu_skipped)
+    emit(&L, "warning", "mpu-onchip-op",
+         std::to_string(L.mpu_skipped) +
+             " NRAM/WRAM operation(s) issued on the memory core were skipped (it has no NRAM/WRAM); guard them "
+             "with `if (__is_ipu())` or `coreId != 0x80`",
+         nullptr);
+  bool failed = false;
+  for (const Diagnostic &d : L.diags) failed |= d.severity == "error";
+  if (failed) {
+    queue->error = cnrtErrorKernelFault;
+    set_last_error(cnrtErrorKernelFault);
+  }
+  queue->clock_us += S.time_us;
+  write_trace(L, P, S.time_us, S.split_us, cores_used);
+  if (getenv("BANG_EMU_VERBOSE")) {
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    fprintf(stderr, "bang-emu: %s<<<{%u,%u,%u}, %s>>>: %.3f us modelled (%s)%s; emulated in %.3f s wall\n",
+            L.kernel.c_str(), L.dim.x, L.dim.y, L.dim.z, func_type_name(L.func_type), S.time_us, P.name.c_str(),
+            failed ? " [failed]" : "", wall);
+  }
+  return failed ? cnrtErrorKernelFault : cnrtSuccess;
+}
+
 cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
                         cnrtQueue_t queue, TaskBody body, void *ctx) {
   std::lock_guard<std::mutex> launch_lock(g_launch_mu);
@@ -761,177 +961,21 @@ cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3
   } launch_window;
   capture_launch_begin();
 
-  auto refuse = [&](const std::string &msg) {
-    emit(&L, "error", "invalid-launch", msg, nullptr);
-    write_trace(L, P, 0, {0, 0, 0, 0, 0}, 0);
+  std::string refusal = validate_launch(L, P);
+  if (!refusal.empty()) {
+    emit(&L, "error", "invalid-launch", refusal, nullptr);
+    write_trace(L, P, 0, SplitTimes{}, 0);
     queue->error = cnrtErrorInvalidLaunch;
     set_last_error(cnrtErrorInvalidLaunch);
     return cnrtErrorInvalidLaunch;
-  };
+  }
   long long ntasks = (long long)dim.x * dim.y * dim.z;
-  if (dim.x == 0 || dim.y == 0 || dim.z == 0) return refuse("task dimension {" + std::to_string(dim.x) + ", " + std::to_string(dim.y) + ", " + std::to_string(dim.z) + "} has a zero");
-  int total_cores = P.clusters * P.cores_per_cluster;
-  if (func_type == 1) {
-    L.union_n = 0;
-  } else if (func_type == 4 || func_type == 8 || func_type == 16 || func_type == 32 || func_type == 64) {
-    L.union_n = func_type / 4;
-    if (L.union_n > P.clusters)
-      return refuse(std::string(func_type_name(func_type)) + " needs " + std::to_string(L.union_n) + " clusters but " +
-                    P.name + " has " + std::to_string(P.clusters));
-    if (dim.x % (4 * L.union_n) != 0)
-      return refuse(std::string(func_type_name(func_type)) + " needs dim.x to be a multiple of " +
-                    std::to_string(4 * L.union_n) + " (4 cores per cluster), got dim.x = " + std::to_string(dim.x));
-  } else {
-    return refuse("function type " + std::to_string(func_type) +
-                  " is not a cnrtFunctionType_t (use CNRT_FUNC_TYPE_BLOCK or CNRT_FUNC_TYPE_UNION1/2/4/8/16)");
-  }
-
-  // GDRAM bandwidth is shared by every core that runs at the same time
-  double card_bpc = P.gdram_gbps * P.dma_efficiency * 1000.0 / P.clock_mhz;
-  double cluster_bpc = P.cluster_gbps * 1000.0 / P.clock_mhz;
-  int cores_used;
-  std::vector<TaskResult> results;
-  std::vector<std::vector<TaskResult>> job_threads;  // UNIONn: every thread of every job
-  int njobs = 0;
-  if (L.union_n == 0) {
-    cores_used = (int)std::min<long long>(ntasks, total_cores);
-    L.io_bw = std::min({P.core_io_bytes_per_cycle, card_bpc / cores_used, cluster_bpc / std::min(cores_used, P.cores_per_cluster)});
-    L.mpu_bw = L.io_bw;
-    results.resize(ntasks);
-    Pool &pool = block_pool();
-    std::atomic<long long> next{0};
-    pool.run(std::min<long long>(pool.n, ntasks), [&](int) {
-      CoreCtx c;
-      for (long long i; (i = next++) < ntasks;) results[i] = run_task(&L, c, (int)i, false, 0);
-    });
-  } else {
-    int per_job = 4 * L.union_n;
-    njobs = (int)(ntasks / per_job);
-    int clusters_used = std::min(njobs * L.union_n, P.clusters);
-    cores_used = clusters_used * P.cores_per_cluster;
-    L.io_bw = std::min(P.core_io_bytes_per_cycle, card_bpc / cores_used);
-    L.mpu_bw = std::min(cluster_bpc, card_bpc / clusters_used);
-    results.resize(njobs);
-    Pool &pool = union_pool(L.union_n);
-    for (int j = 0; j < njobs && !L.aborted.load(); ++j) {
-      JobSync J;
-      J.total = 5 * L.union_n;
-      L.job = &J;
-      std::vector<TaskResult> per(J.total);
-      pool.run(J.total, [&](int idx) {
-        CoreCtx c;
-        int cluster = idx / 5, role = idx % 5;
-        bool mpu = role == 4;
-        int task = j * per_job + cluster * 4 + (mpu ? 0 : role);
-        per[idx] = run_task(&L, c, task, mpu, cluster);
-        std::lock_guard<std::mutex> lk(J.mu);
-        J.finished++;
-        J.cv.notify_all();
-      });
-      L.job = nullptr;
-      TaskResult worst;
-      for (auto &r : per)
-        if (r.cycles >= worst.cycles) worst = r;
-      results[j] = worst;
-      job_threads.push_back(per);
-    }
-    // Duty-cycle correction (UNIONn): the tasks ran assuming every MLU core (and every memory core) of the
-    // clusters in use streams from GDRAM all the time; count the DMA agents that really were busy on
-    // average and give the transfers the bandwidth that leaves, job by job (barriers tie a job's cores
-    // together, so a job shortens by its most-saving core).
-    int concurrent_jobs = std::max(1, std::min(njobs, P.clusters / L.union_n));
-    double f_ipu = 1.0;
-    const double f_mpu = 1.0;
-    for (int it = 0; it < 20 && njobs > 0; ++it) {
-      double busy = 0, time = 0;
-      for (auto &per : job_threads) {
-        double save = 0;
-        for (auto &r : per) {
-          double f = r.mpu ? f_mpu : f_ipu;
-          busy += r.io_bw * f;
-          save = std::max(save, io_saving(r, f));
-        }
-        double worst = 0;
-        for (auto &r : per) worst = std::max(worst, r.cycles);
-        time += worst - save;
-      }
-      double agents = std::max(1.0, busy / std::max(time, 1.0) * concurrent_jobs);
-      double bw = std::min(P.core_io_bytes_per_cycle, card_bpc / agents);
-      // memory cores were already given one cluster's share (one agent per cluster); MLU cores were given
-      // a 16th of the card as if all four cores of every cluster streamed
-      f_ipu = std::min(1.0, L.io_bw / bw);
-    }
-    for (size_t j = 0; j < job_threads.size(); ++j) {
-      double save = 0;
-      for (auto &r : job_threads[j]) save = std::max(save, io_saving(r, r.mpu ? f_mpu : f_ipu));
-      results[j].cycles -= save;
-      results[j].split[4] -= std::min(save, results[j].split[4]);
-    }
-  }
-
-  // Duty-cycle correction (BLOCK): the tasks ran with the card's bandwidth split evenly between all cores
-  // in use, but a core that alternates copies and compute keeps the bus busy only part of the time, so
-  // the others get more. Iterate: duty d = bus time / task time, contenders = 1 + (cores-1) d, and shorten
-  // the transfers by the bandwidth ratio (blocking ones fully, asynchronous ones where they stalled).
-  if (L.union_n == 0 && cores_used > 1) {
-    double cluster_cores = std::min(cores_used, P.cores_per_cluster);
-    double f = 1.0;
-    for (int it = 0; it < 20; ++it) {
-      double busy = 0, total = 0;
-      for (const TaskResult &r : results) {
-        busy += r.io_bw * f;
-        total += r.cycles - io_saving(r, f);
-      }
-      double d = total > 0 ? std::min(1.0, busy / total) : 1.0;
-      double bw = std::min({P.core_io_bytes_per_cycle, card_bpc / (1 + (cores_used - 1) * d),
-                            cluster_bpc / (1 + (cluster_cores - 1) * d)});
-      f = std::min(1.0, L.io_bw / bw);
-    }
-    for (TaskResult &r : results) {
-      double saved_sync = r.io_sync_bw * (1 - f);
-      double saved_async = io_saving(r, f) - saved_sync;
-      r.cycles -= saved_sync + saved_async;
-      r.split[3] -= saved_sync;
-      r.split[4] -= saved_async;
-    }
-  }
-
-  // list scheduling: tasks (BLOCK) or cluster jobs (UNIONn) in order onto the earliest free core/slot
-  int slots = L.union_n == 0 ? total_cores : std::max(1, P.clusters / L.union_n);
-  std::vector<double> free_at(slots, 0.0);
-  std::vector<std::array<double, 5>> slot_split(slots, std::array<double, 5>{0, 0, 0, 0, 0});
-  for (const TaskResult &r : results) {
-    int s = (int)(std::min_element(free_at.begin(), free_at.end()) - free_at.begin());
-    free_at[s] += r.cycles;
-    for (int i = 0; i < 5; ++i) slot_split[s][i] += r.split[i];
-  }
-  int crit = (int)(std::max_element(free_at.begin(), free_at.end()) - free_at.begin());
-  double makespan = free_at[crit];
-  double time_us = P.launch_overhead_us + makespan / P.clock_mhz;
-  std::array<double, 5> split_us;
-  for (int i = 0; i < 5; ++i) split_us[i] = slot_split[crit][i] / P.clock_mhz;
-  split_us[4] += P.launch_overhead_us;
-
-  if (L.mpu_skipped)
-    emit(&L, "warning", "mpu-onchip-op",
-         std::to_string(L.mpu_skipped) +
-             " NRAM/WRAM operation(s) issued on the memory core were skipped (it has no NRAM/WRAM); guard them "
-             "with `if (__is_ipu())` or `coreId != 0x80`",
-         nullptr);
-  bool failed = false;
-  for (const Diagnostic &d : L.diags) failed |= d.severity == "error";
-  if (failed) {
-    queue->error = cnrtErrorKernelFault;
-    set_last_error(cnrtErrorKernelFault);
-  }
-  queue->clock_us += time_us;
-  write_trace(L, P, time_us, split_us, cores_used);
-  if (getenv("BANG_EMU_VERBOSE")) {
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    fprintf(stderr, "bang-emu: %s<<<{%u,%u,%u}, %s>>>: %.3f us modelled (%s)%s; emulated in %.3f s wall\n", kernel,
-            dim.x, dim.y, dim.z, func_type_name(func_type), time_us, P.name.c_str(), failed ? " [failed]" : "", wall);
-  }
-  return failed ? cnrtErrorKernelFault : cnrtSuccess;
+  Executed E = L.union_n == 0 ? run_block(L, P, ntasks) : run_union(L, P, ntasks);
+  if (L.union_n == 0)
+    correct_block_bandwidth(E, L, P);
+  else
+    correct_union_bandwidth(E, L, P);
+  return finish_launch(L, P, queue, schedule(E.results, L, P), E.cores_used, wall_start);
 }
 
 }  // namespace bang_emu

@@ -18,8 +18,7 @@ thread_local CoreCtx *t_core = nullptr;
 thread_local TaskVars g_task_vars = {0, 0, 0, 1, 1, 1, 0, 1, 0, 1, 0, 0};
 
 const char *space_name(int s) {
-  static const char *names[] = {"host/stack", "GDRAM", "NRAM", "WRAM", "SRAM", "LDRAM"};
-  return (s >= 0 && s < kSpaces) ? names[s] : "?";
+  return (s >= 0 && s < kSpaces) ? kSpaceNames[s] : "?";
 }
 
 }  // namespace bang_emu

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "../include/bang_emu/device.h"
 #include "../include/bang_emu/external.h"
 #pragma GCC visibility pop
+#include "spaces_gen.h"  // enum Space, kSpaceNames, kSpaceKeys: generated from ../spaces.py by toolchain.py
 
 struct cnrtQueue {
   double clock_us = 0;  // modelled device time of the work queued so far
@@ -30,8 +32,13 @@ struct cnrtNotifier {
 
 namespace bang_emu {
 
-enum Space : int { kOther = 0, kGdram = 1, kNram = 2, kWram = 3, kSram = 4, kLdram = 5, kSpaces = 6 };
 const char *space_name(int s);
+
+// Where a core's modelled cycles went: busy per unit, and the issue stream's stalls. The keys are the trace's
+// "time_split_us" ones, which the host reads.
+enum TimeSplit : int { kSplitScalar = 0, kSplitVector, kSplitTensor, kSplitIo, kSplitWait, kSplits };
+inline constexpr const char *kTimeSplitKeys[kSplits] = {"scalar", "vector", "tensor", "io", "wait"};
+using SplitTimes = std::array<double, kSplits>;
 
 // ---------------------------------------------------------------- device profiles (cost model parameters)
 struct Profile {
@@ -159,7 +166,7 @@ struct CoreCtx {
   uint64_t load_bytes[kSpaces] = {0}, store_bytes[kSpaces] = {0};  // counted work (trace "work")
   // timeline (cycles)
   double t = 0, io_free = 0, move_free = 0, compute_free = 0;  // issue stream and queue horizons
-  double split[5] = {0, 0, 0, 0, 0};  // busy: scalar, vector, tensor, io; wait = issue-stream stalls
+  SplitTimes split{};  // cycles by TimeSplit
   double io_bw_cycles = 0, io_sync_bw_cycles = 0;  // bandwidth-bound part of GDRAM DMA (all / blocking)
   std::vector<PendingCopy> pending;
   std::unordered_map<const char *, uint64_t> builtins;
@@ -169,7 +176,7 @@ struct CoreCtx {
   uint64_t mpu_skipped = 0;
   void reset();
   void flush_scalar();
-  void charge_compute(int unit, double cycles);  // unit 1 = vector, 2 = tensor
+  void charge_compute(TimeSplit unit, double cycles);  // kSplitVector or kSplitTensor
 };
 extern thread_local CoreCtx *t_core;
 

@@ -1,0 +1,113 @@
+"""Building the submission's extension in the sandbox (or taking it from the build cache), and the host's own
+facts about what was built (device table entry, kernel symbols) for the integrity checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bang_harness.plan import BUILD_PLAN_FILE, BuildPlan
+from bang_harness.protocol import ErrorKind, ExitCode
+
+from grader import __version__
+from grader.checks.integrity import HostFacts, KernelSymbols, device_profile
+from grader.orchestration import build_cache
+from grader.orchestration.environment import ResolvedBackend
+from grader.orchestration.read_outputs import describe_outcome, output_tail, read_json, read_text
+from grader.results import BuildInfo, Verdict
+from grader.sandbox.base import Limits, Mounts, Phase, Runner
+from grader.sandbox.images import emu_image_tag
+
+COMPILER_OUTPUT_CHARS = 64_000
+
+
+@dataclass
+class Built:
+    info: BuildInfo
+    failure: tuple[Verdict, str] | None = None  # the verdict and message that end the grading here
+
+
+@dataclass
+class BuildStep:
+    runner: Runner
+    backend: ResolvedBackend
+    root: Path
+    plan: BuildPlan | None  # the sources the layout names (grader/project_layouts.py)
+    extension: str
+    timeout_seconds: float
+    cache: Path | None
+    progress: Callable[[str, float], None]
+
+    def folder(self, work: Path, image: str) -> Path:
+        if self.cache is None:
+            path = work / "build"
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        # Without an image (process, bwrap runners) the harness and emulator run from these sources: their
+        # hash (the tag an image of them would have) stands in for the image's.
+        toolchain = f"{self.backend.toolchain()}|{image or emu_image_tag()}|{__version__}"
+        plan = self.plan.to_json() if self.plan is not None else self.extension
+        key = build_cache.build_key(self.root, plan, self.backend.name, self.backend.env, toolchain)
+        return build_cache.entry(Path(self.cache), key)
+
+    def build(self, build_dir: Path, work: Path) -> Built:
+        if self.cache is None:
+            return self._compile(build_dir, work)
+        with build_cache.build_lock(build_dir):  # a parallel grading of the same sources builds it once
+            cached = read_json(build_dir / "build.json")
+            if cached and cached.get("ok") is True:
+                return Built(BuildInfo(ok=True, toolchain=str(cached.get("toolchain", "")), cached=True,
+                                       duration_seconds=float(cached.get("seconds", 0.0) or 0.0),
+                                       cache_key=build_dir.name))
+            return self._compile(build_dir, work)
+
+    def _compile(self, build_dir: Path, work: Path) -> Built:
+        self.progress("building the extension", 0.05)
+        io = work / "io-build"
+        io.mkdir()
+        if self.plan is not None:
+            (io / BUILD_PLAN_FILE).write_text(self.plan.to_json(), encoding="utf-8")
+        outcome = self.runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
+                                  Mounts(submission=self.root.resolve(), build=build_dir, io=io),
+                                  Limits(wall_seconds=self.timeout_seconds), env=dict(self.backend.env))
+        info = read_json(build_dir / "build.json") or {}
+        log = read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or str(info.get("log_tail", ""))
+        ok = bool(info.get("ok")) and outcome.ok
+        built = BuildInfo(ok=ok, toolchain=str(info.get("toolchain", self.backend.name)),
+                          compiler_output=log[-COMPILER_OUTPUT_CHARS:] if log else output_tail(outcome),
+                          duration_seconds=float(info.get("seconds", outcome.wall_seconds) or 0.0),
+                          cache_key=build_dir.name if self.cache else None)
+        if ok:
+            return Built(built)
+        if outcome.timed_out:
+            return Built(built, (Verdict.TIMEOUT, f"the build took longer than {self.timeout_seconds:.0f} s"))
+        if not info:
+            # No build.json at all: the harness itself did not get to write it (killed, out of memory).
+            return Built(built, (Verdict.COMPILE_ERROR, f"the build did not complete ({describe_outcome(outcome)})"))
+        # build.json is the harness's (no student code runs while building); its typed kind is believed only
+        # when the runner saw the harness exit with its own "build failed" status.
+        harness_fault = (info.get("error_kind") == ErrorKind.HARNESS_ERROR and outcome.exit_code == ExitCode.BUILD_FAILED
+                         and not outcome.timed_out and not outcome.oom_killed and not outcome.signal)
+        if harness_fault:
+            return Built(built, (Verdict.INTERNAL_ERROR, "the build harness failed (not your fault):\n" + log[-4000:]))
+        return Built(built, (Verdict.COMPILE_ERROR, "the extension does not compile; the compiler output follows in "
+                                                    "the report (build.compiler_output)"))
+
+
+def host_facts(backend: ResolvedBackend, build_dir: Path, extension: str) -> HostFacts:
+    """The host's own facts for integrity checks: its device table entry and the extension's symbols."""
+    facts = HostFacts(device=backend.device, profile=None, symbols=None)
+    if not backend.impl.kernel_trace:
+        facts.notes.append(f"the {backend.name} backend has no signed launch trace: the integrity checks "
+                           "that need it (provenance, counted work, kernel names, modelled time) were skipped")
+        return facts
+    facts.profile = device_profile(backend.device)
+    if facts.profile is None:
+        facts.notes.append(f"no entry for {backend.device} in the host's device table: profile "
+                           "figures and modelled-time floors were not checked")
+    facts.symbols = KernelSymbols.from_library(build_dir / "ext" / f"{extension}.so")
+    if facts.symbols is None:
+        facts.notes.append("the built extension's symbols could not be read on the host (nm): kernel "
+                           "names were not checked")
+    return facts

@@ -1,0 +1,75 @@
+"""Which planned calls run, and when: a short probe per entry first, no more calls for an entry the probe
+doomed, timing only where it can score, and on hardware more rounds until each stage's times settle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.orchestration.execute import Executor
+from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry
+from grader.orchestration.plan import PlannedCall, probe_calls, retime_calls
+from grader.orchestration.score_stages import Scorer
+from grader.results import CaseResult
+from grader.scoring.timing import MAX_ROUNDS, settled
+from grader.spec import SeedPlan
+
+PROBE_TIMEOUT_SECONDS = 20.0  # the probe runs the smallest case: a healthy kernel needs well under a second
+
+
+@dataclass
+class Ran:
+    outcomes: dict[str, CallOutcome]
+    judged: dict[str, CaseResult]
+    samples: dict[str | None, list[float]]  # stage -> its timing samples in µs
+
+
+def run_calls(executor: Executor, scorer: Scorer, seeds: SeedPlan, calls: list[PlannedCall], work: Path) -> Ran:
+    outcomes = run_correctness(executor, calls, work)
+    judged = {c.id: scorer.judge(c, outcomes[c.id]) for c in calls if c.id in outcomes}
+    # Speed is measured only where it can score: a stage whose entry already fails a case earns nothing,
+    # and a broken kernel at the perf shape would only burn time.
+    timed = [c for c in calls if c.stage is not None and scorer.entry_correct(c, judged)]
+    executor.progress(f"timing {len(timed)} stage(s)", 0.7)
+    outcomes |= executor.run(timed, work / "io-perf", (0.7, 0.9))
+    judged |= {c.id: scorer.judge(c, outcomes[c.id]) for c in timed}
+    executor.progress("scoring", 0.9)
+    source = executor.backend.time_source
+    samples = {c.stage: call_samples(outcomes[c.id].meta, source) if c.id in outcomes else []
+               for c in calls if c.stage is not None}
+    if executor.backend.impl.retimes:
+        more_rounds(executor, scorer, seeds, timed, judged, samples, work)
+    return Ran(outcomes, judged, samples)
+
+
+def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path) -> dict[str, CallOutcome]:
+    """Probe: one tiny case per entry under a short limit first. An entry that hangs or cannot even be loaded
+    would fail every other call the same way, one full time limit each; those are not run."""
+    probes = probe_calls(calls)
+    executor.progress(f"probing {len(probes)} entry function(s)", 0.3)
+    outcomes = executor.run(probes, work / "io-probe", (0.3, 0.35), call_timeout=PROBE_TIMEOUT_SECONDS)
+    doomed = {c.entry: outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
+    rest = [c for c in calls if c.id not in outcomes and c.entry not in doomed and c.stage is None]
+    executor.progress(f"running {len(rest)} correctness calls", 0.35)
+    outcomes |= executor.run(rest, work / "io", (0.35, 0.7))
+    for call in calls:
+        if call.id not in outcomes and call.entry in doomed and call.stage is None:
+            first = doomed[call.entry].meta or {}
+            outcomes[call.id] = CallOutcome(meta={**first, "error": f"not run: {call.entry}() already failed on "
+                                                  f"its first case -- {first.get('error', '')}"})
+    return outcomes
+
+
+def more_rounds(executor: Executor, scorer: Scorer, seeds: SeedPlan, perf_calls: list[PlannedCall],
+                judged: dict[str, CaseResult], samples: dict[str | None, list[float]], work: Path) -> None:
+    """Hardware timing: more rounds of fresh inputs until each stage's spread settles or the budget ends
+    (adds to `samples`)."""
+    for round_index in range(1, MAX_ROUNDS):
+        pending = [c for c in perf_calls if judged[c.id].passed and not settled(samples[c.stage])]
+        if not pending:
+            break
+        again = retime_calls(scorer.spec, seeds, pending, round_index, executor.backend.impl)
+        results = executor.run(again, work / f"io-round{round_index}", (0.9, 0.9))
+        for call in again:
+            if scorer.judge(call, results[call.id]).passed:
+                samples[call.stage] += call_samples(results[call.id].meta, executor.backend.time_source)

@@ -1,0 +1,87 @@
+"""Reading what the sandbox wrote back, all of it untrusted and size-capped: a call's result JSON, raw output
+array and signed launch trace (-> CallOutcome), the build's report and log, and the runner's own observation."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bang_harness.protocol import ErrorKind
+
+from grader.checks.integrity import CallIntegrity, HostFacts
+from grader.orchestration.environment import ResolvedBackend
+from grader.orchestration.judge import CallOutcome
+from grader.orchestration.plan import PlannedCall
+from grader.orchestration.trace_summary import read_trace
+from grader.sandbox.base import RunOutcome
+from grader.sandbox.capped import UntrustedFileError, load_npy_expected, read_bytes_capped, read_json_capped
+from grader.spec import REFERENCES, AssignmentSpec
+
+
+def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: AssignmentSpec,
+              backend: ResolvedBackend, facts: HostFacts | None, key: bytes | None) -> tuple[CallOutcome, float]:
+    """One call's outcome, and the seconds the host's integrity checks took."""
+    try:
+        meta = read_json_capped(outputs / f"{call.id}.json", root=outputs.parent)
+    except (UntrustedFileError, OSError):
+        meta = None
+    if meta is not None and not isinstance(meta, dict):
+        meta = {"ok": False, "error": "the call's result file is not a JSON object"}
+    if meta is None:
+        # The host's own observation of its runner: the only source of crash/timeout it needs no file for.
+        kind = ErrorKind.TIMEOUT if outcome.timed_out else ErrorKind.CRASH
+        meta = {"ok": False, "error_kind": kind, "error": describe_outcome(outcome), "lost": True}
+    ok = meta.get("ok") is True
+    output = None
+    read_error = None
+    if ok:
+        try:
+            # Header checked against the case's shape and dtype before any array is allocated.
+            output = load_npy_expected(outputs / f"{call.id}.npy", tuple(call.case.output_shape),
+                                       call.case.dtype, root=outputs.parent)
+        except (UntrustedFileError, OSError) as exc:
+            read_error = f"the output could not be read back: {exc}"
+    if not backend.impl.kernel_trace or key is None:
+        return CallOutcome(meta=meta, output=output, read_error=read_error), 0.0
+    started = time.perf_counter()
+    facts = facts or HostFacts(device=backend.device, profile=None, symbols=None)
+    required = REFERENCES[spec.reference].required(call.case.shapes)
+    checker = CallIntegrity(call.id, facts, required, np.dtype(call.case.dtype).itemsize)
+    trace = read_trace(outputs / f"{call.id}.trace.jsonl", key, call.id, checker, root=outputs.parent)
+    findings = trace.findings + checker.finish(output) if ok else []
+    return (CallOutcome(meta=meta, output=output, trace=trace, read_error=read_error, integrity=findings,
+                        coverage=checker.coverage if ok else []), time.perf_counter() - started)
+
+
+def describe_outcome(outcome: RunOutcome) -> str:
+    # The runner's notes say why it stopped the sandbox (disk or output flood, pids, memory ...).
+    why = "".join(f"; {note}" for note in outcome.notes if "no isolation" not in note)
+    if outcome.timed_out:
+        return f"killed after the wall limit ({outcome.wall_seconds:.0f} s){why}"
+    if outcome.oom_killed:
+        return f"killed: out of memory{why}"
+    if outcome.signal:
+        return f"killed by signal {outcome.signal}{why}"
+    tail = output_tail(outcome)
+    return f"exit status {outcome.exit_code}{why}" + (f": {tail}" if tail else "")
+
+
+def output_tail(outcome: RunOutcome, chars: int = 4000) -> str:
+    return (outcome.stderr_tail or outcome.stdout_tail or "")[-chars:].strip()
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = read_json_capped(path)
+    except (UntrustedFileError, OSError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_text(path: Path, chars: int) -> str | None:
+    try:
+        return read_bytes_capped(path, 4 * chars + 4096).decode("utf-8", "replace")[-chars:]
+    except (UntrustedFileError, OSError):
+        return None

@@ -1,0 +1,120 @@
+"""Scoring: each call judged against the host's float64 reference, each stage's result (correctness, structural
+requirements, time against its threshold, the next hint), integrity failures costing their entry every point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grader.checks.requirements import check_requirements
+from grader.orchestration.environment import ResolvedBackend
+from grader.orchestration.judge import CallOutcome, judge_call, modelled_samples
+from grader.orchestration.plan import PlannedCall
+from grader.results import CaseResult, StageResult, Timing, Verdict
+from grader.scoring import decide_stage, summarise
+from grader.spec import REFERENCES, AssignmentSpec, ConcreteCase
+
+
+class Scorer:
+    def __init__(self, spec: AssignmentSpec, backend: ResolvedBackend) -> None:
+        self.spec = spec
+        self.backend = backend
+        self._references: dict[tuple[str, int], np.ndarray] = {}
+
+    def expected(self, case: ConcreteCase) -> np.ndarray:
+        # Several entries may run the same case: draw and compute its reference once.
+        key = (case.name, case.seed)
+        if key not in self._references:
+            inputs = case.make_inputs()
+            self._references[key] = REFERENCES[self.spec.reference].compute(*case.reference_inputs(inputs))
+        return self._references[key]
+
+    def judge(self, call: PlannedCall, got: CallOutcome) -> CaseResult:
+        expected = self.expected(call.case) if (got.meta or {}).get("ok") and got.output is not None else None
+        return judge_call(self.spec, call.entry, call.case, got, expected, kernel_trace=self.backend.impl.kernel_trace)
+
+    def entry_correct(self, perf_call: PlannedCall, judged: dict[str, CaseResult]) -> bool:
+        """Whether the timed call's entry passed every case of the groups gating its stage."""
+        assert perf_call.stage is not None
+        groups = self.spec.gating_groups(self.spec.stage(perf_call.stage))
+        mine = [r for r in judged.values() if r.entry == perf_call.entry and r.group in groups]
+        return bool(mine) and all(r.passed for r in mine)
+
+    def stage_result(self, call: PlannedCall, judged: dict[str, CaseResult], got: CallOutcome | None,
+                     samples: list[float], thresholds: Any) -> StageResult:
+        assert call.stage is not None
+        backend = self.backend
+        stage = self.spec.stage(call.stage)
+        groups = self.spec.gating_groups(stage)
+        correctness = [r for c_id, r in judged.items() if r.entry == call.entry and (r.group in groups or c_id == call.id)]
+        trace = got.trace.summary(call.invocations, backend.device) if got and got.trace else None
+        requirements = check_requirements(stage.requirements, trace, backend.impl.kernel_trace)
+        samples, note = modelled_samples(backend.time_source, samples, trace)
+        timing: Timing | None = None
+        work = REFERENCES[self.spec.reference].work(call.case.shapes, np.dtype(call.case.dtype).itemsize)
+        if samples:
+            timing = summarise(samples, backend.time_source, work, call.case.dtype, backend.device)
+        threshold = thresholds.stages.get(stage.name) if thresholds is not None else None
+        if threshold is not None and threshold.perf_dims and threshold.perf_dims != dict(stage.perf.dims):
+            threshold, note = None, note + ("speed not graded: the thresholds were calibrated on another perf shape; "
+                                            "run `grade calibrate`")
+        decision = decide_stage(stage, correctness, requirements, timing, threshold, note)
+        return StageResult(
+            name=stage.name, title=stage.title, entry=call.entry, points=decision.points, points_possible=stage.points,
+            correct=all(r.passed for r in correctness), verdict=decision.verdict, message=decision.message,
+            perf_shape={k: list(v) for k, v in call.case.shapes.items()}, timing=timing,
+            threshold_us=threshold.threshold_us if threshold else None,
+            reference_us=threshold.reference_us if threshold else None,
+            requirements=requirements, trace=trace,
+            next_step=next_step(self.spec, stage.name, decision.verdict == Verdict.PASSED and decision.points > 0))
+
+
+def next_step(spec: AssignmentSpec, stage: str, reached: bool) -> str | None:
+    """Not reached: how to reach this stage. Reached: how to reach the next one (None after the last)."""
+    names = [s.name for s in spec.stages]
+    if not reached:
+        return spec.stage(stage).hint
+    following = names.index(stage) + 1
+    return spec.stages[following].hint if following < len(names) else None
+
+
+def apply_integrity(calls: list[PlannedCall], outcomes: dict[str, CallOutcome], judged: dict[str, CaseResult],
+                    cases: list[CaseResult], stages: list[StageResult]) -> list[str]:
+    """A call whose claims do not add up costs its whole entry every point: cases and stages alike (updated in
+    place). Returns the integrity findings for the record."""
+    failed: dict[str, str] = {}
+    lines: list[str] = []
+    for call in calls:
+        got = outcomes.get(call.id)
+        if got is None:
+            continue
+        # Coverage shortfalls count only where judging found the output right all the same (judge_call);
+        # beside other findings they are shown too, since they say what the kernels really did.
+        forged_coverage = call.id in judged and judged[call.id].verdict == Verdict.INTEGRITY
+        findings = got.integrity + got.coverage if got.integrity else (got.coverage if forged_coverage else [])
+        if not findings:
+            continue
+        label = f"stage {call.stage}" if call.stage else f"case {call.case.name}"
+        failed.setdefault(call.entry, label)
+        lines += [f"{call.entry}(), {label}: {finding}" for finding in findings]
+    for i, case in enumerate(cases):
+        if case.entry in failed and case.passed:
+            cases[i] = case.model_copy(update={
+                "verdict": Verdict.INTEGRITY, "passed": False,
+                "message": f"no points for {case.entry}(): the sandbox's claims for its "
+                           f"{failed[case.entry]} do not add up (see integrity)"})
+    for i, stage in enumerate(stages):
+        if stage.entry in failed:
+            stages[i] = stage.model_copy(update={
+                "verdict": Verdict.INTEGRITY, "points": 0.0,
+                "message": f"no points for {stage.entry}(): the sandbox's claims for its "
+                           f"{failed[stage.entry]} do not add up (see integrity)"})
+    return lines
+
+
+def summary_line(verdict: Verdict, cases: list[CaseResult], stages: list[StageResult]) -> str:
+    correct = sum(c.passed for c in cases)
+    reached = sum(s.verdict == Verdict.PASSED and s.points >= s.points_possible for s in stages)
+    head = "all checks passed" if verdict == Verdict.PASSED else f"verdict {verdict.value}"
+    return f"{head}: {correct}/{len(cases)} cases correct, {reached}/{len(stages)} stages reached"
