@@ -1,4 +1,4 @@
-"""The `grade` command line: submit, batch, calibrate, doctor, images, spec, selftest.
+"""The `grade` command line: submit, batch, calibrate, doctor, setup, selftest, images build, spec check/schema.
 
 Thin by design: every command parses options, calls one function of the library and renders its result.
 Exit codes: 0 only when everything graded passed; 1 graded with failures; 2 usage or environment errors.

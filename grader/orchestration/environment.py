@@ -1,7 +1,8 @@
-"""Where grading runs: the backend (emu or mlu) and the sandbox runner, resolved from GradeOptions.
+"""Where grading runs: the backend (emu or mlu) and the sandbox runner, resolved from GradeOptions, and this
+machine made ready for them (`grade setup`, and `grade submit` on a machine not set up yet).
 
-The backends (grader.backends) and runners (grader.sandbox) are their own modules; this adapter is the one
-place the pipeline touches them.
+The backends (grader.backends) and runners (grader.sandbox) are their own modules; this is the one place that
+chooses them (the pipeline's steps then use the chosen ones through their interfaces).
 """
 
 from __future__ import annotations

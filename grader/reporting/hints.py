@@ -2,8 +2,9 @@
 
 The rules read GradeResult fields (verdicts, DIFF metrics, mismatches, unwritten fractions, emulator
 diagnostics, compiler messages) and, for one pattern (only fp16 fails), the submission's own binding and kernel
-sources, to tell a half path that does not exist (every dtype cast to `float*`) from a half path that is wrong. Each finding names its kind with a machine name, so tests and the batch
-dashboard can match on it, and carries a short title, the evidence seen and the advice.
+sources, to tell a half path that does not exist (every dtype cast to `float*`) from a half path that is
+wrong. Each finding names its kind with a machine name, so tests and the batch dashboard can match on it, and
+carries the evidence seen; its title, advice and action come from the one registry (advice.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The runner interface every isolation strategy implements (docker, bwrap, process)."""
+"""The runner interface every isolation strategy implements (docker, bwrap, process, pod), and its phases,
+mounts, limits and outcome."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Pydantic models of an assignment spec (assignments/<name>/assignment.toml).
 
 Every field has a default where one makes sense and a description, so the schema documents itself
-(`grade spec-schema` prints it). Unknown keys are rejected: a typo in a spec must not silently drop a check.
+(`grade spec schema` prints it). Unknown keys are rejected: a typo in a spec must not silently drop a check.
 """
 
 from __future__ import annotations

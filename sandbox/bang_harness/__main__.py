@@ -1,4 +1,4 @@
-"""Command line: `python -m bang_harness build --backend emu|mlu` and `python -m bang_harness run`."""
+"""Command line: `python -m bang_harness build --backend emu|mlu`, `run`, `build-programs`, `run-programs`."""
 
 from __future__ import annotations
 
