@@ -38,7 +38,15 @@ from grader.sandbox.layout import (
     sandbox_user,
     writable_dirs,
 )
-from grader.sandbox.watch import FLOOD_FACTOR, NOTE_OUTPUT_FLOOD, DiskWatch, OutputTail, pump, tree_usage
+from grader.sandbox.watch import (
+    FLOOD_FACTOR,
+    NOTE_OUTPUT_FLOOD,
+    DiskWatch,
+    KillSwitch,
+    OutputTail,
+    pump,
+    tree_usage,
+)
 
 REPO_SANDBOX = Path(__file__).resolve().parents[2] / "sandbox"
 SANDBOX_PACKAGES_AT = "/opt/bang-grader/sandbox"
@@ -165,19 +173,17 @@ class BwrapRunner:
         base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
         cmd = self.command(phase, argv, mounts, limits, env)
         notes: list[str] = list(self.notes)
-        killed = threading.Event()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"})
 
-        def kill(reason: str) -> None:
-            if not killed.is_set():
-                killed.set()
-                notes.append(reason)
+        def stop_group() -> None:
             # Killing bwrap's group kills the sandbox's pid 1 (--die-with-parent), hence the whole pid namespace.
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+        kill = KillSwitch(stop_group, notes)
 
         flood = limits.log_bytes * FLOOD_FACTOR
         tails = {name: OutputTail(limits.log_bytes, flood,
@@ -194,7 +200,7 @@ class BwrapRunner:
         try:
             proc.wait(timeout=limits.wall_seconds)
         except subprocess.TimeoutExpired:
-            timed_out = not killed.is_set()
+            timed_out = not kill.fired.is_set()
             kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
             proc.wait()
         finally:
@@ -203,7 +209,7 @@ class BwrapRunner:
             if proc.poll() is None:
                 kill("grader interrupted")
                 proc.wait()
-        if not killed.is_set():
+        if not kill.fired.is_set():
             disk.check()
         for thread in pumps:
             thread.join(timeout=5)

@@ -44,7 +44,15 @@ from grader.sandbox.layout import (
     sandbox_user,
     writable_dirs,
 )
-from grader.sandbox.watch import FLOOD_FACTOR, NOTE_OUTPUT_FLOOD, DiskWatch, OutputTail, pump, tree_usage
+from grader.sandbox.watch import (
+    FLOOD_FACTOR,
+    NOTE_OUTPUT_FLOOD,
+    DiskWatch,
+    KillSwitch,
+    OutputTail,
+    pump,
+    tree_usage,
+)
 
 RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; the sweep removes by it
 OWNER_LABEL = "org.bang-grader.owner-pid"
@@ -123,16 +131,14 @@ class DockerRunner:
         base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
         container = self._create(phase, argv, mounts, limits, env, uid, gid)
         notes: list[str] = []
-        killed_by_us = threading.Event()
 
-        def kill(reason: str) -> None:
-            if not killed_by_us.is_set():
-                killed_by_us.set()
-                notes.append(reason)
+        def stop_container() -> None:
             try:
                 container.kill()
             except (docker.errors.APIError, requests.exceptions.RequestException):
                 pass  # already stopped
+
+        kill = KillSwitch(stop_container, notes)
 
         flood = limits.log_bytes * FLOOD_FACTOR
         tails = {
@@ -158,12 +164,12 @@ class DockerRunner:
             try:
                 result = container.wait(timeout=max(limits.wall_seconds, 0.1))
             except requests.exceptions.RequestException:  # ReadTimeout / ConnectionError: our wall clock ran out
-                timed_out = not killed_by_us.is_set()
+                timed_out = not kill.fired.is_set()
                 kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
                 result = container.wait(timeout=KILL_GRACE_SECONDS)
             wall = time.monotonic() - started
             disk.stop()
-            if not killed_by_us.is_set():
+            if not kill.fired.is_set():
                 disk.check()  # a last look: a fast fill can finish between two polls
             container.reload()
             exit_code = int(result.get("StatusCode", -1))

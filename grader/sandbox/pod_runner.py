@@ -42,7 +42,15 @@ from grader.sandbox.layout import (
     sandbox_user,
     writable_dirs,
 )
-from grader.sandbox.watch import FLOOD_FACTOR, NOTE_OUTPUT_FLOOD, DiskWatch, OutputTail, pump, tree_usage
+from grader.sandbox.watch import (
+    FLOOD_FACTOR,
+    NOTE_OUTPUT_FLOOD,
+    DiskWatch,
+    KillSwitch,
+    OutputTail,
+    pump,
+    tree_usage,
+)
 
 # The cluster needs a RuntimeClass of this name (handler runsc). gVisor passes no Cambricon device through,
 # so MLU pods keep the node's default runtime.
@@ -221,13 +229,7 @@ class PodRunner:
         body = phase_pod(name, phase, argv, mounts, limits, env, self.settings, self.backend, uid, gid)
         ns = self.settings.namespace
         notes: list[str] = []
-        killed_by_us = threading.Event()
-
-        def kill(reason: str) -> None:
-            if not killed_by_us.is_set():
-                killed_by_us.set()
-                notes.append(reason)
-            self._delete(name)
+        kill = KillSwitch(lambda: self._delete(name), notes)
 
         flood = limits.log_bytes * FLOOD_FACTOR
         # The kubelet interleaves stdout and stderr in one log: it is kept as one tail.
@@ -249,14 +251,14 @@ class PodRunner:
             while pod is not None and _terminated(pod) is None \
                     and getattr(pod.status, "phase", None) not in ("Succeeded", "Failed"):
                 if time.monotonic() - started > limits.wall_seconds:
-                    timed_out = not killed_by_us.is_set()
+                    timed_out = not kill.fired.is_set()
                     kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
                     break
                 time.sleep(POLL_SECONDS)
                 pod = self._get(name)
             wall = time.monotonic() - started
             disk.stop()
-            if not killed_by_us.is_set():
+            if not kill.fired.is_set():
                 disk.check()  # a last look: a fast fill can finish between two polls
             if log_thread is not None:
                 log_thread.join(timeout=5)
@@ -267,7 +269,7 @@ class PodRunner:
             if stream is not None:
                 stream.close()  # ends the log thread if it is still reading
             self._delete(name)
-        exit_code, signal, timed_out, oom = pod_ending(None if killed_by_us.is_set() else pod, timed_out)
+        exit_code, signal, timed_out, oom = pod_ending(None if kill.fired.is_set() else pod, timed_out)
         if oom:
             notes.append("memory limit reached (cgroup OOM kill)")
         return RunOutcome(

@@ -56,6 +56,22 @@ class OutputTail:
         return data.decode("utf-8", errors="replace")
 
 
+class KillSwitch:
+    """Stops a running sandbox from the watchers' threads. The first reason (a flood, the disk budget) is kept for
+    the outcome's notes; `fired` tells a stop of ours from the sandbox ending or timing out on its own."""
+
+    def __init__(self, stop: Callable[[], None], notes: list[str]) -> None:
+        self._stop = stop
+        self.notes = notes
+        self.fired = threading.Event()
+
+    def __call__(self, reason: str) -> None:
+        if not self.fired.is_set():
+            self.fired.set()
+            self.notes.append(reason)
+        self._stop()
+
+
 def pump(stream: object, tail: OutputTail) -> None:
     """Feeds a byte iterator or a file object into `tail` until it ends (run in a thread)."""
     try:

@@ -98,30 +98,18 @@ class _Source:
         return mask
 
     def _marker_index(self, pos: int) -> int:
-        lo, hi = 0, len(self.markers)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.markers[mid][0] <= pos:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo - 1
+        """The last line marker at or before `pos`, -1 before the first."""
+        return bisect.bisect_right(self.markers, pos, key=lambda marker: marker[0]) - 1
 
     def is_system(self, pos: int) -> bool:
         i = self._marker_index(pos)
         return i >= 0 and self.system[i]
 
     def location(self, pos: int) -> tuple[str, int]:
-        lo, hi = 0, len(self.markers)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.markers[mid][0] <= pos:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo == 0:
+        i = self._marker_index(pos)
+        if i < 0:
             return "<input>", self.text.count("\n", 0, pos) + 1
-        start, line, file = self.markers[lo - 1]
+        start, line, file = self.markers[i]
         return file, line + self.text.count("\n", start, pos)
 
 
