@@ -44,7 +44,7 @@ class Executor:
         (io / "inputs").mkdir(parents=True)
         (io / "outputs").mkdir()
         self._write_job(calls, io, call_timeout)
-        key = _write_key(io) if self.backend.impl.kernel_trace else None
+        key = write_trace_key(io) if self.backend.impl.kernel_trace else None
         stop = threading.Event()
         watcher = threading.Thread(target=self._watch_outputs, args=(io / "outputs", calls, progress_span, stop),
                                    daemon=True)
@@ -96,7 +96,7 @@ class Executor:
                               span[0] + (span[1] - span[0]) * done / total)
 
 
-def _write_key(io: Path) -> bytes:
+def write_trace_key(io: Path) -> bytes:
     """A fresh master key per run phase: a trace line signed in one phase verifies in no other."""
     key = os.urandom(KEY_BYTES)
     fd = os.open(io / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

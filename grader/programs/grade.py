@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bang_harness.protocol import KEY_BYTES, KEY_FILE, program_key
+from bang_harness.protocol import KEY_FILE, program_key
 
 from grader import __version__
 from grader.checks.compare import compare
@@ -30,6 +30,7 @@ from grader.checks.integrity import (
 )
 from grader.checks.requirements import check_requirements
 from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
+from grader.orchestration.execute import write_trace_key
 from grader.orchestration.options import GradeOptions
 from grader.programs.captures import (
     CAPTURE_DTYPES,
@@ -45,7 +46,6 @@ from grader.results import BuildInfo, GradeResult, StageResult, Timing, TraceSum
 from grader.sandbox.base import Limits, Mounts, Phase, Runner
 from grader.sandbox.capped import UntrustedFileError, read_json_capped
 from grader.sandbox.docker_runner import SandboxError
-from grader.sandbox.layout import sandbox_user
 from grader.spec import REFERENCES, AssignmentSpec, SeedPlan
 
 BUILD_SECONDS = 900.0
@@ -123,12 +123,7 @@ def _build(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> tup
 
 def _run(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> bytes:
     io = work / "io"
-    key = os.urandom(KEY_BYTES)
-    fd = os.open(io / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key)
-        if os.geteuid() == 0:  # only the sandbox's user may read it
-            os.fchown(fh.fileno(), *sandbox_user())
+    key = write_trace_key(io)
     try:
         runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "run-programs"],
                    Mounts(submission=folder.resolve(), build=work / "build", io=io),
