@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/batch_throughput.py                      # 40 students, sigmoid, 2 workers
     .venv/bin/python benchmarks/batch_throughput.py --students 12 --workers 2 --json out.json
+    .venv/bin/python benchmarks/batch_throughput.py --students 12 --distinct 4 --compare-rounds   # issue 14
 
 The class mixes instructor references, known-bad fixtures, exact duplicates, renamed copies (the same files
 under another folder name) and zipped submissions. Three runs, each into its own batch directory:
@@ -27,6 +28,7 @@ import zipfile
 from pathlib import Path
 
 from grader.orchestration.batch import run_batch
+from grader.orchestration.execute import PER_ROUND_ENV
 from grader.results import GradeResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,30 +99,39 @@ def generate_distinct_class(root: Path, assignment: str, students: int) -> dict[
 
 
 def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int,
-            no_pch: bool = False) -> dict:
-    previous = os.environ.pop("BANG_GRADER_NO_PCH", None)
-    if no_pch:  # read by Backend.env in each worker: builds then compile torch/extension.h themselves
-        os.environ["BANG_GRADER_NO_PCH"] = "1"
+            no_pch: bool = False, sandbox_per_round: bool = False) -> dict:
+    switches = {"BANG_GRADER_NO_PCH": no_pch, PER_ROUND_ENV: sandbox_per_round}
+    previous = {name: os.environ.pop(name, None) for name in switches}
+    for name, on in switches.items():
+        # Read in each worker: NO_PCH by Backend.env (builds compile torch/extension.h themselves), PER_ROUND by
+        # the executor (one run-phase sandbox per round, as before one sandbox served all of a submission's).
+        if on:
+            os.environ[name] = "1"
     try:
         started = time.monotonic()
         summary = run_batch(subs, assignment, out, workers=workers, backend="emu", sandbox="docker", force=False,
                             seed="benchmark", progress=sys.stderr.isatty(), build_cache=cache)
         wall = time.monotonic() - started
     finally:
-        os.environ.pop("BANG_GRADER_NO_PCH", None)
-        if previous is not None:
-            os.environ["BANG_GRADER_NO_PCH"] = previous
+        for name, value in previous.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
     cached = 0
     build_seconds = []
+    grading_seconds = []
     for path in (out / "results").glob("*.json"):
         result = GradeResult.from_json(path.read_text())
         cached += bool(result.build and result.build.cached)
         if result.build and not result.build.cached and result.build.ok:
             build_seconds.append(result.build.duration_seconds)
+        if result.started_at and result.finished_at:
+            grading_seconds.append((result.finished_at - result.started_at).total_seconds())
     return {"run": label, "students": summary.total, "graded": summary.graded, "skipped": summary.skipped,
             "wall_seconds": round(wall, 1), "per_minute": round(60 * summary.graded / wall, 2) if summary.graded else None,
             "builds_from_cache": cached, "verdicts": summary.verdicts, "worker_failures": summary.worker_failures,
-            "median_build_seconds": round(statistics.median(build_seconds), 1) if build_seconds else None}
+            "median_build_seconds": round(statistics.median(build_seconds), 1) if build_seconds else None,
+            "median_grading_seconds": round(statistics.median(grading_seconds), 1) if grading_seconds else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="every submission differs in content (references with a per-student comment)")
     parser.add_argument("--compare-pch", action="store_true",
                         help="first a cold run without the precompiled torch headers (how builds ran before)")
+    parser.add_argument("--compare-rounds", action="store_true",
+                        help="also a warm run with one run-phase sandbox per round (how it ran before issue 14)")
     parser.add_argument("--assignment", choices=sorted(PER_ASSIGNMENT), default="sigmoid")
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and batch folders here")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -150,25 +163,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_pch:
         runs.append(measure("cold-noPCH", subs, args.assignment, work / "batch-cold-nopch", work / "cache-nopch",
                             args.workers, no_pch=True))
-    runs += [measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers),
-             measure("warm", subs, args.assignment, work / "batch-warm", cache, args.workers),
+    runs.append(measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers))
+    if args.compare_rounds:  # before: the same warm cache, a sandbox per round
+        runs.append(measure("warm-per-round", subs, args.assignment, work / "batch-warm-per-round", cache,
+                            args.workers, sandbox_per_round=True))
+    runs += [measure("warm", subs, args.assignment, work / "batch-warm", cache, args.workers),
              measure("resume", subs, args.assignment, work / "batch-warm", cache, args.workers)]
-    cold, warm = runs[-3], runs[-2]
+    cold, warm = runs[-4 if args.compare_rounds else -3], runs[-2]
     speedup = cold["wall_seconds"] / warm["wall_seconds"] if warm["wall_seconds"] else None
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     report = {"assignment": args.assignment, "students": len(kinds), "workers": args.workers, "runs": runs,
               "distinct_fixtures": len({v.split(" (")[0] for v in kinds.values()}), "loadavg_after": load,
               "warm_speedup": round(speedup, 2) if speedup else None, "class": kinds}
 
-    print(f"{'run':<12}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'cached builds':>15}"
-          f"{'build s/sub (median)':>22}{'vs first':>10}")
+    print(f"{'run':<16}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'s/grading':>11}"
+          f"{'cached builds':>15}{'build s/sub (median)':>22}{'vs first':>10}")
     first = runs[0]["wall_seconds"]
     for r in runs:
         rate = f"{r['per_minute']:.1f}" if r["per_minute"] else "-"
         floor = f"{r['median_build_seconds']:.1f}" if r.get("median_build_seconds") else "-"
+        grading = f"{r['median_grading_seconds']:.1f}" if r.get("median_grading_seconds") else "-"
         ratio = f"{first / r['wall_seconds']:.2f}x" if r["wall_seconds"] else "-"
-        print(f"{r['run']:<12}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}"
+        print(f"{r['run']:<16}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}{grading:>11}"
               f"{r['builds_from_cache']:>15}{floor:>22}{ratio:>10}")
+    if args.compare_rounds:
+        before = next(r for r in runs if r["run"] == "warm-per-round")
+        print(f"warm, one sandbox per submission vs one per round: {before['wall_seconds'] / warm['wall_seconds']:.2f}x "
+              f"({before['per_minute']} -> {warm['per_minute']} submissions/min; s/grading: median wall seconds "
+              "of one grading, results' started_at..finished_at)")
     print("build s/sub: the harness's own build time per uncached submission (g++ and cncc-emu: the compiler "
           "floor a cold batch cannot go below, per worker)")
     print(f"warm cache speed-up: {report['warm_speedup']}x   verdicts (cold): {cold['verdicts']}")

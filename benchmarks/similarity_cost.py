@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from grader.batch.dashboard import write_dashboard  # noqa: E402
 from grader.batch.intake import content_hash  # noqa: E402
 from grader.batch.similarity import Member, SimilaritySettings, compare_submissions, similarity_csv  # noqa: E402
+from tests.batch.handout import hollow_kernels  # noqa: E402 -- the test suite's handout maker
 
 REF = REPO / "reference_kernels"
 CODE = (".mlu", ".cpp", ".h", ".py")
@@ -45,22 +46,6 @@ KEEP = {  # names a student cannot rename (language, BANG, CNRT, torch)
     "true", "false", "nullptr", "half", "def", "import", "from", "as", "torch", "at", "self", "None", "not", "and",
     "or", "in", "is", "class", "lambda", "pass", "break", "continue", "m", "ops", "extension",
 }
-
-
-def hollow_kernels(text: str) -> str:
-    out, i = [], 0
-    for m in re.finditer(r"__mlu_global__[^{;]*\{", text):
-        if m.start() < i:
-            continue
-        out.append(text[i : m.end()])
-        depth, j = 1, m.end()
-        while depth:
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
-        out.append("\n  // TODO\n}")
-        i = j
-    out.append(text[i:])
-    return "".join(out)
 
 
 def mutate(text: str, rng: random.Random, suffix: str, renames: dict[str, str]) -> str:

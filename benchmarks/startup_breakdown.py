@@ -65,6 +65,30 @@ class TimedRunner:
         self.phases.append((f"{phase.value} {Path(mounts.io).name}", time.monotonic() - started))
         return outcome
 
+    def start(self, phase, argv, mounts, limits, env=None):
+        """A run-phase sandbox shared by the rounds (bang_harness.session): timed from start to its end."""
+        started = time.monotonic()
+        handle = self.inner.start(phase, argv, mounts, limits, env=env)
+        label = f"{phase.value} {Path(mounts.io).name} (all its rounds)"
+        phases = self.phases
+
+        class Timed:
+            recorded = False
+
+            def _record(self, outcome):
+                if outcome is not None and not self.recorded:
+                    self.recorded = True
+                    phases.append((label, time.monotonic() - started))
+                return outcome
+
+            def wait(self, timeout=None):
+                return self._record(handle.wait(timeout))
+
+            def stop(self, reason):
+                return self._record(handle.stop(reason))
+
+        return Timed()
+
 
 def grading_phases(sandbox: str, submission: Path, cache: Path, runner=None) -> tuple[float, list[tuple[str, float]]]:
     import grader.orchestration.pipeline as pipeline

@@ -9,6 +9,10 @@ Runs (image already built, so "cold" is a cold build, not an image build):
   after warm   the same cache again: the build is reused
 Prints wall seconds (process start to exit) and the ratios; the machine's load average is printed too, since
 the build's wall time is mostly g++ and shares the CPU with whatever else runs.
+
+    .venv/bin/python benchmarks/submit_speed.py --submission reference_kernels/sigmoid/vector --compare-rounds 3
+compares warm submits (build cached) with one run-phase sandbox per round (BANG_GRADER_SANDBOX_PER_ROUND=1,
+as before issue 14) and one sandbox for all of a submission's rounds, interleaved.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submission", type=Path, default=REPO / "reference_kernels" / "example")
     parser.add_argument("--sandbox", default="docker")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--compare-rounds", type=int, default=0, metavar="N",
+                        help="instead: N warm submits each with one run-phase sandbox per round (before issue 14) "
+                             "and one per submission (after), interleaved")
     args = parser.parse_args(argv)
+    if args.compare_rounds:
+        return compare_rounds(args)
     base_env = {k: v for k, v in os.environ.items() if k != "BANG_GRADER_NO_PCH"}
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
@@ -71,6 +81,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['run']:<30} {row['wall_s']:>8.1f} {row['build_s']:>8.1f} {before / row['wall_s']:>9.2f}x")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def compare_rounds(args: argparse.Namespace) -> int:
+    """Warm `grade submit` (build cached) with the run phase's rounds in a sandbox each vs in one sandbox."""
+    from grader.orchestration.execute import PER_ROUND_ENV
+
+    base_env = {k: v for k, v in os.environ.items() if k not in ("BANG_GRADER_NO_PCH", PER_ROUND_ENV)}
+    modes = {"before: a sandbox per round": {**base_env, PER_ROUND_ENV: "1"},
+             "after: one sandbox per submission": base_env}
+    times: dict[str, list[float]] = {label: [] for label in modes}
+    with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
+        cache = ["--build-cache", str(Path(tmp) / "cache")]
+        submit(args.submission, Path(tmp) / "warm-up", args.sandbox, cache, base_env)  # fills the build cache
+        for i in range(args.compare_rounds):
+            for label, env in modes.items():  # interleaved: load changes hit both alike
+                wall, data = submit(args.submission, Path(tmp) / f"out{i}-{len(times[label])}", args.sandbox, cache,
+                                    env)
+                times[label].append(wall)
+                print(f"  {label:<36} {wall:6.1f} s  ({data['verdict']} {data['score']:g}, "
+                      f"load {os.getloadavg()[0]:.1f})", flush=True)
+    medians = {label: statistics.median(t) for label, t in times.items()}
+    before, after = medians.values()
+    print(f"\nwarm `grade submit` of {args.submission.name}, {args.sandbox} sandbox, median of {args.compare_rounds}:")
+    for label, median in medians.items():
+        print(f"  {label:<36} {median:6.1f} s")
+    print(f"  speed-up {before / after:.2f}x ({before - after:.1f} s less per grading)")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": times, "medians": medians}, indent=1))
     return 0
 
 

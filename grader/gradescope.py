@@ -12,52 +12,66 @@ from pathlib import Path
 from typing import Any
 
 from grader.atomic_file import atomic_write_text
-from grader.results import GradeResult, StageResult, Verdict
+from grader.i18n import _, current_language, use_language
+from grader.results import GradeResult, StageResult, Verdict, verdict_label
 
 OUTPUT_CHARS = 8000  # Gradescope shows long outputs, but a page of compiler errors is enough
 FAILING_CASES_SHOWN = 10
 
 
+def _verdict(verdict: Verdict) -> str:
+    # English keeps the machine names Gradescope users already filter on (wrong_answer); others get the label.
+    return verdict.value if current_language() == "en" else verdict_label(verdict)
+
+
 def _stage_output(stage: StageResult, device_profile: str) -> str:
-    lines = [f"{stage.verdict.value}: {stage.message}"]
+    lines = [f"{_verdict(stage.verdict)}: {stage.message}"]
     if stage.timing is not None:
-        source = f"modelled ({device_profile})" if stage.timing.source == "modelled" else stage.timing.source
-        line = f"time {stage.timing.median_us:.4g} us, {source}"
+        source = _("modelled ({device})").format(device=device_profile) if stage.timing.source == "modelled" \
+            else stage.timing.source
+        line = _("time {time:.4g} us, {source}").format(time=stage.timing.median_us, source=source)
         if stage.threshold_us is not None:
-            line += f"; threshold {stage.threshold_us:.4g} us"
+            line += _("; threshold {threshold:.4g} us").format(threshold=stage.threshold_us)
         lines.append(line)
     if stage.next_step:
-        lines.append(f"next step: {stage.next_step}")
+        lines.append(_("next step: {step}").format(step=stage.next_step))
     return "\n".join(lines)
 
 
 def to_gradescope(result: GradeResult) -> dict[str, Any]:
-    """Gradescope's results document for `result`; the top-level score is the grade."""
+    """Gradescope's results document for `result`, its texts in the result's language; the top-level score is
+    the grade."""
+    with use_language(result.lang):
+        return _to_gradescope(result)
+
+
+def _to_gradescope(result: GradeResult) -> dict[str, Any]:
     tests: list[dict[str, Any]] = []
     if result.build is not None:
-        tests.append({"name": "Build", "number": "0", "status": "passed" if result.build.ok else "failed",
-                      "output": "built" if result.build.ok else result.build.compiler_output[-OUTPUT_CHARS:],
+        tests.append({"name": _("Build"), "number": "0", "status": "passed" if result.build.ok else "failed",
+                      "output": _("built") if result.build.ok else result.build.compiler_output[-OUTPUT_CHARS:],
                       "output_format": "text"})
     for i, group in enumerate(result.groups, start=1):
         failing = [c for c in result.cases if c.group == group.name and not c.passed]
-        lines = [f"{group.passed_cases}/{group.total_cases} cases correct. {group.description}".strip()]
-        lines += [f"- {c.name} ({c.entry}): {c.verdict.value}: {c.message.splitlines()[0] if c.message else ''}"
+        lines = [(_("{passed}/{total} cases correct.").format(passed=group.passed_cases, total=group.total_cases)
+                  + f" {group.description}").strip()]
+        lines += [f"- {c.name} ({c.entry}): {_verdict(c.verdict)}: {c.message.splitlines()[0] if c.message else ''}"
                   for c in failing[:FAILING_CASES_SHOWN]]
-        tests.append({"name": f"Correctness: {group.name}", "number": f"1.{i}", "score": group.points,
+        tests.append({"name": _("Correctness: {group}").format(group=group.name), "number": f"1.{i}", "score": group.points,
                       "max_score": group.points_possible, "output": "\n".join(lines), "output_format": "md",
                       "tags": ["correctness"]})
     if result.integrity:
-        tests.append({"name": "Integrity: the sandbox's claims add up", "number": "3", "score": 0, "max_score": 0,
+        tests.append({"name": _("Integrity: the sandbox's claims add up"), "number": "3", "score": 0, "max_score": 0,
                       "status": "failed", "output": "\n".join(result.integrity)[:OUTPUT_CHARS],
                       "output_format": "text"})
     for i, stage in enumerate(result.stages, start=1):
-        tests.append({"name": f"Stage {stage.name}: {stage.title}", "number": f"2.{i}", "score": stage.points,
+        tests.append({"name": _("Stage {name}: {title}").format(name=stage.name, title=stage.title), "number": f"2.{i}", "score": stage.points,
                       "max_score": stage.points_possible, "output": _stage_output(stage, result.device_profile),
                       "output_format": "text", "status": "passed" if stage.verdict == Verdict.PASSED else "failed",
                       "tags": ["performance"]})
     out: dict[str, Any] = {
         "score": result.score,
-        "output": f"**{result.verdict.value}** ({result.score:g}/{result.max_score:g}). {result.message}".strip(),
+        "output": f"**{_verdict(result.verdict)}** ({result.score:g}/{result.max_score:g}). {result.message}".strip(),
         "output_format": "md",
         "visibility": "visible",
         "stdout_visibility": "hidden",

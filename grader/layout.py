@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bang_harness.plan import BuildPlan
 
+from grader.i18n import N_, _
 from grader.project_layouts import (
     HANDOUT,
     ProjectLayout,
@@ -37,20 +38,20 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REGISTRATION = re.compile(r"\b(TORCH_LIBRARY(_FRAGMENT|_IMPL)?|PYBIND11_MODULE)\s*\(")
 _TOP_KEYS = {"assignment", "module", "extension", "student", "entries"}
 
-EXPECTED_LAYOUT = """\
+EXPECTED_LAYOUT = N_("""\
 Expected layout (see the README, "Student handout"):
   my_ops/
     mlu/*.mlu, mlu/*.h   kernels and host entry functions that launch them with <<<dim, type, queue>>>
     cpp/*.cpp, cpp/*.h   PyTorch bindings: TORCH_LIBRARY(+_IMPL) or PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
     ops.py               entry functions, e.g. sigmoid(x) and matmul(a, b), calling the compiled op
-    grade.toml           optional: assignment, module, extension, [student] id/name, [entries] stage = "function\""""
+    grade.toml           optional: assignment, module, extension, [student] id/name, [entries] stage = "function\"""")
 
 
 class LayoutError(Exception):
     """The submission cannot be graded as laid out; str() is the whole message for the student."""
 
     def __init__(self, problem: str, show_layout: bool = True, layout: str | None = None) -> None:
-        super().__init__(problem + ("\n\n" + EXPECTED_LAYOUT if show_layout else ""))
+        super().__init__(problem + ("\n\n" + _(EXPECTED_LAYOUT) if show_layout else ""))
         self.problem = problem
         self.layout = layout  # the layout recognised (or the closest one), for the results
 
@@ -101,16 +102,18 @@ def inspect_submission(root: Path) -> Submission:
         if not isinstance(value, str) or not _IDENT.match(value):
             raise LayoutError(f"grade.toml: {key} must be a Python identifier, got {value!r}", show_layout=False)
     problems = []
-    _sources(root, "mlu", "mlu", "your .mlu kernels go there", problems)
-    cpp = _sources(root, "cpp", "cpp", "your PyTorch C++ bindings go there", problems)
+    _sources(root, "mlu", "mlu", _("your .mlu kernels go there"), problems)
+    cpp = _sources(root, "cpp", "cpp", _("your PyTorch C++ bindings go there"), problems)
     if cpp and not any(_REGISTRATION.search(p.read_text(encoding="utf-8", errors="replace")) for p in cpp):
-        problems.append("no file in cpp/ registers an operator: add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(...); } "
-                        "or TORCH_LIBRARY(<namespace>, m) { m.def(...); } with TORCH_LIBRARY_IMPL")
+        problems.append(_("no file in cpp/ registers an operator: add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) "
+                          "{{ m.def(...); }} or TORCH_LIBRARY(<namespace>, m) {{ m.def(...); }} with "
+                          "TORCH_LIBRARY_IMPL").format())
     if not (root / f"{module}.py").is_file():
-        where = "the default module" if "module" not in config else "grade.toml's module"
-        problems.append(f"missing {module}.py ({where}) at the top of the submission")
+        where = _("the default module") if "module" not in config else _("grade.toml's module")
+        problems.append(_("missing {file} ({where}) at the top of the submission").format(file=f"{module}.py",
+                                                                                          where=where))
     if problems:
-        raise LayoutError("the submission is not laid out as the grader expects:\n" +
+        raise LayoutError(_("the submission is not laid out as the grader expects:") + "\n" +
                           "\n".join(f"  - {p}" for p in problems), layout=HANDOUT.name)
     student, entries, assignment = _settings(config)
     warnings = []
@@ -223,9 +226,9 @@ def check_entry_functions(submission: Submission, needed: dict[str, list[str]]) 
     missing = {fn: stages for fn, stages in needed.items() if fn not in defined}
     if missing:
         lines = [f"  - {fn}  (serves stage{'s' if len(st) > 1 else ''} {', '.join(st)})" for fn, st in missing.items()]
-        raise LayoutError(f"{path.name} does not define the entry function(s) the grader calls:\n"
-                          + "\n".join(lines) + "\nDefine them at the top level of the module, or map stages to "
-                          "your function names in grade.toml [entries].")
+        raise LayoutError(_("{file} does not define the entry function(s) the grader calls:").format(file=path.name)
+                          + "\n" + "\n".join(lines) + "\n" + _("Define them at the top level of the module, or map "
+                                                                "stages to your function names in grade.toml [entries]."))
 
 
 def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
@@ -253,13 +256,14 @@ def _sources(root: Path, folder: str, suffix: str, purpose: str, problems: list[
     """The files the build compiles: directly inside the folder (the build does not recurse)."""
     where = root / folder
     if not where.is_dir():
-        problems.append(f"missing folder {folder}/ ({purpose})")
+        problems.append(_("missing folder {folder} ({purpose})").format(folder=f"{folder}/", purpose=purpose))
         return []
     found = sorted(where.glob(f"*.{suffix}"))
     if not found:
         nested = sorted(p.relative_to(root) for p in where.rglob(f"*.{suffix}"))
-        hint = f": {nested[0]} is in a subfolder, but only {folder}/*.{suffix} is compiled" if nested else ""
-        problems.append(f"{folder}/ holds no .{suffix} file{hint}")
+        problems.append(_("{folder} holds no {suffix} file").format(folder=f"{folder}/", suffix=f".{suffix}") + (
+            _(": {file} is in a subfolder, but only {pattern} is compiled").format(
+                file=nested[0], pattern=f"{folder}/*.{suffix}") if nested else ""))
     return found
 
 

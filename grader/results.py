@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
+
+from grader.i18n import N_, _
 
 SCHEMA_VERSION = "1.0"
 
@@ -33,6 +35,42 @@ class Verdict(StrEnum):
     @property
     def severity(self) -> int:
         return list(Verdict).index(self)
+
+
+class VerdictWords(NamedTuple):
+    """A verdict's names for people, untranslated (msgids); verdict_words() gives them in the active language."""
+
+    label: str  # the CLI, exports, messages: "wrong answer"
+    title: str  # the report's headline pill: "Wrong answer"
+    cell: str  # the report's narrow case-table cell: "fail"
+
+
+# The one place verdicts are named for people; the values of Verdict are the machine names in the JSON.
+_VERDICT_WORDS: dict[Verdict, VerdictWords] = {
+    Verdict.ENVIRONMENT_ERROR: VerdictWords(N_("environment error"), N_("Cannot grade on this machine"),
+                                            N_("setup")),
+    Verdict.INTERNAL_ERROR: VerdictWords(N_("internal error"), N_("Grader error"), N_("grader")),
+    Verdict.UNGRADABLE_LAYOUT: VerdictWords(N_("ungradable layout"), N_("Not gradable"), N_("layout")),
+    Verdict.COMPILE_ERROR: VerdictWords(N_("compile error"), N_("Compile error"), N_("build")),
+    Verdict.INTEGRITY: VerdictWords(N_("integrity"), N_("Results do not add up"), N_("integrity")),
+    Verdict.NOT_USING_KERNEL: VerdictWords(N_("not using kernel"), N_("Kernel not used"), N_("no kernel")),
+    Verdict.TIMEOUT: VerdictWords(N_("timeout"), N_("Timed out"), N_("timeout")),
+    Verdict.CRASH: VerdictWords(N_("crash"), N_("Crashed"), N_("crash")),
+    Verdict.RUNTIME_ERROR: VerdictWords(N_("runtime error"), N_("Runtime error"), N_("error")),
+    Verdict.WRONG_ANSWER: VerdictWords(N_("wrong answer"), N_("Wrong answer"), N_("fail")),
+    Verdict.TOO_SLOW: VerdictWords(N_("too slow"), N_("Correct, not yet fast enough"), N_("slow")),
+    Verdict.PASSED: VerdictWords(N_("passed"), N_("Passed"), N_("pass")),
+}
+
+
+def verdict_words(verdict: Verdict | str) -> VerdictWords:
+    """The verdict's names in the active language."""
+    return VerdictWords(*(_(word) for word in _VERDICT_WORDS[Verdict(verdict)]))
+
+
+def verdict_label(verdict: Verdict | str) -> str:
+    """The verdict's display name in the active language (CLI, exports, messages)."""
+    return verdict_words(verdict).label
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:
@@ -98,14 +136,37 @@ class SourceExcerpt(BaseModel):
 
 
 class DevicePeaks(BaseModel):
-    """Peak figures of the device profile, for the roofline; source says where they come from."""
+    """Peak figures of a device over all its cores; source says where they come from. One class for the
+    roofline floor (grader.scoring.roofline) and the report's roofline chart (grader.reporting.devices), both
+    built by `from_figures` from the one device table (sandbox/bang_emu/devices.json)."""
 
     gdram_gbps: float
     tensor_gflops: float | None = Field(None, description="fp32 __bang_matmul peak over all cores")
+    tensor_gflops_fp16: float | None = Field(None, description="fp16 __bang_matmul peak over all cores")
     vector_gflops: float | None = Field(None, description="fp32 vector-unit peak over all cores")
     clock_ghz: float | None = None
     cores: int | None = None
     source: str = ""
+
+    @classmethod
+    def from_figures(cls, figures: dict[str, float], source: str = "") -> DevicePeaks:
+        """From a device-table entry (bang_emu.devices): per-cycle rates times cores times clock."""
+        ghz = figures["clock_mhz"] / 1e3
+        cores = int(figures["cores"])
+        fp16 = figures.get("tensor_ops_per_cycle_fp16")
+        return cls(gdram_gbps=figures["gdram_gbps"], tensor_gflops=figures["tensor_ops_per_cycle_fp32"] * cores * ghz,
+                   tensor_gflops_fp16=fp16 * cores * ghz if fp16 else None,
+                   vector_gflops=figures["vector_bytes_per_cycle"] / 4 * cores * ghz,  # one fp32 element per lane
+                   clock_ghz=ghz, cores=cores, source=source)
+
+    def unit_gflops(self, unit: str, dtype: str) -> float | None:
+        """The peak of the tensor or vector unit for a dtype (half: twice the fp32 lanes; unknown: the highest)."""
+        if unit == "tensor":
+            rates = {"float32": self.tensor_gflops, "float16": self.tensor_gflops_fp16 or self.tensor_gflops}
+        else:
+            rates = {"float32": self.vector_gflops, "float16": 2 * self.vector_gflops if self.vector_gflops else None}
+        known = [r for r in rates.values() if r]
+        return rates.get(dtype) or (max(known) if known else None)
 
 
 class Mismatch(BaseModel):
@@ -236,6 +297,7 @@ class GradeResult(BaseModel):
     )
     seeds: Seeds
     versions: Versions
+    lang: str = Field("en", description="the language of the messages: en or zh (grader/i18n.py)")
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
 

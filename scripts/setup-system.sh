@@ -3,7 +3,7 @@
 # everything is already there. Needs root. One script for every caller:
 #   scripts/setup-system.sh            what grading needs (docker.io + dockerd, debootstrap for the image,
 #                                      bubblewrap/util-linux for the daemon-less self-check sandbox, g++)
-#   scripts/setup-system.sh --tests    the same plus what the test suite uses (chromium for the report tests)
+#   scripts/setup-system.sh --tests    the same plus what the test suite uses (chromium and a CJK font for the report tests)
 # `./grade setup` (and `./grade submit` on a machine not set up yet) runs it, then builds the sandbox image;
 # ./run-tests runs it with --tests, then `grade setup`.
 #
@@ -26,7 +26,8 @@ need=()
 # util-linux gives prlimit/setpriv and bubblewrap the daemon-less self-check sandbox.
 wanted=("docker.io:dockerd" "debootstrap:debootstrap" "bubblewrap:bwrap" "g++:g++" "util-linux:setpriv"
         "debian-archive-keyring:/usr/share/keyrings/debian-archive-keyring.gpg")
-[ "$with_tests" = 1 ] && wanted+=("chromium:chromium")
+# fonts-noto-cjk: the report tests check that Chinese text is drawn as glyphs, not boxes
+[ "$with_tests" = 1 ] && wanted+=("chromium:chromium" "fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
 for pkg_cmd in "${wanted[@]}"; do
   probe="${pkg_cmd#*:}"
   if [ "${probe#/}" != "$probe" ]; then [ -e "$probe" ] || need+=("${pkg_cmd%%:*}")

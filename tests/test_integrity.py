@@ -18,6 +18,7 @@ from grader.checks.integrity import (
     base_name,
     device_profile,
     launch_floor_us,
+    mangled_base_name,
 )
 from grader.orchestration.judge import CallOutcome, judge_call
 from grader.orchestration.trace_summary import read_trace
@@ -87,6 +88,42 @@ def test_base_names_of_symbols_and_trace_names():
     assert base_name("k<half>") == "k"
     assert base_name("plain_kernel") == "plain_kernel"
     assert base_name("void outer<std::pair<int, int> >(int)") == "outer"
+
+
+MANGLING = """
+#include <cstdint>
+void plain_kernel(const float* x, float* y, int64_t n) { y[0] = x[0] + n; }
+static void static_kernel(float* y) { y[0] = 1; }
+void (*keep_static)(float*) = static_kernel;
+namespace { void anon_kernel(float* y) { y[0] = 2; } }
+void (*keep_anon)(float*) = anon_kernel;
+namespace ns { namespace inner { template <typename T> void tk(const T* x, T* y, int n) { y[0] = x[0]; } } }
+template void ns::inner::tk<float>(const float*, float*, int);
+template void ns::inner::tk<_Float16>(const _Float16*, _Float16*, int);
+template <int N, typename T> void unrolled(T* y) { y[0] = N; }
+template void unrolled<64, float>(float*);
+template void unrolled<-3, int>(int*);
+struct Holder { template <class T> static void member(T*) {} };
+template void Holder::member<float>(float*);
+"""
+
+
+def test_mangled_kernel_names_meet_their_demangled_symbols(tmp_path):
+    """CNPAPI reports a kernel by its mangled name, `nm -C` demangles: both give the same base name."""
+    if subprocess.run(["which", "c++filt"], capture_output=True).returncode != 0:
+        pytest.skip("needs c++filt (binutils)")
+    (tmp_path / "k.cpp").write_text(MANGLING)
+    subprocess.run(["g++", "-c", "-fPIC", str(tmp_path / "k.cpp"), "-o", str(tmp_path / "k.o")], check=True)
+    listing = subprocess.run(["nm", "--defined-only", str(tmp_path / "k.o")], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    mangled = [line.split()[2] for line in listing if line.split()[1] in "TtWw" and line.split()[2].startswith("_Z")]
+    demangled = subprocess.run(["c++filt", *mangled], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert len(mangled) == 8
+    for symbol, plain in zip(mangled, demangled, strict=False):
+        assert mangled_base_name(symbol) == base_name(plain) != "", (symbol, plain)
+    assert {base_name(p) for p in demangled if p} == {"plain_kernel", "static_kernel", "anon_kernel", "tk",
+                                                      "unrolled", "member"}
+    assert mangled_base_name("plain_kernel") is None and mangled_base_name("_Z") is None
 
 
 def test_kernel_names_come_from_the_built_library(library):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 from abc import ABC, abstractmethod
-from typing import Literal
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar, Literal
 
 from grader.sandbox.base import Phase
 
@@ -18,11 +20,20 @@ class Backend(ABC):
     # The runtime writes a signed launch trace: "no kernel launched", structural requirements and the
     # integrity checks are judged from it.
     kernel_trace: bool
+    # The grader's timing driver writes one record per invocation (notifier time, CNPAPI's kernels): kernel
+    # use and device time are judged from it on the host (grader.checks.kernel_use).
+    kernel_windows: bool = False
     # Each stage's timed call: warm-up invocations, then timed ones.
     warmup: int
     timed_repeats: int
     # Times vary from run to run: more rounds of fresh inputs until the spread settles (scoring.timing).
     retimes: bool
+    # The sandbox must pass a card's device nodes in (device_nodes): only the docker sandbox can.
+    passes_device: bool = False
+    # Kubernetes (grader.sandbox.pod_runner, grader.batch.distributed): the RuntimeClass of this backend's pods
+    # (None: the cluster's default runtime) and the extended resources a phase pod requests.
+    pod_runtime_class: str | None = None
+    pod_resources: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     @abstractmethod
     def available(self) -> tuple[bool, str]:
@@ -39,6 +50,15 @@ class Backend(ABC):
     @abstractmethod
     def toolchain_version(self) -> str:
         """Toolchain name and version for the report's reproducibility section."""
+
+    @property
+    def time_is_modelled(self) -> bool:
+        """Times are the cost model's, not a device clock's (results, labels, the class dashboard)."""
+        return self.timing_source == "modelled"
+
+    def device_nodes(self, device: str | None) -> list[str]:
+        """Host device nodes the sandbox must pass in to reach `device` (none for an emulated one)."""
+        return []
 
     def resolve_device(self, device: str | None) -> str:
         chosen = device or self.default_device

@@ -20,6 +20,8 @@ class EmuBackend(Backend):
     warmup = 0
     timed_repeats = 1
     retimes = False
+    # gVisor: the emulator needs no device, so its pods get the strongest runtime (k8s-job.json's RuntimeClass).
+    pod_runtime_class = "gvisor"
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("bang_emu") is None:

@@ -8,10 +8,13 @@ import importlib.util
 import os
 import re
 from pathlib import Path
+from types import MappingProxyType
 
 from grader.backends.base import Backend, first_output_line
+from grader.sandbox.docker_runner import mlu_device_nodes
 
 DEVICE_NODE_GLOB = "/dev/cambricon_dev*"
+MLU_RESOURCE = "cambricon.com/mlu"  # Cambricon's Kubernetes device plugin
 
 
 class MluBackend(Backend):
@@ -21,9 +24,12 @@ class MluBackend(Backend):
     timing_source = "hardware"
     default_device = "0"
     kernel_trace = False
+    kernel_windows = True
     warmup = 3
     timed_repeats = 10  # per round; rounds continue until the spread settles
     retimes = True
+    passes_device = True  # gVisor cannot pass a device: pods use the cluster's default runtime
+    pod_resources = MappingProxyType({MLU_RESOURCE: "1"})  # quantities are strings
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("torch_mlu") is None:
@@ -39,6 +45,10 @@ class MluBackend(Backend):
             if match:
                 indices.append(int(match.group(1)))
         return [str(i) for i in sorted(indices)]
+
+    def device_nodes(self, device: str | None) -> list[str]:
+        card = device or self.default_device
+        return mlu_device_nodes(int(card)) if card.isdigit() else []
 
     def run_env(self, device: str | None) -> dict[str, str]:
         card = device or self.default_device

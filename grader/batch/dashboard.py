@@ -19,8 +19,10 @@ import jinja2
 
 import grader
 from grader.atomic_file import atomic_write_text
+from grader.backends import get_backend
 from grader.batch.exports import ClassRow, class_max_score
-from grader.results import Verdict
+from grader.i18n import current_language, install_jinja
+from grader.results import Verdict, verdict_label
 
 if TYPE_CHECKING:
     from grader.batch.similarity import SimilarityReport
@@ -187,14 +189,18 @@ def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, se
         mean=statistics.fmean(scores) if scores else 0.0, median=statistics.median(scores) if scores else 0.0,
         passed=verdict_counts.get(Verdict.PASSED, 0), histogram=_histogram(percents), verdicts=verdicts,
         diagnostics=diagnostics, cases=cases, stages=stages, table=table, backend=backend,
-        modelled=backend == "emu", seed_mode=seed_mode,
+        modelled=get_backend(backend).time_is_modelled, seed_mode=seed_mode,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), grader_version=grader.__version__,
         similarity=similarity_view(similarity) if similarity is not None else None)
 
 
 def render_dashboard(stats: ClassStats) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             extensions=["jinja2.ext.i18n"])
+    install_jinja(env, current_language())  # the batch's language (orchestration.batch sets it)
+    # Verdicts by their machine names (the CSS classes), shown by their names in the dashboard's language.
+    env.globals["verdict_name"] = lambda name: verdict_label(name) if name in Verdict.__members__.values() else name
     return env.get_template("dashboard.html.j2").render(s=stats)
 
 

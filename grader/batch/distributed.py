@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 
 from grader.atomic_file import atomic_write_text
+from grader.backends import get_backend
 from grader.batch.intake import StudentSubmission
 from grader.batch.jobs import GradeJob
 from grader.batch.store import ResultStore
@@ -30,7 +31,6 @@ from grader.sandbox.pod_runner import (
     ENV_NAMESPACE,
     ENV_OWNER_NAME,
     ENV_OWNER_UID,
-    GVISOR_RUNTIME_CLASS,
     PHASE_LABEL,
 )
 
@@ -99,7 +99,7 @@ def kubernetes_job(store: ResultStore, jobs: list[GradeJob], *, backend: str, pa
                     "restartPolicy": "Never",
                     # gVisor for the grading pod too (it parses what the sandbox wrote); MLU pods cannot use it,
                     # but their device goes to the phase pods, so the grading pod never needs one.
-                    **({"runtimeClassName": GVISOR_RUNTIME_CLASS} if backend == "emu" else {}),
+                    **({"runtimeClassName": runtime} if (runtime := get_backend(backend).pod_runtime_class) else {}),
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "automountServiceAccountToken": True,  # only here: it starts the phase pods
                     "containers": [{

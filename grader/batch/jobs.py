@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 import grader
+from grader.backends import get_backend
 from grader.results import GradeResult, Seeds, Student, Verdict, Versions
 
 
@@ -36,6 +37,7 @@ class GradeJob:
     build_cache: str | None = None
     seed: str | None = None  # None: read from batch.json in batch_dir (plan files never carry the seed)
     content_hash: str = ""
+    lang: str = "en"  # the language of the feedback (grader/i18n.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -68,7 +70,7 @@ def failure_result(job: GradeJob, verdict: Verdict, message: str, *, max_score: 
         submission_hash=job.content_hash,
         backend=job.backend,
         device_profile=job.device or "",
-        time_is_modelled=job.backend == "emu",
+        time_is_modelled=get_backend(job.backend).time_is_modelled,
         sandbox=job.sandbox,
         verdict=verdict,
         message=message,
@@ -76,4 +78,5 @@ def failure_result(job: GradeJob, verdict: Verdict, message: str, *, max_score: 
         max_score=max_score,
         seeds=seeds_for(job.seed_mode, job.seed),
         versions=Versions(grader=grader.__version__),
+        lang=job.lang,
     )

@@ -41,6 +41,7 @@ class KeyParts:
     backend: str
     device: str
     seed_digest: str
+    lang: str = "en"  # the feedback's language: a batch in another language writes its texts anew
 
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()

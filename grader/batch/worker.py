@@ -28,6 +28,7 @@ from pathlib import Path
 from grader.atomic_file import atomic_write_text
 from grader.batch.jobs import GradeFn, GradeJob, failure_result
 from grader.batch.store import ResultStore
+from grader.i18n import _, use_language
 from grader.results import GradeResult, Student, Verdict
 
 _PR_SET_PDEATHSIG = 1
@@ -61,17 +62,19 @@ def grade_job(job: GradeJob, grade: GradeFn) -> GradeResult:
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     started = time.monotonic()
-    try:
-        result = grade(job, work_dir)
-        if not isinstance(result, GradeResult):
-            raise TypeError(f"{job.entry} returned {type(result).__name__}, not GradeResult")
-        # The instructor's roster decides who a submission belongs to, not the student's grade.toml.
-        result.student = Student(id=job.student_id, name=job.student_name or job.student_id)
-        if (work_dir / "results.json").is_file():
-            atomic_write_text(work_dir / "results.json", result.to_json())
-    except Exception as exc:  # the grader itself failed: record it as ours, never the student's
-        tail = "".join(traceback.format_exception(exc))[-4000:]
-        result = failure_result(job, Verdict.INTERNAL_ERROR, f"the grader failed: {exc!r}\n{tail}")
+    with use_language(job.lang):  # the job's messages, and ours if the grader fails, in the batch's language
+        try:
+            result = grade(job, work_dir)
+            if not isinstance(result, GradeResult):
+                raise TypeError(f"{job.entry} returned {type(result).__name__}, not GradeResult")
+            # The instructor's roster decides who a submission belongs to, not the student's grade.toml.
+            result.student = Student(id=job.student_id, name=job.student_name or job.student_id)
+            if (work_dir / "results.json").is_file():
+                atomic_write_text(work_dir / "results.json", result.to_json())
+        except Exception as exc:  # the grader itself failed: record it as ours, never the student's
+            tail = "".join(traceback.format_exception(exc))[-4000:]
+            result = failure_result(job, Verdict.INTERNAL_ERROR,
+                                    _("the grader failed: {error}").format(error=repr(exc)) + "\n" + tail)
     if final_dir.exists():
         shutil.rmtree(final_dir)  # --force regrade of the same key
     os.replace(work_dir, final_dir)

@@ -8,6 +8,7 @@ import numpy as np
 
 from grader.checks import metrics, nan_inf, unwritten, zero_guard
 from grader.checks.base import CheckFinding
+from grader.i18n import _
 from grader.results import Mismatch
 from grader.spec.models import CheckPolicy, Tolerance
 
@@ -25,11 +26,14 @@ class CheckOutcome:
 def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tolerance,
             policy: CheckPolicy) -> CheckOutcome:
     if actual.shape != tuple(expected.shape):
-        return CheckOutcome(False, f"output shape {list(actual.shape)} but expected {list(expected.shape)}")
+        return CheckOutcome(False, _("output shape {actual} but expected {expected}").format(
+            actual=list(actual.shape), expected=list(expected.shape)))
     if actual.dtype.kind != "f":
-        return CheckOutcome(False, f"output dtype {actual.dtype} but expected {dtype}")
+        return CheckOutcome(False, _("output dtype {actual} but expected {expected}").format(
+            actual=actual.dtype, expected=dtype))
     if str(actual.dtype) != dtype:
-        return CheckOutcome(False, f"output dtype {actual.dtype} but expected {dtype} (same as the inputs)")
+        return CheckOutcome(False, _("output dtype {actual} but expected {expected} (same as the inputs)").format(
+            actual=actual.dtype, expected=dtype))
     a = actual.astype(np.float64)
     b = expected.astype(np.float64)
     findings: list[CheckFinding] = []

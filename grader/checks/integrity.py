@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from grader.i18n import _
 from grader.spec.references import ACTIVATION_BUILTINS, MULTIPLY_BUILTINS, RequiredWork
 
 MAX_FINDINGS = 8
@@ -57,6 +58,7 @@ def device_profile(device: str) -> dict[str, Any] | None:
 # -- the built extension's symbols --------------------------------------------------------------------------
 def base_name(name: str) -> str:
     """`void ns::k<float>(float const*, int)` or `k<half>` -> `k`: the plain function name."""
+    name = name.replace("(anonymous namespace)::", "")  # nm -C's spelling of an anonymous namespace
     depth = 0
     cut = len(name)
     for i, ch in enumerate(name):
@@ -80,6 +82,87 @@ def base_name(name: str) -> str:
     head = head.split("::")[-1]
     parts = head.split()
     return parts[-1] if parts else head
+
+
+def _source_name(symbol: str, at: int) -> tuple[str, int]:
+    """An Itanium <source-name> (`6kernel`) at `at`: the identifier and the index after it."""
+    end = at
+    while end < len(symbol) and symbol[end].isdigit():
+        end += 1
+    length = int(symbol[at:end])
+    if length <= 0 or end + length > len(symbol):
+        raise ValueError("truncated source name")
+    return symbol[end:end + length], end + length
+
+
+def _skip_template_args(symbol: str, at: int) -> int:
+    """The index after the template arguments `I ... E` opening at `at` (types, nested names, literals)."""
+    depth, i = 0, at
+    while i < len(symbol):
+        ch = symbol[i]
+        if ch.isdigit():
+            i = _source_name(symbol, i)[1]
+            continue
+        if ch == "L" and i + 1 < len(symbol) and symbol[i + 1] != "_":  # literal: L <type> [n] <digits> E
+            i += 2
+            while i < len(symbol) and (symbol[i].isdigit() or symbol[i] == "n"):
+                i += 1
+            if i >= len(symbol) or symbol[i] != "E":
+                raise ValueError("malformed literal")
+        elif ch == "D" and symbol[i + 1:i + 2] in ("F", "v"):  # DF16_ (_Float16), DF16b, Dv4_ (vectors)
+            i += 2
+            while i < len(symbol) and symbol[i].isdigit():
+                i += 1
+        elif ch in "INX":
+            depth += 1
+        elif ch == "E":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise ValueError("unterminated template arguments")
+
+
+def mangled_base_name(symbol: str) -> str | None:
+    """The plain function name of an Itanium-mangled symbol (`_ZN2ns6kernelIfEEvPT_` -> `kernel`), as
+    `base_name` gives it for the demangled form; None when `symbol` is not one this reads (CNPAPI reports
+    kernels by their mangled name, nm -C demangles: both must meet)."""
+    if not symbol.startswith("_Z"):
+        return None
+    s, i = symbol, 2
+    try:
+        if s.startswith("L", i):  # internal linkage (a static kernel)
+            i += 1
+        if s.startswith("St", i):
+            i += 2
+        if i < len(s) and s[i].isdigit():
+            return _source_name(s, i)[0]
+        if not s.startswith("N", i):
+            return None
+        i += 1
+        while i < len(s) and s[i] in "rVKRO":  # cv- and ref-qualifiers of a member function
+            i += 1
+        last = None
+        while i < len(s):
+            ch = s[i]
+            if ch.isdigit():
+                last, i = _source_name(s, i)
+            elif ch == "I":
+                i = _skip_template_args(s, i)
+            elif ch == "B":  # ABI tag: B <source-name>
+                i = _source_name(s, i + 1)[1]
+            elif ch == "L":
+                i += 1
+            elif ch == "S":  # substitution: St, Sa, ... or S[seq-id]_
+                i = i + 2 if s[i + 1:i + 2].isalpha() and s[i + 1] != "_" and not s[i + 1].isupper() \
+                    else s.index("_", i) + 1
+            elif ch == "E":
+                return last
+            else:
+                return None  # constructors, operators: not a kernel's name
+    except (ValueError, IndexError):
+        return None
+    return None
 
 
 _LAUNCH_NAME = re.compile(r"[A-Za-z_][\w:]*(<[\w:<>, *]*>)?")
@@ -148,7 +231,8 @@ class KernelSymbols:
         return cls(frozenset(names), launches)
 
     def has(self, kernel: str) -> bool:
-        name = base_name(kernel)
+        """`kernel` as a launch site, `nm -C` or CNPAPI names it: plain, demangled, or mangled (`_Z...`)."""
+        name = mangled_base_name(kernel) or base_name(kernel)
         return name in self.launch_names or name in self.names
 
 
@@ -254,19 +338,19 @@ class WorkTotals:
     def shortfalls(self, required: RequiredWork) -> list[str]:
         out = []
         if self.read_elements < required.gdram_read_elements:
-            out.append(f"kernels read {int(self.read_elements)} elements from GDRAM, the inputs hold "
-                       f"{required.gdram_read_elements}")
+            out.append(_("kernels read {n} elements from GDRAM, the inputs hold {needed}").format(
+                n=int(self.read_elements), needed=required.gdram_read_elements))
         if self.write_elements < required.gdram_write_elements:
-            out.append(f"kernels wrote {int(self.write_elements)} elements to GDRAM, the output holds "
-                       f"{required.gdram_write_elements}")
+            out.append(_("kernels wrote {n} elements to GDRAM, the output holds {needed}").format(
+                n=int(self.write_elements), needed=required.gdram_write_elements))
         activated = self.activation_elements + min(self.scalar_loads, self.scalar_stores)
         if activated < required.activation_elements:
-            out.append(f"{activated} elements went through an activation (builtin or scalar code), the output "
-                       f"needs {required.activation_elements}")
+            out.append(_("{n} elements went through an activation (builtin or scalar code), the output needs "
+                         "{needed}").format(n=activated, needed=required.activation_elements))
         done = self.multiply_adds + self.scalar_loads
         if done < required.multiply_adds:
-            out.append(f"kernels did {done} multiply-adds (tensor, vector and scalar), the product needs "
-                       f"{required.multiply_adds}")
+            out.append(_("kernels did {n} multiply-adds (tensor, vector and scalar), the product needs "
+                         "{needed}").format(n=done, needed=required.multiply_adds))
         return out
 
 
@@ -359,7 +443,7 @@ class CallIntegrity:
         else:
             self._check_output(self.outputs[0], output)
         if self.required is not None:
-            self.coverage += [f"counted work does not cover the output: {shortfall}"
+            self.coverage += [_("counted work does not cover the output: {shortfall}").format(shortfall=shortfall)
                               for shortfall in self.checked.shortfalls(self.required)]
         return self.all_findings()
 
@@ -372,7 +456,8 @@ class CallIntegrity:
         if not isinstance(written, int) or isinstance(written, bool) or not 0 <= written <= len(data):
             self.find(f"the output record's kernel_written {written!r} is not a byte count of the output")
         elif written != len(data):
-            self.coverage.append(f"kernels wrote {written} of the output's {len(data)} bytes during the call; "
-                                 "the rest came from host code, a copy or an earlier call")
+            self.coverage.append(_("kernels wrote {written} of the output's {size} bytes during the call; the rest "
+                                   "came from host code, a copy or an earlier call").format(written=written,
+                                                                                           size=len(data)))
         if record.get("sha256") != hashlib.sha256(data).hexdigest():
             self.find("the output record's sha256 differs from the array the host received")

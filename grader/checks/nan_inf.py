@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import CheckFinding, SelfTest, run_self_tests
+from grader.i18n import ngettext
 
 
 def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclude: np.ndarray | None = None) -> CheckFinding:
@@ -17,7 +18,9 @@ def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclud
     if exclude is not None:
         bad &= ~exclude  # already blamed on another check (unwritten elements)
     count = int(bad.sum())
-    message = f"{count} element(s) with NaN/Inf where the reference differs" if count else ""
+    message = ngettext("{count} element with NaN/Inf where the reference differs",
+                       "{count} elements with NaN/Inf where the reference differs", count).format(count=count) \
+        if count else ""
     return CheckFinding("nan_inf", count == 0, message, {"nan_inf_mismatch": float(count)}, bad)
 
 

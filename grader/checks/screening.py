@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.i18n import N_, _
 from grader.results import GradeResult, ScreeningFinding
 
 C_SUFFIXES = frozenset({".mlu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".cuh", ".inl", ".ipp"})
@@ -41,21 +42,21 @@ MAX_TOTAL_BYTES = 8 << 20  # about 1 ms per KiB: a submission's sources screen i
 MAX_FINDINGS = 200
 SKIP_DIRS = frozenset({"__pycache__", ".git", ".venv", "node_modules", "build"})
 
-# What each rule means, for messages and the report.
+# What each rule means, for messages and the report (English msgids: `_(RULES[rule])` shows them).
 RULES: dict[str, str] = {
-    "no_sanitize": "turns off the emulator's instrumentation of kernel memory accesses",
-    "inline_asm": "inline assembly runs code the emulator neither checks nor counts",
-    "kernel_outside_mlu": "kernel code in a host C++ file is compiled without the emulator's instrumentation",
-    "dynamic_loading": "loads or looks up code at run time (dlopen/dlsym), around the built extension",
-    "memory_protection": "changes memory protection or issues raw system calls (mprotect, syscall, ptrace)",
-    "proc_mem": "reads or writes process memory through /proc",
-    "ctypes": "ctypes/cffi call arbitrary C functions from Python (the emulator runtime's included)",
-    "emu_interface": "touches the emulator runtime's own variables or functions (BANG_EMU_*, bang_emu_*)",
-    "env_write": "changes the environment the emulator and the harness read",
-    "protocol_path": "names a file of the grading protocol (/io, the trace or key file)",
-    "grader_message": "imitates a message of the grader itself",
-    "harness_reach": "reaches into the grading harness or its callers (bang_harness, sys.modules, frames, gc)",
-    "unscreened": "a source file too large to screen",
+    "no_sanitize": N_("turns off the emulator's instrumentation of kernel memory accesses"),
+    "inline_asm": N_("inline assembly runs code the emulator neither checks nor counts"),
+    "kernel_outside_mlu": N_("kernel code in a host C++ file is compiled without the emulator's instrumentation"),
+    "dynamic_loading": N_("loads or looks up code at run time (dlopen/dlsym), around the built extension"),
+    "memory_protection": N_("changes memory protection or issues raw system calls (mprotect, syscall, ptrace)"),
+    "proc_mem": N_("reads or writes process memory through /proc"),
+    "ctypes": N_("ctypes/cffi call arbitrary C functions from Python (the emulator runtime's included)"),
+    "emu_interface": N_("touches the emulator runtime's own variables or functions (BANG_EMU_*, bang_emu_*)"),
+    "env_write": N_("changes the environment the emulator and the harness read"),
+    "protocol_path": N_("names a file of the grading protocol (/io, the trace or key file)"),
+    "grader_message": N_("imitates a message of the grader itself"),
+    "harness_reach": N_("reaches into the grading harness or its callers (bang_harness, sys.modules, frames, gc)"),
+    "unscreened": N_("a source file too large to screen"),
 }
 
 # C/C++ identifiers that are escape hatches wherever they appear as code.
@@ -91,9 +92,10 @@ NO_SANITIZE = re.compile(r"no_sanitize|disable_sanitizer_instrumentation|no_inst
 EMU_NAME = re.compile(r"bang_emu_|BANG_EMU", re.IGNORECASE)
 PROC_MEM = re.compile(r"/proc/[^/\s]+/(mem|maps|pagemap)\b")
 PROTOCOL_PATH = re.compile(r"(^|[\s'\"=:(])/io(/|$)|trace\.key|\.trace\.jsonl|BANG_GRADER_IO")
-# The grader's own wording ("internal error in the build harness", "(not your fault)", the error kind).
+# The grader's own wording ("internal error in the build harness", "(not your fault)", the error kind), in
+# both languages of its catalogue (grader/locales: 不是你的问题, 评分程序出错, 沙箱出错).
 GRADER_MESSAGE = re.compile(r"internal error in the|not your fault|harness_error|the grader failed|"
-                            r"the sandbox failed", re.IGNORECASE)
+                            r"the sandbox failed|不是你的问题|评分程序(自身)?出错|沙箱出错", re.IGNORECASE)
 
 
 @dataclass
@@ -425,8 +427,10 @@ def screen_submission(root: Path, spec: Any = None) -> list[ScreeningFinding]:
             total += size
             if size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
                 findings.append(ScreeningFinding(
-                    rule="unscreened", message=f"{relative} is {size >> 10} KiB: too large to screen "
-                    f"(limits: {MAX_FILE_BYTES >> 20} MiB a file, {MAX_TOTAL_BYTES >> 20} MiB in all)",
+                    rule="unscreened", message=_("{file} is {size} KiB: too large to screen (limits: {file_limit} "
+                                                 "MiB a file, {total_limit} MiB in all)").format(
+                        file=relative, size=size >> 10, file_limit=MAX_FILE_BYTES >> 20,
+                        total_limit=MAX_TOTAL_BYTES >> 20),
                     file=relative, line=1, action=action))  # type: ignore[arg-type]
                 continue
             source = path.read_bytes().decode("utf-8", errors="replace")
@@ -446,7 +450,7 @@ def screen_submission(root: Path, spec: Any = None) -> list[ScreeningFinding]:
             shown = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
             what = hit.what if len(hit.what) <= 80 else hit.what[:77] + "..."
             findings.append(ScreeningFinding(
-                rule=hit.rule, message=f"{what!r}: {RULES[hit.rule]}", file=relative, line=hit.line,
+                rule=hit.rule, message=f"{what!r}: {_(RULES[hit.rule])}", file=relative, line=hit.line,
                 source_line=shown[:200], action=action))  # type: ignore[arg-type]
             if len(findings) >= MAX_FINDINGS:
                 return findings
@@ -458,12 +462,12 @@ def screening_note(findings: list[ScreeningFinding]) -> str:
     if not findings:
         return ""
     where = ", ".join(f"{f.file}:{f.line} ({f.rule})" for f in findings[:3])
-    more = f" and {len(findings) - 3} more" if len(findings) > 3 else ""
+    more = _(" and {n} more").format(n=len(findings) - 3) if len(findings) > 3 else ""
     if any(f.action == "zero_stages" for f in findings):
-        return (f"static screening: {len(findings)} escape hatch(es) found ({where}{more}); the stage points are "
-                f"withheld (see Screening in the report)")
-    return (f"static screening: {len(findings)} escape hatch(es) found ({where}{more}); flagged for review, "
-            f"points unchanged")
+        return _("static screening: {n} escape hatch(es) found ({where}); the stage points are withheld (see "
+                 "Screening in the report)").format(n=len(findings), where=where + more)
+    return _("static screening: {n} escape hatch(es) found ({where}); flagged for review, points "
+             "unchanged").format(n=len(findings), where=where + more)
 
 
 def apply_screening(result: GradeResult, findings: list[ScreeningFinding]) -> GradeResult:
@@ -479,7 +483,7 @@ def apply_screening(result: GradeResult, findings: list[ScreeningFinding]) -> Gr
         for index, stage in enumerate(stages):
             if stage.points:
                 withheld += stage.points
-                message = "; ".join(m for m in (stage.message, "points withheld by the static screening") if m)
+                message = "; ".join(m for m in (stage.message, _("points withheld by the static screening")) if m)
                 stages[index] = stage.model_copy(update={"points": 0.0, "message": message})
     note = screening_note(findings)
     message = "\n".join(m for m in (result.message, note) if m)

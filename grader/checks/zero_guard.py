@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import CheckFinding, SelfTest, run_self_tests
+from grader.i18n import _
 
 
 def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> CheckFinding:
@@ -20,7 +21,8 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
     if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
         return CheckFinding("zero_guard", True)
     return CheckFinding("zero_guard", False,
-                   f"the output is (almost) all zeros (sum|out| = {out_mass:.3g}, reference {ref_mass:.3g})")
+                       _("the output is (almost) all zeros (sum|out| = {out:.3g}, reference {ref:.3g})").format(
+                           out=out_mass, ref=ref_mass))
 
 
 SELF_TESTS = [

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from grader.i18n import LANGUAGES, _, current_language, use_language
 from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
 from grader.results import GradeResult, Verdict
@@ -30,6 +31,8 @@ app.add_typer(spec_app, name="spec")
 BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="emu (emulator, modelled time) or mlu (real card)")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", "-d", help="emu: device profile (mlu370-x8 ...); mlu: card")]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto, docker, bwrap or none (unsandboxed: own code only)")]
+LangOpt = Annotated[str | None, typer.Option("--lang", help="language of the feedback: zh or en (default: "
+                                                          "assignment.toml's lang, then the locale)")]
 
 
 def _console(json_mode: bool) -> Console:
@@ -65,23 +68,35 @@ def submit(
                                                           "~/.cache/bang-grader/builds)")] = None,
     no_build_cache: Annotated[bool, typer.Option("--no-build-cache", help="always build afresh")] = False,
     no_setup: Annotated[bool, typer.Option("--no-setup", help="never install or build anything first")] = False,
+    lang: LangOpt = None,
 ) -> None:
     """Grade one submission: build, check every case, time every stage, score, report.
 
     On a machine not set up yet it first does what `grade setup` does (as root), with progress shown."""
     _check_choice(backend, ("emu", "mlu"), "--backend")
     _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
+    if lang is not None:
+        _check_choice(lang, LANGUAGES, "--lang")
     console = _console(json_output)
     out_dir = out or Path("out") / submission.resolve().name
     cache = None if no_build_cache else (build_cache or default_build_cache())
     options = GradeOptions(
         assignment=assignment, backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]
         seed_mode="secret" if secret else "public", seed=seed, out_dir=out_dir, build_cache=cache,
-        stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None)
-    prepared = _prepare(options, console, install=not no_setup, submission=submission, json_output=json_output) \
+        stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None, lang=lang)
+    from grader.orchestration.resolve import grading_language
+
+    with use_language(grading_language(submission, options)):  # the same language grade_submission picks
+        _submit(submission, options, console, out_dir=out_dir, cache=cache, install=not no_setup,
+                gradescope=gradescope, json_output=json_output)
+
+
+def _submit(submission: Path, options: GradeOptions, console: Console, *, out_dir: Path, cache: Path | None,
+            install: bool, gradescope: Path | None, json_output: bool) -> None:
+    prepared = _prepare(options, console, install=install, submission=submission, json_output=json_output) \
         if _gradable_layout(submission) else None
     with _progress(console) as progress:
-        task = progress.add_task("starting", total=1.0)
+        task = progress.add_task(_("starting"), total=1.0)
         options.progress = lambda step, fraction: progress.update(task, description=step, completed=fraction)
         result = grade_submission(submission, options)
     if prepared is not None and prepared.notes:
@@ -100,10 +115,10 @@ def submit(
         from grader.gradescope import write_gradescope
 
         write_gradescope(result, gradescope)
-        console.print(f"gradescope:  {gradescope}")
-    console.print(f"results:     {out_dir / 'results.json'}")
+        console.print(_("gradescope:  {path}").format(path=gradescope))
+    console.print(_("results:     {path}").format(path=out_dir / "results.json"))
     if report is not None:
-        console.print(f"report:      {report}")
+        console.print(_("report:      {path}").format(path=report))
     if json_output:
         sys.stdout.write(result.to_json() + "\n")
     raise typer.Exit(exit_code(result))
@@ -141,14 +156,15 @@ def _prepare(options: GradeOptions, console: Console, install: bool, submission:
                                                                            soft_wrap=True),
                                        install=install)
     except EnvironmentProblem as problem:
-        console.print(f"[red]cannot grade on this machine:[/] {problem}", highlight=False)
+        console.print("[red]" + _("cannot grade on this machine:") + f"[/] {problem}", highlight=False)
         if submission is not None:
             result = environment_error_result(submission, options, problem)
+            result.lang = current_language()  # submit chose it (use_language) before setting up
             if options.out_dir is not None:
                 from grader.orchestration.pipeline import write_result
 
                 path = write_result(result, Path(options.out_dir) / "results.json")
-                console.print(f"results:     {path}")
+                console.print(_("results:     {path}").format(path=path))
             if json_output:
                 sys.stdout.write(result.to_json() + "\n")
         raise typer.Exit(2) from problem
@@ -161,12 +177,14 @@ def _write_report(result: GradeResult, path: Path, console: Console) -> Path | N
     try:
         from grader.reporting import render_report
     except ImportError as exc:
-        console.print(f"[yellow]no HTML report: the reporting module is not available ({exc})[/]")
+        console.print("[yellow]" + _("no HTML report: the reporting module is not available ({error})")
+                      .format(error=exc) + "[/]")
         return None
     try:
         return render_report(result, path)
     except Exception as exc:  # noqa: BLE001 -- the grade stands even if the report cannot be drawn
-        console.print(f"[yellow]the HTML report could not be written: {type(exc).__name__}: {exc}[/]")
+        console.print("[yellow]" + _("the HTML report could not be written: {error}")
+                      .format(error=f"{type(exc).__name__}: {exc}") + "[/]")
         return None
 
 
@@ -197,6 +215,7 @@ def batch(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="live progress bar on stderr")] = True,
     entry: Annotated[str | None, typer.Option(hidden=True, help="tests: the grading function, module:function "
                                                                 "(a grader.batch.jobs.GradeFn)")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Grade a whole class, resumably (see grader.orchestration.batch)."""
     from grader.batch.similarity import SimilarityOptions
@@ -204,6 +223,8 @@ def batch(
 
     console = Console()
     _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
+    if lang is not None:
+        _check_choice(lang, LANGUAGES, "--lang")
     if not plan_only and entry is None:  # a test's grading function needs no sandbox set up
         _prepare(GradeOptions(backend=backend, sandbox=sandbox, batch=True), console,  # type: ignore[arg-type]
                  install=True)
@@ -211,11 +232,11 @@ def batch(
         summary = run_batch(submissions, assignment, out, workers=workers, backend=backend, sandbox=sandbox,
                             force=force, seed=seed, device=device, build_cache=build_cache,
                             job_timeout=job_timeout, plan_only=plan_only, image=image, progress=progress,
-                            entry=entry or GRADE_ENTRY,
+                            entry=entry or GRADE_ENTRY, lang=lang,
                             similarity=SimilarityOptions(template=tuple(template or ()),
                                                          threshold=similarity_threshold, enabled=similarity))
     except BatchError as exc:
-        console.print(f"[red]batch refused:[/] {exc}")
+        console.print("[red]" + _("batch refused:") + f"[/] {exc}")
         raise typer.Exit(2) from exc
     for line in summary.lines():
         console.print(line, highlight=False, markup=False, soft_wrap=True)
@@ -283,7 +304,7 @@ def setup(tests: Annotated[bool, typer.Option("--tests", help="also what the tes
         console.print("setup: ready: the docker sandbox works")
         raise typer.Exit(0)
     console.print(f"[red]setup: the docker sandbox is not available:[/] {why}")
-    bwrap_ok, _ = bwrap_works()
+    bwrap_ok, _why = bwrap_works()
     if bwrap_ok:
         console.print("setup: self-checks (`grade submit`) still work in the bubblewrap sandbox; batch grading "
                       "needs Docker")

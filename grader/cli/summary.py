@@ -5,38 +5,56 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from grader.results import GradeResult, Verdict
+from grader.i18n import _, ngettext
+from grader.reporting.compiler_output import student_errors
+from grader.results import GradeResult, Verdict, verdict_label
 
 _STYLE = {Verdict.PASSED: "green", Verdict.TOO_SLOW: "yellow", Verdict.WRONG_ANSWER: "red"}
 
 
 def verdict_text(verdict: Verdict) -> str:
     style = _STYLE.get(verdict, "bold red")
-    return f"[{style}]{verdict.value.replace('_', ' ')}[/{style}]"
+    return f"[{style}]{verdict_label(verdict)}[/{style}]"
 
 
 def print_summary(result: GradeResult, console: Console, failures_shown: int = 5) -> None:
+    """Print `result` in the active language (grader.i18n.use_language; the CLI picks result.lang's)."""
     who = result.student.name or result.student.id
     console.rule(f"{result.assignment} -- {who}")
-    time_label = f"modelled ({result.device_profile})" if result.time_is_modelled else f"hardware ({result.device_profile})"
-    console.print(f"layout [bold]{result.layout}[/], backend [bold]{result.backend}[/], times {time_label}, "
-                  f"sandbox {result.sandbox}, "
-                  f"seed {result.seeds.master if result.seeds.master else 'secret #' + result.seeds.master_digest}")
+    time_label = (_("modelled ({device})") if result.time_is_modelled else _("hardware ({device})")).format(
+        device=result.device_profile)
+    seed = result.seeds.master if result.seeds.master else _("secret #{digest}").format(
+        digest=result.seeds.master_digest)
+    console.print(_("layout [bold]{layout}[/], backend [bold]{backend}[/], times {times}, sandbox {sandbox}, "
+                    "seed {seed}").format(layout=result.layout, backend=result.backend, times=time_label,
+                                          sandbox=result.sandbox, seed=seed))
     if result.build is not None and not result.build.ok:
-        console.print("[bold red]compiler output:[/]")
-        console.print(result.build.compiler_output[-4000:], markup=False, highlight=False, soft_wrap=True)
+        console.print("[bold red]" + _("compiler output:") + "[/]")
+        # the student's own errors at their lines; the whole log (header context) stays in the report
+        errors = student_errors(result.build.compiler_output, result.submission_path)
+        for e in errors:
+            console.print(f"{e.file}:{e.line}: {e.message}", style="bold red", markup=False, highlight=False,
+                          soft_wrap=True)
+            if e.source:
+                console.print(f"  {e.line:>4} | {e.source}", markup=False, highlight=False, soft_wrap=True)
+        if not errors:
+            console.print(result.build.compiler_output[-4000:], markup=False, highlight=False, soft_wrap=True)
     if result.groups and result.cases:
-        table = Table(title="correctness", title_justify="left")
-        for col in ("group", "cases", "points"):
-            table.add_column(col, justify="right" if col != "group" else "left")
+        table = Table(title=_("correctness"), title_justify="left")
+        table.add_column(_("group"), justify="left")
+        table.add_column(_("cases"), justify="right")
+        table.add_column(_("points"), justify="right")
         for g in result.groups:
             colour = "green" if g.passed_cases == g.total_cases else "red"
             table.add_row(g.name, f"[{colour}]{g.passed_cases}/{g.total_cases}[/]", f"{g.points:g}/{g.points_possible:g}")
         console.print(table)
     if result.stages:
-        table = Table(title=f"stages (times: {time_label})", title_justify="left")
-        for col in ("stage", "verdict", "time us", "threshold us", "points"):
-            table.add_column(col, justify="left" if col in ("stage", "verdict") else "right")
+        table = Table(title=_("stages (times: {times})").format(times=time_label), title_justify="left")
+        table.add_column(_("stage"), justify="left")
+        table.add_column(_("verdict"), justify="left")
+        table.add_column(_("time us"), justify="right")
+        table.add_column(_("threshold us"), justify="right")
+        table.add_column(_("points"), justify="right")
         for s in result.stages:
             time = f"{s.timing.median_us:,.4g}" if s.timing else "-"
             threshold = f"{s.threshold_us:,.4g}" if s.threshold_us else "-"
@@ -46,7 +64,8 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
             if s.verdict != Verdict.PASSED or s.points < s.points_possible:
                 console.print(f"  [bold]{s.name}[/]: {s.message}", highlight=False)
                 if s.next_step:
-                    console.print(f"    to reach it: {s.next_step}", highlight=False, soft_wrap=True)
+                    console.print("    " + _("to reach it: {step}").format(step=s.next_step), highlight=False,
+                                  soft_wrap=True)
     failing = [c for c in result.cases if not c.passed]
     for case in failing[:failures_shown]:
         console.print(f"  [red]x[/] {case.name} ({case.entry}, {case.dtype}, "
@@ -55,12 +74,17 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
             console.print("    " + case.message.strip().replace("\n", "\n    ")[:1500], markup=False, highlight=False,
                           soft_wrap=True)
         for m in case.mismatches[:3]:
-            actual = "never written" if m.actual is None else f"{m.actual:.6g}"
             expected = "NaN/Inf" if m.expected is None else f"{m.expected:.6g}"
-            console.print(f"      at {m.index}: got {actual}, expected {expected}", highlight=False)
+            line = _("at {index}: never written, expected {expected}") if m.actual is None \
+                else _("at {index}: got {actual}, expected {expected}")
+            console.print("      " + line.format(index=m.index, actual=f"{m.actual:.6g}" if m.actual is not None else "",
+                                                 expected=expected), highlight=False)
     if len(failing) > failures_shown:
-        console.print(f"  ... and {len(failing) - failures_shown} more failing case(s) (see the report)")
-    if result.verdict not in (Verdict.PASSED,) and not result.groups and result.message:
+        more = len(failing) - failures_shown
+        console.print("  " + ngettext("... and {n} more failing case (see the report)",
+                                      "... and {n} more failing cases (see the report)", more).format(n=more))
+    if result.verdict not in (Verdict.PASSED,) and not result.cases and result.message:  # nothing ran: say why
         console.print(result.message, markup=False, highlight=False, soft_wrap=True)
-    console.print(f"\n[bold]verdict:[/] {verdict_text(result.verdict)}   [bold]score: {result.score:g} / "
-                  f"{result.max_score:g}[/]")
+    console.print("\n[bold]" + _("verdict:") + f"[/] {verdict_text(result.verdict)}   [bold]"
+                  + _("score: {score} / {max}").format(score=f"{result.score:g}", max=f"{result.max_score:g}")
+                  + "[/]")

@@ -32,8 +32,9 @@ from grader.batch.pool import Slot, WorkerPool
 from grader.batch.similarity import SimilarityOptions, similarity_step
 from grader.batch.similarity import check_options as check_similarity_options
 from grader.batch.store import KeyParts, ResultStore, seed_digest
+from grader.i18n import _, ngettext, resolve_language, use_language
 from grader.orchestration.build_cache import default_build_cache
-from grader.results import GradeResult, Verdict
+from grader.results import GradeResult, Verdict, verdict_label
 
 GRADE_ENTRY = "grader.orchestration.batch:grade_batch_job"  # the GradeFn real batches run (a test resolves it)
 BREAKER_FAILURES = 4  # consecutive grader failures from the start that stop the batch
@@ -60,19 +61,33 @@ class BatchSummary:
     per_minute: float  # submissions graded per minute in this run
     outputs: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lang: str = "en"  # the batch's language: lines() is meant to be read in it
 
     def lines(self) -> list[str]:
-        """A plain-text summary for the terminal."""
-        verdicts = ", ".join(f"{v} {n}" for v, n in sorted(self.verdicts.items(), key=lambda kv: -kv[1]))
+        """A plain-text summary for the terminal, in the batch's language."""
+        with use_language(self.lang):
+            return self._lines()
+
+    def _lines(self) -> list[str]:
+        verdicts = ", ".join(f"{verdict_label(v)} {n}"
+                             for v, n in sorted(self.verdicts.items(), key=lambda kv: -kv[1]))
+        first = ngettext("{assignment}: {total} student; graded {graded} now, {skipped} already done",
+                         "{assignment}: {total} students; graded {graded} now, {skipped} already done",
+                         self.total).format(assignment=self.assignment, total=self.total, graded=self.graded,
+                                            skipped=self.skipped)
+        if self.worker_failures:
+            first += _(", {n} worker failures").format(n=self.worker_failures)
+        wall = _("{seconds:.1f} s wall").format(seconds=self.wall_seconds)
+        if self.graded:
+            wall += _(", {rate:.1f} submissions/min").format(rate=self.per_minute)
         out = [
-            f"{self.assignment}: {self.total} students; graded {self.graded} now, {self.skipped} already done"
-            + (f", {self.worker_failures} worker failures" if self.worker_failures else ""),
-            f"verdicts: {verdicts}",
-            f"mean score {self.mean_score:.2f} / {self.max_score:g}",
-            f"{self.wall_seconds:.1f} s wall" + (f", {self.per_minute:.1f} submissions/min" if self.graded else ""),
+            first,
+            _("verdicts: {verdicts}").format(verdicts=verdicts),
+            _("mean score {mean:.2f} / {max:g}").format(mean=self.mean_score, max=self.max_score),
+            wall,
         ]
         out += [f"{name}: {path}" for name, path in self.outputs.items()]
-        out += [f"note: {n}" for n in self.notes]
+        out += [_("note: {note}").format(note=n) for n in self.notes]
         return out
 
 
@@ -85,7 +100,7 @@ def grade_batch_job(job: GradeJob, work_dir: Path) -> GradeResult:
         assignment=job.assignment, backend=job.backend, device=job.device,
         sandbox=job.sandbox,  # type: ignore[arg-type]
         seed_mode=job.seed_mode, seed=job.seed, out_dir=work_dir,
-        build_cache=Path(job.build_cache) if job.build_cache else None, batch=True,
+        build_cache=Path(job.build_cache) if job.build_cache else None, batch=True, lang=job.lang,
     )
     return grade_submission(Path(job.submission), options)
 
@@ -99,6 +114,7 @@ class AssignmentInfo:
     title: str
     points_possible: float
     columns: tuple[dict[str, float], dict[str, float]]  # (group -> points, stage -> points)
+    lang: str | None = None  # the instructor's language for the feedback (assignment.toml `lang`)
 
 
 def assignment_fingerprint(assignment: str) -> AssignmentInfo:
@@ -117,7 +133,7 @@ def assignment_fingerprint(assignment: str) -> AssignmentInfo:
     groups = {g.name: g.points for g in spec.groups}
     stages = {s.name: s.points for s in spec.stages}
     return AssignmentInfo(digest.hexdigest()[:24], spec.title, sum(groups.values()) + sum(stages.values()),
-                          (groups, stages))
+                          (groups, stages), spec.lang)
 
 
 def device_slots(backend: str, workers: int | None, device: str | None) -> list[Slot]:
@@ -183,19 +199,20 @@ def _progress_bar(total: int):  # noqa: ANN202 - (rich Progress, task id)
 
 def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str, spec_hash: str, backend: str,
           device: str | None, sandbox: str, seed_mode: str, seed: str, cache: Path,
-          entry: str) -> dict[str, tuple[StudentSubmission, GradeJob]]:
+          entry: str, lang: str) -> dict[str, tuple[StudentSubmission, GradeJob]]:
     plan: dict[str, tuple[StudentSubmission, GradeJob]] = {}
     for sub in subs:
         parts = KeyParts(student_id=sub.student_id, assignment=assignment, content_hash=sub.content_hash,
                          spec_hash=spec_hash, grader_version=grader.__version__, backend=backend,
                          # the emulator's device profile changes modelled times; MLU cards are alike
-                         device=(device or "") if backend == "emu" else "", seed_digest=seed_digest(seed))
+                         device=(device or "") if backend == "emu" else "", seed_digest=seed_digest(seed),
+                         lang=lang)
         job = GradeJob(key=parts.key(), student_id=sub.student_id, student_name=sub.name,
                        submission=str(sub.path or sub.origin), assignment=assignment,
                        backend=backend,  # type: ignore[arg-type]
                        device=device, sandbox=sandbox, seed_mode=seed_mode,  # type: ignore[arg-type]
                        batch_dir=str(store.root), build_cache=str(cache), seed=seed,
-                       content_hash=sub.content_hash, entry=entry)
+                       content_hash=sub.content_hash, entry=entry, lang=lang)
         plan[job.key] = (sub, job)
     return plan
 
@@ -205,12 +222,13 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
               progress: bool = True, device: str | None = None, build_cache: Path | None = None,
               job_timeout: float = 1800.0, limits: IntakeLimits | None = None, plan_only: bool = False,
               image: str | None = None, entry: str = GRADE_ENTRY,
-              similarity: SimilarityOptions | None = None) -> BatchSummary:
+              similarity: SimilarityOptions | None = None, lang: str | None = None) -> BatchSummary:
     """Grades every submission under `submissions` for `assignment` into `out_dir` (see module doc).
 
     `plan_only`: grade nothing here; write DIR/plan.jsonl and a Kubernetes Indexed Job (DIR/k8s-job.json,
     container `image`) that grades the pending jobs on a cluster; rerun without it to collect and export.
     `similarity`: the code-similarity step's template folders and threshold (default: on, the assignment's).
+    `lang`: the feedback's language (en, zh); None: the assignment's `lang`, then the locale.
     `entry`: the grading function the workers run ("module:function", a grader.batch.jobs.GradeFn); tests
     pass a quick one, and then the machine checks (preflight, container sweep) are skipped.
     Raises BatchError when the batch cannot start; a broken submission or worker never raises, it
@@ -226,6 +244,22 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     except ValueError as exc:
         raise BatchError(str(exc)) from exc
     info = assignment_fingerprint(assignment)
+    try:
+        lang = resolve_language(lang, info.lang)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from exc
+    with use_language(lang):  # the exports, dashboard and summary in the batch's language
+        return _run_batch(submissions, assignment, out_dir, info, started, lang, workers=workers,
+                          backend=backend, sandbox=sandbox, force=force, seed=seed, progress=progress,
+                          device=device, build_cache=build_cache, job_timeout=job_timeout, limits=limits,
+                          plan_only=plan_only, image=image, entry=entry, similarity=similarity)
+
+
+def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: AssignmentInfo, started: float,
+               lang: str, *, workers: int | None, backend: str, sandbox: str, force: bool, seed: str | None,
+               progress: bool, device: str | None, build_cache: Path | None, job_timeout: float,
+               limits: IntakeLimits | None, plan_only: bool, image: str | None, entry: str,
+               similarity: SimilarityOptions | None) -> BatchSummary:
     spec_hash, title, points_possible = info.spec_hash, info.title, info.points_possible
     store = ResultStore(out_dir.resolve())
     manifest = store.load_or_create_manifest(assignment, backend, seed)
@@ -245,7 +279,8 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
         for leftover in store.runs_dir.glob("*.partial-*"):
             shutil.rmtree(leftover, ignore_errors=True)  # grading dirs of workers a killed batch left behind
     plan = _plan(store, subs, assignment=assignment, spec_hash=spec_hash, backend=backend, device=device,
-                 sandbox=sandbox, seed_mode=manifest.seed_mode, seed=manifest.seed, cache=cache, entry=entry)
+                 sandbox=sandbox, seed_mode=manifest.seed_mode, seed=manifest.seed, cache=cache, entry=entry,
+                 lang=lang)
 
     to_grade: list[GradeJob] = []
     skipped = 0
@@ -279,7 +314,7 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     for key, (sub, job) in plan.items():
         result = store.load(key)
         if result is None:  # plan-only: the cluster has not graded it yet
-            result = failure_result(job, Verdict.INTERNAL_ERROR, "not graded yet", max_score=points_possible)
+            result = failure_result(job, Verdict.INTERNAL_ERROR, _("not graded yet"), max_score=points_possible)
         if not result.max_score:
             result.max_score = points_possible
         stored = store.result_path(key)
@@ -303,7 +338,7 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
         outputs={**outputs, "gradebook": str(store.root / "gradebook.csv"), "canvas": str(store.root / "canvas.csv"),
                  "gradescope": str(store.root / "gradescope"), "reports": str(store.root / "reports"),
                  "dashboard": str(store.root / "dashboard.html")},
-        notes=notes)
+        notes=notes, lang=lang)
     atomic_write_text(store.root / "summary.json", json.dumps(asdict(summary), indent=2, default=str))
     store.log("batch_finished", graded=graded, skipped=skipped, failures=failures,
               seconds=round(summary.wall_seconds, 2))

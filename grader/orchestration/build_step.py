@@ -12,6 +12,7 @@ from bang_harness.protocol import ErrorKind, ExitCode
 
 from grader import __version__
 from grader.checks.integrity import HostFacts, KernelSymbols, device_profile
+from grader.i18n import _
 from grader.orchestration import build_cache
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.read_outputs import describe_outcome, output_tail, read_json, read_text
@@ -63,7 +64,7 @@ class BuildStep:
             return self._compile(build_dir, work)
 
     def _compile(self, build_dir: Path, work: Path) -> Built:
-        self.progress("building the extension", 0.05)
+        self.progress(_("building the extension"), 0.05)
         io = work / "io-build"
         io.mkdir()
         if self.plan is not None:
@@ -81,18 +82,21 @@ class BuildStep:
         if ok:
             return Built(built)
         if outcome.timed_out:
-            return Built(built, (Verdict.TIMEOUT, f"the build took longer than {self.timeout_seconds:.0f} s"))
+            return Built(built, (Verdict.TIMEOUT, _("the build took longer than {seconds:.0f} s").format(
+                seconds=self.timeout_seconds)))
         if not info:
             # No build.json at all: the harness itself did not get to write it (killed, out of memory).
-            return Built(built, (Verdict.COMPILE_ERROR, f"the build did not complete ({describe_outcome(outcome)})"))
+            return Built(built, (Verdict.COMPILE_ERROR, _("the build did not complete ({why})").format(
+                why=describe_outcome(outcome))))
         # build.json is the harness's (no student code runs while building); its typed kind is believed only
         # when the runner saw the harness exit with its own "build failed" status.
         harness_fault = (info.get("error_kind") == ErrorKind.HARNESS_ERROR and outcome.exit_code == ExitCode.BUILD_FAILED
                          and not outcome.timed_out and not outcome.oom_killed and not outcome.signal)
         if harness_fault:
-            return Built(built, (Verdict.INTERNAL_ERROR, "the build harness failed (not your fault):\n" + log[-4000:]))
-        return Built(built, (Verdict.COMPILE_ERROR, "the extension does not compile; the compiler output follows in "
-                                                    "the report (build.compiler_output)"))
+            return Built(built, (Verdict.INTERNAL_ERROR, _("the build harness failed (not your fault):") + "\n"
+                                 + log[-4000:]))
+        return Built(built, (Verdict.COMPILE_ERROR, _("the extension does not compile; the compiler output follows "
+                                                      "in the report (build.compiler_output)")))
 
 
 def host_facts(backend: ResolvedBackend, build_dir: Path, extension: str) -> HostFacts:
@@ -100,7 +104,9 @@ def host_facts(backend: ResolvedBackend, build_dir: Path, extension: str) -> Hos
     facts = HostFacts(device=backend.device, profile=None, symbols=None)
     if not backend.impl.kernel_trace:
         facts.notes.append(f"the {backend.name} backend has no signed launch trace: the integrity checks "
-                           "that need it (provenance, counted work, kernel names, modelled time) were skipped")
+                           "that need it (provenance, counted work, modelled time) were skipped")
+        if backend.impl.kernel_windows:  # kernel names CNPAPI reports are checked against these (kernel_use)
+            facts.symbols = KernelSymbols.from_library(build_dir / "ext" / f"{extension}.so")
         return facts
     facts.profile = device_profile(backend.device)
     if facts.profile is None:

@@ -18,6 +18,7 @@ from typing import Literal
 
 from grader.backends import get_backend
 from grader.backends.base import Backend
+from grader.i18n import _
 from grader.orchestration.options import GradeOptions
 from grader.sandbox.base import Phase, Runner
 from grader.sandbox.select import SandboxRefused, select_runner
@@ -68,9 +69,8 @@ def resolve_backend(options: GradeOptions) -> ResolvedBackend:
 
 
 def resolve_runner(options: GradeOptions, backend: ResolvedBackend) -> Runner:
-    card = int(backend.device) if backend.name == "mlu" and backend.device.isdigit() else None
     try:
-        return select_runner(options.sandbox, batch=options.batch, backend=backend.name, mlu_card=card)
+        return select_runner(options.sandbox, batch=options.batch, backend=backend.impl, device=backend.device)
     except SandboxRefused as exc:
         raise UnavailableError(str(exc)) from exc
 
@@ -219,10 +219,11 @@ def prepare_environment(options: GradeOptions, log: Log | None = None, install: 
             raise EnvironmentProblem(f"the bubblewrap sandbox is not usable: {why}",
                                      "sudo apt-get install -y bubblewrap util-linux")
         return Prepared("bwrap", notes)
-    if options.backend == "mlu":
+    if get_backend(options.backend).passes_device:
         ok, why = setup_docker_sandbox(log, install=False)  # the MLU image is the instructor's to build
         if not _docker_ready()[0]:
-            raise EnvironmentProblem(f"the MLU backend needs the docker sandbox: {why}", "sudo scripts/setup-system.sh")
+            raise EnvironmentProblem(f"the {options.backend} backend needs the docker sandbox: {why}",
+                                     "sudo scripts/setup-system.sh")
         return Prepared("docker", notes)
     ok, why = setup_docker_sandbox(log, install=install)
     if ok:
@@ -231,8 +232,8 @@ def prepare_environment(options: GradeOptions, log: Log | None = None, install: 
         raise EnvironmentProblem(f"the docker sandbox is not available: {why}")
     bwrap_ok, bwrap_why = bwrap_works()
     if bwrap_ok:
-        note = (f"docker sandbox unavailable ({why.splitlines()[0]}): self-check in the bubblewrap sandbox "
-                f"instead (`{FIX_COMMAND}` sets Docker up)")
+        note = _("docker sandbox unavailable ({why}): self-check in the bubblewrap sandbox instead (`{fix}` sets "
+                 "Docker up)").format(why=why.splitlines()[0], fix=FIX_COMMAND)
         log(f"setup: {note}")
         notes.append(note)
         return Prepared("bwrap", notes)
@@ -265,8 +266,9 @@ def environment_error_result(submission: Path, options: GradeOptions, problem: E
     now = datetime.now(UTC)
     return GradeResult(assignment=name if isinstance(name, str) else "unknown",
                        submission_path=str(submission.resolve()), submission_hash="", backend=options.backend,
-                       device_profile=options.device or "", time_is_modelled=options.backend == "emu",
+                       device_profile=options.device or "",
+                       time_is_modelled=get_backend(options.backend).time_is_modelled,
                        sandbox=options.sandbox, verdict=Verdict.ENVIRONMENT_ERROR,
-                       message=f"not graded: this machine cannot run the sandbox. {problem}", score=0.0,
+                       message=_("not graded: this machine cannot run the sandbox.") + f" {problem}", score=0.0,
                        max_score=max_score, seeds=seeds.record(), versions=Versions(grader=__version__),
                        started_at=now, finished_at=now)

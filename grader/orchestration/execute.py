@@ -1,26 +1,38 @@
-"""Executing planned calls in one run phase of the sandbox: inputs and job.json into the io folder, a fresh
-trace key, progress from the outputs as they appear, the runner, then each call's outcome read back."""
+"""Executing planned calls, one round at a time: inputs and the job into the round's folder, a fresh trace key
+per round, progress from the outputs as they appear, then each call's outcome read back.
+
+Rounds share one run-phase sandbox per submission when the runner can leave one running (rounds.py and
+bang_harness.session: torch is imported once, not once per round); otherwise, or with the environment variable
+BANG_GRADER_SANDBOX_PER_ROUND=1 (how it ran before, for comparison), each round is a sandbox of its own.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from bang_harness.protocol import KEY_BYTES, KEY_FILE
+from bang_harness.protocol import JOB_FILE, KEY_BYTES, KEY_FILE
 
 from grader.checks.integrity import HostFacts
+from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.read_outputs import describe_outcome, read_call
-from grader.sandbox.base import Limits, Mounts, Phase, Runner
+from grader.orchestration.rounds import RoundRefused, RoundSandbox
+from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
 from grader.sandbox.layout import sandbox_user
+from grader.scoring.timing import MAX_ROUNDS
 from grader.spec import AssignmentSpec
+
+PER_ROUND_ENV = "BANG_GRADER_SANDBOX_PER_ROUND"
 
 
 @dataclass
@@ -36,37 +48,90 @@ class Executor:
     notes: list[str]  # the grading's notes: a run phase that did not finish cleanly is added here
     facts: HostFacts | None = None  # what integrity checks compare the sandbox's claims against
     integrity_seconds: float = field(default=0.0)  # host cost of the checks, for the record
+    _rounds: RoundSandbox | None = field(default=None, repr=False)  # the submission's run-phase sandbox, if up
 
     def run(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
             call_timeout: float | None = None) -> dict[str, CallOutcome]:
+        """One round: `io` names it (its folder when the round has a sandbox of its own)."""
         if not calls:
             return {}
-        (io / "inputs").mkdir(parents=True)
-        (io / "outputs").mkdir()
-        self._write_job(calls, io, call_timeout)
-        key = write_trace_key(io) if self.backend.impl.kernel_trace else None
-        stop = threading.Event()
-        watcher = threading.Thread(target=self._watch_outputs, args=(io / "outputs", calls, progress_span, stop),
-                                   daemon=True)
-        watcher.start()
-        try:
-            outcome = self.runner.run(Phase.RUN, self.backend.argv(Phase.RUN),
-                                      Mounts(submission=self.root.resolve(), build=self.build_dir, io=io),
-                                      Limits(wall_seconds=self.spec.run_timeout_seconds), env=dict(self.backend.env))
-        finally:
-            stop.set()
-            watcher.join()
-            (io / KEY_FILE).unlink(missing_ok=True)  # the harness unlinks it first; this covers a failed start
+        if self._share_sandbox():
+            io, outcome, key = self._run_round(calls, io, progress_span, call_timeout)
+        else:
+            outcome, key = self._run_alone(calls, io, progress_span, call_timeout)
         if not outcome.ok:
-            self.notes.append(f"the run phase did not finish cleanly: {describe_outcome(outcome)}")
+            self.notes.append(_("the run phase did not finish cleanly: {why}").format(why=describe_outcome(outcome)))
         results = {}
         for call in calls:
             results[call.id], seconds = read_call(call, io / "outputs", outcome, self.spec, self.backend,
                                                   self.facts, key)
             self.integrity_seconds += seconds
+            # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
+            self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
         return results
 
-    def _write_job(self, calls: list[PlannedCall], io: Path, call_timeout: float | None) -> None:
+    def close(self) -> None:
+        """Ends the submission's run-phase sandbox, if one is still up."""
+        rounds, self._rounds = self._rounds, None
+        if rounds is not None:
+            try:
+                rounds.close()
+            except RuntimeError:  # it could not be removed: the runner's sweep of leftovers takes it
+                pass
+
+    def _share_sandbox(self) -> bool:
+        return callable(getattr(self.runner, "start", None)) and os.environ.get(PER_ROUND_ENV) != "1"
+
+    def _run_alone(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
+                   call_timeout: float | None) -> tuple[RunOutcome, bytes | None]:
+        (io / "inputs").mkdir(parents=True)
+        (io / "outputs").mkdir()
+        job = self._job(calls, call_timeout, io / "inputs")
+        (io / JOB_FILE).write_text(json.dumps(job, indent=1), encoding="utf-8")
+        key = write_trace_key(io) if self.backend.impl.kernel_trace else None
+        with self._watching(io / "outputs", calls, progress_span):
+            try:
+                outcome = self.runner.run(Phase.RUN, self.backend.argv(Phase.RUN), self._mounts(io),
+                                          Limits(wall_seconds=self.spec.run_timeout_seconds),
+                                          env=dict(self.backend.env))
+            finally:
+                (io / KEY_FILE).unlink(missing_ok=True)  # the harness unlinks it first; this covers a failed start
+        return outcome, key
+
+    def _run_round(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
+                   call_timeout: float | None) -> tuple[Path, RunOutcome, bytes | None]:
+        def job(inputs: Path) -> dict[str, Any]:
+            return {**self._job(calls, call_timeout, inputs), "trace_key": self.backend.impl.kernel_trace}
+
+        for attempt in range(2):
+            rounds = self._rounds
+            if rounds is None or not rounds.alive:
+                rounds = self._rounds = self._new_sandbox(io.parent / f"{io.name}-sandbox{attempt or ''}")
+            with self._watching(rounds.next_round / "outputs", calls, progress_span):
+                try:
+                    done = rounds.run_round(job, self.spec.run_timeout_seconds)
+                except RoundRefused as exc:  # planted by an earlier round: this round gets a sandbox of its own
+                    self.notes.append(f"a fresh sandbox for the next round: {exc}")
+                    self.close()
+                    continue
+            if not done.sandbox_alive:
+                self._rounds = None
+            return done.io, done.outcome, done.key if self.backend.impl.kernel_trace else None
+        raise RoundRefused("a fresh sandbox refused its first round")
+
+    def _new_sandbox(self, io: Path) -> RoundSandbox:
+        io.mkdir(parents=True)
+        master = write_trace_key(io)
+        # The host ends each round at the spec's wall limit; this is the runner's own backstop for all of them.
+        limits = Limits(wall_seconds=self.spec.run_timeout_seconds * (3 + MAX_ROUNDS))
+        return RoundSandbox(self.runner, self.backend.argv(Phase.RUN), self._mounts(io), limits,  # type: ignore[arg-type]
+                            dict(self.backend.env), master)
+
+    def _mounts(self, io: Path) -> Mounts:
+        return Mounts(submission=self.root.resolve(), build=self.build_dir, io=io)
+
+    def _job(self, calls: list[PlannedCall], call_timeout: float | None, inputs: Path) -> dict[str, Any]:
+        """The round's job (bang_harness.job), its input arrays written into `inputs`."""
         written: set[str] = set()
         job_calls = []
         for call in calls:
@@ -74,15 +139,25 @@ class Executor:
             for name, array in call.case.make_inputs().items():
                 file = f"{call.case.name}_{name}.npy"
                 if file not in written:
-                    np.save(io / "inputs" / file, array, allow_pickle=False)
+                    np.save(inputs / file, array, allow_pickle=False)
                     written.add(file)
                 names.append(file)
             job_calls.append({"id": call.id, "entry": call.entry, "inputs": names, "dtype": call.case.dtype,
                               "timed_repeats": call.timed_repeats, "warmup": call.warmup, "poison": "nan"})
-        job = {"backend": self.backend.name, "device": self.backend.device, "module": self.module,
-               "extension": self.extension, "calls": job_calls,
-               "call_timeout_seconds": call_timeout or self.spec.call_timeout_seconds}
-        (io / "job.json").write_text(json.dumps(job, indent=1), encoding="utf-8")
+        return {"backend": self.backend.name, "device": self.backend.device, "module": self.module,
+                "extension": self.extension, "calls": job_calls,
+                "call_timeout_seconds": call_timeout or self.spec.call_timeout_seconds}
+
+    @contextmanager
+    def _watching(self, outputs: Path, calls: list[PlannedCall], span: tuple[float, float]) -> Iterator[None]:
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._watch_outputs, args=(outputs, calls, span, stop), daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            watcher.join()
 
     def _watch_outputs(self, outputs: Path, calls: list[PlannedCall], span: tuple[float, float],
                        stop: threading.Event) -> None:
@@ -97,7 +172,8 @@ class Executor:
 
 
 def write_trace_key(io: Path) -> bytes:
-    """A fresh master key per run phase: a trace line signed in one phase verifies in no other."""
+    """A fresh master key per run-phase sandbox. A sandbox of one round signs with it, one of rounds with
+    protocol.round_key(it, n): either way a trace line signed in one round verifies in no other."""
     key = os.urandom(KEY_BYTES)
     fd = os.open(io / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:

@@ -16,6 +16,8 @@ import numpy as np
 from bang_harness.protocol import ErrorKind
 
 from grader.checks import compare
+from grader.checks.kernel_use import KernelUse
+from grader.i18n import N_, _
 from grader.orchestration.trace_summary import TraceReading
 from grader.results import CaseResult, TraceSummary, Verdict
 from grader.spec import AssignmentSpec, ConcreteCase
@@ -31,8 +33,8 @@ ERROR_VERDICTS: dict[ErrorKind, Verdict] = {
     ErrorKind.HARNESS_ERROR: Verdict.RUNTIME_ERROR,  # claimed in a file the student could write: not believed
 }
 MESSAGE_CHARS = 8000
-NOT_BELIEVED = ("the sandbox reported a fault of the grader's harness, but that report comes from a file the "
-                "submission's process could write, so it is not believed and counts as a runtime error: ")
+NOT_BELIEVED = N_("the sandbox reported a fault of the grader's harness, but that report comes from a file the "
+                   "submission's process could write, so it is not believed and counts as a runtime error: {error}")
 
 
 def error_kind(meta: dict[str, Any]) -> ErrorKind | None:
@@ -51,6 +53,8 @@ class CallOutcome:
     integrity: list[str] = field(default_factory=list)  # what did not add up (reader + integrity checks)
     coverage: list[str] = field(default_factory=list)  # output or work not covered by kernels (see judge_call)
     integrity_notes: list[str] = field(default_factory=list)  # checks that could not run, and why
+    no_kernel: str | None = None  # mlu: why the host holds that no kernel of the extension ran (checks.kernel_use)
+    kernels: KernelUse | None = None  # mlu: the timing driver's records of the call, as the host read them
 
 
 def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome, expected: np.ndarray | None,
@@ -63,33 +67,38 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
     if not meta.get("ok"):
         kind = error_kind(meta)
         verdict = ERROR_VERDICTS.get(kind, Verdict.RUNTIME_ERROR) if kind is not None else Verdict.RUNTIME_ERROR
-        message = str(meta.get("error") or "the call failed")[:MESSAGE_CHARS]
+        message = str(meta.get("error") or _("the call failed"))[:MESSAGE_CHARS]
         if kind == ErrorKind.HARNESS_ERROR:
-            message = NOT_BELIEVED + message
+            message = _(NOT_BELIEVED).format(error=message)
         if verdict == Verdict.CRASH and meta.get("lost"):
-            message = f"no result for this call: {message}"
+            message = _("no result for this call: {error}").format(error=message)
         return CaseResult(**base, verdict=verdict, passed=False, message=message, diagnostics=diagnostics)
     if got.integrity:
         return CaseResult(**base, verdict=Verdict.INTEGRITY, passed=False, diagnostics=diagnostics,
-                          message="the sandbox's claims about this call do not add up: " + "; ".join(got.integrity))
+                          message=_("the sandbox's claims about this call do not add up: {findings}").format(
+                              findings="; ".join(got.integrity)))
+    if got.no_kernel is not None:
+        return CaseResult(**base, verdict=Verdict.NOT_USING_KERNEL, passed=False, diagnostics=diagnostics,
+                          message=got.no_kernel[:MESSAGE_CHARS])
     if kernel_trace and (got.trace is None or got.trace.launch_count == 0):
         return CaseResult(**base, verdict=Verdict.NOT_USING_KERNEL, passed=False, diagnostics=diagnostics,
-                          message="the wrapper computed the result without launching a kernel "
-                                  "(no BANG kernel ran during the call)")
+                          message=_("the wrapper computed the result without launching a kernel "
+                                    "(no BANG kernel ran during the call)"))
     if got.output is None or expected is None:
         return CaseResult(**base, verdict=Verdict.WRONG_ANSWER, passed=False,
-                          message=got.read_error or "no output array was returned")
+                          message=got.read_error or _("no output array was returned"))
     outcome = compare(got.output, expected, case.dtype, spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
     message, passed = outcome.message, outcome.passed
     if passed and meta.get("repeats_consistent") is False:
-        passed, message = False, "repeated calls on the same inputs returned different results"
+        passed, message = False, _("repeated calls on the same inputs returned different results")
     verdict = Verdict.PASSED if passed else Verdict.WRONG_ANSWER
     if got.coverage:
         # Kernels that wrote or did less than the output needs: an honest bug when the values are wrong
         # (a dropped tail still holds the poison), a forgery when they are right anyway.
         if passed:
             passed, verdict = False, Verdict.INTEGRITY
-            message = ("the output is right, but not your kernels' work: " + "; ".join(got.coverage))[:MESSAGE_CHARS]
+            message = _("the output is right, but not your kernels' work: {findings}").format(
+                findings="; ".join(got.coverage))[:MESSAGE_CHARS]
         else:
             message = (message + " (" + "; ".join(got.coverage) + ")")[:MESSAGE_CHARS]
     m = outcome.metrics
@@ -130,10 +139,10 @@ def modelled_samples(source: str, reported: list[float], trace: TraceSummary | N
     if source != "modelled":
         return reported, ""
     if trace is None:  # no verified launch: nothing the in-process clocks say is believed
-        return [], "no verified launch records, so no modelled time. "
+        return [], _("no verified launch records, so no modelled time.") + " "
     modelled = trace.modelled_time_us
     note = ""
     if reported and not all(abs(r - modelled) <= 0.01 * modelled + 1e-3 for r in reported):
-        note = (f"the in-process timer reported {min(reported):.3f} µs but the emulator traced "
-                f"{modelled:.3f} µs; the traced time is used. ")
+        note = _("the in-process timer reported {reported:.3f} µs but the emulator traced {traced:.3f} µs; the "
+                 "traced time is used.").format(reported=min(reported), traced=modelled) + " "
     return [modelled] * max(1, len(reported)), note

@@ -24,4 +24,5 @@ class GradeOptions:
     stages: list[str] | None = None  # restrict to these stages (None: all)
     progress: Callable[[str, float], None] | None = None  # (step description, fraction done)
     batch: bool = False  # batch grading refuses to run unsandboxed
+    lang: str | None = None  # en or zh; None: assignment.toml `lang`, then the locale (grader.i18n)
     runner: Runner | None = None  # None: the one --sandbox selects; tests pass a fake to drive the policy

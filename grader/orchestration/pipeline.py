@@ -30,6 +30,7 @@ from grader import __version__
 from grader.atomic_file import atomic_write_text
 from grader.backends import Backend, get_backend
 from grader.checks.screening import apply_screening, screen_submission
+from grader.i18n import _, use_language
 from grader.layout import (
     LayoutError,
     ModuleSyntaxError,
@@ -51,7 +52,8 @@ from grader.orchestration.execute import Executor
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.plan import plan_calls
 from grader.orchestration.policy import run_calls
-from grader.orchestration.resolve import all_specs, guess_spec, load_spec, selected_stages
+from grader.orchestration.programs import grade_programs
+from grader.orchestration.resolve import all_specs, grading_language, guess_spec, load_spec, selected_stages
 from grader.orchestration.score_stages import Scorer, apply_integrity, summary_line
 from grader.programs.spec import is_programs_assignment, programs_assignment_for
 from grader.results import (
@@ -73,24 +75,30 @@ from grader.spec import AssignmentSpec, SeedPlan, SpecError
 
 def grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
     """Grade one submission; never raises for anything the submission does (see module docstring)."""
+    lang = grading_language(Path(submission), options)
+    with use_language(lang):  # every message of this grading in its language (grader/i18n.py)
+        result = _grade_submission(Path(submission), options)
+    result.lang = lang
+    if options.out_dir is not None:
+        write_result(result, Path(options.out_dir) / "results.json")
+    return result
+
+
+def _grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
     grading = _Grading(Path(submission), options)
     try:
         programs = options.assignment if options.assignment and is_programs_assignment(options.assignment) \
             else None if options.assignment else programs_assignment_for(Path(submission))
         if programs:  # a folder of lab programs with their own main()
-            from grader.programs.grade import grade_programs
-
             result = grade_programs(Path(submission), dataclasses.replace(options, assignment=programs))
         else:
             result = grading.run()
     except Exception:  # noqa: BLE001 -- a grader bug must still produce a result document
-        message = "the grader failed (not your fault):\n" + traceback.format_exc()
+        message = _("the grader failed (not your fault):") + "\n" + traceback.format_exc()
         try:
             result = grading.finish(Verdict.INTERNAL_ERROR, message)
         except Exception:  # noqa: BLE001 -- even the partial record failed: keep only what is certain
             result = _bare_result(Path(submission), options, grading.seeds, message + traceback.format_exc())
-    if options.out_dir is not None:
-        write_result(result, Path(options.out_dir) / "results.json")
     return result
 
 
@@ -157,7 +165,7 @@ class _Grading:
         return apply_screening(GradeResult(
             student=self.student,
             assignment=spec.name if spec else (self.options.assignment or "unknown"),
-            assignment_title=spec.title if spec else "",
+            assignment_title=_(spec.title) if spec else "",
             submission_path=str(self.root.resolve()),
             submission_hash=submission_hash(self.root),
             backend=self.options.backend,
@@ -190,7 +198,7 @@ class _Grading:
 
     # -- the pipeline: resolve, build, run the calls, score ----------------------------------------------
     def run(self) -> GradeResult:
-        self.progress("checking the layout", 0.0)
+        self.progress(_("checking the layout"), 0.0)
         try:
             submission, entries, stages = self._resolve()
         except LayoutError as exc:
@@ -199,7 +207,8 @@ class _Grading:
             return self.finish(Verdict.UNGRADABLE_LAYOUT, str(exc))
         except ModuleSyntaxError as exc:
             self.build = BuildInfo(ok=False, toolchain="python", compiler_output=str(exc))
-            return self.finish(Verdict.COMPILE_ERROR, f"{self.module}.py does not compile:\n{exc}")
+            return self.finish(Verdict.COMPILE_ERROR, _("{file} does not compile:").format(file=f"{self.module}.py")
+                               + f"\n{exc}")
         except SpecError as exc:
             return self.finish(Verdict.INTERNAL_ERROR, str(exc))
         try:
@@ -217,7 +226,8 @@ class _Grading:
                 self.notes.append(f"work folder kept: {work}")
             return self._build_and_grade(runner, submission, entries, stages, work)
         except SandboxError as exc:
-            return self.finish(Verdict.INTERNAL_ERROR, f"the sandbox failed (not your fault): {exc}")
+            return self.finish(Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(
+                error=exc))
         finally:
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)
@@ -258,7 +268,10 @@ class _Grading:
                             integrity_seconds=time.perf_counter() - started)
         scorer = Scorer(self.spec, self.backend)
         calls = plan_calls(self.spec, self.seeds, entries, stages, self.backend.impl)
-        ran = run_calls(executor, scorer, self.seeds, calls, work)
+        try:
+            ran = run_calls(executor, scorer, self.seeds, calls, work)
+        finally:
+            executor.close()  # the submission's run-phase sandbox, shared by its rounds
         self.cases = [ran.judged[c.id] for c in calls if c.id in ran.judged]
         thresholds = load_thresholds(self.spec, self.backend.name, self.backend.device)
         self.stages = [scorer.stage_result(c, ran.judged, ran.outcomes.get(c.id), ran.samples[c.stage], thresholds)

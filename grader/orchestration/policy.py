@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.i18n import _
 from grader.orchestration.execute import Executor
 from grader.orchestration.judge import CallOutcome, call_samples, dooms_entry
 from grader.orchestration.plan import PlannedCall, probe_calls, retime_calls
@@ -30,7 +31,7 @@ def run_calls(executor: Executor, scorer: Scorer, seeds: SeedPlan, calls: list[P
     # Speed is measured only where it can score: a stage whose entry already fails a case earns nothing,
     # and a broken kernel at the perf shape would only burn time.
     timed = [c for c in calls if c.stage is not None and scorer.entry_correct(c, judged)]
-    executor.progress(f"timing {len(timed)} stage(s)", 0.7)
+    executor.progress(_("timing {n} stage(s)").format(n=len(timed)), 0.7)
     outcomes |= executor.run(timed, work / "io-perf", (0.7, 0.9))
     judged |= {c.id: scorer.judge(c, outcomes[c.id]) for c in timed}
     executor.progress("scoring", 0.9)
@@ -46,17 +47,18 @@ def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path) ->
     """Probe: one tiny case per entry under a short limit first. An entry that hangs or cannot even be loaded
     would fail every other call the same way, one full time limit each; those are not run."""
     probes = probe_calls(calls)
-    executor.progress(f"probing {len(probes)} entry function(s)", 0.3)
+    executor.progress(_("probing {n} entry function(s)").format(n=len(probes)), 0.3)
     outcomes = executor.run(probes, work / "io-probe", (0.3, 0.35), call_timeout=PROBE_TIMEOUT_SECONDS)
     doomed = {c.entry: outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
     rest = [c for c in calls if c.id not in outcomes and c.entry not in doomed and c.stage is None]
-    executor.progress(f"running {len(rest)} correctness calls", 0.35)
+    executor.progress(_("running {n} correctness calls").format(n=len(rest)), 0.35)
     outcomes |= executor.run(rest, work / "io", (0.35, 0.7))
     for call in calls:
         if call.id not in outcomes and call.entry in doomed and call.stage is None:
             first = doomed[call.entry].meta or {}
-            outcomes[call.id] = CallOutcome(meta={**first, "error": f"not run: {call.entry}() already failed on "
-                                                  f"its first case -- {first.get('error', '')}"})
+            outcomes[call.id] = CallOutcome(meta={**first, "error": _(
+                "not run: {entry}() already failed on its first case -- {error}").format(
+                    entry=call.entry, error=first.get("error", ""))})
     return outcomes
 
 

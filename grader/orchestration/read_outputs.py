@@ -11,6 +11,8 @@ import numpy as np
 from bang_harness.protocol import ErrorKind
 
 from grader.checks.integrity import CallIntegrity, HostFacts
+from grader.checks.kernel_use import read_kernel_use
+from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
@@ -28,7 +30,7 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
     except (UntrustedFileError, OSError):
         meta = None
     if meta is not None and not isinstance(meta, dict):
-        meta = {"ok": False, "error": "the call's result file is not a JSON object"}
+        meta = {"ok": False, "error": _("the call's result file is not a JSON object")}
     if meta is None:
         # The host's own observation of its runner: the only source of crash/timeout it needs no file for.
         kind = ErrorKind.TIMEOUT if outcome.timed_out else ErrorKind.CRASH
@@ -42,7 +44,18 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
             output = load_npy_expected(outputs / f"{call.id}.npy", tuple(call.case.output_shape),
                                        call.case.dtype, root=outputs.parent)
         except (UntrustedFileError, OSError) as exc:
-            read_error = f"the output could not be read back: {exc}"
+            read_error = _("the output could not be read back: {error}").format(error=exc)
+    if ok and backend.impl.kernel_windows:
+        # mlu: kernel use and device time from the timing driver's records, never the harness's own figures.
+        started = time.perf_counter()
+        use = read_kernel_use(outputs / f"{call.id}.trace.jsonl", outputs.parent, invocations=call.invocations,
+                              timed=call.timed_repeats, symbols=facts.symbols if facts else None,
+                              during=f"{call.entry}({', '.join(i.name for i in spec.inputs)})",
+                              action=spec.integrity.unverified_kernel_use, stage_call=call.stage is not None)
+        return (CallOutcome(meta={**meta, "device_us": use.device_us}, output=output, read_error=read_error,
+                            integrity=use.findings, no_kernel=use.missing, kernels=use,
+                            integrity_notes=[use.unverified] if use.unverified else []),
+                time.perf_counter() - started)
     if not backend.impl.kernel_trace or key is None:
         return CallOutcome(meta=meta, output=output, read_error=read_error), 0.0
     started = time.perf_counter()
@@ -59,13 +72,13 @@ def describe_outcome(outcome: RunOutcome) -> str:
     # The runner's notes say why it stopped the sandbox (disk or output flood, pids, memory ...).
     why = "".join(f"; {note}" for note in outcome.notes if "no isolation" not in note)
     if outcome.timed_out:
-        return f"killed after the wall limit ({outcome.wall_seconds:.0f} s){why}"
+        return _("killed after the wall limit ({seconds:.0f} s)").format(seconds=outcome.wall_seconds) + why
     if outcome.oom_killed:
-        return f"killed: out of memory{why}"
+        return _("killed: out of memory") + why
     if outcome.signal:
-        return f"killed by signal {outcome.signal}{why}"
+        return _("killed by signal {signal}").format(signal=outcome.signal) + why
     tail = output_tail(outcome)
-    return f"exit status {outcome.exit_code}{why}" + (f": {tail}" if tail else "")
+    return _("exit status {code}").format(code=outcome.exit_code) + why + (f": {tail}" if tail else "")
 
 
 def output_tail(outcome: RunOutcome, chars: int = 4000) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from grader.i18n import resolve_language
 from grader.layout import LayoutError, Submission, offers
 from grader.orchestration.options import GradeOptions
 from grader.spec import AssignmentSpec, SpecError, available_assignments, load_assignment
@@ -56,6 +57,15 @@ def guess_spec(root: Path, options: GradeOptions) -> AssignmentSpec | None:
         return None
     fits = [s for s in all_specs() if f"def {s.entry}(" in source]
     return fits[0] if len(fits) == 1 else None
+
+
+def grading_language(root: Path, options: GradeOptions) -> str:
+    """The language of a grading's messages: --lang, then the assignment's `lang`, then the locale."""
+    try:
+        spec = guess_spec(root, options)
+    except SpecError:
+        spec = None
+    return resolve_language(options.lang, spec.lang if spec is not None else None)
 
 
 def selected_stages(spec: AssignmentSpec, options: GradeOptions) -> list[str]:

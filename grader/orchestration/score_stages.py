@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 
 from grader.checks.requirements import check_requirements
+from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome, judge_call, modelled_samples
 from grader.orchestration.plan import PlannedCall
-from grader.results import CaseResult, StageResult, Timing, Verdict
+from grader.results import CaseResult, StageResult, Timing, Verdict, verdict_label
 from grader.scoring import decide_stage, summarise
 from grader.spec import REFERENCES, AssignmentSpec, ConcreteCase
 
@@ -57,11 +58,11 @@ class Scorer:
             timing = summarise(samples, backend.time_source, work, call.case.dtype, backend.device)
         threshold = thresholds.stages.get(stage.name) if thresholds is not None else None
         if threshold is not None and threshold.perf_dims and threshold.perf_dims != dict(stage.perf.dims):
-            threshold, note = None, note + ("speed not graded: the thresholds were calibrated on another perf shape; "
-                                            "run `grade calibrate`")
+            threshold, note = None, note + _("speed not graded: the thresholds were calibrated on another perf "
+                                             "shape; run `grade calibrate`")
         decision = decide_stage(stage, correctness, requirements, timing, threshold, note)
         return StageResult(
-            name=stage.name, title=stage.title, entry=call.entry, points=decision.points, points_possible=stage.points,
+            name=stage.name, title=_(stage.title), entry=call.entry, points=decision.points, points_possible=stage.points,
             correct=all(r.passed for r in correctness), verdict=decision.verdict, message=decision.message,
             perf_shape={k: list(v) for k, v in call.case.shapes.items()}, timing=timing,
             threshold_us=threshold.threshold_us if threshold else None,
@@ -74,9 +75,11 @@ def next_step(spec: AssignmentSpec, stage: str, reached: bool) -> str | None:
     """Not reached: how to reach this stage. Reached: how to reach the next one (None after the last)."""
     names = [s.name for s in spec.stages]
     if not reached:
-        return spec.stage(stage).hint
-    following = names.index(stage) + 1
-    return spec.stages[following].hint if following < len(names) else None
+        hint = spec.stage(stage).hint
+    else:
+        following = names.index(stage) + 1
+        hint = spec.stages[following].hint if following < len(names) else None
+    return _(hint) if hint else None  # assignment.toml's English is a msgid too (grader/spec/messages.py)
 
 
 def apply_integrity(calls: list[PlannedCall], outcomes: dict[str, CallOutcome], judged: dict[str, CaseResult],
@@ -95,26 +98,29 @@ def apply_integrity(calls: list[PlannedCall], outcomes: dict[str, CallOutcome], 
         findings = got.integrity + got.coverage if got.integrity else (got.coverage if forged_coverage else [])
         if not findings:
             continue
-        label = f"stage {call.stage}" if call.stage else f"case {call.case.name}"
+        label = _("stage {name}").format(name=call.stage) if call.stage else _("case {name}").format(
+            name=call.case.name)
         failed.setdefault(call.entry, label)
         lines += [f"{call.entry}(), {label}: {finding}" for finding in findings]
     for i, case in enumerate(cases):
         if case.entry in failed and case.passed:
             cases[i] = case.model_copy(update={
                 "verdict": Verdict.INTEGRITY, "passed": False,
-                "message": f"no points for {case.entry}(): the sandbox's claims for its "
-                           f"{failed[case.entry]} do not add up (see integrity)"})
+                "message": _("no points for {entry}(): the sandbox's claims for its {what} do not add up (see "
+                             "integrity)").format(entry=case.entry, what=failed[case.entry])})
     for i, stage in enumerate(stages):
         if stage.entry in failed:
             stages[i] = stage.model_copy(update={
                 "verdict": Verdict.INTEGRITY, "points": 0.0,
-                "message": f"no points for {stage.entry}(): the sandbox's claims for its "
-                           f"{failed[stage.entry]} do not add up (see integrity)"})
+                "message": _("no points for {entry}(): the sandbox's claims for its {what} do not add up (see "
+                             "integrity)").format(entry=stage.entry, what=failed[stage.entry])})
     return lines
 
 
 def summary_line(verdict: Verdict, cases: list[CaseResult], stages: list[StageResult]) -> str:
     correct = sum(c.passed for c in cases)
     reached = sum(s.verdict == Verdict.PASSED and s.points >= s.points_possible for s in stages)
-    head = "all checks passed" if verdict == Verdict.PASSED else f"verdict {verdict.value}"
-    return f"{head}: {correct}/{len(cases)} cases correct, {reached}/{len(stages)} stages reached"
+    head = _("all checks passed") if verdict == Verdict.PASSED else _("verdict {verdict}").format(
+        verdict=verdict_label(verdict))
+    return _("{head}: {correct}/{cases} cases correct, {reached}/{stages} stages reached").format(
+        head=head, correct=correct, cases=len(cases), reached=reached, stages=len(stages))

@@ -17,10 +17,10 @@ from typing import Any
 
 from bang_harness.protocol import (
     TRACE_MAX_BYTES,
-    TRACE_MAX_LINE_BYTES,
     TRACE_MAX_RECORDS,
     RecordKind,
     call_key,
+    trace_lines,
     verify_line,
 )
 
@@ -169,16 +169,12 @@ def read_trace(path: Path, key: bytes, call_id: str, checker: CallIntegrity | No
     expected_seq = 0
     with stream:
         try:
-            for number in range(1, TRACE_MAX_RECORDS + 2):
-                line = stream.readline(TRACE_MAX_LINE_BYTES + 1)
-                if not line:
-                    break
-                if number > TRACE_MAX_RECORDS:
-                    reading.findings.append(f"the trace has more than {TRACE_MAX_RECORDS} records (the cap)")
-                    break
-                problem = _check_line(line, key_call, call_id, expected_seq, reading, checker)
+            for number, line, problem in trace_lines(stream):
+                if line is not None:
+                    problem = _check_line(line, key_call, call_id, expected_seq, reading, checker)
                 if problem is not None:
-                    reading.findings.append(f"trace line {number}: {problem}")
+                    reading.findings.append(f"the trace has {problem}" if number > TRACE_MAX_RECORDS
+                                            else f"trace line {number}: {problem}")
                     break
                 expected_seq += 1
         except UntrustedFileError as exc:
@@ -192,11 +188,8 @@ def _exists(path: Path) -> bool:
 
 def _check_line(line: bytes, key_call: bytes, call_id: str, expected_seq: int, reading: TraceReading,
                 checker: CallIntegrity | None) -> str | None:
-    """None when the line verified and was counted; else what is wrong with it."""
-    if not line.endswith(b"\n"):
-        return (f"longer than {TRACE_MAX_LINE_BYTES} bytes" if len(line) > TRACE_MAX_LINE_BYTES
-                else "cut short (no newline at its end)")
-    payload = verify_line(key_call, line[:-1])
+    """None when the line (without its newline) verified and was counted; else what is wrong with it."""
+    payload = verify_line(key_call, line)
     if payload is None:
         return "its signature does not verify with this call's key (not written by the emulator runtime)"
     try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Literal
 
+from grader.i18n import N_, _
 from grader.spec import SpecError, load_assignment
 from grader.spec.models import FeedbackSpec
 
@@ -63,199 +64,202 @@ if (x.scalar_type() == at::kHalf) {
 template void kernel_entry(cnrtQueue_t, float *, float *, int);
 template void kernel_entry(cnrtQueue_t, half *, half *, int);"""
 
-_BARRIERS = ("Not every core reached the same __sync_cluster()/__sync_all(). In a UNION kernel the memory core "
-             "(coreId 0x80) runs the kernel too: if it returns early, no core may call a cluster barrier after "
-             "that point. Make every participant execute the same sequence of barriers.")
+_BARRIERS = N_("Not every core reached the same __sync_cluster()/__sync_all(). In a UNION kernel the memory core "
+               "(coreId 0x80) runs the kernel too: if it returns early, no core may call a cluster barrier after "
+               "that point. Make every participant execute the same sequence of barriers.")
 
 REGISTRY: dict[str, Advice] = {
     # -- the emulator's diagnostics (runtime kernel_error / kernel_warning / "bang-emu: error: <kind>:") --
     "gdram_out_of_bounds": Advice(
-        "emulator", "Access outside a GDRAM buffer",
-        "An index or a copy runs past the end (or before the start) of a tensor in GDRAM, usually in the last "
+        "emulator", N_("Access outside a GDRAM buffer"),
+        N_("An index or a copy runs past the end (or before the start) of a tensor in GDRAM, usually in the last "
         "task or the last, partial tile. Clamp it: process min(chunk, n - offset) elements there and size that "
-        "__memcpy in bytes of the remainder.",
-        "Clamp the last chunk to the elements that remain", _SNIPPET_REMAINDER),
+        "__memcpy in bytes of the remainder."),
+        N_("Clamp the last chunk to the elements that remain"), _SNIPPET_REMAINDER),
     "onchip_out_of_bounds": Advice(
-        "emulator", "Access outside an on-chip array",
-        "An access or a builtin's length runs past the end of an __nram__/__wram__/__mlu_shared__ array. Check "
+        "emulator", N_("Access outside an on-chip array"),
+        N_("An access or a builtin's length runs past the end of an __nram__/__wram__/__mlu_shared__ array. Check "
         "the element count you pass against the array's size; if the data is larger than the array (or than "
-        "NRAM itself), process it in tiles.",
-        "Keep every access inside its on-chip array"),
+        "NRAM itself), process it in tiles."),
+        N_("Keep every access inside its on-chip array")),
     "async_hazard": Advice(
-        "emulator", "Buffer used before its asynchronous copy finished",
-        "A buffer filled (or drained) by __memcpy_async was touched before the copy was waited for. Put "
+        "emulator", N_("Buffer used before its asynchronous copy finished"),
+        N_("A buffer filled (or drained) by __memcpy_async was touched before the copy was waited for. Put "
         "__sync_io() (or __sync()) between issuing a copy and using its buffer; in a ping-pong pipeline, wait "
-        "after issuing the next load and before computing on the current buffer.",
-        "Wait with __sync_io() before using an async copy's buffer", SNIPPET_ASYNC),
-    "barrier_deadlock": Advice("emulator", "Barrier deadlock", _BARRIERS, "Make every core reach the same barriers"),
+        "after issuing the next load and before computing on the current buffer."),
+        N_("Wait with __sync_io() before using an async copy's buffer"), SNIPPET_ASYNC),
+    "barrier_deadlock": Advice("emulator", N_("Barrier deadlock"), _BARRIERS, N_("Make every core reach the same barriers")),
     "barrier_timeout": Advice(
-        "emulator", "A barrier never completed",
-        "Some cores waited at __sync_cluster()/__sync_all() for partners that never arrived. " + _BARRIERS,
-        "Make every core reach the same barriers"),
+        "emulator", N_("A barrier never completed"),
+        N_("Some cores waited at __sync_cluster()/__sync_all() for partners that never arrived. Not every core "
+           "reached the same __sync_cluster()/__sync_all(). In a UNION kernel the memory core (coreId 0x80) runs "
+           "the kernel too: if it returns early, no core may call a cluster barrier after that point. Make every "
+           "participant execute the same sequence of barriers."),
+        N_("Make every core reach the same barriers")),
     "invalid_launch": Advice(
-        "emulator", "The launch was refused",
-        "The task dimension or function type is not valid: no dim may be 0, a UNIONn launch needs dim.x to be a "
-        "multiple of 4*n and at most as many clusters as the device has.",
-        "Fix the launch dimensions or function type"),
+        "emulator", N_("The launch was refused"),
+        N_("The task dimension or function type is not valid: no dim may be 0, a UNIONn launch needs dim.x to be a "
+        "multiple of 4*n and at most as many clusters as the device has."),
+        N_("Fix the launch dimensions or function type")),
     "invalid_address": Advice(
-        "emulator", "The kernel used a pointer that is not device memory",
-        "Pass the kernel device pointers (the MLU tensor's data pointer), never host pointers or the address of "
-        "a host variable.",
-        "Pass device pointers to the kernel"),
+        "emulator", N_("The kernel used a pointer that is not device memory"),
+        N_("Pass the kernel device pointers (the MLU tensor's data pointer), never host pointers or the address of "
+        "a host variable."),
+        N_("Pass device pointers to the kernel")),
     "arithmetic_exception": Advice(
-        "emulator", "Arithmetic exception in the kernel",
-        "An integer division or remainder by zero stopped the kernel. Look at every `/` and `%` on integers: a "
+        "emulator", N_("Arithmetic exception in the kernel"),
+        N_("An integer division or remainder by zero stopped the kernel. Look at every `/` and `%` on integers: a "
         "divisor computed from the size (a per-task count, a tile count) is 0 for small inputs; guard it or "
-        "compute the split so the divisor is never 0.",
-        "Guard every integer division against a zero divisor"),
+        "compute the split so the divisor is never 0."),
+        N_("Guard every integer division against a zero divisor")),
     "invalid_argument": Advice(
-        "emulator", "A builtin rejected its arguments",
-        "Read the emulator's message: it names the builtin and the argument. Counts must be positive and meet "
-        "the builtin's alignment rules.",
-        "Fix the builtin's arguments"),
+        "emulator", N_("A builtin rejected its arguments"),
+        N_("Read the emulator's message: it names the builtin and the argument. Counts must be positive and meet "
+        "the builtin's alignment rules."),
+        N_("Fix the builtin's arguments")),
     "invalid_memcpy_direction": Advice(
-        "emulator", "The copy direction does not match the pointers",
-        "The direction constant must match where source and destination live, e.g. GDRAM2NRAM for a GDRAM "
-        "source and an __nram__ destination.",
-        "Use the copy direction that matches the pointers"),
+        "emulator", N_("The copy direction does not match the pointers"),
+        N_("The direction constant must match where source and destination live, e.g. GDRAM2NRAM for a GDRAM "
+        "source and an __nram__ destination."),
+        N_("Use the copy direction that matches the pointers")),
     "invalid_memcpy": Advice(
-        "emulator", "A cnrtMemcpy does not match device memory",
-        "A host-side cnrtMemcpy names a direction whose device side is not device memory, or copies past the "
+        "emulator", N_("A cnrtMemcpy does not match device memory"),
+        N_("A host-side cnrtMemcpy names a direction whose device side is not device memory, or copies past the "
         "end of the device buffer. Use CNRT_MEM_TRANS_DIR_HOST2DEV into a cnrtMalloc'd buffer, DEV2HOST back, "
-        "and the tensor's size in bytes.",
-        "Fix the cnrtMemcpy direction and byte count"),
+        "and the tensor's size in bytes."),
+        N_("Fix the cnrtMemcpy direction and byte count")),
     "kernel_exception": Advice(
-        "emulator", "The kernel threw a C++ exception",
-        "Something in the kernel code threw (for instance std::vector::at out of range); kernels should not use "
-        "exceptions or host containers.",
-        "Remove what throws inside the kernel"),
+        "emulator", N_("The kernel threw a C++ exception"),
+        N_("Something in the kernel code threw (for instance std::vector::at out of range); kernels should not use "
+        "exceptions or host containers."),
+        N_("Remove what throws inside the kernel")),
     "mpu_onchip_op": Advice(
-        "emulator", "On-chip work issued on the memory core",
-        "In UNION launches the memory core runs the kernel too but has no NRAM/WRAM: guard compute and NRAM "
-        "copies with if (__is_ipu()) (or return early on __is_mpu() before any barrier-free part).",
-        "Guard on-chip work with __is_ipu()"),
+        "emulator", N_("On-chip work issued on the memory core"),
+        N_("In UNION launches the memory core runs the kernel too but has no NRAM/WRAM: guard compute and NRAM "
+        "copies with if (__is_ipu()) (or return early on __is_mpu() before any barrier-free part)."),
+        N_("Guard on-chip work with __is_ipu()")),
     "wram_scalar_access": Advice(
-        "emulator", "Scalar access to WRAM",
-        "Scalar code cannot read or write WRAM on real hardware. Fill WRAM with __memcpy(..., GDRAM2WRAM or "
-        "NRAM2WRAM) and use it only as the right operand of __bang_matmul.",
-        "Touch WRAM only through __memcpy and __bang_matmul"),
+        "emulator", N_("Scalar access to WRAM"),
+        N_("Scalar code cannot read or write WRAM on real hardware. Fill WRAM with __memcpy(..., GDRAM2WRAM or "
+        "NRAM2WRAM) and use it only as the right operand of __bang_matmul."),
+        N_("Touch WRAM only through __memcpy and __bang_matmul")),
     "outside_kernel": Advice(
-        "emulator", "A BANG builtin ran outside a kernel",
-        "A __bang_* or __memcpy builtin was called from host code. Builtins work only inside a __mlu_global__ "
+        "emulator", N_("A BANG builtin ran outside a kernel"),
+        N_("A __bang_* or __memcpy builtin was called from host code. Builtins work only inside a __mlu_global__ "
         "kernel (or a __mlu_func__ it calls): launch the kernel with <<<dim, func_type, queue>>> and do the "
-        "work there.",
-        "Call BANG builtins only inside the kernel"),
+        "work there."),
+        N_("Call BANG builtins only inside the kernel")),
     "host_access": Advice(
-        "emulator", "Host code touched device memory",
-        "Host code read or wrote memory on the device (a cnrtMalloc'd buffer or an MLU tensor's data pointer). "
+        "emulator", N_("Host code touched device memory"),
+        N_("Host code read or wrote memory on the device (a cnrtMalloc'd buffer or an MLU tensor's data pointer). "
         "On a real MLU the host cannot dereference a device pointer: move data with cnrtMemcpy (or the tensor's "
-        ".cpu()/.to()) and compute in the kernel.",
-        "Move data with cnrtMemcpy, never through a device pointer on the host"),
+        ".cpu()/.to()) and compute in the kernel."),
+        N_("Move data with cnrtMemcpy, never through a device pointer on the host")),
     # -- patterns in the outputs (hints.py) --
     "unwritten_output": Advice(
-        "output", "Part of the output is never written",
-        "A fraction of the output keeps the poison the grader filled it with, so some tasks write the wrong "
+        "output", N_("Part of the output is never written"),
+        N_("A fraction of the output keeps the poison the grader filled it with, so some tasks write the wrong "
         "range or none. Offset each task by taskId * per_task (not by the NRAM chunk size), cover all taskDim "
-        "tasks, and write the final N % taskDim elements.",
-        "Give every task its own output range, remainder included", SNIPPET_TASKS,
-        case_hint="some outputs never written: check task offsets and the remainder"),
+        "tasks, and write the final N % taskDim elements."),
+        N_("Give every task its own output range, remainder included"), SNIPPET_TASKS,
+        case_hint=N_("some outputs never written: check task offsets and the remainder")),
     "nothing_written": Advice(
-        "output", "Part of the output is never written",
-        "Nothing reached the output. Copy the results back with __memcpy(dst_gdram, src_nram, bytes, NRAM2GDRAM) "
-        "and make sure the host passes the output tensor's device pointer to the kernel.",
-        "Copy the results back to GDRAM", SNIPPET_TASKS),
+        "output", N_("Part of the output is never written"),
+        N_("Nothing reached the output. Copy the results back with __memcpy(dst_gdram, src_nram, bytes, NRAM2GDRAM) "
+        "and make sure the host passes the output tensor's device pointer to the kernel."),
+        N_("Copy the results back to GDRAM"), SNIPPET_TASKS),
     "nan_output": Advice(
-        "output", "NaN or Inf in the output",
-        "NaN usually comes from memory read before anything wrote it (the grader poisons buffers with NaN): load "
+        "output", N_("NaN or Inf in the output"),
+        N_("NaN usually comes from memory read before anything wrote it (the grader poisons buffers with NaN): load "
         "every NRAM tile before computing on it, zero accumulators with __bang_write_zero, and do not compute "
-        "past the loaded length.",
-        "Initialise on-chip buffers before computing on them",
-        case_hint="NaN/Inf where the reference is finite: uninitialised NRAM or a read past loaded data"),
+        "past the loaded length."),
+        N_("Initialise on-chip buffers before computing on them"),
+        case_hint=N_("NaN/Inf where the reference is finite: uninitialised NRAM or a read past loaded data")),
     "zero_output": Advice(
-        "output", "Zeros instead of results",
-        "The output buffer was written before the result was computed, or from the wrong buffer: copy NRAM2GDRAM "
-        "after the compute step and from the buffer the builtin wrote.",
-        "Copy the results back after computing them",
-        case_hint="zeros where values were expected: results not copied back (NRAM2GDRAM) or copied too early"),
+        "output", N_("Zeros instead of results"),
+        N_("The output buffer was written before the result was computed, or from the wrong buffer: copy NRAM2GDRAM "
+        "after the compute step and from the buffer the builtin wrote."),
+        N_("Copy the results back after computing them"),
+        case_hint=N_("zeros where values were expected: results not copied back (NRAM2GDRAM) or copied too early")),
     "precision": Advice(
-        "output", "Results are close but outside the tolerance",
-        "Compute in fp32 and keep the operations of one result in the reference's order; an approximation "
-        "(a builtin, a series) must meet the tolerance over the whole input range.",
-        "Tighten the numerics: compute in fp32",
-        case_hint="close, but outside the tolerance: accumulate in fp32, check the approximation"),
+        "output", N_("Results are close but outside the tolerance"),
+        N_("Compute in fp32 and keep the operations of one result in the reference's order; an approximation "
+        "(a builtin, a series) must meet the tolerance over the whole input range."),
+        N_("Tighten the numerics: compute in fp32"),
+        case_hint=N_("close, but outside the tolerance: accumulate in fp32, check the approximation")),
     "wrong_values": Advice(
-        "output", "Wrong values",
-        "Check the indexing: each output element must be computed from the input elements at the same row-major "
-        "positions, with the strides of the shapes in the signature.",
-        "Check the indexing against the row-major layout",
-        case_hint="wrong values: check indexing (row-major strides) and the operand layout"),
+        "output", N_("Wrong values"),
+        N_("Check the indexing: each output element must be computed from the input elements at the same row-major "
+        "positions, with the strides of the shapes in the signature."),
+        N_("Check the indexing against the row-major layout"),
+        case_hint=N_("wrong values: check indexing (row-major strides) and the operand layout")),
     "tail_only": Advice(
-        "output", "Only tail shapes fail",
-        "Your main loop is right but the remainder is lost. When the size is not a multiple of your chunk (or of "
+        "output", N_("Only tail shapes fail"),
+        N_("Your main loop is right but the remainder is lost. When the size is not a multiple of your chunk (or of "
         "taskDim), process the last, shorter piece too: loop `for (start = 0; start < n; start += chunk)` with "
-        "`len = min(chunk, n - start)`, and give the first n % taskDim tasks one extra element (or row) each.",
-        "Handle the remainder when a size is not a multiple of your chunk", _SNIPPET_REMAINDER),
+        "`len = min(chunk, n - start)`, and give the first n % taskDim tasks one extra element (or row) each."),
+        N_("Handle the remainder when a size is not a multiple of your chunk"), _SNIPPET_REMAINDER),
     "fp16_only": Advice(
-        "output", "Only fp16 cases fail",
-        "Your fp32 path is right; the half one is not. Check that the binding dispatches on the dtype (a `half` "
+        "output", N_("Only fp16 cases fail"),
+        N_("Your fp32 path is right; the half one is not. Check that the binding dispatches on the dtype (a `half` "
         "instantiation for float16 tensors), that every byte count uses `sizeof(T)` (2 for half), and that the "
-        "NRAM tile sizes are counted in elements of T.",
-        "Fix the half path: dispatch on the dtype and size copies with sizeof(T)", _SNIPPET_DTYPE_DISPATCH),
+        "NRAM tile sizes are counted in elements of T."),
+        N_("Fix the half path: dispatch on the dtype and size copies with sizeof(T)"), _SNIPPET_DTYPE_DISPATCH),
     "fp16_float_pointers": Advice(
-        "output", "Half tensors go through float pointers",
-        "Your fp32 kernel is right, but there is no half path: the binding hands every tensor to the kernel as "
+        "output", N_("Half tensors go through float pointers"),
+        N_("Your fp32 kernel is right, but there is no half path: the binding hands every tensor to the kernel as "
         "`float*` ({cast}) and nothing looks at the dtype, so a float16 tensor of n elements is read as n floats, "
         "twice its size (the emulator reports the read past its end). Dispatch on the dtype: "
         "`if (x.scalar_type() == at::kHalf)` call a `half` instantiation of your kernel "
         "(`template void entry(cnrtQueue_t, half *, half *, int);`), else the `float` one, and size every copy "
-        "with `sizeof(T)`. If you only support float32, the fp16 cases cost their own points only.",
-        "Dispatch on the dtype: give half tensors a half kernel instead of casting them to float*",
+        "with `sizeof(T)`. If you only support float32, the fp16 cases cost their own points only."),
+        N_("Dispatch on the dtype: give half tensors a half kernel instead of casting them to float*"),
         _SNIPPET_DTYPE_DISPATCH),
     # -- a correct but slow stage (next_step.py): the assignment names its builtin --
     "use_builtin": Advice(
-        "speed", "Scalar code where a builtin does a whole tile",
-        "Replace the scalar loop over on-chip data with the vector or tensor builtin for the operation.",
-        "Replace the scalar loop with a BANG builtin"),
+        "speed", N_("Scalar code where a builtin does a whole tile"),
+        N_("Replace the scalar loop over on-chip data with the vector or tensor builtin for the operation."),
+        N_("Replace the scalar loop with a BANG builtin")),
     # -- verdicts without cases --
     "ungradable_layout": Advice(
-        "verdict", "The submission layout is not gradable",
-        "Keep the handout layout: my_ops/mlu/*.mlu, my_ops/cpp/*.cpp, my_ops/ops.py (and grade.toml if you "
-        "renamed the module or the entry functions).",
-        "Restore the handout's file layout"),
+        "verdict", N_("The submission layout is not gradable"),
+        N_("Keep the handout layout: my_ops/mlu/*.mlu, my_ops/cpp/*.cpp, my_ops/ops.py (and grade.toml if you "
+        "renamed the module or the entry functions)."),
+        N_("Restore the handout's file layout")),
     "not_using_kernel": Advice(
-        "verdict", "Your kernel never ran",
-        "The entry function returned a result without launching a BANG kernel (for instance it computed with "
+        "verdict", N_("Your kernel never ran"),
+        N_("The entry function returned a result without launching a BANG kernel (for instance it computed with "
         "torch on the host). Call the op your extension registers, which launches the kernel with "
-        "<<<dim, func_type, queue>>>.",
-        "Launch your BANG kernel from the entry function"),
+        "<<<dim, func_type, queue>>>."),
+        N_("Launch your BANG kernel from the entry function")),
     "timeout": Advice(
-        "verdict", "Time limit exceeded",
-        "The run did not finish in time. Look for a loop whose bound never changes (e.g. a step of 0 when "
+        "verdict", N_("Time limit exceeded"),
+        N_("The run did not finish in time. Look for a loop whose bound never changes (e.g. a step of 0 when "
         "taskDim exceeds the work), a barrier some cores never reach, or a scalar loop run on the large "
-        "performance shape.",
-        "Find the loop or barrier that never finishes"),
+        "performance shape."),
+        N_("Find the loop or barrier that never finishes")),
     "crash": Advice(
-        "verdict", "The process crashed",
-        "The extension died (a signal or a non-zero exit). Typical causes: dereferencing a host pointer in the "
-        "kernel, a wrong byte count in cnrtMemcpy, or using a tensor's data_ptr() after it was freed.",
-        "Find what crashes the extension"),
+        "verdict", N_("The process crashed"),
+        N_("The extension died (a signal or a non-zero exit). Typical causes: dereferencing a host pointer in the "
+        "kernel, a wrong byte count in cnrtMemcpy, or using a tensor's data_ptr() after it was freed."),
+        N_("Find what crashes the extension")),
     "environment_error": Advice(
-        "verdict", "This machine cannot grade yet",
-        "Nothing of your submission was run: the grader found no sandbox to run it in. The message says which "
-        "command sets the machine up.",
-        "Set up the grading machine, then grade again"),
+        "verdict", N_("This machine cannot grade yet"),
+        N_("Nothing of your submission was run: the grader found no sandbox to run it in. The message says which "
+        "command sets the machine up."),
+        N_("Set up the grading machine, then grade again")),
     "integrity": Advice(
-        "verdict", "The grader could not confirm the result came from your kernel",
-        "What the run reported does not add up: for instance the output was written by host code rather than by "
+        "verdict", N_("The grader could not confirm the result came from your kernel"),
+        N_("What the run reported does not add up: for instance the output was written by host code rather than by "
         "a kernel, the kernels did less work than the output needs, or the launch records were not the "
         "emulator's own. The message lists exactly what did not match. Compute the whole output with your BANG "
-        "kernel, launched from the entry function.",
-        "Compute the output with your kernel, and only with it"),
+        "kernel, launched from the entry function."),
+        N_("Compute the output with your kernel, and only with it")),
     "internal_error": Advice(
-        "verdict", "The grader failed",
-        "This is not your fault: the grader itself hit an error. Tell the course staff and quote the submission "
-        "hash at the top of this report.",
-        "Report this run to the course staff"),
+        "verdict", N_("The grader failed"),
+        N_("This is not your fault: the grader itself hit an error. Tell the course staff and quote the submission "
+        "hash at the top of this report."),
+        N_("Report this run to the course staff")),
 }
 
 
@@ -275,9 +279,18 @@ def feedback(assignment: str | None) -> FeedbackSpec:
 
 
 def advice_for(kind: str, assignment: str | None = None) -> Advice | None:
-    """The registry's entry for a kind with the assignment's own text in place of the generic, if any."""
+    """The registry's entry for a kind with the assignment's own text in place of the generic, if any, in the
+    active language (grader.i18n: the registry holds the English msgids)."""
     entry = REGISTRY.get(kind)
+    if entry is None:
+        return None
     override = feedback(assignment).advice.get(kind)
-    if entry is None or override is None:
-        return entry
-    return replace(entry, **override.model_dump(exclude_none=True))
+    if override is not None:
+        entry = replace(entry, **override.model_dump(exclude_none=True))
+    return translated(entry)
+
+
+def translated(entry: Advice) -> Advice:
+    """`entry`'s texts in the active language (the snippet is code and stays as written)."""
+    return replace(entry, title=_(entry.title), advice=_(entry.advice), action=_(entry.action),
+                   case_hint=_(entry.case_hint) if entry.case_hint else None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from grader.reporting.formatting import fmt_rate, fmt_time_us
 from grader.results import CaseResult, DevicePeaks, StageResult, TraceSummary
+from grader.spec.references import REFERENCES, Work
 
 # --- stage time against threshold and reference -------------------------------------------------------
 
@@ -25,8 +26,10 @@ class Tick:
 @dataclass(frozen=True)
 class Marker:
     x: float
-    label: str
-    kind: str  # threshold / reference
+    us: float
+    kind: str  # threshold (full marks) / reference (this stage's) / previous (the stage before's) / floor
+    row: int  # label row: negative above the track (-1 nearest), positive below it (1 nearest)
+    stage: int | None = None  # for `previous`: that stage's number
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,17 @@ class StageBarChart:
     x1: float
     bar_x: float  # end of the student's bar (None-free: charts are built only with a timing)
     whisker: tuple[float, float]
-    bar_label: str
+    you_us: float
     fast_enough: bool
     markers: list[Marker]
     ticks: list[Tick]
     log_scale: bool
+
+    def label_y(self, m: Marker) -> float:
+        """Baseline of a marker's label: one 16-unit row per marker, above the track or below the tick labels."""
+        if m.row < 0:
+            return self.track_y - 6 - 16 * (-m.row - 1) - 4
+        return self.track_y + self.track_h + 20 + 16 * m.row + 2
 
 
 def _positive(v: float | None) -> bool:
@@ -59,17 +68,34 @@ def _nice_ticks_linear(hi: float) -> list[float]:
     return [i * step for i in range(int(hi / step) + 1)]
 
 
-def stage_bar_chart(stage: StageResult) -> StageBarChart | None:
-    """Your time as a bar, the full-marks threshold and the reference as lines on one axis."""
+# Where each marker's label goes: the targets above the track, the neighbours' times below the tick labels.
+_ROWS = {"threshold": -1, "previous": -2, "reference": 1, "floor": 2}
+
+
+def stage_bar_chart(stage: StageResult, previous: StageResult | None = None,
+                    previous_number: int | None = None) -> StageBarChart | None:
+    """Your time as a bar on one axis with the full-marks threshold, this stage's reference, the previous
+    stage's reference (where the technique before this one gets) and the roofline floor (where no technique
+    gets below): how far the next technique would take you."""
     if stage.timing is None or not _positive(stage.timing.median_us):
         return None
-    width, height, x0, x1 = 360, 96, 8.0, 344.0
     you = stage.timing.median_us
-    values = [
-        v
-        for v in (you, stage.timing.min_us, stage.timing.max_us, stage.threshold_us, stage.reference_us)
-        if _positive(v)
-    ]
+    wanted = {
+        "threshold": stage.threshold_us,
+        "reference": stage.reference_us,
+        "previous": previous.reference_us if previous is not None else None,
+        "floor": stage.timing.floor_us,
+    }
+    wanted = {k: v for k, v in wanted.items() if _positive(v)}
+    # the rows in use only, nearest the track first
+    above = sorted((k for k in wanted if _ROWS[k] < 0), key=lambda k: -_ROWS[k])
+    below = sorted((k for k in wanted if _ROWS[k] > 0), key=lambda k: _ROWS[k])
+    row_of = {k: -(i + 1) for i, k in enumerate(above)} | {k: i + 1 for i, k in enumerate(below)}
+    width, x0, x1 = 360, 8.0, 344.0
+    track_y = 12.0 + 16 * max(len(above), 1)
+    track_h = 18.0
+    height = int(track_y + track_h + 26 + 16 * len(below) + 4)
+    values = [v for v in (you, stage.timing.min_us, stage.timing.max_us, *wanted.values()) if _positive(v)]
     lo, hi = min(values), max(values)
     log_scale = hi / max(lo, 1e-12) > 20
     if log_scale:
@@ -93,21 +119,16 @@ def stage_bar_chart(stage: StageResult) -> StageBarChart | None:
             return x0 + v / d_hi * (x1 - x0)
 
         tick_values = [t for t in _nice_ticks_linear(d_hi) if t <= d_hi]
-    markers = []
-    if _positive(stage.threshold_us):
-        markers.append(
-            Marker(sx(stage.threshold_us), f"full marks ≤ {fmt_time_us(stage.threshold_us)}", "threshold")
-        )
-    if _positive(stage.reference_us):
-        markers.append(
-            Marker(sx(stage.reference_us), f"reference {fmt_time_us(stage.reference_us)}", "reference")
-        )
+    markers = [
+        Marker(sx(v), v, kind, row_of[kind], previous_number if kind == "previous" else None)
+        for kind, v in wanted.items()
+    ]
     fast = stage.threshold_us is None or you <= stage.threshold_us
     return StageBarChart(
         width=width,
         height=height,
-        track_y=30,
-        track_h=18,
+        track_y=track_y,
+        track_h=track_h,
         x0=x0,
         x1=x1,
         bar_x=sx(you),
@@ -115,7 +136,7 @@ def stage_bar_chart(stage: StageResult) -> StageBarChart | None:
             sx(stage.timing.min_us if _positive(stage.timing.min_us) else you),
             sx(stage.timing.max_us if _positive(stage.timing.max_us) else you),
         ),
-        bar_label=f"you {fmt_time_us(you)}",
+        you_us=you,
         fast_enough=fast,
         markers=markers,
         ticks=[Tick(sx(t), fmt_time_us(t) if t else "0") for t in tick_values],
@@ -141,7 +162,7 @@ class RooflinePoint:
 
 @dataclass(frozen=True)
 class RoofLine:
-    label: str
+    label: str  # the roof's figure; the template names it (GDRAM ..., tensor peak ...)
     points: str  # SVG polyline points
     label_x: float
     label_y: float
@@ -163,24 +184,36 @@ class Roofline:
 
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2}
-SIGMOID_OPS_PER_ELEMENT = 4  # negate, exp, add, reciprocal
 
 
-def stage_workload(stage: StageResult, dtype: str = "float32") -> tuple[float, float] | None:
-    """(flops, bytes) of one call on the stage's performance shape: the minimum traffic, no re-reads."""
-    shapes = list(stage.perf_shape.values())
-    if not shapes:
+@dataclass(frozen=True)
+class Operator:
+    """What the assignment computes, from its spec: its float64 reference (grader.spec.references) and its
+    inputs' names in order (a perf shape is matched to them by position: lab programs name them their way)."""
+
+    reference: str
+    inputs: tuple[str, ...]
+
+
+def stage_work(stage: StageResult, operator: Operator | None, dtype: str = "float32") -> Work | None:
+    """The minimum work of one call on the stage's performance shape (no re-reads), as scoring computes it."""
+    if operator is None or operator.reference not in REFERENCES or len(stage.perf_shape) != len(operator.inputs):
         return None
-    size = _DTYPE_BYTES.get(dtype.lower(), 4)
-    if _is_matmul(stage) and len(shapes) >= 2 and len(shapes[0]) == 2:
-        m, n = shapes[0]
-        k = shapes[1][-1]
-        return 2.0 * m * n * k, float(size * (m * n + n * k + m * k))
-    elements = math.prod(shapes[0])
-    return float(SIGMOID_OPS_PER_ELEMENT * elements), float(2 * size * elements)
+    shapes = {name: tuple(shape) for name, shape in zip(operator.inputs, stage.perf_shape.values(), strict=True)}
+    try:
+        return REFERENCES[operator.reference].work(shapes, _DTYPE_BYTES.get(dtype.lower(), 4))
+    except (KeyError, ValueError, TypeError):  # a shape of the wrong rank for this operator
+        return None
 
 
-def achieved_rates(stage: StageResult, cases: list[CaseResult]) -> tuple[float, float] | None:
+def stage_workload(stage: StageResult, operator: Operator | None, dtype: str = "float32") -> tuple[float, float] | None:
+    """(flops, bytes) of one call on the stage's performance shape."""
+    work = stage_work(stage, operator, dtype)
+    return (float(work.flops), float(work.bytes_moved)) if work else None
+
+
+def achieved_rates(stage: StageResult, cases: list[CaseResult], operator: Operator | None = None
+                   ) -> tuple[float, float] | None:
     """(GFLOP/s, GB/s) achieved by a stage: the timing's own figures, else derived from the shape."""
     timing = stage.timing
     if timing is None or not _positive(timing.median_us):
@@ -188,7 +221,7 @@ def achieved_rates(stage: StageResult, cases: list[CaseResult]) -> tuple[float, 
     if _positive(timing.achieved_gflops) and _positive(timing.achieved_gbps):
         return timing.achieved_gflops, timing.achieved_gbps
     dtype = next((c.dtype for c in cases if c.entry == stage.entry), "float32")
-    work = stage_workload(stage, dtype)
+    work = stage_workload(stage, operator, dtype)
     if work is None:
         return None
     flops, nbytes = work
@@ -197,12 +230,14 @@ def achieved_rates(stage: StageResult, cases: list[CaseResult]) -> tuple[float, 
 
 
 def roofline(
-    stages: list[StageResult], cases: list[CaseResult], peaks: DevicePeaks | None
+    stages: list[StageResult], cases: list[CaseResult], peaks: DevicePeaks | None, operator: Operator | None = None
 ) -> Roofline | None:
-    """Each timed stage as a point (arithmetic intensity, GFLOP/s) under the device's roofs."""
+    """Each timed stage as a point (arithmetic intensity, GFLOP/s) under the device's roofs: the roof of the unit
+    the operator's work runs on (its reference says: matmul the tensor unit, sigmoid the vector unit), or both
+    when the assignment's operator is not known."""
     placed = []
     for number, stage in enumerate(stages, start=1):
-        rates = achieved_rates(stage, cases)
+        rates = achieved_rates(stage, cases, operator)
         if rates and rates[0] > 0 and rates[1] > 0:
             placed.append((number, stage, rates[0], rates[1]))
     if not placed or peaks is None:
@@ -210,9 +245,8 @@ def roofline(
     width, height = 480, 310
     left, top, right, bottom = 60.0, 16.0, 468.0, 266.0
     intensities = [g / b for _, _, g, b in placed]
-    # Only the unit the assignment's kernels use: matmul runs on the tensor unit, sigmoid on the vector unit.
-    uses_tensor = any(_is_matmul(stage) for _, stage, _, _ in placed)
-    uses_vector = any(not _is_matmul(stage) for _, stage, _, _ in placed)
+    units = {w.unit for _, stage, _, _ in placed if (w := stage_work(stage, operator))} or {"tensor", "vector"}
+    uses_tensor, uses_vector = "tensor" in units, "vector" in units
     compute_roofs = [
         (value, name)
         for value, name, used in (
@@ -248,7 +282,7 @@ def roofline(
     mem_start_x = max(x_lo, y_lo / peaks.gdram_gbps)
     roofs.append(
         RoofLine(
-            label=f"GDRAM {peaks.gdram_gbps:g} GB/s",
+            label=f"{peaks.gdram_gbps:g} GB/s",
             points=f"{sx(mem_start_x):.1f},{sy(peaks.gdram_gbps * mem_start_x):.1f} "
             f"{sx(mem_end_x):.1f},{sy(peaks.gdram_gbps * mem_end_x):.1f}",
             label_x=sx(mem_start_x) + 6,
@@ -266,7 +300,7 @@ def roofline(
         start = value / peaks.gdram_gbps
         roofs.append(
             RoofLine(
-                label=f"{name} peak {fmt_rate(value, 'FLOP/s')}",
+                label=fmt_rate(value, "FLOP/s"),
                 points=f"{sx(start):.1f},{sy(value):.1f} {sx(x_hi):.1f},{sy(value):.1f}",
                 label_x=right - 4,
                 label_y=sy(value) - 5,
@@ -310,10 +344,6 @@ def roofline(
         y_ticks=y_ticks,
         source=peaks.source,
     )
-
-
-def _is_matmul(stage: StageResult) -> bool:
-    return "matmul" in f"{stage.name} {stage.entry}".lower()
 
 
 def _attainable(intensity: float, gbps: float, compute_peaks: list[float]) -> float:

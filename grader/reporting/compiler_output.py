@@ -2,12 +2,20 @@
 
 Each line is classified so the template can colour errors, warnings, the echoed source line and the caret
 under it; the `file:line:col: severity: message` lines are also collected so the report can point at them.
+
+`student_errors` is the view a student reads first: each error at a line of their own submission, with that
+line. A kernel is compiled through the emulator's launch templates (`bang_emu::launch`, `std::apply`), so g++
+prints long instantiation chains through the emulator's, torch's and the C++ library's headers around every
+error; those stay in the full log (folded in the report). An error reported inside such a header is pointed
+back at the student's innermost line in its chain; with no student line at all, or for a `__bang_*` builtin the
+emulator does not declare, the cause is the grader's, and the view says so (`limitation`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 LineKind = Literal["error", "warning", "note", "source", "caret", "context", "plain"]
@@ -20,8 +28,16 @@ _TOOL_ERROR = re.compile(r"^[\w.+-]+: (?:fatal )?error: (?P<msg>.*)$")  # e.g. "
 _SOURCE_ECHO = re.compile(r"^\s*(?P<line>\d+)\s\|(?P<text>.*)$")  # "   12 |     x = 1;"
 _CARET = re.compile(r"^\s*\|\s*[\s~^]*\^[\s~^]*$|^\s*\|\s+~+\s*$")
 _CONTEXT = re.compile(
-    r"^(In file included from|\s+from |.*: In (function|member function|instantiation)|.*: At )"
+    r"^(In file included from|\s+from |.*: In (function|member function|instantiation)|.*: At |"
+    r".*:\d+:(\d+:)?\s+(required|recursively required) (from|by)|.*:\d+:(\d+:)?\s+\[ skipping)"
 )
+# a location in a context line: "In file included from f:12," / "   from f:3:" / "f:58:25:   required from ..."
+_CONTEXT_AT = re.compile(r"^(?:In file included from |\s+from )?(?P<file>[^\s:][^:]*?):(?P<line>\d+)(?::\d+)?[:,]")
+_UNDECLARED_BUILTIN = re.compile(r"['‘`](?P<name>__bang_\w+)['’] (?:was not declared|that depend)"
+                                 r"(?:.*did you mean ['‘`](?P<hint>\w+)['’])?")
+# Headers that are not the student's: the emulator's (bang_emu), torch's, pybind11's, the C++ library's.
+_EMULATOR_MARK = "bang_emu"
+_LIBRARY_MARKS = ("/usr/include/", "/usr/lib/gcc/", "site-packages/", "dist-packages/", "/torch/", "pybind11")
 
 # Paths as the sandbox saw them; the student knows their files relative to the submission root.
 _SANDBOX_PREFIXES = ("/submission/", "/build/src/", "/build/")
@@ -64,6 +80,121 @@ def submission_relative(path: str, root: str | None = None) -> str:
         if path.startswith(prefix):
             return path[len(prefix) :]
     return path.removeprefix("./")
+
+
+def _origin(path: str, root: str | None) -> Literal["student", "emulator", "library"]:
+    if _EMULATOR_MARK in path:
+        return "emulator"
+    relative = submission_relative(path, root)
+    if relative.startswith(("/", "<")) or any(mark in path for mark in _LIBRARY_MARKS):
+        return "library"  # an absolute path outside the submission, <command-line>, <built-in>
+    return "student"
+
+
+def _header_name(path: str) -> str:
+    """A header path shortened to what identifies it (bang_emu/device.h, c++/12/tuple, torch/...)."""
+    for mark in ("/include/", "site-packages/", "dist-packages/"):
+        if mark in path:
+            return path.rsplit(mark, 1)[1]
+    return Path(path).name
+
+
+Limitation = Literal["missing_builtin", "emulator", "toolchain"]
+
+
+@dataclass(frozen=True)
+class StudentError:
+    """One compile error as a student reads it: where in their submission, what, and whose fault."""
+
+    file: str  # relative to the submission; a shortened header name when no line of the submission is involved
+    line: int
+    column: int | None
+    message: str
+    source: str | None  # the submission's line, as the compiler echoed it or read from the submission
+    reported_in: str | None = None  # the header g++ reported the error in, when it was pointed back here
+    limitation: Limitation | None = None  # the grader's cause, not the student's (see student_errors)
+    builtin: str | None = None  # the __bang_* name for a missing_builtin
+
+
+def _edit_distance(a: str, b: str) -> int:
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def _read_line(root: str | None, file: str, line: int) -> str | None:
+    if not root:
+        return None
+    from grader.reporting.excerpts import read_submission_file  # excerpts imports this module
+
+    lines = read_submission_file(Path(root), file)
+    return lines[line - 1] if lines and 0 < line <= len(lines) else None
+
+
+def student_errors(output: str, submission_root: str | None = None, limit: int = 20) -> list[StudentError]:
+    """The compile errors in `output` at the student's own lines, first to last, each once.
+
+    An error inside a header is placed at the innermost submission line of the context g++ printed before
+    it (the chain of "required from" / "In file included from"). `limitation` marks what is not the student's
+    mistake: `missing_builtin`, a `__bang_*` name the emulator does not declare (unless g++'s suggestion is a
+    near spelling: then it is a typo); `emulator` / `toolchain`, an error whose whole chain lies in the
+    emulator's / the libraries' headers.
+    """
+    raw = output.replace("\r\n", "\n").splitlines()
+    errors: list[StudentError] = []
+    seen: set[tuple[str, int]] = set()
+    context: list[tuple[str, int]] = []
+    for i, row in enumerate(raw):
+        match = _DIAG.match(row)
+        if match is None:
+            if _CONTEXT.match(row) and (at := _CONTEXT_AT.match(row)):
+                context.append((at["file"], int(at["line"])))
+            continue
+        chain, context = context, []
+        if match["sev"] not in ("error", "fatal error"):
+            continue
+        path, line, message = match["file"], int(match["line"]), match["msg"].strip()
+        origin = _origin(path, submission_root)
+        echoed = _SOURCE_ECHO.match(raw[i + 1]) if i + 1 < len(raw) else None
+        reported_in: str | None = None
+        limitation: Limitation | None = None
+        if origin == "student":
+            file, column = submission_relative(path, submission_root), int(match["col"]) if match["col"] else None
+            source = echoed["text"][1:] if echoed and int(echoed["line"]) == line else None
+        else:
+            mine = next(((f, n) for f, n in chain if _origin(f, submission_root) == "student"), None)
+            if mine is None:
+                file, column, source = _header_name(path), None, echoed["text"][1:] if echoed else None
+                limitation = "emulator" if origin == "emulator" or any(
+                    _origin(f, submission_root) == "emulator" for f, _ in chain) else "toolchain"
+            else:
+                reported_in, column = _header_name(path), None
+                file, line, source = submission_relative(mine[0], submission_root), mine[1], None
+        if source is None and limitation is None:
+            source = _read_line(submission_root, file, line)
+        builtin = None
+        if (missing := _UNDECLARED_BUILTIN.search(message)) and limitation is None:
+            hint = missing["hint"]
+            if not hint or _edit_distance(missing["name"], hint) > 2:
+                limitation, builtin = "missing_builtin", missing["name"]
+        if column and source and column > len(source) + 1:
+            column = None  # a column of cncc-emu's rewritten launch line, not of the line the student wrote
+        error = StudentError(file, line, column, message, source.rstrip() if source else None, reported_in,
+                             limitation, builtin)
+        # One error per line: g++ reports an undeclared name in a template twice (at definition, without its
+        # "did you mean", and at instantiation, with it); the later "was not declared" is the one to show.
+        if (file, line) in seen:
+            if "was not declared" in message:
+                errors = [error if (e.file, e.line) == (file, line) else e for e in errors]
+            continue
+        seen.add((file, line))
+        errors.append(error)
+        if len(errors) >= limit:
+            break
+    return errors
 
 
 def parse_compiler_output(text: str, max_lines: int = 400) -> CompilerOutput:

@@ -13,17 +13,8 @@ from grader.results import DevicePeaks, GradeResult
 
 
 def _table_peaks(device: str, figures: dict[str, float]) -> DevicePeaks:
-    ghz = figures["clock_mhz"] / 1e3
-    cores = int(figures["cores"])
     source = devices.published(device).get("source", "")
-    return DevicePeaks(
-        gdram_gbps=figures["gdram_gbps"],
-        tensor_gflops=figures["tensor_ops_per_cycle_fp32"] * cores * ghz,
-        vector_gflops=figures["vector_bytes_per_cycle"] / 4 * cores * ghz,  # fp32 lanes
-        clock_ghz=ghz,
-        cores=cores,
-        source=f"devices.json at {ghz:.1f} GHz; {source}",
-    )
+    return DevicePeaks.from_figures(figures, f"devices.json at {figures['clock_mhz'] / 1e3:.1f} GHz; {source}")
 
 
 DEVICE_PEAKS: dict[str, DevicePeaks] = {name: _table_peaks(name, f) for name, f in devices.load().items()}

@@ -30,7 +30,8 @@ class Excerpt:
     lines: list[ExcerptLine]
 
 
-def _read_submission_file(root: Path, relative: str) -> list[str] | None:
+def read_submission_file(root: Path, relative: str) -> list[str] | None:
+    """The file's lines, or None when it is missing, too large or not inside root."""
     try:
         base = root.resolve(strict=True)
         path = (base / relative).resolve(strict=True)
@@ -60,7 +61,7 @@ def excerpt_at(result: GradeResult, location: SourceLocation | None, context: in
     if recorded is not None:
         first, text = recorded.first_line, recorded.lines
     else:
-        lines = _read_submission_file(Path(result.submission_path), file) if result.submission_path else None
+        lines = read_submission_file(Path(result.submission_path), file) if result.submission_path else None
         if lines is None or line > len(lines):
             return None
         first, text = 1, lines

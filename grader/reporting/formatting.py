@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from grader.i18n import _
+
 
 def fmt_time_us(us: float | None) -> str:
     if us is None or not math.isfinite(us):
@@ -59,7 +61,7 @@ def fmt_points(x: float) -> str:
 
 def fmt_shape(shapes: dict[str, list[int]]) -> str:
     """{"left": [128, 256], "right": [256, 128]} -> "left 128×256 · right 256×128"; one input: just its dims."""
-    dims = {name: "×".join(str(d) for d in shape) or "scalar" for name, shape in shapes.items()}
+    dims = {name: "×".join(str(d) for d in shape) or _("scalar") for name, shape in shapes.items()}
     if len(dims) == 1:
         return next(iter(dims.values()))
     return " · ".join(f"{name} {d}" for name, d in dims.items())

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from grader.i18n import N_, _, ngettext
 from grader.reporting.advice import REGISTRY, Advice, advice_for, feedback
 from grader.reporting.compiler_output import CompilerMessage, parse_compiler_output, submission_relative
-from grader.results import CaseResult, EmuDiagnostic, GradeResult, SourceLocation, Verdict
+from grader.results import CaseResult, EmuDiagnostic, GradeResult, SourceLocation, Verdict, verdict_label
 from grader.spec.models import FeedbackSpec
 
 Severity = Literal["error", "warning", "info"]
@@ -62,13 +63,14 @@ def diagnostic_finding(diag: EmuDiagnostic, submission_root: str | None = None, 
     entry = advice_for(kind, assignment)
     title = entry.title if entry else kind.replace("_", " ").capitalize()
     severity: Severity = "error" if diag.severity == "error" else "warning"
-    kernel = f" in kernel {diag.kernel}" if diag.kernel else ""
+    evidence = (_("The emulator reported in kernel {kernel}: {message}") if diag.kernel
+                else _("The emulator reported: {message}")).format(kernel=diag.kernel, message=diag.message)
     return Finding(
         kind=kind,
         title=title,
-        evidence=f"The emulator reported{kernel}: {diag.message}",
-        advice=entry.advice if entry else "See the emulator's message above.",
-        action=entry.action if entry else f"Fix the {title.lower()}",
+        evidence=evidence,
+        advice=entry.advice if entry else _("See the emulator's message above."),
+        action=entry.action if entry else _("Fix the {problem}").format(problem=title.lower()),
         severity=severity,
         location=_relative(diag.location, submission_root),
         snippet=entry.snippet if entry else None,
@@ -93,34 +95,34 @@ _COMPILE_RULES: list[tuple[re.Pattern[str], str]] = [
         re.compile(
             r"['‘`](__bang_\w+|__memcpy\w*|__sync\w*)['’] was not declared|undeclared identifier ['‘](__bang|__memcpy)"
         ),
-        "That builtin is unknown: check its spelling and that the file includes <bang.h>.",
+        N_("That builtin is unknown: check its spelling and that the file includes <bang.h>."),
     ),
     (
         re.compile(r"was not declared in this scope|undeclared identifier"),
-        "Declare the name before use (or include the header that declares it); a typo in a variable or "
-        "a missing taskId/taskDim-derived variable is the usual cause.",
+        N_("Declare the name before use (or include the header that declares it); a typo in a variable or "
+           "a missing taskId/taskDim-derived variable is the usual cause."),
     ),
     (
         re.compile(r"no matching function for call to ['‘](__bang_\w+|__memcpy\w*)"),
-        "The builtin exists but not with these argument types: check the pointer types (float* into "
-        "__nram__/__wram__ arrays), the argument order and the direction constant.",
+        N_("The builtin exists but not with these argument types: check the pointer types (float* into "
+           "__nram__/__wram__ arrays), the argument order and the direction constant."),
     ),
     (
         re.compile(r"(?i)(nram|wram|sram).*(exceed|too large|overflow)|(exceed|too large).*(nram|wram|sram)"),
-        "An on-chip array is larger than the memory it lives in; tile the data so each buffer fits.",
+        N_("An on-chip array is larger than the memory it lives in; tile the data so each buffer fits."),
     ),
     (
         re.compile(r"undefined reference to|undefined symbol"),
-        "A function is declared but never defined or its name does not match between the .mlu and the "
-        '.cpp (check extern "C", the template instantiation and the exact signature).',
+        N_("A function is declared but never defined or its name does not match between the .mlu and the "
+           '.cpp (check extern "C", the template instantiation and the exact signature).'),
     ),
     (
         re.compile(r"expected ['‘][;)}\]]['’]|expected (primary-)?expression|expected unqualified-id"),
-        "A syntax error: look at the line shown and the one before it (a missing ';' or bracket).",
+        N_("A syntax error: look at the line shown and the one before it (a missing ';' or bracket)."),
     ),
     (
         re.compile(r"cannot convert|invalid conversion"),
-        "A type mismatch: check pointer types between host tensors, GDRAM pointers and on-chip arrays.",
+        N_("A type mismatch: check pointer types between host tensors, GDRAM pointers and on-chip arrays."),
     ),
 ]
 
@@ -129,13 +131,13 @@ _SUGGESTION = re.compile(r"did you mean ['‘`]([^'’`]+)['’`]")
 
 
 def compile_error_advice(message: str) -> str:
-    advice = "Fix the first error first: later errors are often consequences of it."
+    advice = _("Fix the first error first: later errors are often consequences of it.")
     for pattern, rule_advice in _COMPILE_RULES:
         if pattern.search(message):
-            advice = rule_advice
+            advice = _(rule_advice)
             break
     if suggestion := _SUGGESTION.search(message):
-        advice = f"The compiler suggests `{suggestion.group(1)}`. {advice}"
+        advice = _("The compiler suggests `{name}`. {advice}").format(name=suggestion.group(1), advice=advice)
     return advice
 
 
@@ -147,10 +149,10 @@ def _compile_findings(result: GradeResult) -> list[Finding]:
         return [
             Finding(
                 kind="compile_error",
-                title="The build failed",
-                evidence=tail or result.message or "The compiler gave no output.",
-                advice="Read the compiler output below from the top.",
-                action="Make the build pass",
+                title=_("The build failed"),
+                evidence=tail or result.message or _("The compiler gave no output."),
+                advice=_("Read the compiler output below from the top."),
+                action=_("Make the build pass"),
             )
         ]
     findings = []
@@ -160,10 +162,10 @@ def _compile_findings(result: GradeResult) -> list[Finding]:
         findings.append(
             Finding(
                 kind="compile_error",
-                title="Compile error",
+                title=_("Compile error"),
                 evidence=err.message,
                 advice=compile_error_advice(err.message),
-                action=f"Fix the compile error at {err.file}:{err.line}",
+                action=_("Fix the compile error at {where}").format(where=f"{err.file}:{err.line}"),
                 location=SourceLocation(
                     file=submission_relative(err.file, result.submission_path), line=err.line
                 ),
@@ -178,7 +180,7 @@ def _verdict_finding(result: GradeResult) -> Finding | None:
     entry = REGISTRY.get(result.verdict.value)
     if entry is None or entry.origin != "verdict":
         return None
-    evidence = result.message or f"Verdict: {result.verdict.value.replace('_', ' ')}."
+    evidence = result.message or _("Verdict: {verdict}.").format(verdict=verdict_label(result.verdict))
     severity: Severity = "info" if result.verdict == Verdict.INTERNAL_ERROR else "error"
     return _advised(result.verdict.value, result.assignment, evidence, severity=severity)
 
@@ -252,13 +254,19 @@ def _shape_text(case: CaseResult) -> str:
     return ", ".join("x".join(str(d) for d in shape) for shape in case.shapes.values())
 
 
-def _only_these_fail(kind: str, passing: str, failing_what: str, failing: list[CaseResult],
+def _only_these_fail(kind: str, pattern: Literal["fp16", "tail"], passed: int, failing: list[CaseResult],
                      assignment: str | None) -> Finding:
-    """A pattern finding: every case of one kind fails while the others pass."""
+    """A pattern finding: every case of one kind (fp16 or tail cases) fails while the others pass."""
     shapes = "; ".join(f"{case_label(c)} ({_shape_text(c)})" for c in failing[:4])
-    return _advised(kind, assignment,
-                    f"All {passing} cases pass; {len(failing)} {failing_what} case(s) fail: {shapes}.",
-                    tuple(case_label(c) for c in failing))
+    n = len(failing)
+    if pattern == "fp16":
+        passes = _("All {passed} float32 cases pass;")
+        fails = ngettext("{failed} float16 case fails: {shapes}.", "{failed} float16 cases fail: {shapes}.", n)
+    else:
+        passes = _("All {passed} aligned cases pass;")
+        fails = ngettext("{failed} tail case fails: {shapes}.", "{failed} tail cases fail: {shapes}.", n)
+    evidence = passes.format(passed=passed) + " " + fails.format(failed=n, shapes=shapes)
+    return _advised(kind, assignment, evidence, tuple(case_label(c) for c in failing))
 
 
 # --- sources: does the binding have a half path at all? -----------------------------------------------
@@ -331,14 +339,13 @@ def _fp16_findings(result: GradeResult, failing: list[CaseResult], passing_fp32:
     """Only fp16 cases fail. With a binding that casts every dtype to float* the half path does not exist, and
     that is the root cause whatever the emulator saw (a float read of a half tensor runs past its end)."""
     cast = float_only_binding(result)
-    passing = f"{len(passing_fp32)} float32"
     if cast is None:
-        return _only_these_fail("fp16_only", passing, "float16", failing, result.assignment)
-    finding = _only_these_fail("fp16_float_pointers", passing, "float16", failing, result.assignment)
+        return _only_these_fail("fp16_only", "fp16", len(passing_fp32), failing, result.assignment)
+    finding = _only_these_fail("fp16_float_pointers", "fp16", len(passing_fp32), failing, result.assignment)
+    where = _("The binding casts every dtype to float* at {where}: `{code}`, and no source checks the dtype.")
     return replace(finding, location=SourceLocation(file=cast.file, line=cast.line),
                    advice=finding.advice.replace("{cast}", f"`{cast.text}`"),
-                   evidence=f"{finding.evidence} The binding casts every dtype to float* at "
-                   f"{cast.file}:{cast.line}: `{cast.text}`, and no source checks the dtype.")
+                   evidence=f"{finding.evidence} " + where.format(where=f"{cast.file}:{cast.line}", code=cast.text))
 
 
 FP16_PATTERNS = ("fp16_only", "fp16_float_pointers")
@@ -360,8 +367,7 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
     if all(c.dtype == "float16" for c in failing) and passing_fp32:
         findings.append(_fp16_findings(result, failing, passing_fp32))
     elif all(is_tail_case(c, tails) for c in failing) and passing_aligned:
-        findings.append(_only_these_fail("tail_only", f"{len(passing_aligned)} aligned", "tail", failing,
-                                         assignment))
+        findings.append(_only_these_fail("tail_only", "tail", len(passing_aligned), failing, assignment))
     pattern = findings  # the fp16 / tail-only pattern explains the others, so it stays first
     findings = []
     by_kind: dict[str, list[CaseResult]] = {}
@@ -376,24 +382,30 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
     if group := by_kind.get("unwritten_output"):
         worst_case = max(group, key=lambda c: c.unwritten_fraction or 0.0)
         fraction = worst_case.unwritten_fraction
-        amount = _percent(fraction) if fraction else "some"
         nothing_written = all((c.unwritten_fraction or 0) >= 0.999 for c in group) and not any(
             c.passed for c in cases
         )
+        evidence = (_("{amount} of the outputs of {case} ({shape}) still hold the poison value;").format(
+            amount=_percent(fraction), case=case_label(worst_case), shape=_shape_text(worst_case)) if fraction
+            else _("Some of the outputs of {case} ({shape}) still hold the poison value;").format(
+                case=case_label(worst_case), shape=_shape_text(worst_case)))
+        evidence += " " + ngettext("{n} case affected.", "{n} cases affected.", len(group)).format(n=len(group))
         findings.append(_advised(
-            "unwritten_output", assignment,
-            f"{amount} of the outputs of {case_label(worst_case)} ({_shape_text(worst_case)}) still hold the poison "
-            f"value; {len(group)} case(s) affected.", labels(group),
+            "unwritten_output", assignment, evidence, labels(group),
             entry=advice_for("nothing_written", assignment) if nothing_written else None))
     if group := by_kind.get("nan_output"):
         count = sum(c.nan_inf_mismatch for c in group)
-        findings.append(_advised(
-            "nan_output", assignment,
-            f"{count or 'Some'} output element(s) are NaN/Inf where the float64 reference is finite "
-            f"({len(group)} case(s)).", labels(group)))
+        evidence = (ngettext("{count} output element is NaN/Inf where the float64 reference is finite",
+                             "{count} output elements are NaN/Inf where the float64 reference is finite", count)
+                    if count else _("Some output elements are NaN/Inf where the float64 reference is finite"))
+        evidence = evidence.format(count=count) + " " + ngettext("({n} case).", "({n} cases).", len(group)).format(
+            n=len(group))
+        findings.append(_advised("nan_output", assignment, evidence, labels(group)))
     if group := by_kind.get("zero_output"):
         findings.append(_advised(
-            "zero_output", assignment, f"Mismatching outputs are all 0.0 in {len(group)} case(s).", labels(group)))
+            "zero_output", assignment,
+            ngettext("Mismatching outputs are all 0.0 in {n} case.", "Mismatching outputs are all 0.0 in {n} cases.",
+                     len(group)).format(n=len(group)), labels(group)))
     if group := by_kind.get("precision"):
         worst_case = max(group, key=lambda c: c.diff1 or 0.0)
         findings.append(_advised(
@@ -402,13 +414,13 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
             labels(group), severity="warning" if len(group) < len(failing) else "error"))
     if group := by_kind.get("wrong_values"):
         first = group[0]
-        example = ""
+        evidence = ngettext("{n} case differs from the reference beyond rounding.",
+                            "{n} cases differ from the reference beyond rounding.", len(group)).format(n=len(group))
         if first.mismatches:
             m = first.mismatches[0]
-            example = f" First at index {m.index}: expected {_num(m.expected)}, got {_num(m.actual)}."
-        findings.append(_advised(
-            "wrong_values", assignment,
-            f"{len(group)} case(s) differ from the reference beyond rounding.{example}", labels(group)))
+            evidence += " " + _("First at index {index}: expected {expected}, got {actual}.").format(
+                index=m.index, expected=_num(m.expected), actual=_num(m.actual))
+        findings.append(_advised("wrong_values", assignment, evidence, labels(group)))
     # the kind that explains the most failing cases first (stable: ties keep the order above)
     return pattern + sorted(findings, key=lambda f: -len(f.cases))
 
@@ -420,7 +432,7 @@ def _bare_result(cases: list[CaseResult]) -> GradeResult:
 
 def _num(value: float | None) -> str:
     if value is None:
-        return "unwritten"
+        return _("unwritten")
     if not math.isfinite(value):
         return str(value)
     return f"{value:.4g}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.i18n import _
 from grader.reporting.advice import SNIPPET_ASYNC, SNIPPET_TASKS, advice_for
 from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding
 from grader.results import GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
@@ -100,9 +101,9 @@ def next_step_for_stage(
     if scalar >= 0.5 and not _staged_on_chip(trace):
         return NextStep(
             rule="stage_in_nram",
-            action="Stage the data in NRAM with __memcpy before computing",
-            why=f"{_pct(scalar)} of the modelled time is scalar code and nothing is copied from GDRAM to "
-            "on-chip memory: every element access goes out to GDRAM.",
+            action=_("Stage the data in NRAM with __memcpy before computing"),
+            why=_("{share} of the modelled time is scalar code and nothing is copied from GDRAM to on-chip "
+                  "memory: every element access goes out to GDRAM.").format(share=_pct(scalar)),
             snippet=_SNIPPET_NRAM,
             **base,
         )
@@ -112,37 +113,37 @@ def next_step_for_stage(
         return NextStep(
             rule="use_builtin",
             action=builtin.action,
-            why=f"The data is on chip, but {_pct(scalar)} of the modelled time is still scalar code: one element "
-            "per instruction where the vector or tensor unit does a whole tile.",
+            why=_("The data is on chip, but {share} of the modelled time is still scalar code: one element per "
+                  "instruction where the vector or tensor unit does a whole tile.").format(share=_pct(scalar)),
             snippet=builtin.snippet,
             **base,
         )
     if tasks == 1 and trace.cores_used <= 1 and (device_cores or 16) > 1:
         return NextStep(
             rule="split_over_tasks",
-            action="Split the rows over taskDim and launch one task per core",
-            why=f"The kernel ran as a single task on one core (dim {list(trace.dim)}); the device has "
-            f"{device_cores or 16} cores, so the others idle.",
+            action=_("Split the rows over taskDim and launch one task per core"),
+            why=_("The kernel ran as a single task on one core (dim {dim}); the device has {cores} cores, so the "
+                  "others idle.").format(dim=list(trace.dim), cores=device_cores or 16),
             snippet=SNIPPET_TASKS,
             **base,
         )
     if io_wait >= 0.5 and not _uses(trace, "memcpy_async"):
         return NextStep(
             rule="double_buffer",
-            action="Double-buffer with __memcpy_async so loads overlap compute",
-            why=f"IO and waiting take {_pct(io_wait)} of the modelled time and every copy is synchronous: the "
-            "compute units idle while each tile moves.",
+            action=_("Double-buffer with __memcpy_async so loads overlap compute"),
+            why=_("IO and waiting take {share} of the modelled time and every copy is synchronous: the compute "
+                  "units idle while each tile moves.").format(share=_pct(io_wait)),
             snippet=SNIPPET_ASYNC,
             **base,
         )
     right_loads = trace.bytes_moved.get("GDRAM2WRAM", 0)  # each task loads the shared (right) operand itself
     if right_loads and trace.func_type.upper() == "BLOCK" and io_wait >= 0.4:
-        moved = f" ({_fmt_bytes(right_loads)} GDRAM->WRAM in total)"
         return NextStep(
             rule="sram_staging",
-            action="Stage the shared right matrix in SRAM once per cluster (UNION1 launch)",
-            why=f"IO and waiting are still {_pct(io_wait)} of the modelled time; each of the {tasks} tasks "
-            f"loads the whole right matrix from GDRAM{moved}.",
+            action=_("Stage the shared right matrix in SRAM once per cluster (UNION1 launch)"),
+            why=_("IO and waiting are still {share} of the modelled time; each of the {tasks} tasks loads the "
+                  "whole right matrix from GDRAM ({moved} GDRAM->WRAM in total).").format(
+                share=_pct(io_wait), tasks=tasks, moved=_fmt_bytes(right_loads)),
             snippet=_SNIPPET_SRAM,
             **base,
         )
@@ -151,9 +152,10 @@ def next_step_for_stage(
     if io_wait >= 0.4 and nram_cap and nram_peak < 0.25 * nram_cap:
         return NextStep(
             rule="bigger_tiles",
-            action="Use larger tiles so each copy moves more data",
-            why=f"IO and waiting are {_pct(io_wait)} of the modelled time while only {_fmt_bytes(nram_peak)} of "
-            f"{_fmt_bytes(nram_cap)} NRAM is in use: many small copies pay the per-copy latency.",
+            action=_("Use larger tiles so each copy moves more data"),
+            why=_("IO and waiting are {share} of the modelled time while only {used} of {capacity} NRAM is in "
+                  "use: many small copies pay the per-copy latency.").format(
+                share=_pct(io_wait), used=_fmt_bytes(nram_peak), capacity=_fmt_bytes(nram_cap)),
             **base,
         )
     split = {k: v for k, v in trace.time_split_us.items() if v > 0}
@@ -162,8 +164,9 @@ def next_step_for_stage(
     biggest = max(split, key=lambda k: split[k])
     return NextStep(
         rule="reduce_dominant",
-        action=f"Reduce the {biggest} time, the largest part of the modelled time",
-        why=f"{biggest} is {_pct(_share(trace, biggest))} of the modelled time; the other parts are smaller.",
+        action=_("Reduce the {part} time, the largest part of the modelled time").format(part=biggest),
+        why=_("{part} is {share} of the modelled time; the other parts are smaller.").format(
+            part=biggest, share=_pct(_share(trace, biggest))),
         **base,
     )
 
@@ -179,7 +182,7 @@ def is_too_slow(stage: StageResult) -> bool:
 def _from_finding(finding: Finding, stage: StageResult | None = None) -> NextStep:
     return NextStep(
         rule=f"fix_{finding.kind}",
-        action=finding.action or f"Fix: {finding.title[0].lower()}{finding.title[1:]}",
+        action=finding.action or _("Fix: {problem}").format(problem=f"{finding.title[0].lower()}{finding.title[1:]}"),
         why=finding.evidence,
         how=finding.advice,
         stage=stage.name if stage else None,
@@ -215,7 +218,7 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
                 return _from_finding((relevant or findings)[0], stage)
             return NextStep(
                 rule="fix_correctness",
-                action=f"Make {stage.title} correct",
+                action=_("Make {stage} correct").format(stage=stage.title),
                 why=stage.message,
                 stage=stage.name,
                 stage_title=stage.title,
@@ -244,15 +247,15 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
     if ungraded:
         return NextStep(
             rule="speed_not_graded",
-            action="Every stage is correct; speed was not graded in this run",
-            why=f"{ungraded[0].message} Compare your modelled times below with the stage descriptions: "
-            "each stage should be much faster than the one before.",
+            action=_("Every stage is correct; speed was not graded in this run"),
+            why=ungraded[0].message + " " + _("Compare your modelled times below with the stage descriptions: "
+                                              "each stage should be much faster than the one before."),
         )
     if result.stages:
         return NextStep(
             rule="done",
-            action="Every stage is at full marks",
-            why="All cases pass and every stage beats its time threshold. Compare your times with the "
-            "reference in the charts below: that is the remaining headroom.",
+            action=_("Every stage is at full marks"),
+            why=_("All cases pass and every stage beats its time threshold. Compare your times with the "
+                  "reference in the charts below: that is the remaining headroom."),
         )
     return None

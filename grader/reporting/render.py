@@ -11,8 +11,14 @@ import jinja2
 from markupsafe import Markup, escape
 
 from grader import __version__
+from grader.i18n import install_jinja, use_language
 from grader.reporting import charts, formatting
-from grader.reporting.compiler_output import CompilerOutput, parse_compiler_output
+from grader.reporting.compiler_output import (
+    CompilerOutput,
+    StudentError,
+    parse_compiler_output,
+    student_errors,
+)
 from grader.reporting.devices import device_peaks
 from grader.reporting.excerpts import Excerpt, excerpt_at
 from grader.reporting.hints import (
@@ -24,44 +30,23 @@ from grader.reporting.hints import (
     diagnostic_finding,
 )
 from grader.reporting.next_step import NextStep, is_too_slow, next_step_for_stage, overall_next_step
-from grader.results import CaseResult, GradeResult, GroupScore, StageResult, Verdict
+from grader.results import CaseResult, GradeResult, GroupScore, StageResult, Verdict, verdict_words
+from grader.spec import SpecError, load_assignment
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "reports" / "templates"
 
-_VERDICT_LABELS: dict[Verdict, tuple[str, str]] = {
-    Verdict.PASSED: ("Passed", "good"),
-    Verdict.TOO_SLOW: ("Correct, not yet fast enough", "warn"),
-    Verdict.WRONG_ANSWER: ("Wrong answer", "bad"),
-    Verdict.RUNTIME_ERROR: ("Runtime error", "bad"),
-    Verdict.CRASH: ("Crashed", "bad"),
-    Verdict.TIMEOUT: ("Timed out", "bad"),
-    Verdict.NOT_USING_KERNEL: ("Kernel not used", "bad"),
-    Verdict.COMPILE_ERROR: ("Compile error", "bad"),
-    Verdict.UNGRADABLE_LAYOUT: ("Not gradable", "bad"),
-    Verdict.INTERNAL_ERROR: ("Grader error", "neutral"),
-    Verdict.ENVIRONMENT_ERROR: ("Cannot grade on this machine", "neutral"),
-    Verdict.INTEGRITY: ("Results do not add up", "bad"),
+# The report's words for verdicts live in its templates (_labels.html.j2, message domain "report"); here only
+# the colour each one is shown in.
+_VERDICT_TONES: dict[Verdict, str] = {
+    Verdict.PASSED: "good",
+    Verdict.TOO_SLOW: "warn",
+    Verdict.INTERNAL_ERROR: "neutral",
+    Verdict.ENVIRONMENT_ERROR: "neutral",
 }
-
-
-_SHORT_CASE_LABELS = {  # fits the narrow result column of the case tables
-    "wrong_answer": "fail",
-    "runtime_error": "error",
-    "timeout": "timeout",
-    "crash": "crash",
-    "not_using_kernel": "no kernel",
-    "internal_error": "grader",
-    "integrity": "integrity",
-    "environment_error": "setup",
-}
-
-
-def verdict_label(verdict: Verdict) -> str:
-    return _VERDICT_LABELS[verdict][0]
 
 
 def verdict_tone(verdict: Verdict) -> str:
-    return _VERDICT_LABELS[verdict][1]
+    return _VERDICT_TONES.get(verdict, "bad")
 
 
 @dataclass(frozen=True)
@@ -106,7 +91,9 @@ def _group_views(result: GradeResult) -> list[CaseGroupView]:
     return views
 
 
-def _stage_views(result: GradeResult, quoted: set[tuple[str | None, int | None]]) -> list[StageView]:
+def _stage_views(
+    result: GradeResult, quoted: set[tuple[str | None, int | None]], operator: charts.Operator | None
+) -> list[StageView]:
     """quoted: source lines already shown higher up; a stage repeating the same diagnostic does not quote again."""
     peaks = device_peaks(result)
     root = result.submission_path
@@ -125,22 +112,42 @@ def _stage_views(result: GradeResult, quoted: set[tuple[str | None, int | None]]
                 number=number,
                 stage=stage,
                 tone=_stage_tone(stage),
-                chart=charts.stage_bar_chart(stage),
+                chart=charts.stage_bar_chart(
+                    stage, result.stages[number - 2] if number > 1 else None, number - 1 if number > 1 else None
+                ),
                 split=charts.time_split(trace) if trace else [],
                 memory=charts.memory_use(trace) if trace else [],
                 transfers=charts.transfers(trace) if trace else [],
                 diagnostics=diags,
                 next_step=next_step_for_stage(stage, peaks.cores if peaks else None, root) if slow else None,
-                rates=charts.achieved_rates(stage, result.cases),
+                rates=charts.achieved_rates(stage, result.cases, operator),
             )
         )
     return views
 
 
-def _time_label(result: GradeResult) -> str:
+def _time_source(result: GradeResult) -> str:
+    """Where the times come from; the template words it."""
     if result.time_is_modelled:
-        return f"modelled ({result.device_profile})"
-    return "measured on hardware" if result.backend == "mlu" else "host clock"
+        return "modelled"
+    return "hardware" if result.backend == "mlu" else "host_clock"
+
+
+def assignment_operator(result: GradeResult) -> charts.Operator | None:
+    """The assignment's operator from its spec (a lab-programs assignment: its base's), None when the spec is
+    not on this machine: the roofline then draws every roof and only the stages' own achieved rates."""
+    try:
+        spec = load_assignment(result.assignment)
+    except (SpecError, OSError, ValueError):
+        try:
+            from grader.programs.spec import is_programs_assignment, load_programs  # (lazy: rarely needed)
+
+            if not is_programs_assignment(result.assignment):
+                return None
+            spec = load_programs(result.assignment)[1]
+        except (SpecError, OSError, ValueError):
+            return None
+    return charts.Operator(spec.reference, tuple(i.name for i in spec.inputs))
 
 
 def build_context(result: GradeResult) -> dict[str, Any]:
@@ -148,17 +155,19 @@ def build_context(result: GradeResult) -> dict[str, Any]:
     findings = diagnose(result)
     next_step = overall_next_step(result, findings)
     compiler: CompilerOutput | None = None
+    compiler_errors: list[StudentError] = []
     if result.build and result.build.compiler_output.strip():
         compiler = parse_compiler_output(result.build.compiler_output)
+        compiler_errors = student_errors(result.build.compiler_output, result.submission_path)
     peaks = device_peaks(result)
     quoted = {(f.location.file, f.location.line) for f in findings if f.location}
-    stages = _stage_views(result, quoted)
+    operator = assignment_operator(result)
+    stages = _stage_views(result, quoted, operator)
     return {
         "r": result,
         "V": Verdict,
-        "verdict_label": verdict_label(result.verdict),
         "verdict_tone": verdict_tone(result.verdict),
-        "time_label": _time_label(result),
+        "time_source": _time_source(result),
         # the finding the next step fixes is shown in that card, not again in the list
         "findings": [
             (f, excerpt_at(result, f.location))
@@ -169,14 +178,14 @@ def build_context(result: GradeResult) -> dict[str, Any]:
         "next_step": next_step,
         "next_excerpt": excerpt_at(result, next_step.location) if next_step else None,
         "compiler": compiler,
+        "compiler_errors": compiler_errors,
         "groups": _group_views(result),
         "stages": stages,
-        "roofline": charts.roofline(result.stages, result.cases, peaks),
+        "roofline": charts.roofline(result.stages, result.cases, peaks, operator),
         "peaks": peaks,
         "diagnostic_count": len(all_diagnostics(result)),
         "score_fraction": result.score / result.max_score if result.max_score else 0.0,
         "report_version": __version__,
-        "short_labels": _SHORT_CASE_LABELS,
         # static screening (grader.checks.screening): the findings and whether they withheld the stage points
         "screening": list(result.screening),
         "screening_withholds": any(f.action == "zero_stages" for f in result.screening),
@@ -192,14 +201,16 @@ def code_spans(text: str | None) -> Markup:
     return Markup(_BACKTICKS.sub(lambda m: f"<code>{m.group(1)}</code>", escaped))
 
 
-def _environment() -> jinja2.Environment:
+def _environment(lang: str) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "j2"), default=True),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        extensions=["jinja2.ext.i18n"],
     )
+    install_jinja(env, lang)
     env.filters.update(
         time=formatting.fmt_time_us,
         bytes=formatting.fmt_bytes,
@@ -208,18 +219,20 @@ def _environment() -> jinja2.Environment:
         points=formatting.fmt_points,
         shape=formatting.fmt_shape,
         pct=formatting.fmt_pct,
-        verdict_label=verdict_label,
         verdict_tone=verdict_tone,
         code=code_spans,
     )
     # The stylesheet is ours, not student text: inline it unescaped.
+    env.globals["verdict_words"] = verdict_words
     env.globals["inline_css"] = lambda: Markup((TEMPLATE_DIR / "report.css").read_text(encoding="utf-8"))
     return env
 
 
 def render_report_html(result: GradeResult) -> str:
-    """The report as one HTML document."""
-    return _environment().get_template("report.html.j2").render(**build_context(result))
+    """The report as one HTML document, in the result's language (its words, and the findings' and hints'
+    texts, which grader.i18n gives in the active language)."""
+    with use_language(result.lang):
+        return _environment(result.lang).get_template("report.html.j2").render(**build_context(result))
 
 
 def render_report(result: GradeResult, out_path: Path) -> Path:

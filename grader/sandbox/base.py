@@ -3,6 +3,8 @@ mounts, limits and outcome."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -64,3 +66,53 @@ class Runner(Protocol):
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome: ...
+
+
+class StartingRunner(Runner, Protocol):
+    """A runner that can also leave the sandbox running while the host talks to it through /io (the rounds of
+    bang_harness.session): `run` is `start(...).wait()`. The docker, bwrap and process runners inherit it."""
+
+    def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+              env: dict[str, str] | None = None) -> Started: ...
+
+    def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+            env: dict[str, str] | None = None) -> RunOutcome:
+        outcome = self.start(phase, argv, mounts, limits, env).wait()
+        assert outcome is not None  # wait() without a timeout returns only once the sandbox has ended
+        return outcome
+
+
+class Started:
+    """A sandbox running in the background: `finish` (in a thread of its own) waits for it to end -- by itself,
+    at the wall limit, or through `kill` -- cleans up and returns the outcome; its exceptions reach `wait`."""
+
+    def __init__(self, finish: Callable[[], RunOutcome], kill: Callable[[str], None]) -> None:
+        self._kill = kill
+        self._outcome: RunOutcome | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._finish, args=(finish,), daemon=True, name="sandbox-wait")
+        self._thread.start()
+
+    def _finish(self, finish: Callable[[], RunOutcome]) -> None:
+        try:
+            self._outcome = finish()
+        except BaseException as exc:  # noqa: BLE001 -- handed to whoever waits
+            self._error = exc
+
+    def wait(self, timeout: float | None = None) -> RunOutcome | None:
+        """The outcome once the sandbox has ended and is cleaned up; None while it still runs after `timeout`."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return None
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        return self._outcome
+
+    def stop(self, reason: str) -> RunOutcome:
+        """Kills the sandbox (`reason` is the outcome's note, as for a runner's own kill) and waits for it."""
+        if self._thread.is_alive():
+            self._kill(reason)
+        outcome = self.wait()
+        assert outcome is not None
+        return outcome

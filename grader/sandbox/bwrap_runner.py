@@ -18,6 +18,7 @@ import sys
 import sysconfig
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from grader.sandbox.base import (
@@ -28,6 +29,8 @@ from grader.sandbox.base import (
     Mounts,
     Phase,
     RunOutcome,
+    Started,
+    StartingRunner,
 )
 from grader.sandbox.io_cap import capped_io
 from grader.sandbox.layout import (
@@ -62,7 +65,7 @@ def bwrap_available() -> bool:
     return all(shutil.which(tool) for tool in ("bwrap", "prlimit", "setpriv"))
 
 
-class BwrapRunner:
+class BwrapRunner(StartingRunner):
     name = "bwrap"
 
     def __init__(self, python: str | None = None, emu_cache: Path | None = None) -> None:
@@ -155,26 +158,27 @@ class BwrapRunner:
             prlimit.append(f"--nproc={limits.pids}")  # per uid: the dedicated uid makes it per sandbox
         return [*prlimit, "--", *args, *argv]
 
-    def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
-            env: dict[str, str] | None = None) -> RunOutcome:
+    def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+              env: dict[str, str] | None = None) -> Started:
+        """bwrap started; its outcome comes from the returned handle."""
         check_mounts(mounts)
         if not self._prebuilt:
             self._prebuild_on_host()
+        cleanup = ExitStack()
         # bwrap binds host paths in our own mount namespace, so a host tmpfs on /io is what the sandbox sees.
-        with capped_io(mounts.io, limits.tmpfs_bytes) as io_note:
-            self.io_note = io_note
-            return self._run(phase, argv, mounts, limits, env)
-
-    def _run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
-             env: dict[str, str] | None) -> RunOutcome:
-        uid, gid = sandbox_user()
-        prepare_writable(phase, mounts, uid, gid)
-        watched = writable_dirs(phase, mounts)
-        base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
-        cmd = self.command(phase, argv, mounts, limits, env)
+        self.io_note = cleanup.enter_context(capped_io(mounts.io, limits.tmpfs_bytes))
+        try:
+            uid, gid = sandbox_user()
+            prepare_writable(phase, mounts, uid, gid)
+            watched = writable_dirs(phase, mounts)
+            base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
+            cmd = self.command(phase, argv, mounts, limits, env)
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"})
+        except BaseException:
+            cleanup.close()
+            raise
         notes: list[str] = list(self.notes)
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"})
 
         def stop_group() -> None:
             # Killing bwrap's group kills the sandbox's pid 1 (--die-with-parent), hence the whole pid namespace.
@@ -196,36 +200,43 @@ class BwrapRunner:
         disk = DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill)
         disk.start()
         started = time.monotonic()
-        timed_out = False
-        try:
-            proc.wait(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            timed_out = not kill.fired.is_set()
-            kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
-            proc.wait()
-        finally:
-            wall = time.monotonic() - started
-            disk.stop()
-            if proc.poll() is None:
-                kill("grader interrupted")
+
+        def finish() -> RunOutcome:
+            timed_out = False
+            try:
+                proc.wait(timeout=max(0.0, limits.wall_seconds - (time.monotonic() - started)))
+            except subprocess.TimeoutExpired:
+                timed_out = not kill.fired.is_set()
+                kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
                 proc.wait()
-        if not kill.fired.is_set():
-            disk.check()
-        for thread in pumps:
-            thread.join(timeout=5)
-        code = proc.returncode
-        # bwrap returns the child's status; a child killed by signal N shows as 128+N (or -N for bwrap itself).
-        sig = -code if code < 0 else (code - 128 if code > 128 else None)
-        return RunOutcome(
-            exit_code=None if (timed_out or sig) else code,
-            signal=sig,
-            timed_out=timed_out,
-            oom_killed=False,
-            wall_seconds=wall,
-            stdout_tail=tails["stdout"].text(),
-            stderr_tail=tails["stderr"].text(),
-            notes=notes,
-        )
+            finally:
+                wall = time.monotonic() - started
+                disk.stop()
+                if proc.poll() is None:
+                    kill("grader interrupted")
+                    proc.wait()
+            try:
+                if not kill.fired.is_set():
+                    disk.check()
+                for thread in pumps:
+                    thread.join(timeout=5)
+            finally:
+                cleanup.close()
+            code = proc.returncode
+            # bwrap returns the child's status; a child killed by signal N shows as 128+N (or -N for bwrap itself).
+            sig = -code if code < 0 else (code - 128 if code > 128 else None)
+            return RunOutcome(
+                exit_code=None if (timed_out or sig) else code,
+                signal=sig,
+                timed_out=timed_out,
+                oom_killed=False,
+                wall_seconds=wall,
+                stdout_tail=tails["stdout"].text(),
+                stderr_tail=tails["stderr"].text(),
+                notes=notes,
+            )
+
+        return Started(finish, kill)
 
 
 def _parents_readable(path: Path, made: set[str]) -> list[str]:

@@ -19,6 +19,8 @@ import socket
 import threading
 import time
 import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
@@ -34,6 +36,8 @@ from grader.sandbox.base import (
     Mounts,
     Phase,
     RunOutcome,
+    Started,
+    StartingRunner,
 )
 from grader.sandbox.io_cap import capped_io, same_mount_namespace_as
 from grader.sandbox.layout import (
@@ -90,7 +94,20 @@ def mlu_device_nodes(card: int, dev: Path = Path("/dev")) -> list[str]:
     return [str(dev / n) for n in names if (dev / n).exists()]
 
 
-class DockerRunner:
+@dataclass
+class _Live:
+    """A started container and the host-side guards that watch it until it is removed."""
+
+    container: docker.models.containers.Container
+    kill: KillSwitch
+    notes: list[str]
+    tails: dict[str, OutputTail]
+    disk: DiskWatch
+    pumps: list[threading.Thread] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+
+class DockerRunner(StartingRunner):
     name = "docker"
 
     def __init__(self, image: str, client: docker.DockerClient | None = None, devices: list[str] | None = None,
@@ -116,15 +133,22 @@ class DockerRunner:
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise SandboxError(f"Docker daemon unavailable: {exc}") from exc
 
-    def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
-            env: dict[str, str] | None = None) -> RunOutcome:
+    def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+              env: dict[str, str] | None = None) -> Started:
+        """The container started; its outcome (and its removal) come from the returned handle."""
         check_mounts(mounts)
-        with capped_io(mounts.io, limits.tmpfs_bytes, enabled=self.cap_io) as io_note:
-            self.io_note = io_note  # kept off outcome.notes: those end up in the student's messages
-            return self._run(phase, argv, mounts, limits, env)
+        cleanup = ExitStack()
+        # Kept off outcome.notes: those end up in the student's messages.
+        self.io_note = cleanup.enter_context(capped_io(mounts.io, limits.tmpfs_bytes, enabled=self.cap_io))
+        try:
+            live = self._start(phase, argv, mounts, limits, env)
+        except BaseException:
+            cleanup.close()
+            raise
+        return Started(lambda: self._finish(live, limits, cleanup), live.kill)
 
-    def _run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
-             env: dict[str, str] | None) -> RunOutcome:
+    def _start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+               env: dict[str, str] | None) -> _Live:
         uid, gid = sandbox_user()
         prepare_writable(phase, mounts, uid, gid)
         watched = writable_dirs(phase, mounts)
@@ -146,10 +170,8 @@ class DockerRunner:
                                                                            f"{flood} bytes"))
             for name in ("stdout", "stderr")
         }
-        disk = DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill)
-        pumps: list[threading.Thread] = []
-        timed_out = False
-        started = time.monotonic()
+        live = _Live(container, kill, notes, tails,
+                     DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill))
         try:
             # Attach before start so nothing printed early is missed; the log driver caps what the daemon keeps.
             for name in ("stdout", "stderr"):
@@ -157,44 +179,59 @@ class DockerRunner:
                                           logs=True)
                 thread = threading.Thread(target=pump, args=(stream, tails[name]), daemon=True)
                 thread.start()
-                pumps.append(thread)
+                live.pumps.append(thread)
             container.start()
-            started = time.monotonic()
-            disk.start()
+            live.started = time.monotonic()
+            live.disk.start()
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            self._end(live)
+            raise SandboxError(f"docker run failed: {exc}") from exc
+        return live
+
+    def _finish(self, live: _Live, limits: Limits, cleanup: ExitStack) -> RunOutcome:
+        container, kill = live.container, live.kill
+        timed_out = False
+        try:
             try:
                 result = container.wait(timeout=max(limits.wall_seconds, 0.1))
             except requests.exceptions.RequestException:  # ReadTimeout / ConnectionError: our wall clock ran out
                 timed_out = not kill.fired.is_set()
                 kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
                 result = container.wait(timeout=KILL_GRACE_SECONDS)
-            wall = time.monotonic() - started
-            disk.stop()
+            wall = time.monotonic() - live.started
+            live.disk.stop()
             if not kill.fired.is_set():
-                disk.check()  # a last look: a fast fill can finish between two polls
+                live.disk.check()  # a last look: a fast fill can finish between two polls
             container.reload()
             exit_code = int(result.get("StatusCode", -1))
             oom = bool(container.attrs.get("State", {}).get("OOMKilled", False))
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise SandboxError(f"docker run failed: {exc}") from exc
         finally:
-            disk.stop()
-            self._remove(container)
-            for thread in pumps:
-                thread.join(timeout=5)
+            try:
+                self._end(live)
+            finally:
+                cleanup.close()
         # docker-init reports a child killed by signal N as 128+N.
         signal = exit_code - 128 if exit_code > 128 else None
         if oom:
-            notes.append("memory limit reached (cgroup OOM kill)")
+            live.notes.append("memory limit reached (cgroup OOM kill)")
         return RunOutcome(
             exit_code=None if (timed_out or signal) else exit_code,
             signal=signal,
             timed_out=timed_out,
             oom_killed=oom,
             wall_seconds=wall,
-            stdout_tail=tails["stdout"].text(),
-            stderr_tail=tails["stderr"].text(),
-            notes=notes,
+            stdout_tail=live.tails["stdout"].text(),
+            stderr_tail=live.tails["stderr"].text(),
+            notes=live.notes,
         )
+
+    def _end(self, live: _Live) -> None:
+        live.disk.stop()
+        self._remove(live.container)
+        for thread in live.pumps:
+            thread.join(timeout=5)
 
     def _create(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
                 env: dict[str, str] | None, uid: int, gid: int) -> docker.models.containers.Container:

@@ -28,6 +28,9 @@ def sandbox_env(phase: Phase, extra: dict[str, str] | None = None) -> dict[str, 
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # No cwd (/tmp, writable by student code) on sys.path: a module planted there must never be what a
+        # later import of the harness's long-lived processes finds (bang_harness.session).
+        "PYTHONSAFEPATH": "1",
         "PYTHONUNBUFFERED": "1",
         "MALLOC_ARENA_MAX": "2",  # keeps glibc from reserving 64 MiB of address space per thread
         "BANG_GRADER_PHASE": str(phase),
@@ -58,10 +61,15 @@ def prepare_writable(phase: Phase, mounts: Mounts, uid: int, gid: int) -> None:
     if outputs.is_dir() and not outputs.is_symlink():
         targets.append(outputs)
     for path in targets:
-        if os.geteuid() == 0:
-            os.chown(path, uid, gid, follow_symlinks=False)
-            os.chmod(path, 0o755)
-        # else: the sandbox runs as the invoking user, who already owns these folders.
+        give_to_sandbox(path, uid, gid)
+
+
+def give_to_sandbox(path: Path, uid: int, gid: int) -> None:
+    """One folder the host made (a round's outputs/, say) becomes the sandbox user's to write."""
+    if os.geteuid() == 0:
+        os.chown(path, uid, gid, follow_symlinks=False)
+        os.chmod(path, 0o755)
+    # else: the sandbox runs as the invoking user, who already owns these folders.
 
 
 def limits_summary(limits: Limits) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from grader.backends import get_backend
 from grader.sandbox.base import (
     SANDBOX_BUILD,
     SANDBOX_IO,
@@ -54,8 +55,6 @@ from grader.sandbox.watch import (
 
 # The cluster needs a RuntimeClass of this name (handler runsc). gVisor passes no Cambricon device through,
 # so MLU pods keep the node's default runtime.
-GVISOR_RUNTIME_CLASS = "gvisor"
-MLU_RESOURCE = "cambricon.com/mlu"
 PHASE_LABEL = "bang-grader/sandbox-phase"  # the NetworkPolicy of the batch denies all traffic for it
 OWNER_LABEL = "bang-grader/owner"
 # What the grading pod tells this runner (set by the manifest in grader.batch.distributed).
@@ -131,8 +130,8 @@ def phase_pod(name: str, phase: Phase, argv: list[str], mounts: Mounts, limits: 
         # /tmp (an emptyDir on the node's disk) plus the container log up to the flood trip-wire
         "ephemeral-storage": str(int(limits.tmpfs_bytes + limits.log_bytes * FLOOD_FACTOR)),
     }
-    if backend == "mlu":
-        resources[MLU_RESOURCE] = "1"  # quantities are strings
+    facts = get_backend(backend)
+    resources.update(facts.pod_resources)  # the card, for a backend that needs one
     volume_mounts = [
         {"name": "batch", "mountPath": SANDBOX_SUBMISSION, "subPath": sub_path(mounts.submission,
                                                                                settings.claim_root),
@@ -153,7 +152,7 @@ def phase_pod(name: str, phase: Phase, argv: list[str], mounts: Mounts, limits: 
         "kind": "Pod",
         "metadata": metadata,
         "spec": {
-            **({"runtimeClassName": GVISOR_RUNTIME_CLASS} if backend == "emu" else {}),
+            **({"runtimeClassName": facts.pod_runtime_class} if facts.pod_runtime_class else {}),
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,  # no service addresses in the environment either

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome
+from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, Started, StartingRunner
 from grader.sandbox.layout import check_mounts, sandbox_env
 from grader.sandbox.watch import OutputTail
 
@@ -106,7 +106,7 @@ def ensure_host_pch(python: str, cache: Path, env: dict[str, str]) -> str | None
     return None
 
 
-class ProcessRunner:
+class ProcessRunner(StartingRunner):
     name = "process"
 
     def __init__(self, python: str | None = None) -> None:
@@ -139,8 +139,9 @@ class ProcessRunner:
         env.update(extra or {})
         return env
 
-    def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
-            env: dict[str, str] | None = None) -> RunOutcome:
+    def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
+              env: dict[str, str] | None = None) -> Started:
+        """The child started; its outcome comes from the returned handle."""
         check_mounts(mounts)  # the child's cwd is elsewhere: relative or missing folders are a caller bug
         scratch = Path(tempfile.mkdtemp(prefix=f"bang-grader-{phase.value}-"))
         (scratch / "home").mkdir()
@@ -162,26 +163,35 @@ class ProcessRunner:
             )
         except OSError as exc:
             shutil.rmtree(scratch, ignore_errors=True)
-            return RunOutcome(exit_code=None, wall_seconds=0.0, stderr_tail=f"cannot start {argv[0]}: {exc}",
-                              notes=notes)
-        stdout, stderr = OutputTail(limits.log_bytes), OutputTail(limits.log_bytes)
-        timed_out = self._pump(proc, {proc.stdout: stdout, proc.stderr: stderr},
-                               started + limits.wall_seconds)
-        returncode = proc.wait()
-        wall = time.monotonic() - started
-        shutil.rmtree(scratch, ignore_errors=True)
-        for label, buffer in (("stdout", stdout), ("stderr", stderr)):
-            if buffer.dropped:
-                notes.append(f"{label}: first {buffer.dropped} bytes dropped (cap {limits.log_bytes})")
-        return RunOutcome(
-            exit_code=returncode if returncode >= 0 else None,
-            signal=-returncode if returncode < 0 else None,
-            timed_out=timed_out,
-            wall_seconds=wall,
-            stdout_tail=stdout.text(),
-            stderr_tail=stderr.text(),
-            notes=notes,
-        )
+            failed = RunOutcome(exit_code=None, wall_seconds=0.0, stderr_tail=f"cannot start {argv[0]}: {exc}",
+                                notes=notes)
+            return Started(lambda: failed, lambda reason: None)
+
+        def finish() -> RunOutcome:
+            stdout, stderr = OutputTail(limits.log_bytes), OutputTail(limits.log_bytes)
+            timed_out = self._pump(proc, {proc.stdout: stdout, proc.stderr: stderr},
+                                   started + limits.wall_seconds)
+            returncode = proc.wait()
+            wall = time.monotonic() - started
+            shutil.rmtree(scratch, ignore_errors=True)
+            for label, buffer in (("stdout", stdout), ("stderr", stderr)):
+                if buffer.dropped:
+                    notes.append(f"{label}: first {buffer.dropped} bytes dropped (cap {limits.log_bytes})")
+            return RunOutcome(
+                exit_code=returncode if returncode >= 0 else None,
+                signal=-returncode if returncode < 0 else None,
+                timed_out=timed_out,
+                wall_seconds=wall,
+                stdout_tail=stdout.text(),
+                stderr_tail=stderr.text(),
+                notes=notes,
+            )
+
+        def kill(reason: str) -> None:
+            notes.append(reason)
+            _kill_group(proc.pid)  # the pump sees the leader gone and drains what is left
+
+        return Started(finish, kill)
 
     @staticmethod
     def _pump(proc: subprocess.Popen[bytes], buffers: dict, deadline: float) -> bool:

@@ -10,9 +10,10 @@ import docker
 import docker.errors
 import requests
 
+from grader.backends import Backend, EmuBackend
 from grader.sandbox.base import Runner
 from grader.sandbox.bwrap_runner import BwrapRunner, bwrap_available
-from grader.sandbox.docker_runner import DockerRunner, SandboxError, mlu_device_nodes
+from grader.sandbox.docker_runner import DockerRunner, SandboxError
 from grader.sandbox.images import base_image_tag, emu_image_tag, ensure_emu_image, image_exists
 from grader.sandbox.pod_runner import PodRunner, PodSettings, in_cluster
 
@@ -33,9 +34,11 @@ def docker_status() -> tuple[docker.DockerClient | None, str]:
         return None, f"no Docker daemon answers ({type(exc).__name__})"
 
 
-def select_runner(kind: SandboxKind, batch: bool, backend: Literal["emu", "mlu"] = "emu",
-                  mlu_card: int | None = None, image: str | None = None) -> Runner:
-    """`image` overrides the emulation image (the MLU backend needs the tag of `grade images build --mlu`)."""
+def select_runner(kind: SandboxKind, batch: bool, backend: Backend | None = None, device: str | None = None,
+                  image: str | None = None) -> Runner:
+    """`backend` (default: the emulator) on `device`; `image` overrides the emulation image (the MLU backend
+    needs the tag of `grade images build --mlu`)."""
+    backend = backend or EmuBackend()
     if kind == "none":
         if batch:
             raise SandboxRefused("batch grading refuses to run student code unsandboxed (--sandbox none): "
@@ -46,8 +49,8 @@ def select_runner(kind: SandboxKind, batch: bool, backend: Literal["emu", "mlu"]
     if kind == "bwrap" and batch:
         raise SandboxRefused("bubblewrap has no cgroup limits and is meant for self-checks only: batch grading "
                              "needs --sandbox docker")
-    if backend == "mlu" and kind != "docker" and kind != "auto":
-        raise SandboxRefused("the MLU backend runs only in the docker sandbox (device passthrough)")
+    if backend.passes_device and kind != "docker" and kind != "auto":
+        raise SandboxRefused(f"the {backend.name} backend runs only in the docker sandbox (device passthrough)")
     if kind in ("docker", "auto"):
         client, why = docker_status()
         tag = image or emu_image_tag()
@@ -55,9 +58,10 @@ def select_runner(kind: SandboxKind, batch: bool, backend: Literal["emu", "mlu"]
                 and image_exists(client, base_image_tag()):
             tag = ensure_emu_image()  # only the thin layer is stale (sandbox/ sources changed): seconds
         if client is not None and image_exists(client, tag):
-            devices = mlu_device_nodes(mlu_card or 0) if backend == "mlu" else []
-            if backend == "mlu" and not devices:
-                raise SandboxRefused(f"no /dev/cambricon_dev{mlu_card or 0} on this host")
+            devices = backend.device_nodes(device)
+            if backend.passes_device and not devices:
+                raise SandboxRefused(f"no device nodes of {backend.name} device "
+                                     f"{device or backend.default_device} on this host")
             return DockerRunner(tag, client=client, devices=devices)
         if client is not None:
             why = f"the sandbox image {tag} is not built (run `grade images build`)"
@@ -65,11 +69,11 @@ def select_runner(kind: SandboxKind, batch: bool, backend: Literal["emu", "mlu"]
             cluster, cluster_why = in_cluster()
             if cluster:  # a grading pod: no daemon, but the API server can start a pod per phase
                 try:
-                    return PodRunner(PodSettings.from_env(), backend=backend)
+                    return PodRunner(PodSettings.from_env(), backend=backend.name)
                 except SandboxError as exc:
                     raise SandboxRefused(f"pod sandbox unavailable: {exc}") from exc
             why = f"{why}; {cluster_why}"
-        if kind == "docker" or batch or backend == "mlu":
+        if kind == "docker" or batch or backend.passes_device:
             raise SandboxRefused(f"docker sandbox unavailable: {why}")
     if not bwrap_available():
         raise SandboxRefused("no sandbox available: neither Docker nor bubblewrap (apt-get install bubblewrap); "

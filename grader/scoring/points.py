@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.i18n import _
 from grader.results import CaseResult, GroupScore, RequirementResult, Timing, Verdict
 from grader.scoring.thresholds import StageThreshold
 from grader.spec.models import AssignmentSpec, StageSpec
@@ -20,7 +21,7 @@ def group_scores(spec: AssignmentSpec, cases: list[CaseResult]) -> list[GroupSco
             fraction = 1.0 if passed == len(runs) else 0.0
         else:
             fraction = passed / len(runs)
-        scores.append(GroupScore(name=group.name, description=group.description, points=round(group.points * fraction, 4),
+        scores.append(GroupScore(name=group.name, description=_(group.description), points=round(group.points * fraction, 4),
                                  points_possible=group.points, passed_cases=passed, total_cases=len(runs)))
     return scores
 
@@ -39,24 +40,28 @@ def decide_stage(stage: StageSpec, correctness: list[CaseResult], requirements: 
     if failed:
         worst = min(failed, key=lambda c: c.verdict.severity)
         names = ", ".join(c.name for c in failed[:3]) + (" ..." if len(failed) > 3 else "")
-        return StageDecision(0.0, worst.verdict, f"not correct yet ({len(failed)} case(s) fail: {names})")
+        return StageDecision(0.0, worst.verdict, _("not correct yet ({n} case(s) fail: {names})").format(
+            n=len(failed), names=names))
     unmet = [r for r in requirements if not r.passed]
     if unmet:
         text = "; ".join(f"{r.description} ({r.detail})" if r.detail else r.description for r in unmet)
         # The answer is right but the stage's technique is missing: its speed points are not earned.
-        return StageDecision(0.0, Verdict.TOO_SLOW, f"requirement not met: {text}")
+        return StageDecision(0.0, Verdict.TOO_SLOW, _("requirement not met: {text}").format(text=text))
     if timing is None:
-        return StageDecision(0.0, Verdict.INTERNAL_ERROR, "no timing was recorded")
+        return StageDecision(0.0, Verdict.INTERNAL_ERROR, _("no timing was recorded"))
     if timing.below_floor:
         return StageDecision(0.0, Verdict.TOO_SLOW,
-                             f"time {timing.median_us:.4g} us is below the roofline floor {timing.floor_us:.4g} us "
-                             "(physically impossible): flagged, not rewarded")
+                             _("time {time:.4g} us is below the roofline floor {floor:.4g} us (physically "
+                               "impossible): flagged, not rewarded").format(time=timing.median_us,
+                                                                           floor=timing.floor_us))
     if threshold is None:
-        return StageDecision(0.0, Verdict.PASSED, threshold_note or "speed not graded: no threshold for this "
-                             "backend/device (run `grade calibrate`)")
+        return StageDecision(0.0, Verdict.PASSED, threshold_note or _("speed not graded: no threshold for this "
+                                                                      "backend/device (run `grade calibrate`)"))
     if timing.median_us <= threshold.threshold_us:
         return StageDecision(stage.points, Verdict.PASSED,
-                             f"{timing.median_us:.4g} us <= threshold {threshold.threshold_us:.4g} us")
+                             _("{time:.4g} us <= threshold {threshold:.4g} us").format(
+                                 time=timing.median_us, threshold=threshold.threshold_us))
     return StageDecision(0.0, Verdict.TOO_SLOW,
-                         f"{timing.median_us:.4g} us > threshold {threshold.threshold_us:.4g} us "
-                         f"({timing.median_us / threshold.threshold_us:.2f}x)")
+                         _("{time:.4g} us > threshold {threshold:.4g} us ({ratio:.2f}x)").format(
+                             time=timing.median_us, threshold=threshold.threshold_us,
+                             ratio=timing.median_us / threshold.threshold_us))

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from grader.i18n import check_language
 from grader.spec.references import REFERENCES
 
 DTypeName = Literal["float32", "float16"]
@@ -169,6 +170,15 @@ class ScreeningSpec(_Strict):
         "for an instructor to look at")
 
 
+class IntegritySpec(_Strict):
+    """What the host does where it cannot verify the sandbox's claims (grader.checks.kernel_use)."""
+
+    unverified_kernel_use: Literal["zero_stages", "review"] = Field(
+        "review", description="mlu backend without CNPAPI in the sandbox: no call can be checked for a kernel of "
+        "the student's extension. review (default; the machine's gap, not the student's): the points stand and "
+        "the grading says it is flagged for review; zero_stages: every stage's performance points are withheld")
+
+
 class SimilaritySpec(_Strict):
     """Code similarity across a batch (grader.batch.similarity): pairs listed on the dashboard for review."""
 
@@ -229,7 +239,16 @@ class AssignmentSpec(_Strict):
     build_timeout_seconds: float = Field(300.0, gt=0)
     similarity: SimilaritySpec = Field(default_factory=SimilaritySpec)
     screening: ScreeningSpec = Field(default_factory=ScreeningSpec)
+    integrity: IntegritySpec = Field(default_factory=IntegritySpec)
     feedback: FeedbackSpec = Field(default_factory=FeedbackSpec)
+    lang: str | None = Field(
+        None, description="language of the students' feedback, en or zh (grade --lang overrides it); "
+        "unset: the grading machine's locale")
+
+    @field_validator("lang")
+    @classmethod
+    def _language(cls, value: str | None) -> str | None:
+        return None if value is None else check_language(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> AssignmentSpec:

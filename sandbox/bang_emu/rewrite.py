@@ -257,6 +257,57 @@ def _rewrite_launches(src: _Source, text: str) -> tuple[str, int]:
     return "".join(out), count
 
 
+# ------------------------------------------------------------------------------------------ inline asm
+_ASM = re.compile(r"\b(?:__asm__|__asm|asm)\b(\s*(?:volatile|__volatile__|__volatile|inline|goto)\b)*\s*\(")
+_ASM_TEMPLATE = re.compile(r'\s*((?:"(?:[^"\\\n]|\\.)*"\s*)+)')
+# the MLISA barrier real BANG code writes by hand (`__asm__ volatile("sync;\n\t")` in mlu-ops): __sync()
+_ASM_BARRIERS = {"sync"}
+
+
+def _asm_instructions(literals: str) -> list[str]:
+    body = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', literals))
+    body = body.replace("\\n", ";").replace("\\t", " ")
+    return [ins.strip() for ins in body.split(";") if ins.strip()]
+
+
+def _asm_edits(src: _Source, text: str, in_function: Callable[[int], bool]) -> list[tuple[int, int, str]]:
+    """Inline assembly in the student's functions: the known barrier becomes `__sync()`; anything else a call to a
+    function declared with GCC's error attribute, so the build fails at that line ("inline assembly is not supported
+    by the emulator") if, and only if, the code is really compiled (an unused inline helper in a header is not).
+    Assembly in system headers and asm labels of declarations are left alone."""
+    edits = []
+    for m in _ASM.finditer(text):
+        at = m.start()
+        if src.in_literal[at] or src.is_system(at) or not in_function(at):
+            continue
+        open_paren = m.end() - 1
+        depth, close = 0, -1
+        for i in range(open_paren, len(text)):
+            if src.in_literal[i]:
+                continue
+            if text[i] == "(":
+                depth += 1
+            elif text[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    close = i + 1
+                    break
+        if close < 0:
+            file, line = src.location(at)
+            raise RewriteError(f"{file}:{line}: unbalanced '(' in inline assembly")
+        lit = _ASM_TEMPLATE.match(text, open_paren + 1)
+        instructions = _asm_instructions(lit.group(1)) if lit else []
+        newlines = "\n" * text.count("\n", at, close)
+        if instructions and all(ins in _ASM_BARRIERS for ins in instructions):
+            edits.append((at, close, "__sync()" + newlines))
+            continue
+        shown = "; ".join(instructions)[:80].replace("\\", "\\\\").replace('"', "'") or "?"
+        name = f"__bang_emu_asm_{len(edits)}_{at}"
+        edits.append((at, close, f"({{ extern void {name}() __attribute__((error(\"inline assembly is not supported "
+                                 f"by the emulator: '{shown}'\"))); {name}(); }})" + newlines))
+    return edits
+
+
 # ------------------------------------------------------------------------------------------ on-chip decls
 def _statement_bounds(text: str, kw_start: int) -> tuple[int, int]:
     i = kw_start
@@ -588,6 +639,7 @@ def rewrite(preprocessed: str, default_device: str | None = None,
         return i >= 0 and bodies[i][0] < pos < bodies[i][1]
 
     edits, decls = _onchip_edits(src, preprocessed, in_function)
+    edits += _asm_edits(src, preprocessed, in_function)
     host_functions = []
     kernel_names: list[str] = []
     seen: dict[str, int] = {}

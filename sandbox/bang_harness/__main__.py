@@ -1,4 +1,5 @@
-"""Command line: `python -m bang_harness build --backend emu|mlu`, `run`, `build-programs`, `run-programs`."""
+"""Command line: `python -m bang_harness build --backend emu|mlu`, `run` (one job, or rounds: session.py),
+`build-programs`, `run-programs`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import sys
 
 from .paths import HarnessPaths
+from .protocol import JOB_FILE, ROUNDS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     worker = commands.add_parser("worker", help=argparse.SUPPRESS)  # started by `run`, one per crash
     worker.add_argument("--first-call", type=int, default=0)
     worker.add_argument("--control-fd", type=int, default=None)
+    server = commands.add_parser("forkserver", help=argparse.SUPPRESS)  # started by the keeper (rounds)
+    server.add_argument("--requests-fd", type=int, required=True)
+    server.add_argument("--replies-fd", type=int, required=True)
     args = parser.parse_args(argv)
 
     paths = HarnessPaths.from_env()
@@ -32,9 +37,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return (build_programs if args.command == "build-programs" else run_programs)(paths)
     if args.command == "run":
+        if (paths.io / ROUNDS_DIR).is_dir() and not (paths.io / JOB_FILE).exists():
+            from .session import run_session  # the host writes the rounds one by one
+
+            return run_session(paths)
         from .run import run_job
 
         return run_job(paths)
+    if args.command == "forkserver":
+        from .forkserver import serve
+
+        return serve(args.requests_fd, args.replies_fd)
     from .worker import run_worker
 
     return run_worker(paths, args.first_call, args.control_fd)

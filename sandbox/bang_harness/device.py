@@ -119,12 +119,13 @@ class DeviceSession:
     def timed(self, fn: Callable[[], Any], trace: Path) -> tuple[Any, float, TraceWindow]:
         """Run fn between the driver's notifiers; returns its value, the device time in µs and the trace.
 
-        Where CNPAPI reports kernels (a card with libcnpapi), their records are appended to the call's trace
-        file: on the mlu backend nothing else writes it."""
+        On the mlu backend the driver's record of the invocation (protocol.KernelWindow: notifier time and
+        CNPAPI's kernels) is appended to the call's trace file, which nothing else writes there; the host
+        judges kernel use and time from it (grader.checks.kernel_use)."""
         offset = trace_size(trace)
-        value, timing = self._measure(fn)
+        value, timing = self._measure(fn, trace.name)
         window = TraceWindow.read(trace, offset)
-        if timing.kernels:
-            with trace.open("a", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(k.as_json()) + "\n" for k in timing.kernels)
+        if timing.window is not None:
+            with trace.open("ab") as fh:
+                fh.write(timing.window.to_line())
         return value, timing.device_us, window

@@ -37,17 +37,28 @@ class Job:
     extension: str
     calls: list[Call]
     call_timeout_seconds: float | None = None  # optional: kill and record a call that runs longer
+    trace_key: bool = False  # rounds (bang_harness.session): hand the round's trace key to the workers
 
     @classmethod
     def load(cls, path: Path) -> Job:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls.parse(path.read_bytes())
+        except OSError as exc:
+            raise JobError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+        except JobError as exc:
+            raise JobError(f"{path}: {exc}") from exc
+
+    @classmethod
+    def parse(cls, text: bytes) -> Job:
+        try:
+            data = json.loads(text.decode("utf-8"))
             calls = [_call(c) for c in data["calls"]]
             job = cls(backend=str(data.get("backend", "emu")), device=data.get("device"),
                       module=str(data.get("module", "ops")), extension=str(data.get("extension", "my_ops_ext")),
-                      calls=calls, call_timeout_seconds=data.get("call_timeout_seconds"))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise JobError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+                      calls=calls, call_timeout_seconds=data.get("call_timeout_seconds"),
+                      trace_key=data.get("trace_key") is True)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise JobError(f"cannot read the job: {type(exc).__name__}: {exc}") from exc
         if len({c.id for c in calls}) != len(calls):
             raise JobError("call ids in job.json are not unique")
         return job

@@ -25,6 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .protocol import KERNEL_NAME_MAX_CHARS, WINDOW_MAX_KERNELS, KernelRecord, KernelWindow
+
+__all__ = ["CnpapiKernels", "DriverError", "KernelRecord", "NotifierDriver", "Timing", "emulator_driver",
+           "load_cnpapi", "mlu_driver", "neuware_library"]
+
 CNRT_SUCCESS = 0
 # cnpapi_types.h / cnpapi_activity_api.h (Cambricon CNPAPI, Apache-2.0 headers)
 CNPAPI_SUCCESS = 0
@@ -37,27 +42,12 @@ class DriverError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class KernelRecord:
-    """One kernel as CNPAPI's activity API saw it on the device (timestamps in ns)."""
-
-    name: str
-    start_ns: int
-    end_ns: int
-    queue_id: int
-
-    @property
-    def duration_us(self) -> float:
-        return max(0, self.end_ns - self.start_ns) / 1000.0
-
-    def as_json(self) -> dict[str, Any]:
-        return {"record": "kernel", "source": "cnpapi", "kernel": self.name, "device_time_us": self.duration_us,
-                "start_ns": self.start_ns, "end_ns": self.end_ns, "queue_id": self.queue_id}
-
-
-@dataclass(frozen=True)
 class Timing:
     device_us: float  # cnrtNotifierDuration between the driver's two notifiers (hardware or modelled µs)
     kernels: tuple[KernelRecord, ...] | None  # None: no CNPAPI in this process
+    # mlu: what the host reads back for this invocation (protocol.KernelWindow); emu: None, the signed launch
+    # trace is the per-kernel record there.
+    window: KernelWindow | None = None
 
 
 class _KernelActivity(ctypes.Structure):
@@ -136,7 +126,7 @@ class CnpapiKernels:
                 if ctypes.c_int.from_address(record.value).value != CNPAPI_ACTIVITY_TYPE_KERNEL:
                     continue
                 kernel = _KernelActivity.from_address(record.value)
-                name = kernel.name.decode(errors="replace") if kernel.name else "?"
+                name = kernel.name[:KERNEL_NAME_MAX_CHARS].decode(errors="replace") if kernel.name else "?"
                 kernels.append(KernelRecord(name, int(kernel.start), int(kernel.end), int(kernel.queue_id)))
         return tuple(kernels)
 
@@ -145,9 +135,11 @@ class NotifierDriver:
     """Times one callable with two CNRT notifiers placed on a queue captured at bind time."""
 
     __slots__ = ("_place", "_sync", "_duration", "_error_text", "_start", "_end", "_queue", "_us", "_us_ref",
-                 "_kernels", "_timing")
+                 "_kernels", "_timing", "_window", "_windows", "_call", "_invocations")
 
-    def __init__(self, cnrt: ctypes.CDLL, queue: int | None, cnpapi: CnpapiKernels | None = None) -> None:
+    def __init__(self, cnrt: ctypes.CDLL, queue: int | None, cnpapi: CnpapiKernels | None = None,
+                 windows: bool = False) -> None:
+        """`windows`: give each Timing the KernelWindow the host reads back (the mlu backend)."""
         create = _bind(cnrt, "cnrtNotifierCreate", [ctypes.POINTER(ctypes.c_void_p)])
         self._place = _bind(cnrt, "cnrtPlaceNotifier", [ctypes.c_void_p, ctypes.c_void_p])
         self._sync = _bind(cnrt, "cnrtQueueSync", [ctypes.c_void_p])
@@ -162,14 +154,21 @@ class NotifierDriver:
         self._us_ref = ctypes.pointer(self._us)
         self._kernels = cnpapi
         self._timing = Timing  # held, not looked up in this module per call (its globals can be reassigned)
+        self._window = KernelWindow
+        self._windows = windows
+        self._call = ""
+        self._invocations = 0  # of the current call: windows are numbered 0, 1, 2 ... per call
 
     def _check(self, status: int, call: str) -> None:
         if status != CNRT_SUCCESS:
             reason = self._error_text(status)
             raise DriverError(f"{call} failed: {reason.decode(errors='replace') if reason else status}")
 
-    def measure(self, fn: Callable[[], Any]) -> tuple[Any, Timing]:
-        """fn's value and its device time: notifier, fn(), notifier, queue sync, cnrtNotifierDuration."""
+    def measure(self, fn: Callable[[], Any], call: str = "") -> tuple[Any, Timing]:
+        """fn's value and its device time: notifier, fn(), notifier, queue sync, cnrtNotifierDuration.
+        `call` names the call the invocation belongs to (a new name starts its windows at invocation 0)."""
+        if call != self._call:
+            self._call, self._invocations = call, 0
         if self._kernels is not None:
             self._kernels.collect()  # records of earlier work are not this call's
         self._check(self._place(self._start, self._queue), "cnrtPlaceNotifier")
@@ -178,7 +177,14 @@ class NotifierDriver:
         self._check(self._sync(self._queue), "cnrtQueueSync")
         self._check(self._duration(self._start, self._end, self._us_ref), "cnrtNotifierDuration")
         kernels = self._kernels.collect() if self._kernels is not None else None
-        return value, self._timing(float(self._us.value), kernels)
+        device_us = float(self._us.value)
+        window = None
+        if self._windows:
+            listed = kernels[:WINDOW_MAX_KERNELS] if kernels is not None else None
+            dropped = len(kernels) - len(listed) if kernels is not None and listed is not None else 0
+            window = self._window(self._invocations, device_us, listed, dropped)
+        self._invocations += 1
+        return value, self._timing(device_us, kernels, window)
 
 
 def neuware_library(name: str) -> Path | str | None:
@@ -206,7 +212,7 @@ def mlu_driver(queue: int) -> tuple[NotifierDriver, str]:
     if path is None:
         raise DriverError("libcnrt.so not found (set NEUWARE_HOME)")
     cnpapi, note = load_cnpapi()
-    return NotifierDriver(ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL), queue, cnpapi), note
+    return NotifierDriver(ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL), queue, cnpapi, windows=True), note
 
 
 def emulator_driver(runtime: ctypes.CDLL) -> tuple[NotifierDriver, str]:

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, BinaryIO
 
 KEY_BYTES = 32
 KEY_FILE = "trace.key"  # under /io: written by the host, read and unlinked by the supervisor
@@ -39,6 +44,7 @@ class ErrorKind(StrEnum):
 class RecordKind(StrEnum):
     LAUNCH = "launch"
     OUTPUT = "output"
+    WINDOW = "window"  # mlu backend: one invocation as the grader's timing driver saw it (KernelWindow)
 
 
 class ExitCode:
@@ -47,7 +53,26 @@ class ExitCode:
     OK = 0
     BUILD_FAILED = 1
     JOB_UNREADABLE = 2  # job.json or the trace key missing/malformed: a host bug
+    ROUND_LOST = 3  # rounds: the fork server died, or a round's processes outlived the keeper's sweep
     FRESH_WORKER = 75  # worker -> supervisor: the remaining calls need a new worker
+
+
+def trace_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """The lines of an untrusted trace file within the caps: (number, line without its newline, None) each; the
+    first line that breaks a cap or is cut short ends it as (number, None, what is wrong)."""
+    for number in range(1, TRACE_MAX_RECORDS + 2):
+        line = stream.readline(TRACE_MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        problem = None
+        if number > TRACE_MAX_RECORDS:
+            problem = f"more than {TRACE_MAX_RECORDS} records (the cap)"
+        elif not line.endswith(b"\n"):
+            problem = (f"longer than {TRACE_MAX_LINE_BYTES} bytes" if len(line) > TRACE_MAX_LINE_BYTES
+                       else "cut short (no newline at its end)")
+        yield (number, None, problem) if problem else (number, line[:-1], None)
+        if problem:
+            return
 
 
 def call_key(master: bytes, call_id: str) -> bytes:
@@ -58,6 +83,33 @@ def call_key(master: bytes, call_id: str) -> bytes:
 def program_key(master: bytes, program: str) -> bytes:
     """The master key of one standalone program's run (bang_harness.programs): its records verify nowhere else."""
     return hmac.new(master, b"program:" + program.encode("utf-8"), hashlib.sha256).digest()
+
+
+# -- rounds: one run-phase sandbox for all of a submission's rounds (bang_harness.session) -------------------
+# /io/rounds/<n>/ holds round n: job.mac + job.json (+ inputs/) written by the host, outputs/ by the sandbox,
+# and outputs/round.done by the keeper once every process of the round is gone. The key file holds the
+# sandbox's master key, which only the keeper (a process that never runs student code) ever holds.
+ROUNDS_DIR = "rounds"
+JOB_FILE = "job.json"
+JOB_MAC_FILE = "job.mac"
+DONE_FILE = "round.done"
+ROUND_WAIT_SECONDS = 900.0  # the keeper exits when the host writes no next round for this long
+
+
+def round_key(master: bytes, index: int) -> bytes:
+    """Round n's trace key: what its workers sign with. It tells nothing about the master or another round's."""
+    return hmac.new(master, b"bang-round:%d" % index, hashlib.sha256).digest()
+
+
+def job_mac(master: bytes, index: int, job: bytes) -> str:
+    """The host's MAC over round n's job.json: the keeper runs no job it cannot verify."""
+    return hmac.new(master, b"bang-job:%d\0" % index + job, hashlib.sha256).hexdigest()
+
+
+def done_mark(master: bytes, index: int) -> str:
+    """The content of round n's done file: only the keeper can write it, so the host knows the round is over
+    and no process of the sandbox other than the keeper and its torch-loaded fork server is alive."""
+    return hmac.new(master, b"bang-round-done:%d" % index, hashlib.sha256).hexdigest()
 
 
 def sign_line(key: bytes, payload: bytes) -> bytes:
@@ -80,3 +132,93 @@ def verify_line(key: bytes, line: bytes) -> bytes | None:
     mac, payload = parts
     expected = hmac.new(key, payload, hashlib.sha256).hexdigest().encode("ascii")
     return payload if hmac.compare_digest(mac, expected) else None
+
+
+# -- the timing driver's records on the mlu backend ----------------------------------------------------------
+# bang_harness.mlu_driver appends one unsigned `window` line per invocation to the call's trace file: the
+# notifier time around it and the kernels CNPAPI saw during it. Unsigned because the driver shares the
+# student's process (any key would too): the host treats every field as a claim and checks it
+# (grader.checks.kernel_use), under the TRACE_MAX_* caps above.
+WINDOW_MAX_KERNELS = 256  # kernels listed per invocation; more are counted in `dropped`
+KERNEL_NAME_MAX_CHARS = 512
+_NS_MAX = (1 << 63) - 1
+
+
+def _count(data: dict[str, Any], key: str, limit: int) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ValueError(f"{key} is {str(value)[:40]!r}, not an integer in [0, {limit}]")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One kernel as CNPAPI's activity API saw it on the device (timestamps in ns)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    queue_id: int
+
+    @property
+    def duration_us(self) -> float:
+        return max(0, self.end_ns - self.start_ns) / 1000.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.name[:KERNEL_NAME_MAX_CHARS], "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "queue_id": self.queue_id}
+
+    @classmethod
+    def from_json(cls, data: Any) -> KernelRecord:
+        """ValueError saying what is wrong when `data` is not a bounded, well-formed record."""
+        if not isinstance(data, dict):
+            raise ValueError("a kernel record is not a JSON object")
+        name = data.get("kernel")
+        if not isinstance(name, str) or not 0 < len(name) <= KERNEL_NAME_MAX_CHARS:
+            raise ValueError(f"kernel name {str(name)[:60]!r} is not a string of 1-{KERNEL_NAME_MAX_CHARS} chars")
+        start, end = _count(data, "start_ns", _NS_MAX), _count(data, "end_ns", _NS_MAX)
+        if end < start:
+            raise ValueError(f"kernel {name[:80]!r} ends ({end} ns) before it starts ({start} ns)")
+        return cls(name, start, end, _count(data, "queue_id", _NS_MAX))
+
+
+@dataclass(frozen=True)
+class KernelWindow:
+    """One invocation of a call, bracketed by the driver's two CNRT notifiers."""
+
+    invocation: int  # 0, 1, 2 ... within the call: the checked invocation, warm-ups, then timed ones
+    device_us: float  # cnrtNotifierDuration between the notifiers
+    kernels: tuple[KernelRecord, ...] | None  # CNPAPI's records during it; None: no CNPAPI in the process
+    dropped: int = 0  # records beyond WINDOW_MAX_KERNELS, counted but not listed
+
+    def to_line(self) -> bytes:
+        listed = None if self.kernels is None else self.kernels[:WINDOW_MAX_KERNELS]
+        dropped = self.dropped + (len(self.kernels) - len(listed) if listed is not None and self.kernels else 0)
+        payload = {"record": RecordKind.WINDOW.value, "invocation": self.invocation, "device_us": self.device_us,
+                   "cnpapi": listed is not None, "kernels": [k.to_json() for k in listed or ()], "dropped": dropped}
+        return json.dumps(payload, allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+    @classmethod
+    def from_line(cls, line: bytes) -> KernelWindow:
+        """ValueError saying what is wrong when the line (without its newline) is not a well-formed window."""
+        try:
+            data = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"not plain JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
+        if not isinstance(data, dict) or data.get("record") != RecordKind.WINDOW:
+            raise ValueError("not a window record")
+        device_us = data.get("device_us")
+        if isinstance(device_us, bool) or not isinstance(device_us, int | float) or not math.isfinite(device_us) \
+                or device_us < 0:
+            raise ValueError(f"device_us {str(device_us)[:40]!r} is not a finite time >= 0")
+        cnpapi, kernels = data.get("cnpapi"), data.get("kernels")
+        if not isinstance(cnpapi, bool) or not isinstance(kernels, list) or len(kernels) > WINDOW_MAX_KERNELS:
+            raise ValueError(f"cnpapi must be true or false and kernels a list of at most {WINDOW_MAX_KERNELS}")
+        if kernels and not cnpapi:
+            raise ValueError("kernel records without CNPAPI")
+        records = tuple(KernelRecord.from_json(k) for k in kernels) if cnpapi else None
+        return cls(_count(data, "invocation", _NS_MAX), float(device_us), records, _count(data, "dropped", _NS_MAX))

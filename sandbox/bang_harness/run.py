@@ -5,9 +5,11 @@ The supervisor also holds the run phase's trace key (DESIGN.md, "Threat model"):
 pipe whose read end's fd number is in BANG_EMU_KEY_FD; the emulator runtime reads it when the worker loads it.
 
 Student code can kill the process it runs in (a segfault in a kernel, abort(), os._exit). The supervisor never
-imports torch or student code; it starts a worker, follows which call it is in through a control pipe, and when
-the worker dies records that call as a crash (with the worker's last stderr) and starts a fresh worker at the
-next call. A call past the job's optional per-call limit is killed and recorded the same way.
+runs student code; it starts a worker, follows which call it is in through a control pipe, and when the worker
+dies records that call as a crash (with the worker's last stderr) and starts a fresh worker at the next call.
+A call past the job's optional per-call limit is killed and recorded the same way. Here (`run` with one
+/io/job.json) workers are fresh interpreters and the supervisor never imports torch; for rounds
+(bang_harness.session) the same supervisor runs in the fork server and forks its workers from there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import IO, Protocol
 
 from .control import FRESH_WORKER_EXIT, parse_event
 from .job import CallResult, Job, JobError, result_path, write_result
@@ -118,13 +122,43 @@ def key_pipe(key: bytes) -> int:
     return read_end
 
 
+class WorkerProcess(Protocol):
+    """A started worker as the supervisor follows it (subprocess.Popen is one; forkserver.ForkedWorker another)."""
+
+    stderr: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self) -> int: ...
+
+
+# (index of the first call, control pipe's write end, key pipe's read end or None) -> the running worker.
+# The caller closes both fds in its own process once this returns.
+StartWorker = Callable[[int, int, int | None], WorkerProcess]
+
+
+def worker_env(job: Job, key_fd: int | None) -> dict[str, str]:
+    """The variables a worker is started with on top of the supervisor's own (KEY_FD_ENV removed first)."""
+    env = {}
+    # The device profile is fixed when the worker loads the runtime, from this value only.
+    if job.backend == "emu" and job.device:
+        env["BANG_EMU_DEVICE"] = job.device
+    if key_fd is not None:
+        env[KEY_FD_ENV] = str(key_fd)
+    return env
+
+
 class Supervisor:
-    def __init__(self, paths: HarnessPaths, job: Job, key: bytes | None = None) -> None:
+    def __init__(self, paths: HarnessPaths, job: Job, key: bytes | None = None,
+                 start_worker: StartWorker | None = None) -> None:
         self.paths = paths
         self.job = job
         self._key = key
         self.ids = [c.id for c in job.calls]
         self._stderr_forwarded = 0
+        self._start_worker = start_worker or self._exec_worker
 
     def run(self) -> int:
         self.paths.outputs.mkdir(parents=True, exist_ok=True)
@@ -163,25 +197,28 @@ class Supervisor:
         if not result_path(self.paths.outputs, call_id).exists():
             write_result(self.paths.outputs, call_id, result)
 
-    def _run_worker(self, first_index: int) -> WorkerReport:
-        control_read, control_write = os.pipe()
+    def _exec_worker(self, first_index: int, control_write: int, key_read: int | None) -> WorkerProcess:
+        """A fresh interpreter: `python -m bang_harness worker` (imports torch itself)."""
         argv = [sys.executable, "-m", "bang_harness", "worker", "--first-call", str(first_index),
                 "--control-fd", str(control_write)]
         env = dict(os.environ)
         env.pop(KEY_FD_ENV, None)
-        # The device profile is fixed when the worker loads the runtime, from this value only.
-        if self.job.backend == "emu" and self.job.device:
-            env["BANG_EMU_DEVICE"] = self.job.device
-        fds = [control_write]
-        if self._key is not None:
-            key_read = key_pipe(self._key)
-            fds.append(key_read)
-            env[KEY_FD_ENV] = str(key_read)
+        env.update(worker_env(self.job, key_read))
+        fds = (control_write,) if key_read is None else (control_write, key_read)
+        return subprocess.Popen(argv, stderr=subprocess.PIPE, pass_fds=fds, env=env)
+
+    def _run_worker(self, first_index: int) -> WorkerReport:
+        control_read, control_write = os.pipe()
+        key_read = key_pipe(self._key) if self._key is not None else None
         try:
-            proc = subprocess.Popen(argv, stderr=subprocess.PIPE, pass_fds=tuple(fds), env=env)
+            proc = self._start_worker(first_index, control_write, key_read)
+        except BaseException:
+            os.close(control_read)
+            raise
         finally:
-            for fd in fds:
-                os.close(fd)
+            os.close(control_write)
+            if key_read is not None:
+                os.close(key_read)
         report = WorkerReport()
         tail = StderrTail()
         pending = b""
@@ -200,7 +237,7 @@ class Supervisor:
                 if not events and proc.poll() is not None:
                     exited_at = exited_at or time.monotonic()
                     if time.monotonic() - exited_at > EXIT_GRACE_SECONDS:
-                        break  # a grandchild holds the pipes open; the runner's group kill cleans it up
+                        break  # a grandchild holds the pipes open; the runner's kill (or the keeper's sweep) ends it
                 for key, _ in events:
                     chunk = os.read(key.fileobj.fileno(), 65536)
                     if not chunk:
@@ -219,6 +256,7 @@ class Supervisor:
                             elif report.current is None:
                                 deadline = None
         report.returncode = proc.wait()
+        proc.stderr.close()  # a fork server runs many workers: no descriptor may leak from one to the next
         report.stderr_tail = tail.value()
         return report
 

@@ -241,8 +241,10 @@ class CallRunner:
         return result
 
 
-def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None) -> int:
-    job = Job.load(paths.io / "job.json")
+def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None, job: Job | None = None) -> int:
+    """Runs the job's calls from `first_call` on; `job` is given when forked from the fork server (the keeper
+    verified it), else read from /io/job.json."""
+    job = job or Job.load(paths.io / "job.json")
     control = ControlChannel(control_fd)
     calls = job.calls[first_call:]
     paths.outputs.mkdir(parents=True, exist_ok=True)

@@ -165,3 +165,19 @@ def test_sigkill_midway_then_resume_with_quick_grading(tmp_path, quick_env):
     graded = [json.loads(line)["submission"] for line in quick_env.read_text().splitlines()]
     assert sorted(set(graded)) == [f"s{i}" for i in range(6)]
     assert len(graded) <= 7  # at most the one in flight at the kill was graded twice
+
+
+def test_the_batch_language_reaches_workers_results_and_summary(tmp_path, quick_env):
+    """--lang zh: the worker grades in Chinese (here its own failure message), the summary is Chinese, and a
+    rerun in English regrades instead of keeping the Chinese texts."""
+    subs = make_class(tmp_path / "class", {"ann": 10, "ben": 4})
+    out = tmp_path / "out"
+    zh = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:explode", lang="zh")
+    stored = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    assert [r["lang"] for r in stored] == ["zh", "zh"], stored
+    assert all(r["message"].startswith("评分程序自身出错") for r in stored)
+    lines = "\n".join(zh.lines())
+    assert "共 2 名学生" in lines and "评测系统内部错误 2" in lines, lines
+    en = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:explode", lang="en")
+    assert (en.graded, en.skipped) == (2, 0)
+    assert "2 students; graded 2 now" in "\n".join(en.lines())

@@ -33,6 +33,7 @@ from grader.batch.similarity import (
     read_sources,
     similarity_csv,
 )
+from tests.batch.handout import hollow_kernels
 
 REPO = Path(__file__).resolve().parents[2]
 REF = REPO / "reference_kernels"
@@ -59,23 +60,6 @@ SIGMOID_PIPELINE_RENAMES = {
 
 
 # ------------------------------------------------------------------------------------------ the class
-
-
-def hollow_kernels(text: str) -> str:
-    """The handout's version of a .mlu: every __mlu_global__ kernel body replaced by a TODO."""
-    out, i = [], 0
-    for m in re.finditer(r"__mlu_global__[^{;]*\{", text):
-        if m.start() < i:
-            continue
-        out.append(text[i : m.end()])
-        depth, j = 1, m.end()
-        while depth:
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
-        out.append("\n  // TODO: write the kernel\n}")
-        i = j
-    out.append(text[i:])
-    return "".join(out)
 
 
 def make_handout(dest: Path) -> Path:

@@ -358,3 +358,44 @@ def test_mlu270_invoke_kernel_v2_v3_with_an_extern_c_host_file(tmp_path):
     assert out.stdout.split() == ["15.5", "1", "1"], out.stdout + out.stderr  # 5 * 3 + 0.5
     assert "parameter 3 of kernel scale_kernel is 4 bytes but cnrtKernelParamsBufferAddParam gave 2" in out.stderr
     assert "is not a kernel of a .mlu file built by cncc-emu" in out.stderr
+
+
+ASM_KERNEL = """#include <bang.h>
+__mlu_func__ void unused_helper(int *x) {  // never called: real cncc would assemble it, we never emit it
+  __asm__ volatile("findlast1.gpr.b32 %[dst], %[src];\\n\\t" : [dst] "+&r"(*x) : [src] "r"(*x));
+}
+__mlu_global__ void k(float *out) {
+  __nram__ float buf[64];
+  __memcpy_async(buf, out, 256, GDRAM2NRAM);
+  __asm__ volatile("sync;\\n\\t");
+  buf[0] += 1;  // after the barrier: no async hazard
+  asm volatile("sync;");
+  __memcpy(out, buf, 256, NRAM2GDRAM);
+}
+int main() {
+  float *d; cnrtMalloc((void **)&d, 256); cnrtMemset(d, 0, 256); cnrtQueue_t q; cnrtQueueCreate(&q);
+  k<<<cnrtDim3_t{1, 1, 1}, cnrtFuncTypeBlock, q>>>(d);
+  float h[64]; cnrtMemcpy(h, d, 256, cnrtMemcpyDevToHost);
+  printf("%g\\n", h[0]);
+  return cnrtQueueSync(q) == cnrtSuccess ? 0 : 7;
+}
+"""
+
+
+def test_inline_asm_sync_is_the_barrier(build, tmp_path):
+    src = tmp_path / "asm_sync.mlu"
+    src.write_text(ASM_KERNEL)
+    proc = run(build(src))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1" and "async-hazard" not in proc.stderr
+
+
+def test_other_inline_asm_is_a_compile_error_at_its_line(tmp_path):
+    src = tmp_path / "asm_other.mlu"
+    src.write_text("#include <bang.h>\n__mlu_global__ void k(float *out) {\n  int x = 3;\n"
+                   '  __asm__ volatile("findlast1.gpr.b32 %[dst], %[src];\\n\\t" : [dst] "+&r"(x) : [src] "r"(x));\n'
+                   "  out[0] = x;\n}\n")
+    proc = cncc("-c", src, "-o", tmp_path / "asm_other.o")
+    assert proc.returncode != 0
+    assert "asm_other.mlu:4:" in proc.stderr
+    assert "inline assembly is not supported by the emulator: 'findlast1.gpr.b32" in proc.stderr

@@ -163,6 +163,8 @@ typedef void (*done_t)(uint64_t *, size_t, size_t);
 typedef struct { int type; uint64_t correlation_id, start, end, received, queued, submitted, device_id;
                  const char *name; uint64_t queue_id, runtime_correlation_id, kernel_type; } kernel_t;
 static req_t req; static done_t done; static int enabled, launches;
+static const char *kernel_name = "sig_kernel";
+void standin_name(const char *name) { kernel_name = name; }
 int cnpapiInit(void) { return 0; }
 int cnpapiActivityRegisterCallbacks(req_t r, done_t d) { req = r; done = d; return 0; }
 int cnpapiActivityEnable(int type) { enabled = type == 1; return 0; }
@@ -174,7 +176,7 @@ int cnpapiActivityFlushAll(void) {
   size_t used = 0;
   for (int i = 0; i < launches && used + sizeof(kernel_t) <= size; ++i) {
     kernel_t k; memset(&k, 0, sizeof k);
-    k.type = 1; k.start = 1000 * (i + 1); k.end = k.start + 2500; k.name = "sig_kernel"; k.queue_id = 3;
+    k.type = 1; k.start = 1000 * (i + 1); k.end = k.start + 2500; k.name = kernel_name; k.queue_id = 3;
     memcpy((char *)buf + used, &k, sizeof k); used += sizeof k;
   }
   launches = 0;
@@ -190,12 +192,16 @@ int cnpapiActivityGetNextRecord(void *buffer, size_t valid, void **record) {
 """
 
 
-def test_cnpapi_kernel_records_are_read_through_the_documented_activity_api(tmp_path):
-    source = tmp_path / "cnpapi_standin.c"
+def build_cnpapi_standin(folder: Path) -> Path:
+    source = folder / "cnpapi_standin.c"
     source.write_text(CNPAPI_STANDIN)
-    library = tmp_path / "libcnpapi_standin.so"
+    library = folder / "libcnpapi_standin.so"
     subprocess.run(["gcc", "-shared", "-fPIC", str(source), "-o", str(library)], check=True)
-    standin = ctypes.CDLL(str(library))
+    return library
+
+
+def test_cnpapi_kernel_records_are_read_through_the_documented_activity_api(tmp_path):
+    standin = ctypes.CDLL(str(build_cnpapi_standin(tmp_path)))
     kernels = CnpapiKernels(standin)
     assert kernels.collect() == ()
     standin.standin_launch()
@@ -203,7 +209,7 @@ def test_cnpapi_kernel_records_are_read_through_the_documented_activity_api(tmp_
     records = kernels.collect()
     assert [(r.name, r.start_ns, r.end_ns, r.queue_id) for r in records] == [
         ("sig_kernel", 1000, 3500, 3), ("sig_kernel", 2000, 4500, 3)]
-    assert records[0].duration_us == 2.5 and records[0].as_json()["source"] == "cnpapi"
+    assert records[0].duration_us == 2.5 and records[0].to_json()["kernel"] == "sig_kernel"
     assert kernels.collect() == ()  # each record is reported once
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.orchestration.options import GradeOptions
-from grader.programs.grade import grade_programs
+from grader.orchestration.programs import grade_programs
 from grader.results import Verdict
 
 MIRROR = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror")) / "kolp323+Cambricon-MLU-Kernel-Labs" / "repo"

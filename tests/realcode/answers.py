@@ -80,6 +80,21 @@ _FLOAT_ONLY = (
     "are read as floats: the half group must fail (a read past the end of the half tensor), and only it."
 )
 
+# The exp_5_1 lab answers (vector technique, float only) all score like this.
+_VECTOR_FP32 = Expect("runtime_error", FP32_GROUPS, frozenset({"half"}), frozenset({"vector"}), (70, 70))
+
+# ... and those that copy far past their tensors from 12 elements up (`nram_limit = 12`) like this.
+_TINY_ONLY = Expect("runtime_error", frozenset({"tiny"}), frozenset({"aligned", "tail", "saturation", "half", "large"}),
+                    frozenset(), (10, 10))
+
+
+def _lab_answer(key: str, repo: str, root: str, *, reading: str, expect: Expect, op: str = "active_sigmoid_mlu",
+                commit: str | None = None) -> Answer:
+    """An AICS exp_5_1 answer: the lab template's files, its pybind11 binding."""
+    return Answer(key=key, repo=repo, root=root, files=dict(_LAB_FILES), adapter="exp_5_1_pybind", op=op,
+                  reading=reading, expect=expect, commit=commit)
+
+
 ANSWERS: list[Answer] = [
     Answer(
         key="cambricon-example",
@@ -101,42 +116,27 @@ ANSWERS: list[Answer] = [
             "fp32 size. " + _FLOAT_ONLY + " One task, so multicore and pipeline cannot pass; the vector stage "
             "is exactly the technique it claims and must keep its points."
         ),
-        expect=Expect("runtime_error", FP32_GROUPS, frozenset({"half"}), frozenset({"vector"}), (70, 70)),
+        expect=_VECTOR_FP32,
     ),
-    Answer(
-        key="kolp323",
-        repo="kolp323/Cambricon-MLU-Kernel-Labs",
-        root="custom_pytorch_mlu_op",
-        files=dict(_LAB_FILES),
-        adapter="exp_5_1_pybind",
-        op="active_sigmoid_mlu",
+    _lab_answer(
+        "kolp323", "kolp323/Cambricon-MLU-Kernel-Labs", "custom_pytorch_mlu_op",
         reading=(
             "The lab template completed with __bang_active_sigmoid, one task, torch_mlu 2.x headers "
             "(framework/core/..., bang_device_functions_decls.h). Correct for every fp32 size. " + _FLOAT_ONLY
             + " Vector stage: yes; multicore/pipeline: one task, no."
         ),
-        expect=Expect("runtime_error", FP32_GROUPS, frozenset({"half"}), frozenset({"vector"}), (70, 70)),
+        expect=_VECTOR_FP32,
     ),
-    Answer(
-        key="henryli2002",
-        repo="henryli2002/Intelligent-Computing-Systems-labs",
-        root="exp_5_1_custom_pytorch_mlu_op",
-        files=dict(_LAB_FILES),
-        adapter="exp_5_1_pybind",
-        op="active_sigmoid_mlu",
+    _lab_answer(
+        "henryli2002", "henryli2002/Intelligent-Computing-Systems-labs", "exp_5_1_custom_pytorch_mlu_op",
         reading=(
             "The 2023 lab (aten/cnnl/... headers, cnnlMalloc()) completed with __bang_active_sigmoid, one task. "
             "Correct for every fp32 size. " + _FLOAT_ONLY + " Vector stage: yes; multicore/pipeline: no."
         ),
-        expect=Expect("runtime_error", FP32_GROUPS, frozenset({"half"}), frozenset({"vector"}), (70, 70)),
+        expect=_VECTOR_FP32,
     ),
-    Answer(
-        key="geotle77",
-        repo="geotle77/UCAS_AICS",
-        root="Chapter5/exp5_1/exp_5_1_custom_pytorch_mlu_op",
-        files=dict(_LAB_FILES),
-        adapter="exp_5_1_pybind",
-        op="active_sigmoid",
+    _lab_answer(
+        "geotle77", "geotle77/UCAS_AICS", "Chapter5/exp5_1/exp_5_1_custom_pytorch_mlu_op", op="active_sigmoid",
         reading=(
             "The 2023 lab with __bang_active_sigmoid, one task; the remainder calls the builtin on `rem` "
             "elements, not CEIL_ALIGN(rem, 64). The emulator accepts any positive count, so it is correct for every "
@@ -144,15 +144,10 @@ ANSWERS: list[Answer] = [
             "document (if it does, the tail cases should fail and this row is wrong). " + _FLOAT_ONLY + " Registers the op as `active_sigmoid`. Vector stage: yes; multicore/"
             "pipeline: no."
         ),
-        expect=Expect("runtime_error", FP32_GROUPS, frozenset({"half"}), frozenset({"vector"}), (70, 70)),
+        expect=_VECTOR_FP32,
     ),
-    Answer(
-        key="yuichi1001",
-        repo="Yuichi1001/2024-AICS-EXP",
-        root="实验答案/实验七/exp_5_1_custom_pytorch_mlu_op",
-        files=dict(_LAB_FILES),
-        adapter="exp_5_1_pybind",
-        op="active_sigmoid_mlu",
+    _lab_answer(
+        "yuichi1001", "Yuichi1001/2024-AICS-EXP", "实验答案/实验七/exp_5_1_custom_pytorch_mlu_op",
         reading=(
             "The 2024 lab (CATCH aten/operators/bang headers) with a scalar `1 / (1 + exp(-x))` loop over NRAM "
             "instead of the builtin, one task. Correct for every fp32 size (the loop also runs over the "
@@ -161,41 +156,26 @@ ANSWERS: list[Answer] = [
         ),
         expect=Expect("runtime_error", FP32_GROUPS, frozenset({"half"}), frozenset(), (60, 60)),
     ),
-    Answer(
-        key="yelloworange10",
-        repo="yelloworange10/Intelligent-Computing-System-Experiment",
-        root="chapter5/exp_5_1_custom_pytorch_mlu_op",
-        files=dict(_LAB_FILES),
-        adapter="exp_5_1_pybind",
-        op="active_sigmoid_mlu",
+    _lab_answer(
+        "yelloworange10", "yelloworange10/Intelligent-Computing-System-Experiment",
+        "chapter5/exp_5_1_custom_pytorch_mlu_op",
         reading=(
             "Tuned to the lab's 3x4 test: `nram_limit = 12` after computing it, scalar exp loop, and the full "
             "loop still copies NRAM_LIMIT_SIZE bytes (half of NRAM) per 12 elements. Any input of 12 elements "
             "or more reads and writes far past both tensors: a genuine out-of-bounds bug. Only inputs under 12 "
             "elements (tiny) are right. No stage can pass."
         ),
-        expect=Expect(
-            "runtime_error", frozenset({"tiny"}), frozenset({"aligned", "tail", "saturation", "half", "large"}),
-            frozenset(), (10, 10),
-        ),
+        expect=_TINY_ONLY,
     ),
-    Answer(
-        key="luoxukun-2023",
-        repo="LuoXukun/AI-homework",
+    _lab_answer(
+        "luoxukun-2023", "LuoXukun/AI-homework", "chapters/code_chap_5_student/code_chap_5_student_2023",
         commit="a732d1c",  # the 2023 sigmoid; a later commit removed the folder
-        root="chapters/code_chap_5_student/code_chap_5_student_2023",
-        files=dict(_LAB_FILES),
-        adapter="exp_5_1_pybind",
-        op="active_sigmoid_mlu",
         reading=(
             "The same `nram_limit = 12` scalar answer as yelloworange10 (2023 headers): reads and writes "
             "NRAM_LIMIT_SIZE bytes per 12 elements, so anything from 12 elements up is out of bounds. Only tiny "
             "is right; no stage can pass."
         ),
-        expect=Expect(
-            "runtime_error", frozenset({"tiny"}), frozenset({"aligned", "tail", "saturation", "half", "large"}),
-            frozenset(), (10, 10),
-        ),
+        expect=_TINY_ONLY,
     ),
 ]
 

@@ -8,6 +8,7 @@ machine (a self-contained report makes none, and a test page that does must not 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,11 +54,14 @@ class PageReport:
 class Chromium:
     """One headless browser process; use as a context manager."""
 
-    def __init__(self, executable: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self, executable: str | None = None, timeout: float = 30.0, env: dict[str, str] | None = None
+    ) -> None:
         self.executable = executable or find_chromium()
         if not self.executable:
             raise RuntimeError("no chromium executable found")
         self.timeout_ms = timeout * 1000
+        self.env = {**os.environ, **env} if env else None  # extra variables for the browser (e.g. fontconfig)
 
     def __enter__(self) -> Chromium:
         from playwright.sync_api import sync_playwright  # imported here: only where the tests can run
@@ -66,7 +70,8 @@ class Chromium:
         try:
             # --no-sandbox: the tests run as root here, where Chromium's own sandbox refuses to start
             self._browser = self._playwright.chromium.launch(
-                executable_path=self.executable, args=["--no-sandbox", "--disable-gpu"], timeout=self.timeout_ms
+                executable_path=self.executable, args=["--no-sandbox", "--disable-gpu"], timeout=self.timeout_ms,
+                env=self.env,
             )
         except BaseException:
             self._playwright.stop()

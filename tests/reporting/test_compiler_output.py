@@ -1,6 +1,13 @@
 from __future__ import annotations
 
-from grader.reporting.compiler_output import parse_compiler_output, submission_relative
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grader.reporting.compiler_output import parse_compiler_output, student_errors, submission_relative
 
 from . import samples
 
@@ -30,3 +37,178 @@ def test_sandbox_paths_become_submission_relative():
     assert submission_relative("/submission/mlu/a.mlu") == "mlu/a.mlu"
     assert submission_relative("./cpp/b.cpp") == "cpp/b.cpp"
     assert submission_relative("/usr/include/x.h") == "/usr/include/x.h"
+
+
+# --- the student's own errors, from the real cncc-emu ---------------------------------------------------------
+
+KERNEL = """\
+#include <bang.h>
+
+#define TILE 256
+__nram__ float buf[TILE];
+
+template <typename T>
+__mlu_global__ void sigmoid_kernel(T *y, const T *x, int n) {
+  for (int i = taskId * TILE; i < n; i += taskDim * TILE) {
+    __memcpy(buf, x + i, TILE * sizeof(T), GDRAM2NRAM);
+    // 计算每个任务的偏移
+    CALL(buf, buf, TILE);
+    __memcpy(y + i, buf, TILE * sizeof(T), NRAM2GDRAM);
+  }
+}
+
+void sigmoid(cnrtQueue_t queue, float *y, const float *x, int n) {
+  cnrtDim3_t dim = {4, 1, 1};
+  sigmoid_kernel<<<dim, CNRT_FUNC_TYPE_UNION1, queue>>>(y, x, n);
+}
+"""
+
+NOT_COPYABLE = """\
+#include <bang.h>
+
+struct Table {
+  Table() {}
+  Table(const Table &) = delete;
+};
+
+__mlu_global__ void kernel(Table t, float *out) { out[0] = 1.0f; }
+
+void launch(cnrtQueue_t queue, float *out) {
+  cnrtDim3_t dim = {1, 1, 1};
+  Table t;
+  kernel<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(t, out);
+}
+"""
+
+
+def compile_output(submission: Path, relative: str, source: str, include: str | None = None) -> str:
+    """cncc-emu's output for source saved as submission/relative, compiled from inside the submission (as the
+    harness does, so paths are submission-relative); the build must fail."""
+    from bang_emu.toolchain import compile_mlu
+
+    path = submission / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source, encoding="utf-8")
+    flags = ["-c", "-fPIC"] + (["-I", include] if include else [])
+    cwd = os.getcwd()
+    os.chdir(submission)
+    try:
+        done = compile_mlu(relative, submission / "k.o", flags)
+    finally:
+        os.chdir(cwd)
+    assert done.returncode != 0, done.stderr
+    return done.stdout + done.stderr
+
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ (cncc-emu's compiler) not installed")
+
+
+@needs_gxx
+def test_an_undeclared_call_in_a_template_kernel_is_shown_at_the_students_line(tmp_path):
+    output = compile_output(tmp_path, "mlu/sigmoid.mlu", KERNEL.replace("CALL", "compute_sigmoid"))
+    assert len(output.splitlines()) > 10  # the launch chain through the emulator's and the C++ headers
+    assert "bang_emu" in output and "type_traits" in output
+    [error] = student_errors(output, str(tmp_path))
+    assert (error.file, error.line) == ("mlu/sigmoid.mlu", 11)
+    assert "compute_sigmoid" in error.message and error.source.strip() == "compute_sigmoid(buf, buf, TILE);"
+    assert error.limitation is None and error.reported_in is None
+
+
+@needs_gxx
+def test_a_builtin_the_emulator_lacks_is_a_grader_limitation(tmp_path):
+    output = compile_output(tmp_path, "mlu/sigmoid.mlu", KERNEL.replace("CALL", "__bang_active_tanh"))
+    [error] = student_errors(output, str(tmp_path))
+    assert error.line == 11 and error.limitation == "missing_builtin" and error.builtin == "__bang_active_tanh"
+
+
+@needs_gxx
+def test_a_misspelt_builtin_is_the_students_mistake(tmp_path):
+    output = compile_output(tmp_path, "mlu/sigmoid.mlu", KERNEL.replace("CALL", "__bang_active_sigmoidd"))
+    assert "did you mean" in output
+    [error] = student_errors(output, str(tmp_path))
+    assert error.line == 11 and error.limitation is None
+
+
+@needs_gxx
+def test_an_error_inside_the_emulators_header_is_pointed_back_at_the_launch(tmp_path):
+    output = compile_output(tmp_path, "mlu/k.mlu", NOT_COPYABLE)
+    errors = student_errors(output, str(tmp_path))
+    assert all(e.reported_in == "bang_emu/device.h" and e.limitation is None for e in errors)
+    launch = next(e for e in errors if e.line == 13)
+    assert launch.file == "mlu/k.mlu" and launch.source.strip().startswith("kernel<<<")
+
+
+@needs_gxx
+def test_an_error_with_no_line_of_the_submission_is_the_emulators():
+    # the emulator's own header compiled alone with a name it declares macro-expanded away: no student file in sight
+    from bang_emu.toolchain import include_dirs
+
+    header = next(d / "bang.h" for d in include_dirs() if (d / "bang.h").is_file())
+    done = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-DLaunchArg=42", *[f"-I{d}" for d in include_dirs()],
+         "-x", "c++", str(header)],
+        capture_output=True, text=True,
+    )
+    if done.returncode == 0:
+        pytest.skip("the emulator's header compiled with LaunchArg defined away")
+    errors = student_errors(done.stderr, "/nonexistent/submission")
+    assert errors and all(e.limitation == "emulator" for e in errors)
+    assert all(e.file.startswith("bang_emu/") or e.file == "bang.h" for e in errors)
+
+
+def _public_sigmoid() -> tuple[Path, str] | None:
+    for mirror, folder in (
+        ("kolp323+Cambricon-MLU-Kernel-Labs", "custom_pytorch_mlu_op/mlu_custom_ext/mlu"),
+    ):
+        git_dir = Path("/work/.mirror") / mirror / "repo"
+        if git_dir.is_dir():
+            return git_dir, folder
+    return None
+
+
+@needs_gxx
+@pytest.mark.skipif(_public_sigmoid() is None, reason="public AICS exp_5_1 mirror not fetched (/work/.mirror)")
+def test_public_exp_5_1_sigmoid_with_a_device_code_error(tmp_path):
+    git_dir, folder = _public_sigmoid()
+
+    def show(path: str) -> str:
+        return subprocess.run(["git", f"--git-dir={git_dir}", "show", f"HEAD:{path}"], capture_output=True,
+                              text=True, check=True).stdout
+
+    listing = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", "HEAD", folder],
+                             capture_output=True, text=True, check=True).stdout.split()
+    for header in (p for p in listing if p.startswith(f"{folder}/include/")):
+        (tmp_path / "mlu" / "include").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mlu" / "include" / Path(header).name).write_text(show(header))
+    lab = show(f"{folder}/src/bang_sigmoid_sample.mlu").splitlines()
+    target = next(i for i, line in enumerate(lab) if "__bang_active_sigmoid(" in line)
+    lab[target] = lab[target].replace("__bang_active_sigmoid(", "compute_sigmoid(")  # a device-code error
+    output = compile_output(tmp_path, "mlu/src/bang_sigmoid_sample.mlu", "\n".join(lab) + "\n", "mlu/include")
+    assert len(output.splitlines()) > 10
+    [error] = student_errors(output, str(tmp_path))
+    assert (error.file, error.line) == ("mlu/src/bang_sigmoid_sample.mlu", target + 1)
+    assert "compute_sigmoid" in error.message and "compute_sigmoid(nram_out" in error.source
+
+
+@needs_gxx
+@pytest.mark.parametrize("call", ["compute_sigmoid", "__bang_active_tanh"])
+def test_the_report_shows_the_students_errors_first_and_folds_the_rest(tmp_path, call):
+    from grader.reporting.render import render_report_html
+
+    from . import samples
+
+    output = compile_output(tmp_path, "mlu/sigmoid.mlu", KERNEL.replace("CALL", call))
+    result = samples.compile_error()
+    result.submission_path, result.build.compiler_output = str(tmp_path), output
+    html = render_report_html(result)
+    mine = html.index('id="student-errors"')
+    folded = html.index("<details><summary>Full compiler output")
+    assert mine < folded < html.index('id="compiler-output"')  # the full log is inside the closed <details>
+    assert "bang_emu" not in html[mine:folded] and "bang_emu" in html[folded:]
+    errors = html[mine:folded]
+    assert errors.count('<li class="cerror') == 1 and "mlu/sigmoid.mlu:11" in errors
+    assert f'<span class="n">11</span>    {call}(buf, buf, TILE);' in errors
+    if call.startswith("__bang"):
+        assert 'data-limitation="missing_builtin"' in errors and "Not your mistake" in errors
+    else:
+        assert "data-limitation" not in errors and "Not your mistake" not in errors

@@ -197,3 +197,31 @@ def test_degenerate_numbers_still_render():
     result.max_score = 0.0
     html = render_report_html(result)
     assert html.count('class="card stage"') == 6
+
+
+def test_chinese_report_is_marked_zh_and_worded_in_chinese(tmp_path):
+    for make in (samples.failing_matmul, lambda: samples.compile_error(tmp_path / "sub")):
+        english, chinese = make(), make()
+        chinese.lang = "zh"
+        en_html, zh_html = render_report_html(english), render_report_html(chinese)
+        assert '<html lang="en">' in en_html and '<html lang="zh-CN">' in zh_html
+        zh_text = text_of(zh_html)
+        # the template's own words (headings, labels, notes) in Chinese, none left in English
+        words = [w for w in ("feedback report", "Assignment", "Backend", "What to do next", "Correctness",
+                             "Performance", "Try:", "No MLU was used", "Where the time goes",
+                             "The errors at your own lines", "full marks ≤", "roofline floor")
+                 if w in text_of(en_html)]
+        assert len(words) >= 6
+        assert not [w for w in words if w in zh_text]
+        # technical names stay as they are
+        assert "DIFF1" in zh_text or "BANG-on-CPU" in zh_text
+
+
+def test_stage_cards_show_the_previous_stages_reference_and_the_floor():
+    html = render_report_html(samples.passing_matmul())
+    vector = html[html.index('id="stage-matmul_vector"') :]
+    vector = vector[: vector.index("</section>")]
+    assert "stage 2 reference 126 ms" in vector and "roofline floor" in vector
+    assert "how fast the technique before this one gets" in vector
+    first = html[html.index('id="stage-matmul_scalar_gdram"') :]
+    assert "stage 0" not in first[: first.index("</section>")]

@@ -90,6 +90,46 @@ def test_charts_are_drawn(browser, rendered):
         page.close()
 
 
+# Every text of each stage chart, as drawn: its box on the page and the chart's.
+_CHART_TEXTS = """[...document.querySelectorAll('svg.chart:not(.roof)')].map(svg => ({
+  chart: (({left, right, top, bottom}) => ({left, right, top, bottom}))(svg.getBoundingClientRect()),
+  texts: [...svg.querySelectorAll('text')].map(t => {
+    const r = t.getBoundingClientRect();
+    return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+  }),
+}))"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_stage_chart_labels_do_not_overlap(browser, tmp_path, view, lang):
+    """Threshold, reference, the previous stage's reference, the roofline floor, your time and the ticks: each
+    label readable on its own, inside the chart, on a desktop and on a phone."""
+    result = samples.passing_matmul()
+    result.lang = lang
+    path = render_report(result, tmp_path / f"passing-{lang}.html")
+    (width, height), mobile = VIEWS[view]
+    page = browser.open(path, width, height, "light", mobile)
+    try:
+        charts = page.evaluate(_CHART_TEXTS)
+    finally:
+        page.close()
+    assert len(charts) == 6
+    kinds = set()
+    for chart in charts:
+        texts = chart["texts"]
+        kinds.update(t["text"].split(" ")[0] for t in texts)
+        for t in texts:
+            assert chart["chart"]["left"] - 1 <= t["left"] and t["right"] <= chart["chart"]["right"] + 1, t
+        for i, a in enumerate(texts):
+            for b in texts[i + 1 :]:
+                apart = (a["right"] <= b["left"] + 0.5 or b["right"] <= a["left"] + 0.5
+                         or a["bottom"] <= b["top"] + 0.5 or b["bottom"] <= a["top"] + 0.5)
+                assert apart, f"{a['text']!r} overlaps {b['text']!r} at {width}px"
+    if lang == "en":
+        assert {"full", "reference", "stage", "roofline", "you"} <= kinds
+
+
 def test_the_checker_catches_console_errors_and_network(browser, tmp_path):
     bad = tmp_path / "bad.html"
     bad.write_text(

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from grader.backends import EmuBackend, get_backend
+from grader.backends.mlu import MLU_RESOURCE
 from grader.batch.distributed import (
     SERVICE_ACCOUNT,
     WORK_DIR,
@@ -32,8 +34,6 @@ from grader.sandbox.pod_runner import (
     ENV_OWNER_NAME,
     ENV_OWNER_UID,
     ENV_SA_DIR,
-    GVISOR_RUNTIME_CLASS,
-    MLU_RESOURCE,
     PHASE_LABEL,
     POD_START_SECONDS,
     RLIMIT_SHIM,
@@ -72,7 +72,7 @@ def test_phase_pod_is_hardened_and_derived_from_limits(tmp_path, limits):
     pod = phase_pod("p", Phase.RUN, ["python3", "-m", "bang_harness", "run"], mounts, limits, {"X": "1"},
                     settings(tmp_path), "emu", 10001, 10002)
     spec, container = pod["spec"], container_of(pod)
-    assert spec["runtimeClassName"] == GVISOR_RUNTIME_CLASS
+    assert spec["runtimeClassName"] == EmuBackend.pod_runtime_class == "gvisor"
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
     assert (spec["hostNetwork"], spec["hostPID"], spec["hostIPC"]) == (False, False, False)
     assert spec["restartPolicy"] == "Never"
@@ -214,7 +214,7 @@ def test_in_a_pod_without_docker_the_pod_runner_is_chosen(no_docker, tmp_path, b
     from grader.sandbox.select import select_runner
 
     in_a_pod(no_docker, tmp_path)
-    runner = select_runner("auto", batch=True, backend=backend)
+    runner = select_runner("auto", batch=True, backend=get_backend(backend))
     assert isinstance(runner, PodRunner) and runner.backend == backend
     assert runner.settings == PodSettings("grading", "pvc", tmp_path, "reg/sandbox:1")
     assert runner.api.api_client.configuration.host == "https://10.0.0.1:443"

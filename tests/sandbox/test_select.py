@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from grader.backends import MluBackend
 from grader.sandbox.bwrap_runner import BwrapRunner
 from grader.sandbox.docker_runner import DockerRunner
 from grader.sandbox.images import emu_image_tag
@@ -38,6 +39,9 @@ def test_auto_falls_back_to_bwrap_only_for_self_checks(monkeypatch):
         select_runner("docker", batch=False)
 
 
-def test_mlu_without_a_card_is_refused():
-    with pytest.raises(SandboxRefused):
-        select_runner("bwrap", batch=False, backend="mlu")
+def test_a_backend_that_passes_a_device_runs_only_under_docker():
+    for kind in ("bwrap", "none"):
+        with pytest.raises(SandboxRefused, match="only in the docker sandbox|unsandboxed"):
+            select_runner(kind, batch=kind == "none", backend=MluBackend(), device="0")
+    with pytest.raises(SandboxRefused, match="mlu backend runs only in the docker sandbox"):
+        select_runner("bwrap", batch=False, backend=MluBackend())

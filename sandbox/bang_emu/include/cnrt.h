@@ -55,7 +55,8 @@ typedef enum {
   cnrtFuncTypeUnion2 = 8,
   cnrtFuncTypeUnion4 = 16,
   cnrtFuncTypeUnion8 = 32,
-  cnrtFuncTypeUnion16 = 64
+  cnrtFuncTypeUnion16 = 64,
+  cnrtFuncTypeMutable = -1  /* named by mlu-ops' core/runtime/device.h; value assumed; refused at launch */
 } cnrtFunctionType_t;
 
 #define CNRT_FUNC_TYPE_BLOCK cnrtFuncTypeBlock
@@ -65,6 +66,7 @@ typedef enum {
 #define CNRT_FUNC_TYPE_UNION4 cnrtFuncTypeUnion4
 #define CNRT_FUNC_TYPE_UNION8 cnrtFuncTypeUnion8
 #define CNRT_FUNC_TYPE_UNION16 cnrtFuncTypeUnion16
+#define CNRT_FUNC_TYPE_MUTABLE cnrtFuncTypeMutable
 
 typedef enum {
   cnrtMemcpyHostToDev = 0,

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "runtime.h"
 
@@ -585,11 +587,10 @@ static void count_impl(unsigned int *dst, const T *src, int n, const void *ret) 
 // the elements of src whose mask is non-zero, packed in order at dst (the rest of dst is left unchanged); the
 // mask may be dst itself (MLU270 YOLOv3 lab code does this), so the selection is made before dst is written
 template <class T>
-static void collect_impl(T *dst, const T *src, const T *mask, int n, const void *ret) {
-  const char *name = "__bang_collect";
+static unsigned int collect_impl(const char *name, T *dst, const T *src, const T *mask, int n, const void *ret) {
   CoreCtx *c = core(name, ret);
   check_count(n, name, ret);
-  if (n == 0 || mpu_skip(c)) return;
+  if (n == 0 || mpu_skip(c)) return 0;
   nram_in(c, src, sizeof(T) * n, name, "src", ret);
   nram_in(c, mask, sizeof(T) * n, name, "mask", ret);
   thread_local std::vector<T> picked;
@@ -602,6 +603,7 @@ static void collect_impl(T *dst, const T *src, const T *mask, int n, const void 
   }
   count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n, 2.0);
+  return (unsigned int)picked.size();
 }
 
 #define BANG_EMU_DEF_F(T)                                                                                          \
@@ -648,50 +650,11 @@ static void collect_impl(T *dst, const T *src, const T *mask, int n, const void 
   void __bang_max(T *d, const T *s, int n) { extreme_impl<T>("__bang_max", true, d, s, n, RET); } \
   void __bang_min(T *d, const T *s, int n) { extreme_impl<T>("__bang_min", false, d, s, n, RET); } \
   void __bang_count(unsigned int *d, const T *s, int n) { count_impl<T>(d, s, n, RET); } \
-  void __bang_collect(T *d, const T *s, const T *m, int n) { collect_impl<T>(d, s, m, n, RET); }
+  void __bang_collect(T *d, const T *s, const T *m, int n) { collect_impl<T>("__bang_collect", d, s, m, n, RET); } \
+  unsigned int __bang_filter(T *d, const T *s, const T *m, int n) { return collect_impl<T>("__bang_filter", d, s, m, n, RET); }
 BANG_EMU_DEF_F(float)
 BANG_EMU_DEF_F(half)
 #undef BANG_EMU_DEF_F
-
-void __bang_float2half_rn(half *dst, const float *src, int n) {
-  const void *ret = RET;
-  CoreCtx *c = core("__bang_float2half_rn", ret);
-  if (n <= 0 || mpu_skip(c)) return;
-  nram_in(c, src, 4 * (size_t)n, "__bang_float2half_rn", "src", ret);
-  nram_out(c, dst, 2 * (size_t)n, "__bang_float2half_rn", "dst", ret);
-  for (int i = 0; i < n; ++i) dst[i] = (half)src[i];  // IEEE round-to-nearest-even
-  count_elements(c, "__bang_float2half_rn", n);
-  charge_vector(c, 4 * (size_t)n);
-}
-void __bang_float2half_tz(half *dst, const float *src, int n) {
-  const void *ret = RET;
-  CoreCtx *c = core("__bang_float2half_tz", ret);
-  if (n <= 0 || mpu_skip(c)) return;
-  nram_in(c, src, 4 * (size_t)n, "__bang_float2half_tz", "src", ret);
-  nram_out(c, dst, 2 * (size_t)n, "__bang_float2half_tz", "dst", ret);
-  for (int i = 0; i < n; ++i) {
-    half h = (half)src[i];
-    if (std::fabs((float)h) > std::fabs(src[i]) && std::isfinite(src[i])) {
-      uint16_t bits;  // one ulp toward zero: decrement the magnitude bits
-      memcpy(&bits, &h, 2);
-      bits = (uint16_t)(bits - 1);
-      memcpy(&h, &bits, 2);
-    }
-    dst[i] = h;
-  }
-  count_elements(c, "__bang_float2half_tz", n);
-  charge_vector(c, 4 * (size_t)n);
-}
-void __bang_half2float(float *dst, const half *src, int n) {
-  const void *ret = RET;
-  CoreCtx *c = core("__bang_half2float", ret);
-  if (n <= 0 || mpu_skip(c)) return;
-  nram_in(c, src, 2 * (size_t)n, "__bang_half2float", "src", ret);
-  nram_out(c, dst, 4 * (size_t)n, "__bang_half2float", "dst", ret);
-  for (int i = 0; i < n; ++i) dst[i] = (float)src[i];
-  count_elements(c, "__bang_half2float", n);
-  charge_vector(c, 4 * (size_t)n);
-}
 
 // ------------------------------------------------------------------------------------------ matmul
 namespace {
@@ -872,3 +835,404 @@ void __bang_matmul(float *dst, const int8_t *lhs, const int8_t *rhs, int M, int 
 void __bang_matmul(float *dst, const int16_t *lhs, const int16_t *rhs, int M, int K, int N, int pos) {
   matmul_impl(dst, lhs, rhs, M, K, N, profile().tensor_ops_per_cycle_int, std::ldexp(1.0f, pos), RET);
 }
+
+// ------------------------------------------------------------------------------------- conversions
+namespace {
+template <class TD, class TS, class Conv>
+void convert(const char *name, TD *dst, const TS *src, int n, Conv conv, const void *ret) {
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0 || mpu_skip(c)) return;
+  nram_in(c, src, sizeof(TS) * (size_t)n, name, "src", ret);
+  nram_out(c, dst, sizeof(TD) * (size_t)n, name, "dst", ret);
+  for (int i = 0; i < n; ++i) dst[i] = conv(src[i]);
+  count_elements(c, name, n);
+  charge_vector(c, std::max(sizeof(TS), sizeof(TD)) * (size_t)n);  // the wider side sets the vector passes
+}
+}  // namespace
+
+#define BANG_EMU_DEF_CVT(mode)                                                                                  \
+  void __bang_float2half_##mode(half *d, const float *s, int n) {                                             \
+    convert("__bang_float2half_" #mode, d, s, n, [](float x) { return round_to<HalfFmt>(x, round_##mode); }, RET); \
+  }                                                                                                           \
+  void __bang_float2bfloat16_##mode(bfloat16_t *d, const float *s, int n) {                                   \
+    convert("__bang_float2bfloat16_" #mode, d, s, n, [](float x) { return round_to<Bf16Fmt>(x, round_##mode); }, RET); \
+  }                                                                                                           \
+  void __bang_half2bfloat16_##mode(bfloat16_t *d, const half *s, int n) {                                     \
+    convert("__bang_half2bfloat16_" #mode, d, s, n, [](half x) { return round_to<Bf16Fmt>((float)x, round_##mode); }, RET); \
+  }
+BANG_EMU_ROUNDINGS(BANG_EMU_DEF_CVT)
+#undef BANG_EMU_DEF_CVT
+
+void __bang_half2float(float *d, const half *s, int n) {
+  convert("__bang_half2float", d, s, n, [](half x) { return (float)x; }, RET);
+}
+void __bang_bfloat162float(float *d, const bfloat16_t *s, int n) {
+  convert("__bang_bfloat162float", d, s, n, [](bfloat16_t x) { return (float)x; }, RET);
+}
+
+// ------------------------------------------------------------------------- comparisons with a scalar
+namespace {
+template <class T, class Cmp>
+void compare_scalar(const char *name, T *dst, const T *src, T value, int n, Cmp cmp, const void *ret) {
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0 || mpu_skip(c)) return;
+  nram_in(c, src, sizeof(T) * (size_t)n, name, "src", ret);
+  nram_out(c, dst, sizeof(T) * (size_t)n, name, "dst", ret);
+  // compared in the operands' own type (a float detour would merge large int32 values)
+  typedef typename std::conditional<std::is_integral<T>::value, T, float>::type V;
+  V v = V(value);
+  for (int i = 0; i < n; ++i) dst[i] = T(cmp(V(src[i]), v) ? 1 : 0);
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(T) * (size_t)n);
+}
+}  // namespace
+#define BANG_EMU_DEF_CMP_SCALAR(op, T, expr)                                                                    \
+  void __bang_##op##_scalar(T *d, const T *s, T v, int n) {                                                   \
+    compare_scalar<T>("__bang_" #op "_scalar", d, s, v, n, [](auto x, auto y) { return expr; }, RET);         \
+  }
+#define BANG_EMU_DEF_CMP_TYPES(op, expr)                                                                        \
+  BANG_EMU_DEF_CMP_SCALAR(op, float, expr) BANG_EMU_DEF_CMP_SCALAR(op, half, expr)                            \
+  BANG_EMU_DEF_CMP_SCALAR(op, bfloat16_t, expr) BANG_EMU_DEF_CMP_SCALAR(op, int, expr)                        \
+  BANG_EMU_DEF_CMP_SCALAR(op, int16_t, expr) BANG_EMU_DEF_CMP_SCALAR(op, int8_t, expr)                        \
+  BANG_EMU_DEF_CMP_SCALAR(op, unsigned int, expr) BANG_EMU_DEF_CMP_SCALAR(op, uint16_t, expr)                 \
+  BANG_EMU_DEF_CMP_SCALAR(op, uint8_t, expr)
+BANG_EMU_DEF_CMP_TYPES(eq, x == y)
+BANG_EMU_DEF_CMP_TYPES(ne, x != y)
+BANG_EMU_DEF_CMP_TYPES(lt, x < y)
+BANG_EMU_DEF_CMP_TYPES(le, x <= y)
+BANG_EMU_DEF_CMP_TYPES(gt, x > y)
+BANG_EMU_DEF_CMP_TYPES(ge, x >= y)
+#undef BANG_EMU_DEF_CMP_TYPES
+#undef BANG_EMU_DEF_CMP_SCALAR
+
+// ------------------------------------------------------------------------------------------ fusion
+namespace {
+// One operand of __bang_fusion: a vector (m elements, repeated over n) or a scalar.
+template <class T>
+struct FusionArg {
+  const T *p;
+  T v;
+  T at(int i, int m) const { return p ? p[i % m] : v; }
+};
+
+template <class T>
+void fusion_impl(bang_fusion_op_t op, T *dst, const T *a, FusionArg<T> b, FusionArg<T> c, int n, int m,
+                 const void *ret) {
+  const char *name = "__bang_fusion";
+  CoreCtx *ctx = core(name, ret);
+  check_count(n, name, ret);
+  if (m < 0) m = n;
+  if (op < FUSION_FMA || op > FUSION_FSS)
+    kernel_error("invalid-argument", "__bang_fusion: " + std::to_string((int)op) + " is not a FUSION_* operation",
+                 ret);
+  if (n == 0 || mpu_skip(ctx)) return;
+  if (m <= 0 || n % m)
+    kernel_error("invalid-argument", "__bang_fusion: the operand count " + std::to_string(m) +
+                                         " must be positive and divide the element count " + std::to_string(n), ret);
+  nram_in(ctx, a, sizeof(T) * (size_t)n, name, "src0", ret);
+  if (b.p) nram_in(ctx, b.p, sizeof(T) * (size_t)m, name, "src1", ret);
+  if (c.p) nram_in(ctx, c.p, sizeof(T) * (size_t)m, name, "src2", ret);
+  nram_out(ctx, dst, sizeof(T) * (size_t)n, name, "dst", ret);
+  // integers exactly, floating types in double with one rounding at the end (a fused instruction; assumed)
+  typedef typename std::conditional<std::is_integral<T>::value, long long, double>::type V;
+  for (int i = 0; i < n; ++i) {
+    V x = V(a[i]), y = V(b.at(i, m)), z = V(c.at(i, m)), r;
+    switch (op) {
+      case FUSION_FMA: r = x * y + z; break;
+      case FUSION_FMS: r = x * y - z; break;
+      case FUSION_FAM: r = (x + y) * z; break;
+      case FUSION_FSM: r = (x - y) * z; break;
+      case FUSION_FAA: r = x + y + z; break;
+      case FUSION_FAS: r = x + y - z; break;
+      case FUSION_FSA: r = x - y + z; break;
+      default: r = x - y - z; break;  // FUSION_FSS
+    }
+    dst[i] = T(r);
+  }
+  count_elements(ctx, name, n);
+  charge_vector(ctx, sizeof(T) * (size_t)n);
+}
+template <class T> FusionArg<T> farg(const T *p) { return FusionArg<T>{p, T(0)}; }
+template <class T> FusionArg<T> farg(T v) { return FusionArg<T>{nullptr, v}; }
+}  // namespace
+#define BANG_EMU_DEF_FUSION(T)                                                                                  \
+  void __bang_fusion(bang_fusion_op_t op, T *d, const T *a, const T *b, const T *c, int n, int m) {           \
+    fusion_impl<T>(op, d, a, farg<T>(b), farg<T>(c), n, m, RET);                                              \
+  }                                                                                                           \
+  void __bang_fusion(bang_fusion_op_t op, T *d, const T *a, const T *b, T c, int n, int m) {                  \
+    fusion_impl<T>(op, d, a, farg<T>(b), farg<T>(c), n, m, RET);                                              \
+  }                                                                                                           \
+  void __bang_fusion(bang_fusion_op_t op, T *d, const T *a, T b, const T *c, int n, int m) {                  \
+    fusion_impl<T>(op, d, a, farg<T>(b), farg<T>(c), n, m, RET);                                              \
+  }                                                                                                           \
+  void __bang_fusion(bang_fusion_op_t op, T *d, const T *a, T b, T c, int n, int m) {                         \
+    fusion_impl<T>(op, d, a, farg<T>(b), farg<T>(c), n, m, RET);                                              \
+  }
+BANG_EMU_FUSION_TYPES(BANG_EMU_DEF_FUSION)
+#undef BANG_EMU_DEF_FUSION
+
+// ----------------------------------------------------------------------------------------- atomics
+namespace {
+std::mutex g_atomic_mutex;  // one lock for every atomic of every core: they are rare, correctness first
+
+enum AtomicOp { kAtAdd, kAtInc, kAtDec, kAtMax, kAtMin, kAtAnd, kAtOr, kAtXor, kAtExch, kAtCas };
+
+template <class T>
+T atomic_apply(AtomicOp op, T old, T v, T cmp) {
+  typedef typename std::conditional<sizeof(T) == 2, uint16_t, uint32_t>::type B;
+  B ob, vb;
+  memcpy(&ob, &old, sizeof(T));
+  memcpy(&vb, &v, sizeof(T));
+  auto from_bits = [](B b) { T t; memcpy(&t, &b, sizeof(T)); return t; };
+  switch (op) {
+    case kAtAdd: return T(old + v);
+    case kAtInc: return old >= v ? T(0) : T(old + T(1));  // CUDA atomicInc
+    case kAtDec: return (old == T(0) || old > v) ? v : T(old - T(1));  // CUDA atomicDec
+    case kAtMax: return old < v ? v : old;
+    case kAtMin: return v < old ? v : old;
+    case kAtAnd: return from_bits(B(ob & vb));
+    case kAtOr: return from_bits(B(ob | vb));
+    case kAtXor: return from_bits(B(ob ^ vb));
+    case kAtExch: return v;
+    default: return old == cmp ? v : old;  // kAtCas
+  }
+}
+
+// The target of an atomic: GDRAM (a device buffer) or SRAM; checked, and charged as a blocking read-modify-write
+// on the IO-DMA path (bytes both ways).
+const GdramBuf *atomic_target(CoreCtx *c, const char *name, const void *p, size_t bytes, const void *ret) {
+  int space = space_of(c, reinterpret_cast<uintptr_t>(p)) == kSram ? kSram : kGdram;
+  const void *buf = require(c, p, bytes, space, name, "target (GDRAM or SRAM)", ret);
+  touch(c, p, bytes, true, name, ret);
+  const Profile &P = profile();
+  double dur = P.io_latency_cycles + 2.0 * std::max<size_t>(bytes, 64) / io_bytes_per_cycle(c->is_mpu);
+  double start = std::max(c->t, c->compute_free);
+  c->split[kSplitWait] += start - c->t;
+  c->split[kSplitIo] += dur;
+  c->t = start + dur;
+  c->bytes_moved[space == kGdram ? "GDRAM2ATOMIC" : "SRAM2ATOMIC"] += bytes;
+  c->bytes_moved[space == kGdram ? "ATOMIC2GDRAM" : "ATOMIC2SRAM"] += bytes;
+  return space == kGdram ? static_cast<const GdramBuf *>(buf) : nullptr;
+}
+
+// target[i] = op(target[i], values[i or 0]); old values to dst (NRAM) when dst is given
+template <class T>
+void atomic_impl(const char *name, AtomicOp op, T *dst, T *target, const T *values, const T *compares, T value,
+                 T compare, int n, const void *ret) {
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0) return;
+  if (values) nram_in(c, values, sizeof(T) * (size_t)n, name, "src2", ret);
+  if (compares) nram_in(c, compares, sizeof(T) * (size_t)n, name, "compare", ret);
+  if (dst) nram_out(c, dst, sizeof(T) * (size_t)n, name, "dst", ret);
+  const GdramBuf *buf = atomic_target(c, name, target, sizeof(T) * (size_t)n, ret);
+  {
+    std::lock_guard<std::mutex> lock(g_atomic_mutex);
+    for (int i = 0; i < n; ++i) {
+      T old = target[i];
+      target[i] = atomic_apply<T>(op, old, values ? values[i] : value, compares ? compares[i] : compare);
+      if (dst) dst[i] = old;
+    }
+  }
+  if (buf) {
+    uintptr_t lo = reinterpret_cast<uintptr_t>(target);
+    mark_written(buf, lo, lo + sizeof(T) * (size_t)n);
+  }
+  count_elements(c, name, n);
+}
+}  // namespace
+
+#define BANG_EMU_DEF_ATOMIC(OP, T)                                                                              \
+  void __bang_atomic_##OP(T *d, T *s1, T v) {                                                                 \
+    atomic_impl<T>("__bang_atomic_" #OP, k_at_##OP(), d, s1, nullptr, nullptr, v, (T)0, 1, RET);              \
+  }                                                                                                           \
+  void __bang_atomic_##OP(T *d, T *s1, const T *v, int n) {                                                   \
+    atomic_impl<T>("__bang_atomic_" #OP, k_at_##OP(), d, s1, v, nullptr, (T)0, (T)0, n, RET);                 \
+  }
+namespace {
+constexpr AtomicOp k_at_add() { return kAtAdd; }
+constexpr AtomicOp k_at_inc() { return kAtInc; }
+constexpr AtomicOp k_at_dec() { return kAtDec; }
+constexpr AtomicOp k_at_max() { return kAtMax; }
+constexpr AtomicOp k_at_min() { return kAtMin; }
+constexpr AtomicOp k_at_and() { return kAtAnd; }
+constexpr AtomicOp k_at_or() { return kAtOr; }
+constexpr AtomicOp k_at_xor() { return kAtXor; }
+constexpr AtomicOp k_at_exch() { return kAtExch; }
+}  // namespace
+#define BANG_EMU_DEF_ATOMIC_ALL(OP) BANG_EMU_ATOMIC_TYPES(BANG_EMU_DEF_ATOMIC, OP)
+BANG_EMU_ATOMIC_OPS(BANG_EMU_DEF_ATOMIC_ALL)
+#define BANG_EMU_DEF_ATOMIC_CAS(unused, T)                                                                      \
+  void __bang_atomic_cas(T *d, T *s1, T cmp, T v) {                                                           \
+    atomic_impl<T>("__bang_atomic_cas", kAtCas, d, s1, nullptr, nullptr, v, cmp, 1, RET);                     \
+  }                                                                                                           \
+  void __bang_atomic_cas(T *d, T *s1, const T *cmp, const T *v, int n) {                                      \
+    atomic_impl<T>("__bang_atomic_cas", kAtCas, d, s1, v, cmp, (T)0, (T)0, n, RET);                           \
+  }
+BANG_EMU_ATOMIC_TYPES(BANG_EMU_DEF_ATOMIC_CAS, cas)
+#define BANG_EMU_DEF_ATOMIC_REDUCE(OP, T)                                                                       \
+  void __bang_atomic_reduce_##OP(T *d, const T *s, int n) {                                                   \
+    atomic_impl<T>("__bang_atomic_reduce_" #OP, k_at_##OP(), nullptr, d, s, nullptr, (T)0, (T)0, n, RET);     \
+  }
+BANG_EMU_DEF_ATOMIC_REDUCE(add, float) BANG_EMU_DEF_ATOMIC_REDUCE(add, half)
+BANG_EMU_DEF_ATOMIC_REDUCE(add, int) BANG_EMU_DEF_ATOMIC_REDUCE(add, short)
+BANG_EMU_DEF_ATOMIC_REDUCE(max, float) BANG_EMU_DEF_ATOMIC_REDUCE(max, half)
+BANG_EMU_DEF_ATOMIC_REDUCE(max, int) BANG_EMU_DEF_ATOMIC_REDUCE(max, short)
+BANG_EMU_DEF_ATOMIC_REDUCE(min, float) BANG_EMU_DEF_ATOMIC_REDUCE(min, half)
+BANG_EMU_DEF_ATOMIC_REDUCE(min, int) BANG_EMU_DEF_ATOMIC_REDUCE(min, short)
+#undef BANG_EMU_DEF_ATOMIC_REDUCE
+#undef BANG_EMU_DEF_ATOMIC_CAS
+#undef BANG_EMU_DEF_ATOMIC_ALL
+#undef BANG_EMU_DEF_ATOMIC
+
+// ------------------------------------------------------------------------------- 3xx elementwise families
+namespace {
+// the type the arithmetic runs in: float for the floating types, the integer itself otherwise
+template <class T>
+using Calc = typename std::conditional<std::is_integral<T>::value, long long, float>::type;
+
+template <class T>
+T bits_op(T a, T b, int op) {  // 0 and, 1 or, 2 xor, 3 not(a)
+  typedef typename std::conditional<sizeof(T) == 1, uint8_t,
+                                    typename std::conditional<sizeof(T) == 2, uint16_t, uint32_t>::type>::type B;
+  B x, y, r;
+  memcpy(&x, &a, sizeof(T));
+  memcpy(&y, &b, sizeof(T));
+  r = op == 0 ? B(x & y) : op == 1 ? B(x | y) : op == 2 ? B(x ^ y) : B(~x);
+  T t;
+  memcpy(&t, &r, sizeof(T));
+  return t;
+}
+
+template <class T, class F>
+void elementwise(const char *name, T *dst, const T *a, const T *b, int n, int m, F f, const void *ret) {
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0 || mpu_skip(c)) return;
+  if (b && (m <= 0 || n % m))
+    kernel_error("invalid-argument", std::string(name) + ": src_n (" + std::to_string(n) +
+                                         ") must be a positive multiple of seg_n (" + std::to_string(m) + ")", ret);
+  nram_in(c, a, sizeof(T) * (size_t)n, name, "src0", ret);
+  if (b) nram_in(c, b, sizeof(T) * (size_t)m, name, "src1", ret);
+  nram_out(c, dst, sizeof(T) * (size_t)n, name, "dst", ret);
+  for (int i = 0; i < n; ++i) dst[i] = f(a[i], b ? b[i % m] : a[i]);
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(T) * (size_t)n);
+}
+
+template <class T> T op_and(T a, T b) { return T((Calc<T>(a) != 0 && Calc<T>(b) != 0) ? 1 : 0); }
+template <class T> T op_or(T a, T b) { return T((Calc<T>(a) != 0 || Calc<T>(b) != 0) ? 1 : 0); }
+template <class T> T op_xor(T a, T b) { return T(((Calc<T>(a) != 0) != (Calc<T>(b) != 0)) ? 1 : 0); }
+template <class T> T op_band(T a, T b) { return bits_op(a, b, 0); }
+template <class T> T op_bor(T a, T b) { return bits_op(a, b, 1); }
+template <class T> T op_bxor(T a, T b) { return bits_op(a, b, 2); }
+template <class T> T op_maxequal(T a, T b) { return Calc<T>(a) < Calc<T>(b) ? b : a; }
+template <class T> T op_minequal(T a, T b) { return Calc<T>(b) < Calc<T>(a) ? b : a; }
+template <class T> T op_div(T a, T b) {
+  if (std::is_integral<T>::value && Calc<T>(b) == 0) return T(0);  // no SIGFPE from a vector unit (assumed 0)
+  return T(Calc<T>(a) / Calc<T>(b));
+}
+template <class T> T op_lt(T a, T b) { return T(Calc<T>(a) < Calc<T>(b) ? 1 : 0); }
+template <class T> T op_le(T a, T b) { return T(Calc<T>(a) <= Calc<T>(b) ? 1 : 0); }
+template <class T> T op_eq(T a, T b) { return T(Calc<T>(a) == Calc<T>(b) ? 1 : 0); }
+template <class T> T op_ge(T a, T b) { return T(Calc<T>(a) >= Calc<T>(b) ? 1 : 0); }
+template <class T> T op_ne(T a, T b) { return T(Calc<T>(a) != Calc<T>(b) ? 1 : 0); }
+template <class T> T op_abs(T a, T) { return Calc<T>(a) < 0 ? T(-Calc<T>(a)) : a; }
+template <class T> T op_floor(T a, T) { return std::is_integral<T>::value ? a : T(std::floor(float(a))); }
+template <class T> T op_log2(T a, T) { return T(std::log2(float(a))); }
+template <class T> T op_sin(T a, T) { return T(std::sin(float(a))); }
+template <class T> T op_cos(T a, T) { return T(std::cos(float(a))); }
+template <class T> T op_exp(T a, T) { return T(std::exp(float(a))); }
+template <class T> T op_rsqrt(T a, T) { return T(1.0f / std::sqrt(float(a))); }
+template <class T> T op_bnot(T a, T) { return bits_op(a, a, 3); }
+template <class T> T op_not(T a, T) { return T(Calc<T>(a) == 0 ? 1 : 0); }
+template <class T> T op_add(T a, T b) { return T(Calc<T>(a) + Calc<T>(b)); }
+template <class T> T op_sub(T a, T b) { return T(Calc<T>(a) - Calc<T>(b)); }
+template <class T> T op_mul(T a, T b) { return T(Calc<T>(a) * Calc<T>(b)); }
+}  // namespace
+
+#define BANG_EMU_DEF_BINARY(op, T)                                                                              \
+  void __bang_##op(T *d, const T *a, const T *b, int n) { elementwise<T>("__bang_" #op, d, a, b, n, n, op_##op<T>, RET); }
+#define BANG_EMU_DEF_UNARY(op, T)                                                                               \
+  void __bang_##op(T *d, const T *a, int n) { elementwise<T>("__bang_" #op, d, a, nullptr, n, n, op_##op<T>, RET); }
+#define BANG_EMU_DEF_CYCLE(op, T)                                                                               \
+  void __bang_cycle_##op(T *d, const T *a, const T *b, int n, int m) {                                        \
+    elementwise<T>("__bang_cycle_" #op, d, a, b, n, m, op_##op<T>, RET);                                      \
+  }
+#define BANG_EMU_DEF_BINARY_ALL(op) BANG_EMU_ELEMENTWISE_TYPES(BANG_EMU_DEF_BINARY, op)
+#define BANG_EMU_DEF_UNARY_ALL(op) BANG_EMU_ELEMENTWISE_TYPES(BANG_EMU_DEF_UNARY, op)
+BANG_EMU_BINARY_OPS(BANG_EMU_DEF_BINARY_ALL)
+BANG_EMU_UNARY_OPS(BANG_EMU_DEF_UNARY_ALL)
+#define BANG_EMU_DEF_CYCLE_ALL(op) BANG_EMU_ELEMENTWISE_TYPES(BANG_EMU_DEF_CYCLE, op)
+BANG_EMU_DEF_CYCLE_ALL(lt) BANG_EMU_DEF_CYCLE_ALL(le) BANG_EMU_DEF_CYCLE_ALL(eq) BANG_EMU_DEF_CYCLE_ALL(ge)
+BANG_EMU_DEF_CYCLE_ALL(ne) BANG_EMU_DEF_CYCLE_ALL(and) BANG_EMU_DEF_CYCLE_ALL(or) BANG_EMU_DEF_CYCLE_ALL(band)
+BANG_EMU_DEF_CYCLE_ALL(bor) BANG_EMU_DEF_CYCLE_ALL(maxequal) BANG_EMU_DEF_CYCLE_ALL(minequal)
+#undef BANG_EMU_DEF_CYCLE_ALL
+#undef BANG_EMU_DEF_UNARY_ALL
+#undef BANG_EMU_DEF_BINARY_ALL
+#define BANG_EMU_DEF_INT_SCALAR(T)                                                                              \
+  void __bang_add_scalar(T *d, const T *s, T v, int n) {                                                      \
+    elementwise<T>("__bang_add_scalar", d, s, nullptr, n, n, [v](T a, T) { return op_add<T>(a, v); }, RET);   \
+  }                                                                                                           \
+  void __bang_sub_scalar(T *d, const T *s, T v, int n) {                                                      \
+    elementwise<T>("__bang_sub_scalar", d, s, nullptr, n, n, [v](T a, T) { return op_sub<T>(a, v); }, RET);   \
+  }                                                                                                           \
+  void __bang_mul_scalar(T *d, const T *s, T v, int n) {                                                      \
+    elementwise<T>("__bang_mul_scalar", d, s, nullptr, n, n, [v](T a, T) { return op_mul<T>(a, v); }, RET);   \
+  }                                                                                                           \
+  void __bang_add(T *d, const T *a, const T *b, int n) { elementwise<T>("__bang_add", d, a, b, n, n, op_add<T>, RET); } \
+  void __bang_sub(T *d, const T *a, const T *b, int n) { elementwise<T>("__bang_sub", d, a, b, n, n, op_sub<T>, RET); } \
+  void __bang_mul(T *d, const T *a, const T *b, int n) { elementwise<T>("__bang_mul", d, a, b, n, n, op_mul<T>, RET); } \
+  void __sramset(T *d, int n, T v) { sramset_impl<T>(d, n, v, RET); }
+namespace {
+template <class T>
+void sramset_impl(T *dst, int n, T value, const void *ret) {
+  CoreCtx *c = core("__sramset", ret);
+  check_count(n, "__sramset", ret);
+  if (n == 0) return;
+  require(c, dst, sizeof(T) * (size_t)n, kSram, "__sramset", "dst", ret);
+  touch(c, dst, sizeof(T) * (size_t)n, true, "__sramset", ret);
+  std::fill(dst, dst + n, value);
+  count_elements(c, "__sramset", n);
+  const Profile &P = profile();
+  // an on-chip fill on the move path: latency + bytes at its rate, blocking like __gdramset
+  double dur = P.move_latency_cycles + sizeof(T) * (double)n / P.move_bytes_per_cycle;
+  c->t = std::max(c->t, c->compute_free) + dur;
+  c->split[kSplitIo] += dur;
+}
+}  // namespace
+BANG_EMU_DEF_INT_SCALAR(int)
+BANG_EMU_DEF_INT_SCALAR(int16_t)
+#undef BANG_EMU_DEF_INT_SCALAR
+void __sramset(float *d, int n, float v) { sramset_impl<float>(d, n, v, RET); }
+void __sramset(half *d, int n, half v) { sramset_impl<half>(d, n, v, RET); }
+
+#define BANG_EMU_DEF_FIX(mode)                                                                                  \
+  void __bang_float2int32_##mode(int *d, const float *s, int n, int pos) {                                    \
+    convert("__bang_float2int32_" #mode, d, s, n,                                                             \
+            [pos](float x) { return round_int<int>(std::ldexp((double)x, -pos), round_##mode); }, RET);       \
+  }                                                                                                           \
+  void __bang_float2int16_##mode(int16_t *d, const float *s, int n, int pos) {                                \
+    convert("__bang_float2int16_" #mode, d, s, n,                                                             \
+            [pos](float x) { return round_int<int16_t>(std::ldexp((double)x, -pos), round_##mode); }, RET);   \
+  }                                                                                                           \
+  void __bang_half2int16_##mode(int16_t *d, const half *s, int n, int pos) {                                  \
+    convert("__bang_half2int16_" #mode, d, s, n,                                                              \
+            [pos](half x) { return round_int<int16_t>(std::ldexp((double)x, -pos), round_##mode); }, RET);    \
+  }                                                                                                           \
+  void __bang_half2int32_##mode(int *d, const half *s, int n, int pos) {                                      \
+    convert("__bang_half2int32_" #mode, d, s, n,                                                              \
+            [pos](half x) { return round_int<int>(std::ldexp((double)x, -pos), round_##mode); }, RET);        \
+  }                                                                                                           \
+  void __bang_int322float_##mode(float *d, const int *s, int n, int pos) {                                    \
+    convert("__bang_int322float_" #mode, d, s, n,                                                             \
+            [pos](int x) { return round_float(std::ldexp((double)x, pos), round_##mode); }, RET);             \
+  }
+BANG_EMU_ROUNDINGS(BANG_EMU_DEF_FIX)
+#undef BANG_EMU_DEF_FIX
+#define BANG_EMU_DEF_INT_NOT(T) \
+  void __bang_not(T *d, const T *a, int n) { elementwise<T>("__bang_not", d, a, nullptr, n, n, op_not<T>, RET); }
+BANG_EMU_INTEGER_TYPES(BANG_EMU_DEF_INT_NOT)
+#undef BANG_EMU_DEF_INT_NOT

@@ -55,7 +55,25 @@ typedef _Float16 half;
 typedef int8_t int8;
 typedef int16_t int16;
 typedef int8_t fix8;
-typedef struct bfloat16_t { unsigned short value; } bfloat16_t;
+/* bfloat16 (cncc: a device type on 5xx): the raw bits in `value`, converted like real bf16 -- to float exactly,
+ * from float rounding to nearest even -- so arithmetic runs in float and rounds back once per assignment. */
+struct bfloat16_t {
+  unsigned short value;
+  bfloat16_t() = default;
+  bfloat16_t(float f) : value(from_float(f)) {}
+  operator float() const {
+    unsigned int bits = (unsigned int)value << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+  }
+  static unsigned short from_float(float f) {
+    unsigned int bits;
+    __builtin_memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((bits >> 16) | 0x40);  // quiet NaN
+    return (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+};
 
 typedef enum {
   GDRAM2NRAM = 0,
@@ -333,6 +351,8 @@ BANG_EMU_DECL_T(char)
   void __bang_min(T *dst, const T *src, int n);                                                       \
   void __bang_count(unsigned int *dst, const T *src, int n);                                          \
   void __bang_collect(T *dst, const T *src, const T *mask, int n);                                    \
+  /* 3xx name of __bang_collect: also returns how many elements it selected */                        \
+  unsigned int __bang_filter(T *dst, const T *src, const T *mask, int n);                             \
   void __bang_maxpool(T *dst, const T *src, int channel, int height, int width, int kh, int kw);      \
   void __bang_maxpool(T *dst, const T *src, int channel, int height, int width, int kh, int kw,       \
                       int stride_w, int stride_h);                                                    \
@@ -342,9 +362,140 @@ BANG_EMU_DECL_F(float)
 BANG_EMU_DECL_F(half)
 #undef BANG_EMU_DECL_F
 
-void __bang_float2half_rn(half *dst, const float *src, int n);
-void __bang_float2half_tz(half *dst, const float *src, int n);
+/* ---- conversions: rounding modes rn (nearest, ties to even), rd (nearest, ties away from zero: cncc's "middle
+ * round"), tz (toward zero), oz (away from zero), up (toward +inf), dn (toward -inf) ---- */
+#define BANG_EMU_ROUNDINGS(X) X(rn) X(rd) X(tz) X(oz) X(up) X(dn)
+#define BANG_EMU_DECL_CVT(mode)                                                                       \
+  void __bang_float2half_##mode(half *dst, const float *src, int n);                                  \
+  void __bang_float2bfloat16_##mode(bfloat16_t *dst, const float *src, int n);                        \
+  void __bang_half2bfloat16_##mode(bfloat16_t *dst, const half *src, int n);
+BANG_EMU_ROUNDINGS(BANG_EMU_DECL_CVT)
+#undef BANG_EMU_DECL_CVT
 void __bang_half2float(float *dst, const half *src, int n);
+void __bang_bfloat162float(float *dst, const bfloat16_t *src, int n);
+/* MLU370 rounds float -> bfloat16 to nearest even (the form without a suffix) */
+inline void __bang_float2bfloat16(bfloat16_t *dst, const float *src, int n) { __bang_float2bfloat16_rn(dst, src, n); }
+
+/* ---- comparisons with a scalar: dst[i] = src[i] OP value ? 1 : 0, in the operands' type ---- */
+#define BANG_EMU_COMPARISONS(X) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
+#define BANG_EMU_DECL_CMP_SCALAR(op, T) void __bang_##op##_scalar(T *dst, const T *src, T value, int n);
+#define BANG_EMU_DECL_CMP_TYPES(op)                                                                   \
+  BANG_EMU_DECL_CMP_SCALAR(op, float) BANG_EMU_DECL_CMP_SCALAR(op, half)                              \
+  BANG_EMU_DECL_CMP_SCALAR(op, bfloat16_t) BANG_EMU_DECL_CMP_SCALAR(op, int)                          \
+  BANG_EMU_DECL_CMP_SCALAR(op, int16_t) BANG_EMU_DECL_CMP_SCALAR(op, int8_t)                          \
+  BANG_EMU_DECL_CMP_SCALAR(op, unsigned int) BANG_EMU_DECL_CMP_SCALAR(op, uint16_t)                   \
+  BANG_EMU_DECL_CMP_SCALAR(op, uint8_t)
+BANG_EMU_COMPARISONS(BANG_EMU_DECL_CMP_TYPES)
+#undef BANG_EMU_DECL_CMP_TYPES
+#undef BANG_EMU_DECL_CMP_SCALAR
+
+/* ---- 3xx elementwise families over float, half, int32 and int16 (computed in the operands' type; half in
+ * float): logical and/or/xor write 1/0, band/bor/bxor/bnot act on the bits, maxequal/minequal are elementwise
+ * max/min; cycle forms repeat seg (seg_n elements) over src (src_n, a multiple) ---- */
+#define BANG_EMU_ELEMENTWISE_TYPES(X, A) \
+  X(A, float) X(A, half) X(A, int) X(A, int16_t) X(A, int8_t) X(A, uint8_t) X(A, uint16_t) X(A, unsigned int)
+#define BANG_EMU_INTEGER_TYPES(X) X(int) X(int16_t) X(int8_t) X(uint8_t) X(uint16_t) X(unsigned int)
+#define BANG_EMU_DECL_INT_NOT(T) void __bang_not(T *dst, const T *src, int n);
+BANG_EMU_INTEGER_TYPES(BANG_EMU_DECL_INT_NOT)
+#undef BANG_EMU_DECL_INT_NOT
+#define BANG_EMU_BINARY_OPS(X) X(and) X(or) X(xor) X(band) X(bor) X(bxor) X(maxequal) X(minequal) X(div)
+#define BANG_EMU_UNARY_OPS(X) X(abs) X(floor) X(log2) X(sin) X(cos) X(bnot) X(exp) X(rsqrt)
+#define BANG_EMU_CYCLE_OPS(X)                                                                         \
+  X(cycle_lt) X(cycle_le) X(cycle_eq) X(cycle_ge) X(cycle_ne) X(cycle_and) X(cycle_or) X(cycle_band)  \
+  X(cycle_bor) X(cycle_maxequal) X(cycle_minequal)
+#define BANG_EMU_DECL_BINARY(op, T) void __bang_##op(T *dst, const T *src0, const T *src1, int n);
+#define BANG_EMU_DECL_UNARY(op, T) void __bang_##op(T *dst, const T *src, int n);
+#define BANG_EMU_DECL_CYCLE(op, T) void __bang_##op(T *dst, const T *src, const T *seg, int src_n, int seg_n);
+#define BANG_EMU_DECL_BINARY_ALL(op) BANG_EMU_ELEMENTWISE_TYPES(BANG_EMU_DECL_BINARY, op)
+#define BANG_EMU_DECL_UNARY_ALL(op) BANG_EMU_ELEMENTWISE_TYPES(BANG_EMU_DECL_UNARY, op)
+#define BANG_EMU_DECL_CYCLE_ALL(op) BANG_EMU_ELEMENTWISE_TYPES(BANG_EMU_DECL_CYCLE, op)
+BANG_EMU_BINARY_OPS(BANG_EMU_DECL_BINARY_ALL)
+BANG_EMU_UNARY_OPS(BANG_EMU_DECL_UNARY_ALL)
+BANG_EMU_CYCLE_OPS(BANG_EMU_DECL_CYCLE_ALL)
+#undef BANG_EMU_DECL_BINARY_ALL
+#undef BANG_EMU_DECL_UNARY_ALL
+#undef BANG_EMU_DECL_CYCLE_ALL
+#undef BANG_EMU_DECL_BINARY
+#undef BANG_EMU_DECL_UNARY
+#undef BANG_EMU_DECL_CYCLE
+/* integer forms of the scalar arithmetic (mlu-ops adds offsets to int32 index vectors) */
+#define BANG_EMU_DECL_INT_SCALAR(T)                                                                   \
+  void __bang_add_scalar(T *dst, const T *src, T value, int n);                                       \
+  void __bang_sub_scalar(T *dst, const T *src, T value, int n);                                       \
+  void __bang_mul_scalar(T *dst, const T *src, T value, int n);                                       \
+  void __bang_add(T *dst, const T *src0, const T *src1, int n);                                       \
+  void __bang_sub(T *dst, const T *src0, const T *src1, int n);                                       \
+  void __bang_mul(T *dst, const T *src0, const T *src1, int n);                                       \
+  void __sramset(T *dst, int n, T value);
+BANG_EMU_DECL_INT_SCALAR(int)
+BANG_EMU_DECL_INT_SCALAR(int16_t)
+#undef BANG_EMU_DECL_INT_SCALAR
+void __sramset(float *dst, int n, float value);
+void __sramset(half *dst, int n, half value);
+/* float/half <-> int32/int16 with a fixed-point position: int = round(x / 2^pos), x = int * 2^pos; the form
+ * without a suffix rounds toward zero (assumed) */
+#define BANG_EMU_DECL_FIX(mode)                                                                       \
+  void __bang_float2int32_##mode(int *dst, const float *src, int n, int pos);                         \
+  void __bang_float2int16_##mode(int16_t *dst, const float *src, int n, int pos);                     \
+  void __bang_half2int16_##mode(int16_t *dst, const half *src, int n, int pos);                       \
+  void __bang_half2int32_##mode(int *dst, const half *src, int n, int pos);                           \
+  void __bang_int322float_##mode(float *dst, const int *src, int n, int pos);
+BANG_EMU_ROUNDINGS(BANG_EMU_DECL_FIX)
+#undef BANG_EMU_DECL_FIX
+inline void __bang_float2int32(int *d, const float *s, int n, int pos) { __bang_float2int32_tz(d, s, n, pos); }
+inline void __bang_float2int16(int16_t *d, const float *s, int n, int pos) { __bang_float2int16_tz(d, s, n, pos); }
+inline void __bang_int322float(float *d, const int *s, int n, int pos) { __bang_int322float_rn(d, s, n, pos); }
+
+/* ---- __bang_fusion(op, dst, src0, src1, src2, n[, m]): two elementwise operations in one vector instruction.
+ * src1 and src2 are each a vector or a scalar; with m, the vector ones hold m elements, repeated over n (m | n).
+ * FUSION_FMA (a*b)+c, FUSION_FMS (a*b)-c, FUSION_FAM (a+b)*c, FUSION_FSM (a-b)*c, FUSION_FAA (a+b)+c,
+ * FUSION_FAS (a+b)-c, FUSION_FSA (a-b)+c, FUSION_FSS (a-b)-c, with a = src0, b = src1, c = src2. ---- */
+typedef enum {
+  FUSION_FMA = 0,
+  FUSION_FMS,
+  FUSION_FAM,
+  FUSION_FSM,
+  FUSION_FAA,
+  FUSION_FAS,
+  FUSION_FSA,
+  FUSION_FSS,
+} bang_fusion_op_t;
+#define BANG_EMU_FUSION_TYPES(X) X(float) X(half) X(int) X(int16_t)
+#define BANG_EMU_DECL_FUSION(T)                                                                       \
+  void __bang_fusion(bang_fusion_op_t op, T *dst, const T *src0, const T *src1, const T *src2, int n, int m = -1); \
+  void __bang_fusion(bang_fusion_op_t op, T *dst, const T *src0, const T *src1, T src2, int n, int m = -1);        \
+  void __bang_fusion(bang_fusion_op_t op, T *dst, const T *src0, T src1, const T *src2, int n, int m = -1);        \
+  void __bang_fusion(bang_fusion_op_t op, T *dst, const T *src0, T src1, T src2, int n, int m = -1);
+BANG_EMU_FUSION_TYPES(BANG_EMU_DECL_FUSION)
+#undef BANG_EMU_DECL_FUSION
+
+/* ---- atomics on GDRAM or SRAM (cncc 5 __clang_bang_math.h): dst (NRAM) receives the old value(s) at src1,
+ * then src1 is updated with src2. inc/dec as CUDA's atomicInc/atomicDec (wrap at src2), cas(dst, src1, compare,
+ * value); and/or/xor act on the bits. __bang_atomic_reduce_{add,max,min}(dst, src, n): dst (GDRAM/SRAM)
+ * updated with src (NRAM), nothing returned. ---- */
+#define BANG_EMU_ATOMIC_OPS(X) X(add) X(inc) X(dec) X(max) X(min) X(and) X(or) X(xor) X(exch)
+#define BANG_EMU_ATOMIC_TYPES(X, A) X(A, unsigned short) X(A, short) X(A, unsigned int) X(A, int) X(A, half) X(A, float)
+#define BANG_EMU_DECL_ATOMIC(op, T)                                                                   \
+  void __bang_atomic_##op(T *dst, T *src1, T src2);                                                   \
+  void __bang_atomic_##op(T *dst, T *src1, const T *src2, int n);
+#define BANG_EMU_DECL_ATOMIC_ALL(op) BANG_EMU_ATOMIC_TYPES(BANG_EMU_DECL_ATOMIC, op)
+BANG_EMU_ATOMIC_OPS(BANG_EMU_DECL_ATOMIC_ALL)
+#define BANG_EMU_DECL_ATOMIC_CAS(unused, T)                                                           \
+  void __bang_atomic_cas(T *dst, T *src1, T compare, T value);                                        \
+  void __bang_atomic_cas(T *dst, T *src1, const T *compare, const T *value, int n);
+BANG_EMU_ATOMIC_TYPES(BANG_EMU_DECL_ATOMIC_CAS, cas)
+#define BANG_EMU_DECL_ATOMIC_REDUCE(op, T) void __bang_atomic_reduce_##op(T *dst, const T *src, int n);
+#define BANG_EMU_DECL_ATOMIC_REDUCE_ALL(op)                                                           \
+  BANG_EMU_DECL_ATOMIC_REDUCE(op, float) BANG_EMU_DECL_ATOMIC_REDUCE(op, half)                        \
+  BANG_EMU_DECL_ATOMIC_REDUCE(op, int) BANG_EMU_DECL_ATOMIC_REDUCE(op, short)
+BANG_EMU_DECL_ATOMIC_REDUCE_ALL(add)
+BANG_EMU_DECL_ATOMIC_REDUCE_ALL(max)
+BANG_EMU_DECL_ATOMIC_REDUCE_ALL(min)
+#undef BANG_EMU_DECL_ATOMIC_REDUCE_ALL
+#undef BANG_EMU_DECL_ATOMIC_REDUCE
+#undef BANG_EMU_DECL_ATOMIC_CAS
+#undef BANG_EMU_DECL_ATOMIC_ALL
+#undef BANG_EMU_DECL_ATOMIC
 
 /* ---- tensor unit: dst[M][N] (NRAM) = lhs[M][K] (NRAM) x rhs (WRAM); see README for the rhs layout ---- */
 void __bang_matmul(float *dst, const float *lhs, const float *rhs, int M, int K, int N);
@@ -368,6 +519,7 @@ void __bang_matmul(float *dst, const int16_t *lhs, const int16_t *rhs, int M, in
 BANG_EMU_CONV_FIXED_TYPES(BANG_EMU_DECL_CONV)
 #undef BANG_EMU_DECL_CONV
 
+#include "rounding.h"
 #include "libdevice.h"
 
 #endif /* BANG_EMU_DEVICE_H_ */

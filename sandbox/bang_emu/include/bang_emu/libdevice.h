@@ -55,4 +55,23 @@ inline uint32_t __cn_scalar_min_u32(uint32_t x, uint32_t y) { return y < x ? y :
 inline int32_t __cn_scalar_max_s32(int32_t x, int32_t y) { return x < y ? y : x; }
 inline int32_t __cn_scalar_min_s32(int32_t x, int32_t y) { return y < x ? y : x; }
 
+/* scalar conversions (cncc 5 __clang_bang_math.h: __float2half_tz ... __half2short_dn; 3xx adds _rn), rounded by
+ * the mode their suffix names (rounding.h, the same code as the vector __bang_float2half_* forms) */
+#define BANG_EMU_SCALAR_CVT(mode)                                                                               \
+  inline half __float2half_##mode(float x) { return ::bang_emu::round_to<::bang_emu::HalfFmt>(x, ::bang_emu::round_##mode); } \
+  inline bfloat16_t __float2bfloat16_##mode(float x) {                                                        \
+    return ::bang_emu::round_to<::bang_emu::Bf16Fmt>(x, ::bang_emu::round_##mode);                            \
+  }                                                                                                           \
+  inline int __float2int_##mode(float x) { return ::bang_emu::round_int<int>(x, ::bang_emu::round_##mode); }  \
+  inline int __half2int_##mode(half x) { return ::bang_emu::round_int<int>((float)x, ::bang_emu::round_##mode); } \
+  inline short __float2short_##mode(float x) { return ::bang_emu::round_int<short>(x, ::bang_emu::round_##mode); } \
+  inline short __half2short_##mode(half x) { return ::bang_emu::round_int<short>((float)x, ::bang_emu::round_##mode); } \
+  inline int __float2int32_##mode(float x) { return ::bang_emu::round_int<int>(x, ::bang_emu::round_##mode); }
+BANG_EMU_ROUNDINGS(BANG_EMU_SCALAR_CVT)
+#undef BANG_EMU_SCALAR_CVT
+inline float __half2float(half x) { return (float)x; }
+inline float __bfloat162float(bfloat16_t x) { return (float)x; }
+inline half __float2half(float x) { return (half)x; }
+inline int __float2int32(float x) { return ::bang_emu::round_int<int>(x, ::bang_emu::round_tz); }  // as a C cast
+
 #endif /* BANG_EMU_LIBDEVICE_H_ */

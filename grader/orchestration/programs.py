@@ -1,5 +1,8 @@
 """grade_programs(): a folder of standalone lab programs, each file one stage (assignments/<name>/programs.toml).
 
+The flow beside pipeline._Grading (which grades an extension); the programs' own pieces, their spec and the
+reading of their captures, sit below in grader.programs, so orchestration imports programs and never the reverse.
+
 Built and run inside the runner (bang_harness.programs); on the host: each program's signed launch records
 (grader.programs.captures), the kernel's captured inputs -> float64 left @ right -> compared with the captured
 output under the base assignment's tolerances and checks; the modelled time of the kernel's launches against the
@@ -19,6 +22,7 @@ import numpy as np
 from bang_harness.protocol import KEY_FILE, program_key
 
 from grader import __version__
+from grader.backends import get_backend
 from grader.checks.compare import compare
 from grader.checks.integrity import (
     CallIntegrity,
@@ -66,7 +70,7 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
     if not stems:
         prefixes = ", ".join(s.prefix + "*.mlu" for s in spec.stages)
         return _finish(result, Verdict.UNGRADABLE_LAYOUT, f"no lab program found: expected files {prefixes}")
-    if options.backend != "emu":
+    if not get_backend(options.backend).kernel_trace:  # captures and signed launch records: the emulator's
         return _finish(result, Verdict.ENVIRONMENT_ERROR, "lab programs are graded on the emu backend only")
     try:
         backend = resolve_backend(options)
