@@ -5,9 +5,19 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from grader.i18n import _, ngettext
+from grader.i18n import N_, _, ngettext
 from grader.reporting.compiler_output import student_errors
 from grader.results import GradeResult, Verdict, verdict_label
+
+# The report says the same at more length (reports/templates/report.html.j2); keys: compiler_output.Limitation.
+_NOT_YOUR_MISTAKE = {
+    "missing_builtin": N_("not your mistake: the emulator does not implement `{builtin}` yet (a grader limitation: "
+                          "tell your instructor, and use another builtin meanwhile)"),
+    "emulator": N_("not your mistake: this error lies entirely in the emulator's own headers (a grader "
+                   "limitation: tell your instructor)"),
+    "toolchain": N_("not your mistake: this error lies entirely in torch's or the C++ library's headers (a "
+                    "toolchain limitation: tell your instructor)"),
+}
 
 _STYLE = {Verdict.PASSED: "green", Verdict.TOO_SLOW: "yellow", Verdict.WRONG_ANSWER: "red"}
 
@@ -37,6 +47,9 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
                           soft_wrap=True)
             if e.source:
                 console.print(f"  {e.line:>4} | {e.source}", markup=False, highlight=False, soft_wrap=True)
+            if e.limitation:
+                console.print("  " + _(_NOT_YOUR_MISTAKE[e.limitation]).format(builtin=e.builtin), style="yellow",
+                              markup=False, highlight=False, soft_wrap=True)
         if not errors:
             console.print(result.build.compiler_output[-4000:], markup=False, highlight=False, soft_wrap=True)
     if result.groups and result.cases:

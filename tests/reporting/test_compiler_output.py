@@ -212,3 +212,25 @@ def test_the_report_shows_the_students_errors_first_and_folds_the_rest(tmp_path,
         assert 'data-limitation="missing_builtin"' in errors and "Not your mistake" in errors
     else:
         assert "data-limitation" not in errors and "Not your mistake" not in errors
+
+
+@needs_gxx
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_cli_names_a_missing_builtin_as_not_the_students_mistake(tmp_path, lang):
+    from rich.console import Console
+
+    from grader.cli.summary import print_summary
+    from grader.i18n import use_language
+
+    from . import samples
+
+    output = compile_output(tmp_path, "mlu/sigmoid.mlu", KERNEL.replace("CALL", "__bang_active_tanh"))
+    result = samples.compile_error()
+    result.submission_path, result.build.compiler_output = str(tmp_path), output
+    console = Console(record=True, width=200)
+    with use_language(lang):
+        print_summary(result, console)
+    text = console.export_text()
+    assert "mlu/sigmoid.mlu:11:" in text and "__bang_active_tanh(buf, buf, TILE);" in text
+    assert ("not your mistake" if lang == "en" else "这不是你的错") in text
+    assert "`__bang_active_tanh`" in text
