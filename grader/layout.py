@@ -118,7 +118,7 @@ def inspect_submission(root: Path) -> Submission:
     student, entries, assignment = _settings(config)
     warnings = []
     if (root / "setup.py").exists():
-        warnings.append("setup.py is ignored: the grader builds the extension with its own recipe")
+        warnings.append(_("setup.py is ignored: the grader builds the extension with its own recipe"))
     return Submission(root=root, student=student, assignment=assignment, module=module, extension=extension,
                       entries=entries, warnings=warnings, plan=HANDOUT.plan(root, extension))
 
@@ -127,7 +127,8 @@ def _inspect_project(root: Path, layout: ProjectLayout, config: dict) -> Submiss
     """A lab project as published: usable when the layout's needs are met and a binding registers an operator."""
     missing = layout.missing(root)
     if missing:
-        raise LayoutError(f"this looks like {layout.title} [{layout.name}], but it lacks:\n"
+        raise LayoutError(_("this looks like {layout} [{name}], but it lacks:").format(layout=_(layout.title),
+                                                                                     name=layout.name) + "\n"
                           + "\n".join(f"  - {m}" for m in missing), show_layout=False, layout=layout.name)
     extension = extension_name(layout, root, config.get("extension", DEFAULT_EXTENSION))
     module = config.get("module", "")
@@ -136,11 +137,14 @@ def _inspect_project(root: Path, layout: ProjectLayout, config: dict) -> Submiss
             raise LayoutError(f"{key} must be a Python identifier, got {value!r}", show_layout=False)
     plan = layout.plan(root, extension)
     if not any(_REGISTRATION.search((root / p).read_text(encoding="utf-8", errors="replace")) for p in plan.cpp_sources):
-        raise LayoutError(f"no .cpp file of {layout.title} registers an operator: add PYBIND11_MODULE(...) or "
-                          "TORCH_LIBRARY(<namespace>, m) to the binding", show_layout=False, layout=layout.name)
+        raise LayoutError(_("no .cpp file of {layout} registers an operator: add PYBIND11_MODULE(...) or "
+                            "TORCH_LIBRARY(<namespace>, m) to the binding").format(layout=_(layout.title)),
+                          show_layout=False, layout=layout.name)
     student, entries, assignment = _settings(config)
-    warnings = [f"layout: {layout.title}; built with the grader's recipe"
-                + (" (setup.py is read for the extension's name only, never run)" if (root / "setup.py").exists() else "")]
+    recipe = _("layout: {layout}; built with the grader's recipe").format(layout=_(layout.title))
+    if (root / "setup.py").exists():
+        recipe += " " + _("(setup.py is read for the extension's name only, never run)")
+    warnings = [recipe]
     return Submission(root=root, student=student, assignment=assignment, module=module, extension=extension,
                       entries=entries, warnings=warnings, layout=layout.name, plan=plan)
 
@@ -153,12 +157,13 @@ def bind_entry(submission: Submission, spec: AssignmentSpec) -> Submission:
     layout = layout_named(submission.layout)
     entry = find_entry(layout, submission.root, spec.entry, submission.extension)
     if entry is None:
-        raise LayoutError(f"{layout.title}: no entry for {spec.name} found. Looked for a Python function "
-                          f"{spec.entry}() or active_{spec.entry}_mlu() in {', '.join(layout.python)}, a pybind11 "
-                          f'm.def("active_{spec.entry}", ...) and a TORCH_LIBRARY op of those names', show_layout=False,
-                          layout=layout.name)
+        raise LayoutError(_("{layout}: no entry for {assignment} found. Looked for a Python function {entry}() or "
+                            "active_{entry}_mlu() in {files}, a pybind11 m.def(\"active_{entry}\", ...) and a "
+                            "TORCH_LIBRARY op of those names").format(
+                              layout=_(layout.title), assignment=spec.name, entry=spec.entry,
+                              files=", ".join(layout.python)), show_layout=False, layout=layout.name)
     return replace(submission, module=entry.module, entry_default=entry.entry,
-                   warnings=[*submission.warnings, f"entry: {entry.described}"])
+                   warnings=[*submission.warnings, _("entry: {entry}").format(entry=entry.described)])
 
 
 def offers(submission: Submission, name: str) -> bool:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from bang_harness.plan import BuildPlan
 
+from grader.i18n import N_, _
+
 _PYBIND = re.compile(r"\bPYBIND11_MODULE\s*\(\s*(\w+)\s*,\s*(\w+)\s*\)")
 _TORCH_LIBRARY = re.compile(r"\bTORCH_LIBRARY(?:_FRAGMENT)?\s*\(\s*(\w+)\s*,\s*(\w+)\s*\)")
 _SETUP_NAME = re.compile(r"\b(?:MLU|Cpp|CUDA)?Extension\s*\(\s*(?:name\s*=\s*)?[\"']([\w.]+)[\"']")
@@ -48,7 +50,7 @@ class ProjectLayout:
     builds_extension: bool = True  # False is kept for standalone main() programs (exp_5_2, issue 13 item 2)
 
     def missing(self, root: Path) -> list[str]:
-        return [f"{need.pattern} ({need.what})" for need in self.needs if not _matches(root, need.pattern)]
+        return [f"{need.pattern} ({_(need.what)})" for need in self.needs if not _matches(root, need.pattern)]
 
     def recognises(self, root: Path) -> bool:
         return all(_matches(root, marker) for marker in self.markers)
@@ -67,32 +69,32 @@ class ProjectLayout:
 
 
 HANDOUT = ProjectLayout(
-    name="handout", title="the grader's handout (mlu/, cpp/, ops.py)",
+    name="handout", title=N_("the grader's handout (mlu/, cpp/, ops.py)"),
     markers=("mlu", "cpp"),
-    needs=(Need("mlu/*.mlu", "kernels"), Need("cpp/*.cpp", "PyTorch bindings"), Need("ops.py", "entry functions")),
+    needs=(Need("mlu/*.mlu", N_("kernels")), Need("cpp/*.cpp", N_("PyTorch bindings")), Need("ops.py", N_("entry functions"))),
     mlu=("mlu/*.mlu",), cpp=("cpp/*.cpp",), includes=("mlu", "cpp"), python=("ops.py",))
 
 LAYOUTS: tuple[ProjectLayout, ...] = (
     ProjectLayout(
-        name="aics_exp_5_1", title="the AICS exp_5_1 project (mlu_custom_ext/mlu/src, mlu_functions, setup.py)",
+        name="aics_exp_5_1", title=N_("the AICS exp_5_1 project (mlu_custom_ext/mlu/src, mlu_functions, setup.py)"),
         markers=("mlu_custom_ext/mlu",),
-        needs=(Need("mlu_custom_ext/mlu/src/*.mlu", "kernels"),
-               Need("mlu_custom_ext/mlu/src/*.cpp", "PyTorch bindings"),
-               Need("mlu_custom_ext/mlu_functions/*.py", "the Python functions, e.g. sigmoid")),
+        needs=(Need("mlu_custom_ext/mlu/src/*.mlu", N_("kernels")),
+               Need("mlu_custom_ext/mlu/src/*.cpp", N_("PyTorch bindings")),
+               Need("mlu_custom_ext/mlu_functions/*.py", N_("the Python functions, e.g. sigmoid"))),
         mlu=("mlu_custom_ext/mlu/src/*.mlu",), cpp=("mlu_custom_ext/mlu/src/*.cpp",),
         includes=("mlu_custom_ext/mlu/include",), python=("mlu_custom_ext/**/*.py",)),
     ProjectLayout(
-        name="mlu_extension", title="Cambricon's examples/mlu_extension (mlu_custom_ext/src, src/mlu, ops/)",
+        name="mlu_extension", title=N_("Cambricon's examples/mlu_extension (mlu_custom_ext/src, src/mlu, ops/)"),
         markers=("mlu_custom_ext/src",),
-        needs=(Need("mlu_custom_ext/src/mlu/*.mlu", "kernels"), Need("mlu_custom_ext/src/*.cpp", "PyTorch bindings"),
-               Need("mlu_custom_ext/ops/*.py", "the Python functions, e.g. active_sigmoid_mlu")),
+        needs=(Need("mlu_custom_ext/src/mlu/*.mlu", N_("kernels")), Need("mlu_custom_ext/src/*.cpp", N_("PyTorch bindings")),
+               Need("mlu_custom_ext/ops/*.py", N_("the Python functions, e.g. active_sigmoid_mlu"))),
         mlu=("mlu_custom_ext/src/mlu/*.mlu", "mlu_custom_ext/src/*.mlu"), cpp=("mlu_custom_ext/src/*.cpp",),
         includes=("mlu_custom_ext/src", "mlu_custom_ext/src/mlu"), python=("mlu_custom_ext/**/*.py",)),
     HANDOUT,
     ProjectLayout(
-        name="flat", title="a flat folder (*.mlu, *.cpp and the Python entry side by side)",
+        name="flat", title=N_("a flat folder (*.mlu, *.cpp and the Python entry side by side)"),
         markers=("*.mlu", "*.cpp"),
-        needs=(Need("*.mlu", "kernels"), Need("*.cpp", "PyTorch bindings")),
+        needs=(Need("*.mlu", N_("kernels")), Need("*.cpp", N_("PyTorch bindings"))),
         mlu=("*.mlu",), cpp=("*.cpp",), python=("*.py",)),
     # "programs" (exp_5_2: standalone main() programs, one stage each) belongs here with builds_extension=False.
 )
@@ -130,12 +132,13 @@ def closest(root: Path) -> tuple[ProjectLayout, list[str]]:
 def unusable_message(root: Path) -> str:
     """For a submission no layout fits: the closest layout and what it lacks, and any project deeper inside."""
     layout, missing = closest(root)
-    lines = [f"no known project layout fits this folder; the closest is {layout.title} [{layout.name}], "
-             "which needs:", *(f"  - {m}" for m in missing)]
+    lines = [_("no known project layout fits this folder; the closest is {layout} [{name}], which needs:").format(
+        layout=_(layout.title), name=layout.name), *(f"  - {m}" for m in missing)]
     nested = _nested_project(root)
     if nested is not None:
-        lines.append(f"{nested[1].relative_to(root)}/ holds {nested[0].title}: submit that folder instead")
-    lines.append("known layouts: " + "; ".join(f"{lay.name}: {lay.title}" for lay in LAYOUTS))
+        lines.append(_("{folder}/ holds {layout}: submit that folder instead").format(
+            folder=nested[1].relative_to(root), layout=_(nested[0].title)))
+    lines.append(_("known layouts:") + " " + "; ".join(f"{lay.name}: {_(lay.title)}" for lay in LAYOUTS))
     return "\n".join(lines)
 
 
