@@ -33,6 +33,7 @@ from grader.checks.integrity import (
     device_profile,
 )
 from grader.checks.requirements import check_requirements
+from grader.i18n import _
 from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
 from grader.orchestration.execute import write_trace_key
 from grader.orchestration.options import GradeOptions
@@ -69,9 +70,9 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
     result.max_score = len(spec.stages) * (spec.correct_points + spec.speed_points)
     if not stems:
         prefixes = ", ".join(s.prefix + "*.mlu" for s in spec.stages)
-        return _finish(result, Verdict.UNGRADABLE_LAYOUT, f"no lab program found: expected files {prefixes}")
+        return _finish(result, Verdict.UNGRADABLE_LAYOUT, _("no lab program found: expected files {files}").format(files=prefixes))
     if not get_backend(options.backend).kernel_trace:  # captures and signed launch records: the emulator's
-        return _finish(result, Verdict.ENVIRONMENT_ERROR, "lab programs are graded on the emu backend only")
+        return _finish(result, Verdict.ENVIRONMENT_ERROR, _("lab programs are graded on the emu backend only"))
     try:
         backend = resolve_backend(options)
         runner = resolve_runner(options, backend)
@@ -87,14 +88,14 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
         for stem, stage in stems.items():
             if stem not in built:
                 result.stages.append(_stage(spec, base, stage, stem, Verdict.COMPILE_ERROR,
-                                            f"{stem}.mlu did not compile (see the compiler output)"))
+                                            _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu")))
                 continue
             launches = read_launches(work / "io" / "outputs" / stem / "trace.jsonl", program_key(master, stem))
             facts = HostFacts(backend.device, device_profile(backend.device),
                               KernelSymbols.from_library(work / "build" / "programs" / stem))
             result.stages.append(_judge(spec, base, stage, stem, launches, work / "io" / "outputs" / stem, facts))
     except SandboxError as exc:
-        return _finish(result, Verdict.INTERNAL_ERROR, f"the sandbox failed (not your fault): {exc}")
+        return _finish(result, Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(error=exc))
     finally:
         if not os.environ.get("BANG_GRADER_KEEP_WORK"):
             shutil.rmtree(work, ignore_errors=True)
@@ -118,7 +119,7 @@ def _build(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> tup
     try:
         report = read_json_capped(work / "build" / "programs.json", root=work / "build")
     except (OSError, UntrustedFileError):
-        return set(), "the build produced no report"
+        return set(), _("the build produced no report")
     report = report if isinstance(report, dict) else {}
     built = {stem for stem, r in report.items() if isinstance(r, dict) and r.get("ok") is True}
     log = "\n".join(f"== {stem}.mlu\n{r.get('log_tail', '')}" for stem, r in report.items() if isinstance(r, dict))
@@ -168,8 +169,8 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
     if findings:
         return fail(Verdict.INTEGRITY, "; ".join(findings[:4]))
     if not ours:
-        return fail(Verdict.NOT_USING_KERNEL, f"no verified launch of {spec.kernel} (the program's own output "
-                    "is not believed)")
+        return fail(Verdict.NOT_USING_KERNEL, _("no verified launch of {kernel} (the program's own output is not "
+                      "believed)").format(kernel=spec.kernel))
     errors = [d for r in ours for d in r.get("diagnostics") or [] if d.get("severity") == "error"]
     if errors:
         return fail(Verdict.RUNTIME_ERROR, f"{errors[0].get('kind')}: {errors[0].get('message')}")
@@ -182,7 +183,7 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
             messages.append(message)
             shapes.add(shape)
     except (CaptureError, UntrustedFileError, KeyError, IndexError, TypeError, ValueError) as exc:
-        return fail(Verdict.INTEGRITY, f"captured arguments do not add up: {exc}")
+        return fail(Verdict.INTEGRITY, _("captured arguments do not add up: {error}").format(error=exc))
     first = ours[0]
     trace = TraceSummary(kernel=spec.kernel, dim=tuple(first.get("dim", (1, 1, 1))), func_type=first.get("func_type",
                          "BLOCK"), device_profile=facts.device, modelled_time_us=median,
@@ -196,13 +197,15 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
     verdict = Verdict.PASSED
     if shapes != {want}:
         verdict = Verdict.TOO_SLOW
-        messages.append(f"ran at m, n, k = {sorted(shapes)}, not the lab's {want}: the threshold applies there only")
+        messages.append(_("ran at m, n, k = {shapes}, not the lab's {want}: the threshold applies there only").format(
+            shapes=sorted(shapes), want=want))
     elif not all(q.passed for q in reqs):
         verdict = Verdict.TOO_SLOW
-        messages.append("structural requirement not met: " + "; ".join(q.detail for q in reqs if not q.passed))
+        messages.append(_("structural requirement not met:") + " " + "; ".join(q.detail for q in reqs if not q.passed))
     elif median > stage.threshold_us:
         verdict = Verdict.TOO_SLOW
-        messages.append(f"modelled {median:.3f} us > threshold {stage.threshold_us:.3f} us ({facts.device})")
+        messages.append(_("modelled {time:.3f} us > threshold {threshold:.3f} us ({device})").format(
+            time=median, threshold=stage.threshold_us, device=facts.device))
     else:
         points += spec.speed_points
     return _stage(spec, base, stage, stem, verdict, "; ".join(messages), points=points, correct=True, timing=timing,
@@ -219,32 +222,33 @@ def _check_output(spec: ProgramsSpec, base: AssignmentSpec, record: dict[str, An
     out_arg = pointer_arg(record, a["result"])
     itemsize = np.dtype(CAPTURE_DTYPES.get(out_arg.get("dtype"), np.float32)).itemsize
     if out_arg.get("written", 0) < m * k * itemsize:
-        return Verdict.WRONG_ANSWER, (f"the kernel wrote {out_arg.get('written', 0)} of the {m * k * itemsize} "
-                                      f"bytes of result[{m}][{k}]"), (m, n, k)
-    _, right = load_rows(folder, record, a["right"], "in", n, k)
+        return Verdict.WRONG_ANSWER, _("the kernel wrote {written} of the {size} bytes of result[{m}][{k}]").format(
+            written=out_arg.get("written", 0), size=m * k * itemsize, m=m, k=k), (m, n, k)
+    _rows, right = load_rows(folder, record, a["right"], "in", n, k)
     rows_l, left = load_rows(folder, record, a["left"], "in", m, n)
     rows_r, result = load_rows(folder, record, a["result"], "out", m, k)
     rows = np.intersect1d(rows_l, rows_r)  # a capture over the segment cap holds head and tail rows only
     expected = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ right.astype(np.float64)
     actual = result[np.searchsorted(rows_r, rows)]
     outcome = compare(actual, expected, str(actual.dtype), base.tolerances[str(actual.dtype)], base.checks)
-    covered = "" if len(rows) == m else f" (rows captured and checked: {len(rows)} of {m})"
+    covered = "" if len(rows) == m else " " + _("(rows captured and checked: {rows} of {m})").format(rows=len(rows), m=m)
     if not outcome.passed:
-        message = f"captured output vs float64 left @ right: {outcome.message}{covered}"
+        message = _("captured output vs float64 left @ right: {message}").format(message=outcome.message) + covered
         # The lab's untransposed right matrix in WRAM: recognised, so the message names the cause, not a number.
         as_rows = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ \
             right.astype(np.float64).reshape(-1).reshape(k, n).T
         if compare(actual, as_rows, str(actual.dtype), base.tolerances[str(actual.dtype)], base.checks).passed:
-            message += (". The output is left x right read as k rows of n: __bang_matmul takes its right-hand "
-                        "matrix in WRAM as N rows of K (column-major, Cambricon's BANG C guide), so transpose "
-                        "right before it goes to WRAM. The lab's own check (inputs in [1, 1.1], 10% tolerance) "
-                        "cannot tell the two layouts apart, which is why the program prints PASSED")
+            message += ". " + _("The output is left x right read as k rows of n: __bang_matmul takes its "
+                                "right-hand matrix in WRAM as N rows of K (column-major, Cambricon's BANG C guide), "
+                                "so transpose right before it goes to WRAM. The lab's own check (inputs in [1, 1.1], "
+                                "10% tolerance) cannot tell the two layouts apart, which is why the program prints "
+                                "PASSED")
         return Verdict.WRONG_ANSWER, message, (m, n, k)
     # right values the kernel did not compute (e.g. DMA'd from a buffer host code filled) are not its own
     work = WorkTotals()
     work.add(record, itemsize)
     shortfalls = work.shortfalls(REFERENCES[base.reference].required({"a": (m, n), "b": (n, k)}))
     if shortfalls:
-        return Verdict.INTEGRITY, "right output, but " + "; ".join(shortfalls), (m, n, k)
-    return None, (f"captured output matches float64 left @ right (DIFF1 {outcome.metrics.get('diff1', 0):.2e})"
-                  f"{covered}"), (m, n, k)
+        return Verdict.INTEGRITY, _("right output, but") + " " + "; ".join(shortfalls), (m, n, k)
+    return None, _("captured output matches float64 left @ right (DIFF1 {diff1:.2e})").format(
+        diff1=outcome.metrics.get("diff1", 0)) + covered, (m, n, k)
