@@ -24,29 +24,21 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "sandbox"))
 from bang_emu import driver, toolchain  # noqa: E402
+from bang_emu.calibration import build_native, build_program, lab_folder, run_program  # noqa: E402
 
 MIRROR = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror")) / "Yuichi1001+2024-AICS-EXP" / "repo"
-LAB_PATH = "实验答案/实验七/exp_5_2_matmul_opt"
 
 
 def default_program(work: Path) -> Path:
     if not MIRROR.is_dir():
         sys.exit(f"no mirror of Yuichi1001/2024-AICS-EXP at {MIRROR}; pass a program path instead")
-    tar_path = work / "lab.tar"
-    with tar_path.open("wb") as out:
-        subprocess.run(["git", "--git-dir", str(MIRROR), "archive", "HEAD", LAB_PATH], stdout=out,
-                       stderr=subprocess.DEVNULL, check=True)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(work, filter="data")
-    return work / LAB_PATH / "04_vector_nram_blocks.mlu"
+    return lab_folder(MIRROR, work) / "04_vector_nram_blocks.mlu"
 
 
 def cncc(*args: object) -> None:
@@ -59,24 +51,10 @@ def cncc(*args: object) -> None:
 
 def run(exe: Path) -> tuple[float, float, str]:
     """(process wall s, kernel emulation wall s, stdout)."""
-    env = dict(os.environ, BANG_EMU_VERBOSE="1")
-    env.pop("BANG_EMU_TRACE", None)
-    start = time.monotonic()
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=3600)
-    wall = time.monotonic() - start
+    proc = run_program(exe)
     if proc.returncode != 0:
         sys.exit(f"{exe} failed:\n{proc.stderr[-3000:]}")
-    kernel = sum(float(x) for x in re.findall(r"emulated in ([\d.]+) s wall", proc.stderr))
-    return wall, kernel, proc.stdout
-
-
-def build_native(src: Path, out: Path, work: Path) -> None:
-    """The rewritten unit (launches and on-chip arrays translated) compiled with no instrumentation at all."""
-    ii = work / "native.ii"
-    cncc("--bang-arch=compute_30", "-O3", "-E", src, "-o", ii)
-    obj = work / "native.o"
-    subprocess.run(["g++", "-std=gnu++17", "-O3", "-x", "c++", "-c", str(ii), "-o", str(obj)], check=True)
-    subprocess.run(["g++", str(obj), "-o", str(out), *toolchain.runtime_link_args()], check=True)
+    return proc.wall_s, proc.kernel_wall_s, proc.stdout
 
 
 def build_all_instrumented(src: Path, out: Path, work: Path) -> None:
@@ -104,7 +82,7 @@ def main() -> int:
         work = Path(td)
         src = args.program or default_program(work)
         emu_exe, native_exe, before_exe = work / "emu", work / "native", work / "before"
-        cncc("--bang-arch=compute_30", "-O3", src, "-o", emu_exe)
+        build_program(src, emu_exe)
         build_native(src, native_exe, work)
         emu_wall, emu_kernel, emu_out = run(emu_exe)
         nat_wall, nat_kernel, nat_out = run(native_exe)

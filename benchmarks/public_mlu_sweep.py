@@ -220,10 +220,14 @@ def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, head
             includes.append(f"-I{found}")
     if group.endswith("(not in folder)"):
         group = group.replace("(not in folder)", "(not in the repository)")
-    absent = sorted({n for m in ANY_MISSING.finditer(proc.stderr.replace("‘", "'").replace("’", "'"))
-                      for n in m.groups() if n and BUILTIN.match(n)})
     return Result(repo, rel, False, group, _shorten(loc, src.parent), msg, time.monotonic() - start, len(includes),
-                  absent)
+                  missing_builtins(proc.stderr))
+
+
+def missing_builtins(stderr: str) -> list[str]:
+    """Every BANG builtin the compiler could not find anywhere in its output (undeclared or no matching overload)."""
+    return sorted({n for m in ANY_MISSING.finditer(stderr.replace("‘", "'").replace("’", "'"))
+                   for n in m.groups() if n and BUILTIN.match(n)})
 
 
 def _shorten(loc: str, base: Path) -> str:

@@ -9,7 +9,9 @@ Why a context variable for the active language rather than a `lang` parameter: t
 deep in the grading (checks, judge, score_stages, advice, hints) by code that otherwise has no reason to
 know about languages; threading a parameter through every call would touch every signature. A grading
 runs `with use_language(lang):` once at its top (the CLI, the batch worker), and `_()`/`ngettext()`
-read it. ContextVar (not a global) keeps concurrent gradings in threads or tasks apart. Texts defined at
+read it. ContextVar (not a global) keeps concurrent gradings in threads or tasks apart; a thread starts in
+the default context (English), so code that hands a callback or a target to a thread wraps it with
+`carry_language()` -- the words are then formed when they are shown, in the grading's language. Texts defined at
 import time (registries, tables) are marked with `N_()` for extraction and translated with `_()` where
 they are shown.
 
@@ -25,9 +27,9 @@ import functools
 import gettext
 import io
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     import jinja2
@@ -37,6 +39,10 @@ DEFAULT_LANGUAGE = "en"
 LOCALE_DIR = Path(__file__).parent / "locales"
 DOMAINS = ("grader", "report")  # Python's messages; the report and dashboard templates' messages
 _CATALOGUE_LOCALE = {"zh": "zh_CN"}  # our language code -> the catalogue folder
+_HTML_LANG = {"en": "en", "zh": "zh-CN"}  # our language code -> the BCP 47 tag of `<html lang>` (fonts, hyphenation)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _active: contextvars.ContextVar[str] = contextvars.ContextVar("bang_grader_lang", default=DEFAULT_LANGUAGE)
 
@@ -109,6 +115,23 @@ def use_language(lang: str) -> Iterator[str]:
         _active.reset(token)
 
 
+def carry_language(fn: Callable[P, R]) -> Callable[P, R]:
+    """`fn` running in this context's language wherever it is called: a new thread starts with the default
+    context (English), so a callback or thread target that words messages is wrapped before it leaves."""
+    lang = _active.get()
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with use_language(lang):
+            return fn(*args, **kwargs)
+
+    return run
+
+
+def html_lang(lang: str) -> str:
+    """The `<html lang=...>` value of a page in `lang`."""
+    return _HTML_LANG[check_language(lang)]
+
+
 def _(message: str) -> str:
     """`message` in the active language ("" stays "": gettext would return the catalogue's header)."""
     return translations(_active.get()).gettext(message) if message else message
@@ -125,6 +148,7 @@ def N_(message: str) -> str:
 
 
 def install_jinja(env: jinja2.Environment, lang: str) -> None:
-    """Give a jinja2 environment (with `jinja2.ext.i18n`) the messages of `lang`; newstyle gettext
-    (`{{ _("read %(n)s elements", n=n) }}`) escapes and formats in one place."""
+    """Give a jinja2 environment (with `jinja2.ext.i18n`) the messages of `lang` and `html_lang` (its
+    `<html lang>`); newstyle gettext (`{{ _("read %(n)s elements", n=n) }}`) escapes and formats in one place."""
     env.install_gettext_translations(translations(lang), newstyle=True)
+    env.globals["html_lang"] = html_lang(lang)

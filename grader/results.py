@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field, model_validator
 
 from grader.i18n import N_, _
 
 SCHEMA_VERSION = "1.0"
+# Where a grading's times come from: the cost model (emu) or a device clock (mlu). A backend's `timing_source`.
+TimingSource = Literal["modelled", "hardware"]
 
 
 class Verdict(StrEnum):
@@ -275,9 +277,9 @@ class GradeResult(BaseModel):
     assignment_title: str = ""
     submission_path: str
     submission_hash: str
-    backend: Literal["emu", "mlu"]
+    backend: str = Field(description="the backend graded on: emu, mlu (a module of grader/backends)")
     device_profile: str
-    time_is_modelled: bool = Field(description="True on the emulator: times come from the cost model")
+    time_source: TimingSource = Field(description="the backend's timing_source: modelled (emulator) or hardware")
     sandbox: str = Field(description="docker / bwrap / process")
     verdict: Verdict
     message: str = ""
@@ -300,6 +302,22 @@ class GradeResult(BaseModel):
     lang: str = Field("en", description="the language of the messages: en or zh (grader/i18n.py)")
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _time_source_from_flag(cls, data: Any) -> Any:
+        """Documents written before `time_source` (and callers that still say `time_is_modelled=`) carry the
+        flag alone; it is read once here and dumped again only as the computed field below."""
+        if isinstance(data, dict) and "time_is_modelled" in data:
+            data = dict(data)
+            modelled = data.pop("time_is_modelled")
+            data.setdefault("time_source", "modelled" if modelled else "hardware")
+        return data
+
+    @computed_field(description="True on the emulator: times come from the cost model")  # type: ignore[prop-decorator]
+    @property
+    def time_is_modelled(self) -> bool:
+        return self.time_source == "modelled"
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)

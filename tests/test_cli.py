@@ -186,3 +186,27 @@ def test_submit_keeps_builds_in_a_default_cache_and_prunes_it(tmp_path, monkeypa
         os.utime(tmp_path / "mine" / f"k{i}", (1000 + i, 1000 + i))
     prune_build_cache(tmp_path / "mine", keep=2)
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["k3", "k4"]
+
+
+def test_setup_lines_and_the_fix_speak_the_students_language(machine):
+    """`grade submit --lang zh` on a bare machine: every setup line and the fix are in Chinese (the reasons the
+    machine's probes give, e.g. Docker's own, are quoted as they come)."""
+    from grader.i18n import use_language
+    from grader.orchestration.environment import EnvironmentProblem
+
+    machine.update(root=True, image=False, base=False)
+    with use_language("zh"):
+        prepared, lines = _prepare()
+    assert prepared.sandbox == "docker" and len(lines) >= 2
+    assert all(line.startswith("环境准备：") for line in lines), lines
+    assert any("正在构建沙箱镜像" in line for line in lines), lines
+    machine.update(root=False, docker=False, bwrap=False)
+    with use_language("zh"), pytest.raises(EnvironmentProblem) as problem:
+        _prepare()
+    assert "需要 root 权限" in str(problem.value) and "解决方法：sudo ./grade setup" in str(problem.value)
+
+
+def test_doctor_in_chinese():
+    proc = grade("doctor", "--lang", "zh")
+    assert "类别" in proc.stdout and "沙箱" in proc.stdout and "后端" in proc.stdout, proc.stdout
+    assert "area" not in proc.stdout and "status" not in proc.stdout

@@ -16,7 +16,17 @@ import pytest
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.pofile import read_po
 
-from grader.i18n import LANGUAGES, LOCALE_DIR, _, ngettext, resolve_language, translations, use_language
+from grader.i18n import (
+    LANGUAGES,
+    LOCALE_DIR,
+    _,
+    carry_language,
+    html_lang,
+    ngettext,
+    resolve_language,
+    translations,
+    use_language,
+)
 from grader.results import Verdict, verdict_label
 from grader.spec import SpecError, load_assignment
 
@@ -129,6 +139,41 @@ def test_english_is_the_source_text_and_chinese_reads_as_chinese():
         assert ngettext("{n} case affected.", "{n} cases affected.", 2).format(n=2) == "共影响 2 个用例。"
         assert _("") == ""
     assert verdict_label(Verdict.PASSED) == "passed"  # the block restored English
+
+
+def test_a_thread_speaks_the_language_it_was_started_in_only_when_carried():
+    """A new thread starts in the default context (English): a callback or thread target that words messages
+    is wrapped with carry_language where it is handed over."""
+    import threading
+
+    heard: dict[str, str] = {}
+
+    def word(name: str) -> None:
+        heard[name] = verdict_label(Verdict.WRONG_ANSWER)
+
+    with use_language("zh"):
+        for name, target in (("bare", word), ("carried", carry_language(word))):
+            thread = threading.Thread(target=target, args=(name,))
+            thread.start()
+            thread.join()
+    assert heard == {"bare": "wrong answer", "carried": "答案错误"}
+
+
+def test_pages_declare_the_active_language(tmp_path):
+    """`<html lang>` of the report and of the class dashboard follow the language they are written in."""
+    from grader.batch.dashboard import class_stats, render_dashboard
+    from tests.reporting import samples
+
+    assert html_lang("zh") == "zh-CN" and html_lang("en") == "en"
+    for lang, tag in (("en", "en"), ("zh", "zh-CN")):
+        with use_language(lang):
+            page = render_dashboard(class_stats([], assignment_title="sigmoid", backend="emu", seed_mode="public"))
+        assert f'<html lang="{tag}">' in page
+        result = samples.failing_matmul()
+        result.lang = lang
+        from grader.reporting import render_report_html
+
+        assert f'<html lang="{tag}">' in render_report_html(result)
 
 
 # -- (2) which language ---------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from bang_harness.protocol import (
 )
 from signed_trace import write_signed
 
-from grader.backends import EmuBackend, MluBackend
+from grader.backends.emu import EmuBackend
+from grader.backends.mlu import MluBackend
 from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.execute import PER_ROUND_ENV, Executor
@@ -148,10 +149,11 @@ class FakeRunner:
         """As bang_harness.mlu_driver writes them: every invocation ran the extension's kernel (CNPAPI)."""
         warmup, repeats = call["warmup"], call["timed_repeats"]
         invocations = 1 + warmup + repeats - (1 if warmup == 0 and repeats else 0)
-        timed = [device_us[i % len(device_us)] for i in range(repeats)] if device_us else [1.0] * repeats
-        kernel = (KernelRecord("_Z13matmul_kernelPKfS0_Pfiii", 0, 0, 1),)
+        timed = [device_us[i % len(device_us)] for i in range(repeats)] if device_us else [100.0] * repeats
         with path.open("ab") as fh:
-            for index, time_us in enumerate([1.0] * (invocations - repeats) + timed):
+            for index, time_us in enumerate([100.0] * (invocations - repeats) + timed):
+                # The kernel busy for the whole window: the host checks the time against the work's floor.
+                kernel = (KernelRecord("_Z13matmul_kernelPKfS0_Pfiii", 0, round(time_us * 1000), 1),)
                 fh.write(KernelWindow(index, time_us, kernel).to_line())
 
     def ran(self, entry: str | None = None) -> list[str]:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar, Literal
+from typing import ClassVar
 
+from grader.results import TimingSource
 from grader.sandbox.base import Phase
 
-TimingSource = Literal["modelled", "hardware"]
+__all__ = ["Backend", "TimingSource", "first_output_line"]
 
 
 class Backend(ABC):
-    name: Literal["emu", "mlu"]
+    name: str  # the module name under grader/backends and bang_harness/backends, and --backend
     timing_source: TimingSource
     default_device: str
     # The runtime writes a signed launch trace: "no kernel launched", structural requirements and the
@@ -59,6 +61,15 @@ class Backend(ABC):
     def device_nodes(self, device: str | None) -> list[str]:
         """Host device nodes the sandbox must pass in to reach `device` (none for an emulated one)."""
         return []
+
+    def batch_devices(self, workers: int | None, device: str | None) -> list[str | None]:
+        """The device of each `grade batch` worker slot: `workers` slots sharing `device` (default: one per two
+        cores, since a grading run keeps a build or run process busy). Raises ValueError when none can run."""
+        return [device] * (workers or max(1, (os.cpu_count() or 2) // 2))
+
+    def result_key_device(self, device: str | None) -> str:
+        """The device part of a batch result's key: a result graded on another device is not reused."""
+        return device or ""
 
     def resolve_device(self, device: str | None) -> str:
         chosen = device or self.default_device

@@ -50,6 +50,16 @@ class MluBackend(Backend):
         card = device or self.default_device
         return mlu_device_nodes(int(card)) if card.isdigit() else []
 
+    def batch_devices(self, workers: int | None, device: str | None) -> list[str | None]:
+        """One slot per card: all of them, or those `device` lists ("0,2"), at most `workers`."""
+        cards = [c for c in self.devices() if device is None or c in device.split(",")]
+        if not cards:
+            raise ValueError("backend mlu: no usable MLU card (/dev/cambricon_dev*) on this machine")
+        return list(cards[: workers or len(cards)])
+
+    def result_key_device(self, device: str | None) -> str:
+        return ""  # the cards of one machine are alike: a result graded on card 1 stands for card 0
+
     def run_env(self, device: str | None) -> dict[str, str]:
         card = device or self.default_device
         if not card.isdigit():

@@ -21,7 +21,7 @@ import grader
 from grader.atomic_file import atomic_write_text
 from grader.backends import get_backend
 from grader.batch.exports import ClassRow, class_max_score
-from grader.i18n import current_language, install_jinja
+from grader.i18n import _, current_language, install_jinja, ngettext
 from grader.results import Verdict, verdict_label
 
 if TYPE_CHECKING:
@@ -107,7 +107,8 @@ def _side(student_id: str, file: str, lines: tuple[int, int], code: str) -> Code
 
 def similarity_view(report: SimilarityReport) -> SimilarityView:
     bins = report.histogram or [0] * 10
-    histogram = [Bar(label=f"{10 * i}", value=c, title=f"{10 * i}-{10 * (i + 1)}%: {c} pairs")
+    histogram = [Bar(label=f"{10 * i}", value=c, title=ngettext("{low}-{high}%: {n} pair", "{low}-{high}%: {n} pairs",
+                                                                c).format(low=10 * i, high=10 * (i + 1), n=c))
                  for i, c in enumerate(bins)]
     views = [(p, [(_side(p.a, r.file_a, r.lines_a, r.code_a), _side(p.b, r.file_b, r.lines_b, r.code_b))
                   for r in p.regions]) for p in report.viewed]
@@ -119,13 +120,20 @@ def _histogram(percents: list[float]) -> list[Bar]:
     for p in percents:
         counts[min(HISTOGRAM_BINS - 1, max(0, int(p // (100 / HISTOGRAM_BINS))))] += 1
     width = 100 // HISTOGRAM_BINS
-    return [Bar(label=f"{i * width}" if i < HISTOGRAM_BINS - 1 else f"{i * width}+", value=c,
-                title=f"{i * width}-{(i + 1) * width}{'%' if i < HISTOGRAM_BINS - 1 else '% incl.'}: {c} students")
+    def title(i: int, c: int) -> str:
+        last = i == HISTOGRAM_BINS - 1  # the top bin holds 100% too
+        return (ngettext("{low}-{high}% incl.: {n} student", "{low}-{high}% incl.: {n} students", c) if last
+                else ngettext("{low}-{high}%: {n} student", "{low}-{high}%: {n} students", c)
+                ).format(low=i * width, high=(i + 1) * width, n=c)
+
+    return [Bar(label=f"{i * width}" if i < HISTOGRAM_BINS - 1 else f"{i * width}+", value=c, title=title(i, c))
             for i, c in enumerate(counts)]
 
 
 def _kernel_label(row: ClassRow, source: str) -> str:
-    return f"modelled ({row.result.device_profile})" if source == "modelled" else source
+    if source == "modelled":
+        return _("modelled ({device})").format(device=row.result.device_profile)
+    return {"hardware": _("hardware"), "host_clock": _("host clock")}.get(source, source)
 
 
 def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, seed_mode: str,
@@ -144,7 +152,8 @@ def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, se
     for r in rows:
         kinds = {d.kind for c in r.result.cases for d in c.diagnostics if d.severity == "error"}
         kinds |= {d.kind for s in r.result.stages if s.trace for d in s.trace.diagnostics if d.severity == "error"}
-        kinds |= {f"case verdict: {c.verdict}" for c in r.result.cases if c.verdict != Verdict.PASSED}
+        kinds |= {_("case verdict: {verdict}").format(verdict=verdict_label(c.verdict))
+                  for c in r.result.cases if c.verdict != Verdict.PASSED}
         diag_students.update(kinds)
     diagnostics = [Bar(k, c, f"{c} / {n}") for k, c in diag_students.most_common(12)]
 

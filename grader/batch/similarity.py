@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.batch.exports import csv_cell
+from grader.i18n import _
 
 if TYPE_CHECKING:
     from grader.batch.exports import ClassRow
@@ -165,13 +166,13 @@ def read_sources(root: Path) -> tuple[list[SourceFile], list[str]]:
             if not stat.S_ISREG(info.st_mode):
                 continue  # links and specials are never read
             if info.st_size > MAX_FILE_BYTES or total + info.st_size > MAX_SUBMISSION_BYTES or len(files) >= MAX_FILES:
-                notes.append(f"{rel}: skipped (over the size caps)")
+                notes.append(_("{file}: skipped (over the size caps)").format(file=rel))
                 continue
             total += info.st_size
             with open(path, "rb") as fh:
                 raw = fh.read(MAX_FILE_BYTES + 1)
             if b"\0" in raw:
-                notes.append(f"{rel}: skipped (binary)")
+                notes.append(_("{file}: skipped (binary)").format(file=rel))
                 continue
             files.append(SourceFile(rel, language, raw.decode("utf-8", errors="replace")))
     return files, notes
@@ -254,7 +255,7 @@ class Fingerprinter:
         seen: set[tuple[str, str]] = set()
         for folder in template_dirs:
             sources, notes = read_sources(Path(folder))
-            self.template_notes += [f"template {folder}: {n}" for n in notes]
+            self.template_notes += [_("template {folder}: {note}").format(folder=folder, note=n) for n in notes]
             for src in sources:
                 self.template_files.append(f"{folder}/{src.rel}")
                 digest = (src.language, hashlib.sha256(src.text.encode("utf-8", errors="replace")).hexdigest())
@@ -404,7 +405,7 @@ def _line_span(f: FileFingerprint, start: int, end: int) -> tuple[int, int]:
 def _code(f: FileFingerprint, lines: tuple[int, int]) -> str:
     chunk = f.fp.raw_code.split("\n")[lines[0] - 1 : lines[1]]  # the lines line_starts counts
     if len(chunk) > MAX_REGION_LINES:
-        chunk = chunk[:MAX_REGION_LINES] + [f"... ({len(chunk) - MAX_REGION_LINES} more lines)"]
+        chunk = chunk[:MAX_REGION_LINES] + [_("... ({n} more lines)").format(n=len(chunk) - MAX_REGION_LINES)]
     return "\n".join(chunk)
 
 
@@ -487,14 +488,14 @@ def _fingerprint_members(printer: Fingerprinter, members: Sequence[Member]):  # 
     notes: list[str] = []
     for m in sorted(members, key=lambda m: m.student_id):
         if m.root is None or not Path(m.root).is_dir():
-            skipped.append(f"{m.student_id}: no submission folder")
+            skipped.append(_("{student}: no submission folder").format(student=m.student_id))
             continue
         key = m.content_hash or f"student:{m.student_id}"
         if key not in prints:
             sources, file_notes = read_sources(Path(m.root))
             notes += [f"{m.student_id}: {n}" for n in file_notes]
             if not sources:
-                skipped.append(f"{m.student_id}: no .mlu/.cpp/.h/.py files")
+                skipped.append(_("{student}: no .mlu/.cpp/.h/.py files").format(student=m.student_id))
                 continue
             prints[key] = printer.submission(sources)
         groups[key].append(m)
@@ -600,10 +601,11 @@ def similarity_step(rows: Sequence[ClassRow], assignment: str, out_dir: Path,
         settings, templates = settings_for(assignment, options)
         missing = [str(t) for t in templates if not Path(t).is_dir()]
         if missing:
-            return None, [f"similarity not computed: template folder not found: {', '.join(missing)}"]
+            return None, [_("similarity not computed: template folder not found: {folders}").format(
+                folders=", ".join(missing))]
         report = compare_submissions(members_of(rows), templates, settings)
         atomic_write_text(out_dir / "similarity.csv", similarity_csv(report))
     except Exception as exc:  # noqa: BLE001 - reported, and the grades stand
-        return None, [f"similarity not computed: {exc!r}"]
-    notes = [] if templates else ["similarity: no template given (--template DIR): handout code counts as shared"]
+        return None, [_("similarity not computed: {error}").format(error=repr(exc))]
+    notes = [] if templates else [_("similarity: no template given (--template DIR): handout code counts as shared")]
     return report, notes

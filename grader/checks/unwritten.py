@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import CheckFinding, SelfTest, run_self_tests
-from grader.i18n import _
+from grader.i18n import ngettext
 
 
 def mask(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -20,9 +20,11 @@ def check(actual: np.ndarray, expected: np.ndarray) -> CheckFinding:
     message = ""
     if count:
         first = [int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape)]
-        message = _("{count} of {total} output elements were never written ({fraction:.1%}; still hold the NaN "
-                    "poison), first at index {first}").format(count=count, total=bad.size, fraction=fraction,
-                                                              first=first)
+        message = ngettext("{count} of {total} output elements was never written ({fraction:.1%}; it still "
+                           "holds the NaN poison), first at index {first}",
+                           "{count} of {total} output elements were never written ({fraction:.1%}; still hold the "
+                           "NaN poison), first at index {first}", count).format(count=count, total=bad.size,
+                                                                                fraction=fraction, first=first)
     return CheckFinding("unwritten", count == 0, message, {"unwritten_fraction": fraction}, bad)
 
 

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from grader.i18n import LANGUAGES, _, current_language, use_language
+from grader.backends import BACKENDS
+from grader.i18n import LANGUAGES, _, current_language, resolve_language, use_language
 from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
 from grader.results import GradeResult, Verdict
@@ -73,7 +74,7 @@ def submit(
     """Grade one submission: build, check every case, time every stage, score, report.
 
     On a machine not set up yet it first does what `grade setup` does (as root), with progress shown."""
-    _check_choice(backend, ("emu", "mlu"), "--backend")
+    _check_choice(backend, tuple(BACKENDS), "--backend")
     _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
     if lang is not None:
         _check_choice(lang, LANGUAGES, "--lang")
@@ -275,39 +276,47 @@ def calibrate(
 
 
 @app.command()
-def doctor() -> None:
+def doctor(lang: LangOpt = None) -> None:
     """What backends, sandboxes and devices this machine has, and how to fix what is missing."""
-    from grader.cli.doctor import diagnose
+    from grader.cli.doctor import AREAS, diagnose
 
+    if lang is not None:
+        _check_choice(lang, LANGUAGES, "--lang")
     console = Console(highlight=False)
-    table = Table(title="grade doctor", title_justify="left")
-    for col in ("area", "item", "status", "detail", "fix"):
-        table.add_column(col)
-    findings = diagnose()
-    for f in findings:
-        table.add_row(f.area, f.item, "[green]ok[/]" if f.ok else "[red]missing[/]", f.detail, f.fix)
-    console.print(table)
+    with use_language(resolve_language(lang, None)):
+        table = Table(title="grade doctor", title_justify="left")
+        for col in (_("area"), _("item"), _("status"), _("detail"), _("fix")):
+            table.add_column(col)
+        findings = diagnose()
+        for f in findings:
+            status = "[green]" + _("ok") + "[/]" if f.ok else "[red]" + _("missing") + "[/]"
+            table.add_row(_(AREAS.get(f.area, f.area)), f.item, status, f.detail, f.fix)
+        console.print(table)
     emu_ok = any(f.area == "backend" and f.item == "emu" and f.ok for f in findings)
     raise typer.Exit(0 if emu_ok else 1)
 
 
 @app.command()
-def setup(tests: Annotated[bool, typer.Option("--tests", help="also what the test suite needs")] = False) -> None:
+def setup(tests: Annotated[bool, typer.Option("--tests", help="also what the test suite needs")] = False,
+          lang: LangOpt = None) -> None:
     """Set this machine up for grading (as root): Docker installed and started, the sandbox image built.
 
     The same steps `grade submit` takes on a machine not set up yet, and ./run-tests before the tests."""
     from grader.orchestration.environment import bwrap_works, setup_docker_sandbox
 
+    if lang is not None:
+        _check_choice(lang, LANGUAGES, "--lang")
     console = Console(highlight=False)
-    ok, why = setup_docker_sandbox(lambda line: console.print(line, markup=False, soft_wrap=True), tests=tests)
-    if ok:
-        console.print("setup: ready: the docker sandbox works")
-        raise typer.Exit(0)
-    console.print(f"[red]setup: the docker sandbox is not available:[/] {why}")
-    bwrap_ok, _why = bwrap_works()
-    if bwrap_ok:
-        console.print("setup: self-checks (`grade submit`) still work in the bubblewrap sandbox; batch grading "
-                      "needs Docker")
+    with use_language(resolve_language(lang, None)):
+        ok, why = setup_docker_sandbox(lambda line: console.print(line, markup=False, soft_wrap=True), tests=tests)
+        if ok:
+            console.print(_("setup: ready: the docker sandbox works"))
+            raise typer.Exit(0)
+        console.print("[red]" + _("setup: the docker sandbox is not available:") + "[/] " + why, highlight=False)
+        bwrap_ok, _why = bwrap_works()
+        if bwrap_ok:
+            console.print(_("setup: self-checks (`grade submit`) still work in the bubblewrap sandbox; batch "
+                            "grading needs Docker"))
     raise typer.Exit(1)
 
 

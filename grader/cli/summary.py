@@ -7,6 +7,7 @@ from rich.table import Table
 
 from grader.i18n import N_, _, ngettext
 from grader.reporting.compiler_output import student_errors
+from grader.reporting.hints import case_hint, is_emulator_message
 from grader.results import GradeResult, Verdict, verdict_label
 
 # The report says the same at more length (reports/templates/report.html.j2); keys: compiler_output.Limitation.
@@ -83,9 +84,13 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
     for case in failing[:failures_shown]:
         console.print(f"  [red]x[/] {case.name} ({case.entry}, {case.dtype}, "
                       f"{' '.join(f'{k}{v}' for k, v in case.shapes.items())}): {verdict_text(case.verdict)}")
-        if case.message:
-            console.print("    " + case.message.strip().replace("\n", "\n    ")[:1500], markup=False, highlight=False,
-                          soft_wrap=True)
+        message = case.message.strip().replace("\n", "\n    ")[:1500]
+        if message and is_emulator_message(case):  # the kind's hint first, then the emulator's words, labelled
+            console.print("    " + (case_hint(case, result.assignment) or ""), markup=False, highlight=False)
+            console.print("    " + _("emulator's original output:"), style="dim", highlight=False, end=" ")
+            console.print(message, markup=False, highlight=False, soft_wrap=True)
+        elif message:
+            console.print("    " + message, markup=False, highlight=False, soft_wrap=True)
         for m in case.mismatches[:3]:
             expected = "NaN/Inf" if m.expected is None else f"{m.expected:.6g}"
             line = _("at {index}: never written, expected {expected}") if m.actual is None \

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grader
 from grader.atomic_file import atomic_write_text
+from grader.backends import BACKENDS, get_backend
 from grader.batch.dashboard import write_dashboard
 from grader.batch.distributed import make_self_contained, write_kubernetes_job, write_plan
 from grader.batch.exports import ClassRow, write_exports
@@ -137,29 +138,20 @@ def assignment_fingerprint(assignment: str) -> AssignmentInfo:
 
 
 def device_slots(backend: str, workers: int | None, device: str | None) -> list[Slot]:
-    """One slot per MLU card (all cards, the ones `device` lists, at most `workers`), or `workers` CPU slots
-    on the emulator (default: one per two cores, since a grading run keeps a build or run process busy)."""
-    if backend == "mlu":
-        from grader.backends import get_backend
-
-        cards = get_backend("mlu").devices()
-        if device is not None:
-            cards = [c for c in cards if c in device.split(",")]
-        if not cards:
-            raise BatchError("backend mlu: no usable MLU card (/dev/cambricon_dev*) on this machine")
-        return [Slot(i, card) for i, card in enumerate(cards[: workers or len(cards)])]
-    count = workers or max(1, (os.cpu_count() or 2) // 2)
-    return [Slot(i, device) for i in range(count)]
+    """One worker slot per device the backend hands out for a batch (Backend.batch_devices)."""
+    try:
+        return [Slot(i, d) for i, d in enumerate(get_backend(backend).batch_devices(workers, device))]
+    except ValueError as exc:
+        raise BatchError(str(exc)) from exc
 
 
 def preflight(backend: str, sandbox: str, device: str | None) -> None:
     """Fails the batch before it starts when the grader cannot work here at all (no sandbox image, no
-    toolchain), instead of turning every student into an internal error."""
+    toolchain), instead of turning every student into an internal error. `device`: the first slot's."""
     from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
     from grader.orchestration.options import GradeOptions
 
-    first_device = device.split(",")[0] if backend == "mlu" and device else device
-    options = GradeOptions(backend=backend, sandbox=sandbox, device=first_device, batch=True)  # type: ignore[arg-type]
+    options = GradeOptions(backend=backend, sandbox=sandbox, device=device, batch=True)  # type: ignore[arg-type]
     try:
         resolve_runner(options, resolve_backend(options))
     except UnavailableError as exc:
@@ -204,8 +196,7 @@ def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str,
     for sub in subs:
         parts = KeyParts(student_id=sub.student_id, assignment=assignment, content_hash=sub.content_hash,
                          spec_hash=spec_hash, grader_version=grader.__version__, backend=backend,
-                         # the emulator's device profile changes modelled times; MLU cards are alike
-                         device=(device or "") if backend == "emu" else "", seed_digest=seed_digest(seed),
+                         device=get_backend(backend).result_key_device(device), seed_digest=seed_digest(seed),
                          lang=lang)
         job = GradeJob(key=parts.key(), student_id=sub.student_id, student_name=sub.name,
                        submission=str(sub.path or sub.origin), assignment=assignment,
@@ -237,7 +228,7 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     if sandbox in UNSANDBOXED:
         raise BatchError(f"batch grading runs student code only in the docker sandbox, not {sandbox!r}; "
                          "use --sandbox docker or auto")
-    if backend not in ("emu", "mlu"):
+    if backend not in BACKENDS:
         raise BatchError(f"unknown backend {backend!r}")
     try:
         check_similarity_options(similarity)
@@ -269,7 +260,7 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
         raise BatchError(str(exc)) from exc
     slots = [] if plan_only else device_slots(backend, workers, device)
     if not plan_only and entry == GRADE_ENTRY:
-        preflight(backend, sandbox, device)
+        preflight(backend, sandbox, slots[0].device)
         sweep_dead_workers_containers()
     # The same content-keyed cache as `grade submit` (a student's self-check build is reused); a cluster plan
     # keeps it in the batch folder, which its pods share.

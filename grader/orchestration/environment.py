@@ -91,7 +91,7 @@ class EnvironmentProblem(UnavailableError):
     one command that does."""
 
     def __init__(self, message: str, fix: str = FIX_COMMAND) -> None:
-        super().__init__(f"{message}\nfix: {fix}" if fix else message)
+        super().__init__(_("{problem}\nfix: {command}").format(problem=message, command=fix) if fix else message)
         self.fix = fix
 
 
@@ -107,10 +107,15 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
+def _say(log: Log, step: str) -> None:
+    """One setup line, labelled as setup, in the active language."""
+    log(_("setup: {step}").format(step=step))
+
+
 def run_setup_script(log: Log, tests: bool = False) -> tuple[bool, str]:
     """Runs scripts/setup-system.sh (root only), its progress lines to `log`; returns (ok, last lines)."""
     argv = ["bash", str(SETUP_SCRIPT), *(["--tests"] if tests else [])]
-    log(f"setup: $ {' '.join(argv[1:])}")
+    _say(log, f"$ {' '.join(argv[1:])}")
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail: list[str] = []
@@ -122,10 +127,11 @@ def run_setup_script(log: Log, tests: bool = False) -> tuple[bool, str]:
         tail = [*tail[-19:], line]
         # apt's own chatter stays out of the way; the script's lines say what is happening
         if line.startswith("setup-system:"):
-            log(f"setup: {line.removeprefix('setup-system: ')}")
+            _say(log, line)  # the script's own words, under its name
     code = proc.wait()
-    log(f"setup: scripts/setup-system.sh {'done' if code == 0 else f'failed ({code})'} in "
-        f"{time.monotonic() - started:.0f} s")
+    seconds = f"{time.monotonic() - started:.0f}"
+    _say(log, (_("scripts/setup-system.sh done in {seconds} s") if code == 0 else
+               _("scripts/setup-system.sh failed ({code}) in {seconds} s")).format(code=code, seconds=seconds))
     return code == 0, "\n".join(tail[-8:])
 
 
@@ -150,12 +156,13 @@ def bwrap_works() -> tuple[bool, str]:
     from grader.sandbox.bwrap_runner import bwrap_available
 
     if not bwrap_available():
-        return False, "bubblewrap is not installed (bwrap, prlimit, setpriv)"
+        return False, _("bubblewrap is not installed (bwrap, prlimit, setpriv)")
     probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
                             "--unshare-net", "true"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=30, check=False)
     if probe.returncode != 0:
-        return False, f"bubblewrap cannot create its sandbox here: {probe.stdout.strip()[-300:]}"
+        return False, _("bubblewrap cannot create its sandbox here: {output}").format(
+            output=probe.stdout.strip()[-300:])
     return True, "ok"
 
 
@@ -166,34 +173,36 @@ def setup_docker_sandbox(log: Log, tests: bool = False, install: bool = True) ->
         if not install:
             return False, why
         if not _is_root():
-            return False, f"{why}, and installing or starting Docker needs root"
-        log(f"setup: {why}: installing and starting what the docker sandbox needs")
+            return False, _("{why}, and installing or starting Docker needs root").format(why=why)
+        _say(log, _("{why}: installing and starting what the docker sandbox needs").format(why=why))
         ok, tail = run_setup_script(log, tests=tests)
         if not ok:
-            return False, f"scripts/setup-system.sh failed:\n{tail}"
+            return False, _("scripts/setup-system.sh failed:\n{output}").format(output=tail)
         ready, why = _docker_ready()
         if not ready:
-            return False, f"dockerd was started but {why}"
+            return False, _("dockerd was started, but: {why}").format(why=why)
     elif tests and _is_root():
         ok, tail = run_setup_script(log, tests=True)  # the test tools (chromium ...) beside a running daemon
         if not ok:
-            return False, f"scripts/setup-system.sh failed:\n{tail}"
+            return False, _("scripts/setup-system.sh failed:\n{output}").format(output=tail)
     built, base_built, tag = _image_state()
     if built:
         return True, "ok"
     if not base_built and not _is_root():
-        return False, f"the sandbox image {tag} is not built, and its base (debootstrap) needs root"
+        return False, _("the sandbox image {tag} is not built, and its base (debootstrap) needs root").format(tag=tag)
     if not base_built and not install:
-        return False, f"the sandbox image {tag} is not built"
+        return False, _("the sandbox image {tag} is not built").format(tag=tag)
     from grader.sandbox.images import ensure_emu_image
 
-    log(f"setup: building the sandbox image {tag} ({'a few minutes' if base_built else '5-15 minutes, once'})")
+    _say(log, (_("building the sandbox image {tag} (a few minutes)") if base_built
+               else _("building the sandbox image {tag} (5-15 minutes, once)")).format(tag=tag))
     started = time.monotonic()
     try:
         ensure_emu_image(log=lambda line: _image_progress(line, log))
     except Exception as exc:  # noqa: BLE001 -- any failure here is the machine's, reported as such
-        return False, f"building the sandbox image failed: {type(exc).__name__}: {str(exc)[-2000:]}"
-    log(f"setup: sandbox image ready in {time.monotonic() - started:.0f} s")
+        return False, _("building the sandbox image failed: {error}").format(
+            error=f"{type(exc).__name__}: {str(exc)[-2000:]}")
+    _say(log, _("sandbox image ready in {seconds} s").format(seconds=f"{time.monotonic() - started:.0f}"))
     return True, "ok"
 
 
@@ -202,7 +211,7 @@ def _image_progress(line: str, log: Log) -> None:
     text = line.strip()
     if text.startswith("images:") or text.startswith("Step ") or text.startswith("prebuild:") \
             or text.startswith("pch:"):
-        log("setup: " + text.removeprefix("images: "))
+        _say(log, text.removeprefix("images: "))  # images.py words its own lines; docker's stay docker's
 
 
 def prepare_environment(options: GradeOptions, log: Log | None = None, install: bool = True) -> Prepared:
@@ -216,28 +225,30 @@ def prepare_environment(options: GradeOptions, log: Log | None = None, install: 
     if options.sandbox == "bwrap":
         ok, why = bwrap_works()
         if not ok:
-            raise EnvironmentProblem(f"the bubblewrap sandbox is not usable: {why}",
+            raise EnvironmentProblem(_("the bubblewrap sandbox is not usable: {why}").format(why=why),
                                      "sudo apt-get install -y bubblewrap util-linux")
         return Prepared("bwrap", notes)
     if get_backend(options.backend).passes_device:
         ok, why = setup_docker_sandbox(log, install=False)  # the MLU image is the instructor's to build
         if not _docker_ready()[0]:
-            raise EnvironmentProblem(f"the {options.backend} backend needs the docker sandbox: {why}",
+            raise EnvironmentProblem(_("the {backend} backend needs the docker sandbox: {why}").format(
+                backend=options.backend, why=why),
                                      "sudo scripts/setup-system.sh")
         return Prepared("docker", notes)
     ok, why = setup_docker_sandbox(log, install=install)
     if ok:
         return Prepared("docker", notes)
     if options.sandbox == "docker" or options.batch:
-        raise EnvironmentProblem(f"the docker sandbox is not available: {why}")
+        raise EnvironmentProblem(_("the docker sandbox is not available: {why}").format(why=why))
     bwrap_ok, bwrap_why = bwrap_works()
     if bwrap_ok:
         note = _("docker sandbox unavailable ({why}): self-check in the bubblewrap sandbox instead (`{fix}` sets "
                  "Docker up)").format(why=why.splitlines()[0], fix=FIX_COMMAND)
-        log(f"setup: {note}")
+        _say(log, note)
         notes.append(note)
         return Prepared("bwrap", notes)
-    raise EnvironmentProblem(f"no sandbox can run here: docker: {why}; bubblewrap: {bwrap_why}")
+    raise EnvironmentProblem(_("no sandbox can run here: docker: {why}; bubblewrap: {bwrap_why}").format(
+        why=why, bwrap_why=bwrap_why))
 
 
 def environment_error_result(submission: Path, options: GradeOptions, problem: EnvironmentProblem):  # noqa: ANN201

@@ -21,7 +21,7 @@ import numpy as np
 from bang_harness.protocol import JOB_FILE, KEY_BYTES, KEY_FILE
 
 from grader.checks.integrity import HostFacts
-from grader.i18n import _
+from grader.i18n import _, carry_language
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
@@ -151,7 +151,7 @@ class Executor:
     @contextmanager
     def _watching(self, outputs: Path, calls: list[PlannedCall], span: tuple[float, float]) -> Iterator[None]:
         stop = threading.Event()
-        watcher = threading.Thread(target=self._watch_outputs, args=(outputs, calls, span, stop), daemon=True)
+        watcher = threading.Thread(target=carry_language(self._watch_outputs), args=(outputs, calls, span, stop), daemon=True)
         watcher.start()
         try:
             yield
@@ -167,7 +167,8 @@ class Executor:
             done = sum(1 for c in calls if (outputs / f"{c.id}.json").exists())
             if done != last and done < total:
                 last = done
-                self.progress(f"running {calls[done].label} [{done + 1}/{total}]",
+                self.progress(_("running {call} [{done}/{total}]").format(call=calls[done].label, done=done + 1,
+                                                                           total=total),
                               span[0] + (span[1] - span[0]) * done / total)
 
 

@@ -100,7 +100,8 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
             message = _("the output is right, but not your kernels' work: {findings}").format(
                 findings="; ".join(got.coverage))[:MESSAGE_CHARS]
         else:
-            message = (message + " (" + "; ".join(got.coverage) + ")")[:MESSAGE_CHARS]
+            message = _("{message} ({details})").format(message=message,
+                                                          details=_("; ").join(got.coverage))[:MESSAGE_CHARS]
     m = outcome.metrics
     return CaseResult(**base, verdict=verdict, passed=passed,
                       diff1=m.get("diff1"), diff2=m.get("diff2"), diff3=m.get("diff3"),

@@ -28,7 +28,7 @@ from bang_harness.plan import BuildPlan
 
 from grader import __version__
 from grader.atomic_file import atomic_write_text
-from grader.backends import Backend, get_backend
+from grader.backends import Backend, TimingSource, get_backend
 from grader.checks.screening import apply_screening, screen_submission
 from grader.i18n import _, use_language
 from grader.layout import (
@@ -122,7 +122,7 @@ def submission_hash(root: Path) -> str:
 def _bare_result(root: Path, options: GradeOptions, seeds: SeedPlan, message: str) -> GradeResult:
     return GradeResult(assignment=options.assignment or "unknown", submission_path=str(root), submission_hash="",
                        backend=options.backend, device_profile=options.device or "",
-                       time_is_modelled=_time_is_modelled(options.backend), sandbox=options.sandbox,
+                       time_source=_time_source(options.backend), sandbox=options.sandbox,
                        verdict=Verdict.INTERNAL_ERROR, message=message, score=0.0, max_score=0.0,
                        seeds=seeds.record(),
                        versions=Versions(grader=__version__), finished_at=datetime.now(UTC))
@@ -170,7 +170,7 @@ class _Grading:
             submission_hash=submission_hash(self.root),
             backend=self.options.backend,
             device_profile=backend.device if backend else (self.options.device or _default_device(self.options.backend)),
-            time_is_modelled=_time_is_modelled(self.options.backend),
+            time_source=_time_source(self.options.backend),
             sandbox=self.runner_name,
             verdict=verdict,
             message="\n".join([message, *self.notes]).strip(),
@@ -293,6 +293,7 @@ def _default_device(name: str) -> str:
     return str(backend.default_device) if backend else ""
 
 
-def _time_is_modelled(name: str) -> bool:
+def _time_source(name: str) -> TimingSource:
+    """The results document's time source is the backend's own (an unknown backend timed nothing modelled)."""
     backend = _backend(name)
-    return backend is not None and backend.timing_source == "modelled"
+    return backend.timing_source if backend else "hardware"

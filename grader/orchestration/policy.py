@@ -34,7 +34,7 @@ def run_calls(executor: Executor, scorer: Scorer, seeds: SeedPlan, calls: list[P
     executor.progress(_("timing {n} stage(s)").format(n=len(timed)), 0.7)
     outcomes |= executor.run(timed, work / "io-perf", (0.7, 0.9))
     judged |= {c.id: scorer.judge(c, outcomes[c.id]) for c in timed}
-    executor.progress("scoring", 0.9)
+    executor.progress(_("scoring"), 0.9)
     source = executor.backend.time_source
     samples = {c.stage: call_samples(outcomes[c.id].meta, source) if c.id in outcomes else []
                for c in calls if c.stage is not None}

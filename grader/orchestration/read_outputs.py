@@ -11,7 +11,7 @@ import numpy as np
 from bang_harness.protocol import ErrorKind
 
 from grader.checks.integrity import CallIntegrity, HostFacts
-from grader.checks.kernel_use import read_kernel_use
+from grader.checks.kernel_use import read_kernel_use, work_floor
 from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
@@ -51,7 +51,10 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
         use = read_kernel_use(outputs / f"{call.id}.trace.jsonl", outputs.parent, invocations=call.invocations,
                               timed=call.timed_repeats, symbols=facts.symbols if facts else None,
                               during=f"{call.entry}({', '.join(i.name for i in spec.inputs)})",
-                              action=spec.integrity.unverified_kernel_use, stage_call=call.stage is not None)
+                              action=spec.integrity.unverified_kernel_use, stage_call=call.stage is not None,
+                              floor=work_floor(REFERENCES[spec.reference].work(call.case.shapes,
+                                                                               np.dtype(call.case.dtype).itemsize),
+                                               call.case.dtype, backend.device, call.case.shapes))
         return (CallOutcome(meta={**meta, "device_us": use.device_us}, output=output, read_error=read_error,
                             integrity=use.findings, no_kernel=use.missing, kernels=use,
                             integrity_notes=[use.unverified] if use.unverified else []),

@@ -35,6 +35,9 @@ class Finding:
     location: SourceLocation | None = None
     cases: tuple[str, ...] = field(default_factory=tuple)
     snippet: str | None = None  # code showing the fix
+    # the emulator's own words (English, from the C++ runtime), shown after the advice and labelled as its
+    # original output, like a compiler message: the title and advice above are the kind's, translated
+    original: str = ""
 
     @property
     def where(self) -> str:
@@ -42,6 +45,18 @@ class Finding:
             return ""
         file = submission_relative(self.location.file)
         return f"{file}:{self.location.line}" if self.location.line else file
+
+
+def then(first: str, second: str) -> str:
+    """Two pieces of one text in a row: a space between them in English, none in Chinese (the catalogue's)."""
+    return _("{first} {second}").format(first=first, second=second)
+
+
+def lower_first(title: str) -> str:
+    """A title used inside a sentence: only its first letter lowered (GDRAM, NRAM and names keep their case)."""
+    if title[1:2].isupper():  # an acronym first ("GDRAM buffer ..."): as written
+        return title
+    return title[:1].lower() + title[1:]
 
 
 # --- emulator diagnostics -------------------------------------------------------------------------------
@@ -61,19 +76,20 @@ def diagnostic_finding(diag: EmuDiagnostic, submission_root: str | None = None, 
                        ) -> Finding:
     kind = diagnostic_kind(diag)
     entry = advice_for(kind, assignment)
-    title = entry.title if entry else kind.replace("_", " ").capitalize()
+    title = entry.title if entry else _("The emulator reported a problem ({kind})").format(kind=diag.kind)
     severity: Severity = "error" if diag.severity == "error" else "warning"
-    evidence = (_("The emulator reported in kernel {kernel}: {message}") if diag.kernel
-                else _("The emulator reported: {message}")).format(kernel=diag.kernel, message=diag.message)
+    evidence = (_("The emulator detected this in kernel `{kernel}`.") if diag.kernel
+                else _("The emulator detected this.")).format(kernel=diag.kernel)
     return Finding(
         kind=kind,
         title=title,
         evidence=evidence,
-        advice=entry.advice if entry else _("See the emulator's message above."),
-        action=entry.action if entry else _("Fix the {problem}").format(problem=title.lower()),
+        advice=entry.advice if entry else _("See the emulator's original output below."),
+        action=entry.action if entry else _("Fix the {problem}").format(problem=lower_first(title)),
         severity=severity,
         location=_relative(diag.location, submission_root),
         snippet=entry.snippet if entry else None,
+        original=f"{diag.kind}: {diag.message}",
     )
 
 
@@ -214,10 +230,10 @@ def case_kind(case: CaseResult) -> str | None:
     """The failure kind of one failing case (None when it passed)."""
     if case.passed:
         return None
+    if errors := [d for d in case.diagnostics if d.severity == "error"]:  # what stopped it, e.g. a runtime error
+        return diagnostic_kind(errors[0])
     if case.verdict not in (Verdict.WRONG_ANSWER, Verdict.PASSED, Verdict.TOO_SLOW):
         return case.verdict.value
-    if errors := [d for d in case.diagnostics if d.severity == "error"]:
-        return diagnostic_kind(errors[0])
     if _unwritten(case) != 0.0:
         return "unwritten_output"
     if case.nan_inf_mismatch or any(
@@ -237,8 +253,17 @@ def case_hint(case: CaseResult, assignment: str | None = None) -> str | None:
     if kind is None:
         return None
     if entry := advice_for(kind, assignment):
-        return entry.case_hint or entry.title.lower()
+        return entry.case_hint or lower_first(entry.title)
+    if kind in Verdict.__members__.values():
+        return verdict_label(Verdict(kind))
     return kind.replace("_", " ")
+
+
+def is_emulator_message(case: CaseResult) -> bool:
+    """Whether the case's message is the emulator's own (it names a diagnostic's kind, as the runtime words its
+    errors: "gdram-out-of-bounds: ..."): shown labelled as the emulator's original output, after the kind's
+    translated hint, never as if the grader had said it."""
+    return any(d.kind in case.message for d in case.diagnostics)
 
 
 def case_label(case: CaseResult) -> str:
@@ -265,7 +290,7 @@ def _only_these_fail(kind: str, pattern: Literal["fp16", "tail"], passed: int, f
     else:
         passes = _("All {passed} aligned cases pass;")
         fails = ngettext("{failed} tail case fails: {shapes}.", "{failed} tail cases fail: {shapes}.", n)
-    evidence = passes.format(passed=passed) + " " + fails.format(failed=n, shapes=shapes)
+    evidence = then(passes.format(passed=passed), fails.format(failed=n, shapes=shapes))
     return _advised(kind, assignment, evidence, tuple(case_label(c) for c in failing))
 
 
@@ -389,7 +414,8 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
             amount=_percent(fraction), case=case_label(worst_case), shape=_shape_text(worst_case)) if fraction
             else _("Some of the outputs of {case} ({shape}) still hold the poison value;").format(
                 case=case_label(worst_case), shape=_shape_text(worst_case)))
-        evidence += " " + ngettext("{n} case affected.", "{n} cases affected.", len(group)).format(n=len(group))
+        evidence = then(evidence, ngettext("{n} case affected.", "{n} cases affected.", len(group)).format(
+            n=len(group)))
         findings.append(_advised(
             "unwritten_output", assignment, evidence, labels(group),
             entry=advice_for("nothing_written", assignment) if nothing_written else None))
@@ -398,8 +424,8 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
         evidence = (ngettext("{count} output element is NaN/Inf where the float64 reference is finite",
                              "{count} output elements are NaN/Inf where the float64 reference is finite", count)
                     if count else _("Some output elements are NaN/Inf where the float64 reference is finite"))
-        evidence = evidence.format(count=count) + " " + ngettext("({n} case).", "({n} cases).", len(group)).format(
-            n=len(group))
+        evidence = then(evidence.format(count=count),
+                        ngettext("({n} case).", "({n} cases).", len(group)).format(n=len(group)))
         findings.append(_advised("nan_output", assignment, evidence, labels(group)))
     if group := by_kind.get("zero_output"):
         findings.append(_advised(
@@ -418,8 +444,8 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
                             "{n} cases differ from the reference beyond rounding.", len(group)).format(n=len(group))
         if first.mismatches:
             m = first.mismatches[0]
-            evidence += " " + _("First at index {index}: expected {expected}, got {actual}.").format(
-                index=m.index, expected=_num(m.expected), actual=_num(m.actual))
+            evidence = then(evidence, _("First at index {index}: expected {expected}, got {actual}.").format(
+                index=m.index, expected=_num(m.expected), actual=_num(m.actual)))
         findings.append(_advised("wrong_values", assignment, evidence, labels(group)))
     # the kind that explains the most failing cases first (stable: ties keep the order above)
     return pattern + sorted(findings, key=lambda f: -len(f.cases))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from grader.i18n import _
 from grader.reporting.advice import SNIPPET_ASYNC, SNIPPET_TASKS, advice_for
-from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding
+from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding, lower_first
 from grader.results import GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
 
 
@@ -182,7 +182,7 @@ def is_too_slow(stage: StageResult) -> bool:
 def _from_finding(finding: Finding, stage: StageResult | None = None) -> NextStep:
     return NextStep(
         rule=f"fix_{finding.kind}",
-        action=finding.action or _("Fix: {problem}").format(problem=f"{finding.title[0].lower()}{finding.title[1:]}"),
+        action=finding.action or _("Fix: {problem}").format(problem=lower_first(finding.title)),
         why=finding.evidence,
         how=finding.advice,
         stage=stage.name if stage else None,

@@ -126,13 +126,6 @@ def _stage_views(
     return views
 
 
-def _time_source(result: GradeResult) -> str:
-    """Where the times come from; the template words it."""
-    if result.time_is_modelled:
-        return "modelled"
-    return "hardware" if result.backend == "mlu" else "host_clock"
-
-
 def assignment_operator(result: GradeResult) -> charts.Operator | None:
     """The assignment's operator from its spec (a lab-programs assignment: its base's), None when the spec is
     not on this machine: the roofline then draws every roof and only the stages' own achieved rates."""
@@ -167,7 +160,7 @@ def build_context(result: GradeResult) -> dict[str, Any]:
         "r": result,
         "V": Verdict,
         "verdict_tone": verdict_tone(result.verdict),
-        "time_source": _time_source(result),
+        "time_source": result.time_source,  # the backend's, recorded by orchestration; the template words it
         # the finding the next step fixes is shown in that card, not again in the list
         "findings": [
             (f, excerpt_at(result, f.location))

@@ -25,6 +25,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from grader.i18n import _
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = REPO_ROOT / "sandbox" / "images"
 EMU_RECIPE_DIR = IMAGES_DIR / "emu"
@@ -123,9 +125,9 @@ def _build_emu_image(client: docker.DockerClient, tag: str, rebuild: bool, log: 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bang-grader-emu-ctx-") as ctx_dir:
         ctx = _stage_context(Path(ctx_dir), EMU_RECIPE_DIR / "Dockerfile")
-        log(f"images: building {tag} on {base}")
+        log("images: " + _("building {tag} on {base}").format(tag=tag, base=base))
         _docker_build(client, ctx, tag, {"BASE": base}, {IMAGE_LABEL: "emu"}, log)
-    log(f"images: {tag} built in {time.monotonic() - started:.1f} s")
+    log("images: " + _("{tag} built in {seconds} s").format(tag=tag, seconds=f"{time.monotonic() - started:.1f}"))
     _remove_stale(client, EMU_REPO, keep=tag, log=log)
     return tag
 
@@ -167,9 +169,9 @@ def _remove_stale(client: docker.DockerClient, repo: str, keep: str, log: Log, k
         for stale in image.tags:
             try:
                 client.images.remove(stale, noprune=False)
-                log(f"images: removed stale {stale}")
+                log("images: " + _("removed stale {tag}").format(tag=stale))
             except docker.errors.APIError as exc:  # still used by a container or a child image
-                log(f"images: kept stale {stale}: {exc.explanation}")
+                log("images: " + _("kept stale {tag}: {why}").format(tag=stale, why=exc.explanation))
 
 
 # --- heavy base ------------------------------------------------------------------------------------------
@@ -240,13 +242,15 @@ def ensure_base_image(client: docker.DockerClient | None = None, rebuild: bool =
         work = Path(work_dir)
         rootfs = work / "rootfs"
         wheels = make_wheelhouse(recipe["pip"], work / "wheels", log)
-        log(f"images: wheelhouse {', '.join(wheels)} ({time.monotonic() - started:.0f} s)")
+        log("images: " + _("wheelhouse {wheels} ({seconds} s)").format(wheels=", ".join(wheels),
+                                                                        seconds=f"{time.monotonic() - started:.0f}"))
         mirror = apt_mirror(recipe["suite"])
         _run(["debootstrap", f"--variant={recipe['variant']}", "--include=" + ",".join(recipe["packages"]),
               recipe["suite"], str(rootfs), mirror], log)
-        log(f"images: rootfs from {mirror} ({time.monotonic() - started:.0f} s)")
+        log("images: " + _("root file system from {mirror} ({seconds} s)").format(
+            mirror=mirror, seconds=f"{time.monotonic() - started:.0f}"))
         _install_venv(rootfs, work / "wheels", recipe["pip"], log)
-        log(f"images: venv ({time.monotonic() - started:.0f} s)")
+        log("images: " + _("Python venv installed ({seconds} s)").format(seconds=f"{time.monotonic() - started:.0f}"))
         _add_sandbox_user(rootfs, recipe["uid"], recipe["gid"])
         for rel in recipe["trim"]:
             target = rootfs / rel
@@ -256,7 +260,7 @@ def ensure_base_image(client: docker.DockerClient | None = None, rebuild: bool =
             elif target.exists():
                 target.unlink()
         _docker_import(rootfs, tag, wheels, log)
-    log(f"images: {tag} built in {time.monotonic() - started:.0f} s")
+    log("images: " + _("{tag} built in {seconds} s").format(tag=tag, seconds=f"{time.monotonic() - started:.0f}"))
     _remove_stale(client, BASE_REPO, keep=tag, log=log)
     return tag
 

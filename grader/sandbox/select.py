@@ -10,7 +10,9 @@ import docker
 import docker.errors
 import requests
 
-from grader.backends import Backend, EmuBackend
+from grader.backends import Backend
+from grader.backends.emu import EmuBackend
+from grader.i18n import _
 from grader.sandbox.base import Runner
 from grader.sandbox.bwrap_runner import BwrapRunner, bwrap_available
 from grader.sandbox.docker_runner import DockerRunner, SandboxError
@@ -31,7 +33,7 @@ def docker_status() -> tuple[docker.DockerClient | None, str]:
         client.ping()
         return client, "ok"
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        return None, f"no Docker daemon answers ({type(exc).__name__})"
+        return None, _("no Docker daemon answers ({error})").format(error=type(exc).__name__)
 
 
 def select_runner(kind: SandboxKind, batch: bool, backend: Backend | None = None, device: str | None = None,
@@ -41,16 +43,17 @@ def select_runner(kind: SandboxKind, batch: bool, backend: Backend | None = None
     backend = backend or EmuBackend()
     if kind == "none":
         if batch:
-            raise SandboxRefused("batch grading refuses to run student code unsandboxed (--sandbox none): "
-                                 "use --sandbox docker (start dockerd, then `grade images build`)")
+            raise SandboxRefused(_("batch grading refuses to run student code unsandboxed (--sandbox none): "
+                                   "use --sandbox docker (start dockerd, then `grade images build`)"))
         from grader.sandbox.process import ProcessRunner
 
         return ProcessRunner()
     if kind == "bwrap" and batch:
-        raise SandboxRefused("bubblewrap has no cgroup limits and is meant for self-checks only: batch grading "
-                             "needs --sandbox docker")
+        raise SandboxRefused(_("bubblewrap has no cgroup limits and is meant for self-checks only: batch grading "
+                               "needs --sandbox docker"))
     if backend.passes_device and kind != "docker" and kind != "auto":
-        raise SandboxRefused(f"the {backend.name} backend runs only in the docker sandbox (device passthrough)")
+        raise SandboxRefused(_("the {backend} backend runs only in the docker sandbox (device passthrough)").format(
+            backend=backend.name))
     if kind in ("docker", "auto"):
         client, why = docker_status()
         tag = image or emu_image_tag()
@@ -60,22 +63,22 @@ def select_runner(kind: SandboxKind, batch: bool, backend: Backend | None = None
         if client is not None and image_exists(client, tag):
             devices = backend.device_nodes(device)
             if backend.passes_device and not devices:
-                raise SandboxRefused(f"no device nodes of {backend.name} device "
-                                     f"{device or backend.default_device} on this host")
+                raise SandboxRefused(_("no device nodes of {backend} device {device} on this host").format(
+                    backend=backend.name, device=device or backend.default_device))
             return DockerRunner(tag, client=client, devices=devices)
         if client is not None:
-            why = f"the sandbox image {tag} is not built (run `grade images build`)"
+            why = _("the sandbox image {tag} is not built (run `grade images build`)").format(tag=tag)
         else:
             cluster, cluster_why = in_cluster()
             if cluster:  # a grading pod: no daemon, but the API server can start a pod per phase
                 try:
                     return PodRunner(PodSettings.from_env(), backend=backend.name)
                 except SandboxError as exc:
-                    raise SandboxRefused(f"pod sandbox unavailable: {exc}") from exc
-            why = f"{why}; {cluster_why}"
+                    raise SandboxRefused(_("pod sandbox unavailable: {error}").format(error=exc)) from exc
+            why = _("{first}; {second}").format(first=why, second=cluster_why)
         if kind == "docker" or batch or backend.passes_device:
-            raise SandboxRefused(f"docker sandbox unavailable: {why}")
+            raise SandboxRefused(_("docker sandbox unavailable: {why}").format(why=why))
     if not bwrap_available():
-        raise SandboxRefused("no sandbox available: neither Docker nor bubblewrap (apt-get install bubblewrap); "
-                             "`--sandbox none` runs unsandboxed for your own code only")
+        raise SandboxRefused(_("no sandbox available: neither Docker nor bubblewrap (apt-get install bubblewrap); "
+                               "`--sandbox none` runs unsandboxed for your own code only"))
     return BwrapRunner()

@@ -13,7 +13,8 @@ result's messages must hold), `message_excludes`, `message_any` (at least one of
 `stage_points` (0: every stage's performance points withheld), `screening` (rules the host's static
 screening must report for it), `batch` (graded through `grade batch`, the exports checked), `attacks`
 (what it tries), `defended_by` (which setting stops it), `slow` (needs the per-call wall limit or a real
-torch build). Never `internal_error`, never `passed`, for any attack (the corpus test checks both).
+torch build), `backend` ("mlu": graded on a card only; the corpus test skips it visibly elsewhere). Never
+`internal_error`, never `passed`, for any attack (the corpus test checks both).
 
 The fixtures after `timer_patching` attack what the host believes (issue 11, "Must show"); several of them
 are stopped only by the trust protocol (signed trace, provenance, typed errors, capped readers) and fail
@@ -214,6 +215,57 @@ void uninstrumented_sigmoid(const void* x, void* y, int64_t count, bool is_half)
 """
 
 
+# mlu_decoy_matmul: the extension's only kernel is trivial; torch.matmul (cnnlMatMul on a card) does the work.
+DECOY_MLU = """\
+// Adversarial fixture mlu_decoy_matmul: the extension's only kernel, trivial. It runs in every call so CNPAPI
+// reports a kernel of the extension, while torch.matmul (cnnlMatMul on the card) computes the answer.
+#include <bang.h>
+
+#include "decoy_touch.h"
+
+__mlu_global__ void matmul_decoy_kernel(float* scratch) { scratch[0] = 1.0f; }
+
+void decoy_touch_entry(cnrtQueue_t queue, void* scratch) {
+  cnrtDim3_t dim = {1, 1, 1};
+  matmul_decoy_kernel<<<dim, cnrtFuncTypeBlock, queue>>>((float*)scratch);
+}
+"""
+
+DECOY_H = """\
+// Host entry of the trivial kernel (adversarial fixture mlu_decoy_matmul).
+#ifndef DECOY_TOUCH_H_
+#define DECOY_TOUCH_H_
+
+#include <cnrt.h>
+
+void decoy_touch_entry(cnrtQueue_t queue, void* scratch);
+
+#endif  // DECOY_TOUCH_H_
+"""
+
+DECOY_CPP = """\
+// Adversarial fixture mlu_decoy_matmul: launches the trivial kernel on a one-float scratch tensor.
+#include <torch/extension.h>
+
+#include "aten/utils/cnnl_util.h"
+#include "aten/utils/tensor_util.h"
+#include "framework/core/MLUStream.h"
+#include "../mlu/decoy_touch.h"
+
+using namespace torch_mlu;
+
+torch::Tensor touch(torch::Tensor like) {
+  auto scratch = at::empty({1}, like.options().dtype(at::kFloat));
+  decoy_touch_entry(getCurMLUStream(), mlu_data_ptr(getMluTensorImpl(scratch)));
+  const cnrtRet_t status = cnrtGetLastError();
+  TORCH_CHECK(status == cnrtSuccess, "kernel launch failed: ", cnrtGetErrorStr(status));
+  return scratch;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("touch", &touch, "a trivial kernel (adversarial fixture)"); }
+"""
+
+
 @dataclass
 class Fixture:
     name: str
@@ -221,8 +273,11 @@ class Fixture:
     defended_by: str
     verdict: str
     message_contains: list[str]
-    ops_body: str  # defines sigmoid(x)
+    ops_body: str  # defines the assignment's entry: sigmoid(x), matmul(a, b)
     mlu: str = STUB_MLU
+    cpp: str = STUB_CPP
+    assignment: str = "sigmoid"
+    backend: str = "emu"  # "mlu": the attack only means something on a card
     from_reference: str | None = None  # copy this reference's mlu/ and cpp/ instead of the stubs
     slow: bool = False
     extra: dict[str, str] = field(default_factory=dict)  # more files: path inside the submission -> text
@@ -707,6 +762,18 @@ def sigmoid(x):
     return torch.sigmoid(x)
 """, verdict_one_of=["runtime_error", "crash"], message_any=["no space left", "disk_quota_exceeded"], max_points=0,
         screening=["protocol_path"]),
+    Fixture(
+        "mlu_decoy_matmul", "on a card: launches a trivial kernel of the extension in every call (so CNPAPI sees a "
+        "kernel of the extension) and returns torch.matmul(a, b), computed by cnnlMatMul",
+        "time conservation on the host (grader.checks.kernel_use): the extension's kernels must be busy, in every "
+        "invocation, at least 0.9x the roofline floor of M*N*K multiply-adds and the operands read once, less 5 us",
+        "integrity", ["cannot take less than"],
+        """
+def matmul(a, b):
+    my_ops_ext.touch(a)  # a kernel of the extension runs during the call
+    return torch.matmul(a, b)
+""", mlu=DECOY_MLU, cpp=DECOY_CPP, extra={"mlu/decoy_touch.h": DECOY_H}, assignment="matmul", backend="mlu",
+        slow=True, max_points=0),
 ]
 
 
@@ -729,7 +796,7 @@ def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
             shutil.copytree(REFERENCES / fixture.from_reference / part, target / part, dirs_exist_ok=True)
     else:
         (target / "mlu" / "adversarial_stub.mlu").write_text(fixture.mlu)
-        (target / "cpp" / "adversarial_stub.cpp").write_text(STUB_CPP)
+        (target / "cpp" / "adversarial_stub.cpp").write_text(fixture.cpp)
     for relative, text in {**fixture.replace, **fixture.extra}.items():
         if relative in fixture.replace:
             assert (target / relative).is_file(), f"{fixture.name}: {relative} is not in {fixture.from_reference}"
@@ -739,7 +806,7 @@ def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
     slug = fixture.name.replace("_", "-")
     name = fixture.student_name or f"Adversarial fixture: {fixture.name}"
     (target / "grade.toml").write_text(
-        f'assignment = "sigmoid"\n\n[student]\nid = "adversarial-{slug}"\nname = {_toml_str(name)}\n')
+        f'assignment = "{fixture.assignment}"\n\n[student]\nid = "adversarial-{slug}"\nname = {_toml_str(name)}\n')
     if fixture.verdict == "REFERENCE":
         verdict = f'# same verdict as the reference it wraps\nverdict_of_reference = "{fixture.from_reference}"\n'
     elif fixture.verdict_one_of:
@@ -759,9 +826,11 @@ def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
         extra += f"screening = {_toml_list(fixture.screening)}\n"
     if fixture.batch:
         extra += "batch = true\n"
+    if fixture.backend != "emu":
+        extra += f"backend = {_toml_str(fixture.backend)}\n"
     (target / "expected.toml").write_text(
         f"# {fixture.attacks}\n"
-        f'assignment = "sigmoid"\n{verdict}message_contains = {_toml_list(fixture.message_contains)}\n{extra}'
+        f'assignment = "{fixture.assignment}"\n{verdict}message_contains = {_toml_list(fixture.message_contains)}\n{extra}'
         f"attacks = {_toml_str(fixture.attacks)}\ndefended_by = {_toml_str(fixture.defended_by)}\n"
         f"slow = {'true' if fixture.slow else 'false'}\n")
     return target

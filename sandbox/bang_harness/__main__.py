@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import backends
 from .paths import HarnessPaths
 from .protocol import JOB_FILE, ROUNDS_DIR
 
@@ -14,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bang_harness", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="compile the submission into /build/ext/<extension>.so")
-    build.add_argument("--backend", choices=["emu", "mlu"], default="emu")
+    build.add_argument("--backend", choices=backends.names(), default="emu")
     commands.add_parser("run", help="run /io/job.json's calls, writing /io/outputs/")
     commands.add_parser("build-programs", help="compile each standalone *.mlu program into /build/programs/")
     commands.add_parser("run-programs", help="run each built program, capturing its launches into /io/outputs/")

@@ -1,26 +1,26 @@
 """The device the student's entry runs on, and how a call's device time is measured on it.
 
-emu: the emulated `mlu` device of bang_emu.torch_mlu_emu (CPU tensors if the shim is absent).
-mlu: torch_mlu's device.
-On both, device time comes from the grader's own driver (mlu_driver.NotifierDriver), bound before any student
+Which device and which timing driver is the backend's (bang_harness/backends/<name>.py, `activate`). On every
+backend device time comes from the grader's own driver (mlu_driver.NotifierDriver), bound before any student
 code loads: CNRT notifiers on the queue captured then (modelled µs on the emulator, hardware µs on a card),
 never torch.mlu.Event, which the student's Python can replace.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .mlu_driver import emulator_driver, mlu_driver
+from .backends import get_harness_backend
 from .protocol import split_line
+
+if TYPE_CHECKING:
+    import ctypes
 
 TRACE_READ_CAP = 64 << 20
 
@@ -77,40 +77,9 @@ class DeviceSession:
     def __init__(self, backend: str, device_name: str | None, runtime: ctypes.CDLL | None = None) -> None:
         self.backend = backend
         self.notes: list[str] = []
-        if backend == "emu":
-            if device_name:
-                os.environ.setdefault("BANG_EMU_DEVICE", device_name)
-            self.device = self._activate_emulated()
-            if runtime is None:
-                from bang_emu import toolchain
-
-                runtime = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
-            driver, note = emulator_driver(runtime)
-        elif backend == "mlu":
-            import torch_mlu  # noqa: F401 -- registers the mlu device with torch
-
-            self.device = torch.device("mlu")
-            driver, note = mlu_driver(int(torch.mlu.current_stream().mlu_stream))
-            self.notes.append(f"timing: the harness's CNRT notifiers; {note}")  # CNPAPI or not, visibly
-        else:
-            raise ValueError(f"unknown backend {backend!r}")
+        self.device, driver, note = get_harness_backend(backend).activate(device_name, runtime, self.notes)
         self._measure = driver.measure  # a bound method now: patching the class later does not reach it
         self.timing_note = note
-
-    def _activate_emulated(self) -> torch.device:
-        try:
-            from bang_emu import torch_mlu_emu
-
-            torch_mlu_emu.activate()
-            return torch.device("mlu")
-        except ImportError as exc:
-            reason = str(exc)
-        except RuntimeError as exc:  # the shim imported but registered no `mlu` device type
-            if "device type" not in str(exc):
-                raise
-            reason = str(exc).splitlines()[0]
-        self.notes.append(f"emulated mlu device unavailable ({reason}); tensors stay on the CPU")
-        return torch.device("cpu")
 
     def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         # copy=True: a fresh buffer every invocation, even on the CPU, so mutation and pointer caching fail.

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
+from .backends import get_harness_backend
 from .control import FRESH_WORKER_EXIT, parse_event
 from .job import CallResult, Job, JobError, result_path, write_result
 from .paths import HarnessPaths
@@ -141,10 +142,7 @@ StartWorker = Callable[[int, int, int | None], WorkerProcess]
 
 def worker_env(job: Job, key_fd: int | None) -> dict[str, str]:
     """The variables a worker is started with on top of the supervisor's own (KEY_FD_ENV removed first)."""
-    env = {}
-    # The device profile is fixed when the worker loads the runtime, from this value only.
-    if job.backend == "emu" and job.device:
-        env["BANG_EMU_DEVICE"] = job.device
+    env = get_harness_backend(job.backend).worker_env(job.device)
     if key_fd is not None:
         env[KEY_FD_ENV] = str(key_fd)
     return env

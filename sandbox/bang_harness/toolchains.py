@@ -1,6 +1,7 @@
-"""One strategy per toolchain: how .mlu files become objects and what the C++ side compiles and links against.
-
-Everything else in a build (C++ compile, link, logs, build.json) is shared and lives in build.py.
+"""What every toolchain shares: the Toolchain interface (how .mlu files become objects, what the C++ side
+compiles and links against), running a compiler step, and the precompiled torch headers. Each backend's own
+toolchain is in bang_harness/backends/<name>.py; the rest of a build (C++ compile, link, logs, build.json) is
+build.py's.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def run_step(command: list[str]) -> StepOutcome:
     return StepOutcome(command, proc.returncode, proc.stdout.decode("utf-8", "replace"))
 
 
-def _first_line(command: list[str]) -> str:
+def first_line(command: list[str]) -> str:
     try:
         outcome = run_step(command)
     except ToolMissing:
@@ -52,7 +53,7 @@ def _first_line(command: list[str]) -> str:
 
 
 def gxx_version() -> str:
-    return _first_line(["g++", "-dumpfullversion"])
+    return first_line(["g++", "-dumpfullversion"])
 
 
 class Toolchain(ABC):
@@ -73,84 +74,6 @@ class Toolchain(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Toolchain name and version for build.json and the report."""
-
-
-class EmuToolchain(Toolchain):
-    """BANG on the CPU: cncc-emu turns .mlu into ordinary objects; the emulator runtime is linked in."""
-
-    name = "emu"
-
-    def __init__(self) -> None:
-        from bang_emu import toolchain  # imported here: the mlu strategy must not need the emulator
-
-        self._toolchain = toolchain
-        self._torch_shim = _optional_module("bang_emu.torch_mlu_emu")
-
-    def compile_mlu(self, source: Path, obj: Path, include_dirs: list[Path]) -> StepOutcome:
-        flags = ["-c", "-fPIC", "-O2"] + [arg for d in include_dirs for arg in ("-I", str(d))]
-        # Returns for anything the source did wrong; raising means the emulator itself failed (internal error).
-        proc = self._toolchain.compile_mlu(source, obj, flags)
-        output = "".join(_text(part) for part in (proc.stdout, proc.stderr))
-        command = [str(a) for a in proc.args] if isinstance(proc.args, list | tuple) else [str(proc.args)]
-        return StepOutcome(command, proc.returncode, output)
-
-    def cpp_include_dirs(self) -> list[Path]:
-        # The precompiled torch headers come first: g++ looks for `<header>.gch` in each include folder just
-        # before the header itself, so `#include <torch/extension.h>` finds the .gch there (see pch_dir()).
-        pch = pch_dir()
-        dirs = [pch] if pch is not None else []
-        dirs += [Path(d) for d in self._toolchain.include_dirs()]
-        if self._torch_shim is not None:
-            dirs += [Path(d) for d in self._torch_shim.include_dirs()]
-        return list(dict.fromkeys(dirs))  # both lists name the shared header folders
-
-    def link_args(self) -> list[str]:
-        args = [str(a) for a in self._toolchain.runtime_link_args()]
-        if self._torch_shim is not None:
-            args += [str(a) for a in self._torch_shim.link_args() if str(a) not in args]
-        return args
-
-    def describe(self) -> str:
-        import bang_emu
-
-        version = getattr(bang_emu, "__version__", "unknown")
-        return f"cncc-emu {version} (g++ {gxx_version()})"
-
-
-class MluToolchain(Toolchain):
-    """The real Cambricon toolchain: cncc from Neuware, linked against CNRT and torch_mlu."""
-
-    name = "mlu"
-    arch_flag = "--bang-mlu-arch=mtp_372"
-
-    def __init__(self) -> None:
-        self.neuware = Path(os.environ.get("NEUWARE_HOME", "/usr/local/neuware"))
-        self.cncc = self.neuware / "bin" / "cncc"
-        spec = importlib.util.find_spec("torch_mlu")  # locate without importing: no device needed to build
-        self.torch_mlu_root = Path(spec.origin).parent if spec and spec.origin else None
-
-    def compile_mlu(self, source: Path, obj: Path, include_dirs: list[Path]) -> StepOutcome:
-        includes = [arg for d in [*include_dirs, self.neuware / "include"] for arg in ("-I", str(d))]
-        return run_step([str(self.cncc), "-c", "-fPIC", self.arch_flag, "-O3", *includes,
-                         str(source), "-o", str(obj)])
-
-    def cpp_include_dirs(self) -> list[Path]:
-        dirs = [self.neuware / "include"]
-        if self.torch_mlu_root is not None:
-            dirs += [self.torch_mlu_root / "csrc", self.torch_mlu_root / "csrc" / "api" / "include" / "torch_mlu"]
-        return dirs
-
-    def link_args(self) -> list[str]:
-        lib_dirs = [self.neuware / "lib64"]
-        if self.torch_mlu_root is not None:
-            lib_dirs.append(self.torch_mlu_root / "csrc" / "lib")
-        args = [arg for d in lib_dirs for arg in (f"-L{d}", f"-Wl,-rpath,{d}")]
-        return args + ["-lcnrt", "-lcndrv", "-ltorch_mlu"]
-
-    def describe(self) -> str:
-        if not self.cncc.exists():
-            return f"cncc (not found at {self.cncc})"
-        return _first_line([str(self.cncc), "--version"])
 
 
 # --- precompiled torch headers ----------------------------------------------------------------------------
@@ -280,24 +203,21 @@ def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
     return folder
 
 
-TOOLCHAINS: dict[str, type[Toolchain]] = {"emu": EmuToolchain, "mlu": MluToolchain}
+def get_toolchain(backend: str) -> Toolchain:
+    """The toolchain of a backend (its module under bang_harness/backends/)."""
+    from .backends import get_harness_backend  # here: the image's PCH layer runs this file on its own
+
+    return get_harness_backend(backend).toolchain()
 
 
-def get_toolchain(name: str) -> Toolchain:
-    try:
-        return TOOLCHAINS[name]()
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; expected one of {sorted(TOOLCHAINS)}") from None
-
-
-def _optional_module(name: str) -> object | None:
+def optional_module(name: str) -> object | None:
     try:
         return importlib.import_module(name)
     except ImportError:
         return None
 
 
-def _text(part: bytes | str | None) -> str:
+def text_of(part: bytes | str | None) -> str:
     if part is None:
         return ""
     return part.decode("utf-8", "replace") if isinstance(part, bytes) else part

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.utils.deterministic
 
+from .backends import get_harness_backend
 from .control import FRESH_WORKER_EXIT, ControlChannel
 from .device import DeviceSession, TraceWindow
 from .job import Call, CallResult, Job, output_path, trace_path, write_result
@@ -251,7 +252,8 @@ def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None, job
     enable_poisoning()
     runtime = None
     try:
-        if job.backend == "emu":
+        backend = get_harness_backend(job.backend)
+        if backend.loads_emulator_runtime:
             runtime = load_emulator_runtime()  # first: before the shim, the extension and the student's module
         # The timing driver binds here too, before any student code: stage time never comes from torch.mlu.Event.
         session = DeviceSession(job.backend, job.device, runtime.library if runtime is not None else None)
@@ -273,18 +275,9 @@ def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None, job
         result = runner.run(call)
         write_result(paths.outputs, call.id, result)
         control.send("done", call.id)
-        if leaves_device_faulted(job.backend, result) and call is not calls[-1]:
+        if backend.leaves_device_faulted(result) and call is not calls[-1]:
             return FRESH_WORKER_EXIT
     return 0
-
-
-def leaves_device_faulted(backend: str, result: CallResult) -> bool:
-    """A kernel fault can leave the device's error state set (sticky, as on real hardware): later calls
-    must not inherit it, so they get a fresh process and device."""
-    if result.error_kind == ErrorKind.EMULATOR_ERROR:
-        return True
-    return (backend == "mlu" and result.error_kind == ErrorKind.PYTHON_EXCEPTION
-            and "cnrt" in (result.error or "").lower())
 
 
 def _fail_all(paths: HarnessPaths, calls: list[Call], control: ControlChannel, result: CallResult) -> int:

@@ -1,12 +1,15 @@
-"""grader.backends: the emu and mlu strategies."""
+"""grader.backends and bang_harness.backends: the emu and mlu strategies, host side and sandbox side."""
 
 from __future__ import annotations
 
 import glob
 
 import pytest
+from bang_harness import backends as harness_backends
+from bang_harness.job import CallResult
+from bang_harness.protocol import ErrorKind
 
-from grader.backends import get_backend
+from grader.backends import BACKENDS, get_backend
 from grader.sandbox.base import Phase
 
 
@@ -60,3 +63,37 @@ def test_mlu_backend_is_available_with_a_card():
 def test_unknown_backend():
     with pytest.raises(ValueError, match="emu, mlu"):
         get_backend("gpu")
+
+
+def test_every_backend_has_its_two_halves_and_nothing_else():
+    """A backend is grader/backends/<name>.py (found by discovery) and bang_harness/backends/<name>.py (looked
+    up by the job's backend name): each side names exactly the other's backends."""
+    assert list(BACKENDS) == harness_backends.names() == ["emu", "mlu"]
+    for name in BACKENDS:
+        assert harness_backends.get_harness_backend(name).name == name
+    with pytest.raises(ValueError, match="gpu"):
+        harness_backends.get_harness_backend("gpu")
+
+
+def test_batch_slots_and_result_keys_are_the_backends_decision(monkeypatch):
+    emu, mlu = get_backend("emu"), get_backend("mlu")
+    assert emu.batch_devices(3, "mlu270") == ["mlu270"] * 3 and len(emu.batch_devices(None, None)) >= 1
+    assert emu.result_key_device("mlu270") == "mlu270" and emu.result_key_device(None) == ""
+    monkeypatch.setattr(type(mlu), "devices", lambda self: ["0", "1", "2"])  # the cards /dev would list
+    assert mlu.batch_devices(None, None) == ["0", "1", "2"] and mlu.batch_devices(1, "1,2") == ["1"]
+    assert mlu.result_key_device("2") == ""  # cards are alike: a result stands for every card
+    monkeypatch.setattr(type(mlu), "devices", lambda self: [])
+    with pytest.raises(ValueError, match="no usable MLU card"):
+        mlu.batch_devices(None, None)
+
+
+def test_the_harness_sides_device_facts():
+    emu, mlu = harness_backends.get_harness_backend("emu"), harness_backends.get_harness_backend("mlu")
+    assert emu.loads_emulator_runtime and not mlu.loads_emulator_runtime
+    assert emu.worker_env("mlu270") == {"BANG_EMU_DEVICE": "mlu270"} and emu.worker_env(None) == {}
+    assert mlu.worker_env("1") == {}  # the host's MLU_VISIBLE_DEVICES already picked the card
+    cnrt = CallResult.failure(ErrorKind.PYTHON_EXCEPTION, "RuntimeError: CNRT error: cnrtErrorSysNoMem")
+    fault = CallResult.failure(ErrorKind.EMULATOR_ERROR, "bang-emu: out of bounds")
+    assert mlu.leaves_device_faulted(cnrt) and mlu.leaves_device_faulted(fault)
+    assert not emu.leaves_device_faulted(cnrt) and emu.leaves_device_faulted(fault)
+    assert type(emu.toolchain()).__name__ == "EmuToolchain" and mlu.toolchain().name == "mlu"

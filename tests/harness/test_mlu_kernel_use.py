@@ -22,9 +22,9 @@ from bang_harness.job import CallResult, write_result
 from bang_harness.protocol import TRACE_MAX_LINE_BYTES, WINDOW_MAX_KERNELS, KernelRecord, KernelWindow
 from test_mlu_driver import build_cnpapi_standin, mlu_card
 
-from grader.backends import MluBackend
+from grader.backends.mlu import MluBackend
 from grader.checks.integrity import HostFacts, KernelSymbols
-from grader.checks.kernel_use import read_kernel_use
+from grader.checks.kernel_use import CLOCK_SLACK_US, FLOOR_TOLERANCE, read_kernel_use, work_floor
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import judge_call
 from grader.orchestration.plan import PlannedCall
@@ -228,11 +228,114 @@ def test_a_grading_on_the_mlu_backend_reads_kernel_use_and_device_time(built, tm
     stage = SPEC.stages[0].name
     timed = PlannedCall(id="p1", entry="sigmoid", case=perf_case(SPEC, stage, SEEDS), stage=stage,
                         warmup=MluBackend.warmup, timed_repeats=MluBackend.timed_repeats)
-    got, result = sandbox_call(built, tmp_path / "timed", timed, launches=2)
-    assert result.passed and got.meta["device_us"] == [3.5] * MluBackend.timed_repeats  # not the claimed 0.001
-    assert got.kernels is not None and got.kernels.kernel_count == 2 * timed.invocations
+    # 20 launches: 21.5 µs of the extension's kernels, above the 2^20-element floor (20.5 µs on the fastest card)
+    got, result = sandbox_call(built, tmp_path / "timed", timed, launches=20)
+    assert result.passed and got.meta["device_us"] == [21.5] * MluBackend.timed_repeats  # not the claimed 0.001
+    assert got.kernels is not None and got.kernels.kernel_count == 20 * timed.invocations
     unverified, result = sandbox_call(built, tmp_path / "nocnpapi", timed, cnpapi=False)
     assert result.passed and "flagged for review" in unverified.integrity_notes[0]
+
+
+# -- time conservation: the extension's kernels must be busy as long as the work takes at the roofline -------------
+# The decoy on a card: one trivial kernel of the extension (the stand-in's 2.5 µs record, as the real driver writes
+# it) while torch.matmul's cnnlMatMul does the work. The perf shape of the multi-core stages, 16384x256x128 fp32.
+MATMUL = {"a": (16384, 256), "b": (256, 128)}
+MATMUL_WORK = REFERENCES["matmul"].work(MATMUL, 4)
+
+
+def with_foreign(lines: list[bytes], name: str, duration_us: float) -> list[bytes]:
+    """Each window gains a kernel CNPAPI reports on the same queue after the listed ones, as it would report the
+    cnnl kernel a torch_mlu op launches beside the extension's."""
+    out = []
+    for line in lines:
+        data = json.loads(line)
+        after = max((k["end_ns"] for k in data["kernels"]), default=0) + 1000
+        data["kernels"].append(KernelRecord(name, after, after + round(duration_us * 1000), 3).to_json())
+        out.append(json.dumps(data).encode() + b"\n")
+    return out
+
+
+def judge_matmul(built: dict, lines: list[bytes], folder: Path, device: str = "0", invocations: int = 14):
+    trace = folder / "matmul.trace.jsonl"
+    trace.write_bytes(b"".join(lines))
+    floor = work_floor(MATMUL_WORK, "float32", device, MATMUL)
+    use = read_kernel_use(trace, folder, invocations=invocations, timed=10, symbols=built["symbols"],
+                          during="matmul(a, b)", floor=floor)
+    return use, floor
+
+
+def test_the_floor_is_the_host_roofline_of_the_chosen_card_or_the_fastest_in_the_table():
+    x8 = work_floor(MATMUL_WORK, "float32", "mlu370-x8", MATMUL)
+    assert x8.us == pytest.approx(25_296_896 / 307.2e3) and x8.device == "mlu370-x8"  # operands once at 307.2 GB/s
+    card = work_floor(MATMUL_WORK, "float32", "0", MATMUL)  # an MLU card index: the model is unknown to the host
+    assert card.us == pytest.approx(2 * 16384 * 256 * 128 / 15974.4e3)  # mlu370-m8's fp32 tensor peak: 67.2 µs
+    assert card.device.startswith("mlu370-m8, the fastest card") and card.shapes == "a 16384x256, b 256x128 (float32)"
+    assert card.bound_us == pytest.approx(FLOOR_TOLERANCE * card.us - CLOCK_SLACK_US)
+
+
+@pytest.mark.slow
+def test_a_decoy_kernel_beside_cnnl_matmul_is_integrity_and_says_what_did_not_add_up(built, tmp_path):
+    decoy = with_foreign(real_lines(built, tmp_path / "drv", invocations=14), "cnnlMatMul_v2", 118.0)
+    use, floor = judge_matmul(built, decoy, tmp_path)
+    assert use.missing is None  # a kernel of the extension ran: the kernel-name rule alone lets the decoy through
+    assert len(use.findings) == 1 and use.device_us == []
+    assert use.findings[0] == (
+        "your kernels ran 2.5 µs during matmul(a, b) (invocation 1 of 14); with a 16384x256, b 256x128 (float32) "
+        f"that work cannot take less than 67.2 µs on {floor.device} (the roofline floor; judged below 55.5 µs); "
+        "in the same invocation CNPAPI saw cnnlMatMul_v2 (118.0 µs): the work was done by kernels that are not "
+        "your extension's")
+    on_x8, _ = judge_matmul(built, decoy, tmp_path, device="mlu370-x8")  # a card the table knows: its own floor
+    assert "cannot take less than 82.3 µs on mlu370-x8 (the roofline floor; judged below 69.1 µs)" \
+        in on_x8.findings[0]
+
+
+@pytest.mark.slow
+def test_an_honest_tiled_matmul_above_the_floor_passes_beside_a_foreign_fill(built, tmp_path):
+    # One launch per 128-row tile: 128 records 1 µs apart, 2.5 µs each -> 129.5 µs busy (overlaps counted once),
+    # and a 3 µs fill kernel of torch_mlu (an output zeroed before the kernel runs) in the same invocation.
+    honest = with_foreign(real_lines(built, tmp_path / "drv", invocations=14, launches=128), "cnnlFill_v3", 3.0)
+    use, _ = judge_matmul(built, honest, tmp_path)
+    assert (use.findings, use.missing) == ([], None)
+    assert use.device_us == [133.5] * 10  # the stage time is the span: the tiles, a 1 µs gap, the fill
+
+
+@pytest.mark.slow
+def test_the_tolerance_is_what_it_says(built, tmp_path):
+    # bound 0.9 * 67.2 - 5 = 55.5 µs; n launches are n + 1.5 µs busy
+    above = with_foreign(real_lines(built, tmp_path / "above", invocations=14, launches=55), "cnnlMatMul_v2", 118.0)
+    below = with_foreign(real_lines(built, tmp_path / "below", invocations=14, launches=53), "cnnlMatMul_v2", 118.0)
+    assert judge_matmul(built, above, tmp_path)[0].findings == []
+    assert "your kernels ran 54.5 µs" in judge_matmul(built, below, tmp_path)[0].findings[0]
+
+
+@pytest.mark.slow
+def test_a_time_below_the_floor_with_no_other_kernel_is_impossible(built, tmp_path):
+    # Honest lines of one call where only the last timed invocation is below the floor: judged per invocation.
+    lines = real_lines(built, tmp_path / "drv", invocations=13, launches=128)
+    lines += [_with(real_lines(built, tmp_path / "last", invocations=1)[0], invocation=13)]
+    use, _ = judge_matmul(built, lines, tmp_path)
+    assert len(use.findings) == 1 and "(invocation 14 of 14)" in use.findings[0]
+    assert use.findings[0].endswith("and no other kernel ran: that time is impossible (the device's records or "
+                                    "clock were altered, or your kernels skipped the work in this invocation)")
+
+
+@pytest.mark.slow
+def test_small_shapes_unlisted_kernels_and_no_cnpapi_are_not_judged(built, tmp_path):
+    decoy = with_foreign(real_lines(built, tmp_path / "drv", invocations=1), "cnnlMatMul_v2", 118.0)
+    trace = tmp_path / "small.trace.jsonl"
+    trace.write_bytes(b"".join(decoy))
+    lab = {"a": (128, 256), "b": (256, 128)}  # the single-core stages' shape: a floor of about 2 µs
+    small = work_floor(REFERENCES["matmul"].work(lab, 4), "float32", "mlu370-x8", lab)
+    assert small.us < 10
+    use = read_kernel_use(trace, tmp_path, invocations=1, timed=0, symbols=built["symbols"], during="matmul(a, b)",
+                          floor=small)
+    assert use.findings == []
+    # More kernels than a window lists: the unlisted ones may be the student's, their time unknown.
+    flooded = [_with(line, dropped=1) for line in decoy]
+    assert judge_matmul(built, flooded, tmp_path, invocations=1)[0].findings == []
+    without = real_lines(built, tmp_path / "none", invocations=14, cnpapi=False)
+    use, _ = judge_matmul(built, without, tmp_path)
+    assert use.findings == [] and use.unverified
 
 
 @pytest.mark.mlu

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -57,11 +58,23 @@ def test_emulated_times_are_labelled_modelled_everywhere_they_appear():
 
 def test_hardware_times_are_not_called_modelled():
     result = samples.passing_matmul()
-    result.backend, result.time_is_modelled = "mlu", False
+    result.backend, result.time_source = "mlu", "hardware"
     html = render_report_html(result)
     assert "modelled-note" not in html
     assert "measured on hardware" in html
 
+
+
+@pytest.mark.parametrize(("modelled", "label"), [(True, "modelled (mlu370-x8)"), (False, "measured on hardware")])
+def test_a_results_file_from_before_time_source_still_renders(modelled, label):
+    """Documents written before `time_source` carry only `time_is_modelled`; the source is read from it."""
+    old = json.loads(samples.passing_matmul().to_json())
+    del old["time_source"]
+    old["time_is_modelled"] = modelled
+    result = GradeResult.from_json(json.dumps(old))
+    assert result.time_source == ("modelled" if modelled else "hardware")
+    assert label in render_report_html(result)
+    assert json.loads(result.to_json())["time_is_modelled"] is modelled
 
 def test_secret_seed_is_withheld():
     result = samples.passing_matmul()
@@ -179,7 +192,8 @@ def test_unsandboxed_absolute_paths_are_shown_relative_and_quoted_once(tmp_path)
     for diag in (result.cases[1].diagnostics[0], result.stages[0].trace.diagnostics[0]):
         diag.location.file = str(sub / "mlu" / "sigmoid.mlu")
     html = render_report_html(result)
-    assert str(tmp_path) not in text_of(html).split("The emulator reported")[0]
+    # before the first quote of the emulator's own output (which names the file as it saw it)
+    assert str(tmp_path) not in text_of(html).split("Emulator's original output")[0]
     assert "mlu/sigmoid.mlu:27" in html
     assert html.count('<span class="l hit"><span class="n">27</span>line 27</span>') == 1
 

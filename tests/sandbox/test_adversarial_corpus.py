@@ -5,8 +5,9 @@ nothing of it is left behind (no container of this grader, no leftover files out
 Two groups of fixtures (reference_kernels/adversarial/README.md has the table): attacks on the sandbox itself
 (fork bomb, disk fill, network, ...) and attacks on what the host believes (issue 11: forged trace, decoy
 kernel, host-side compute, uninstrumented kernel code, device switch, forged harness_error, `#error` text,
-npy header bomb, Infinity and flood in the trace, a formula as the student's name, fallocate fill). No attack
-may ever end in `internal_error` or `passed`."""
+npy header bomb, Infinity and flood in the trace, a formula as the student's name, fallocate fill). Fixtures
+with `backend = "mlu"` (the decoy beside cnnlMatMul) are graded on a card only and skipped visibly elsewhere.
+No attack may ever end in `internal_error` or `passed`."""
 
 from __future__ import annotations
 
@@ -39,20 +40,37 @@ def _expected(fixture: Path) -> dict:
     return tomllib.loads((fixture / "expected.toml").read_text())
 
 
+def _mlu_missing() -> str | None:
+    """Why an mlu-only fixture cannot be graded here (None: it can)."""
+    import glob
+    import importlib.util
+
+    if not glob.glob("/dev/cambricon_dev*") or importlib.util.find_spec("torch_mlu") is None:
+        return "mlu-only fixture: needs an MLU card (/dev/cambricon_dev*) and torch_mlu"
+    from bang_harness.mlu_driver import neuware_library
+
+    if neuware_library("cnpapi") is None:
+        return "mlu-only fixture: needs CNPAPI (libcnpapi) for the kernel records the host judges"
+    return None
+
+
 def _param(fixture: Path):
     expected = _expected(fixture)
     marks = [pytest.mark.slow] if expected.get("slow") else []
+    if expected.get("backend", "emu") == "mlu":
+        marks += [pytest.mark.mlu, pytest.mark.skipif(_mlu_missing() is not None, reason=str(_mlu_missing()))]
     return pytest.param(fixture, expected, id=fixture.name, marks=marks)
 
 
-def _grade(submission: Path, out: Path):
+def _grade(submission: Path, out: Path, backend: str = "emu"):
     from grader.orchestration import grade_submission
     from grader.orchestration.build_cache import default_build_cache
 
     # The session's build cache (tests/conftest.py): most fixtures share one stub's or the vector reference's
     # mlu/ and cpp/ (the attack is in ops.py), so they share its build; a failed build is never reused.
-    return grade_submission(submission, GradeOptions(sandbox="docker", batch=True, out_dir=out, seed="corpus",
-                                                     seed_mode="public", build_cache=default_build_cache()))
+    return grade_submission(submission, GradeOptions(backend=backend, sandbox="docker", batch=True, out_dir=out,
+                                                     seed="corpus", seed_mode="public",
+                                                     build_cache=default_build_cache()))
 
 
 def _our_containers() -> list[str]:
@@ -70,7 +88,7 @@ SANDBOX_ATTACKS = {"fork_bomb", "disk_fill", "tmpfs_fill", "endless_output", "sl
                    "symlink_copy_out", "timer_patching"}
 TRUST_ATTACKS = {"forged_trace", "decoy_kernel", "host_compute_binding", "no_sanitize_kernel", "kernel_code_in_cpp",
                  "device_profile_env", "forged_harness_error", "error_directive", "npy_header_bomb",
-                 "trace_infinity", "trace_flood", "csv_formula_name", "fallocate_fill"}
+                 "trace_infinity", "trace_flood", "csv_formula_name", "fallocate_fill", "mlu_decoy_matmul"}
 
 
 def test_corpus_is_complete():
@@ -128,7 +146,7 @@ def _check_messages(result, expected: dict, problems: list[str]) -> None:
 def test_fixture_gets_its_verdict(fixture, expected, emu_image, tmp_path):
     started = time.monotonic()
     rss_before = _peak_rss_mb()
-    result = _grade(fixture, tmp_path / "out")
+    result = _grade(fixture, tmp_path / "out", expected.get("backend", "emu"))
     problems: list[str] = []
     if "verdict_of_reference" in expected:
         reference = _grade(CORPUS.parent / expected["verdict_of_reference"], tmp_path / "reference")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.backends import EmuBackend, get_backend
+from grader.backends import get_backend
+from grader.backends.emu import EmuBackend
 from grader.backends.mlu import MLU_RESOURCE
 from grader.batch.distributed import (
     SERVICE_ACCOUNT,

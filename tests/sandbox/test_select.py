@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.backends import MluBackend
+from grader.backends.mlu import MluBackend
 from grader.sandbox.bwrap_runner import BwrapRunner
 from grader.sandbox.docker_runner import DockerRunner
 from grader.sandbox.images import emu_image_tag

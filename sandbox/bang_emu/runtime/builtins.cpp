@@ -386,19 +386,20 @@ static void gdramset_impl(T *dst, int n, T value, const void *ret) {
   c->split[kSplitIo] += dur;
   c->bytes_moved["GDRAMSET"] += sizeof(T) * n;
 }
+// src[h][w] -> dst[w][h]; rotate: clockwise by 90 degrees, i.e. the transpose with each row reversed
 template <class T>
-static void transpose_impl(T *dst, const T *src, int h, int w, const void *ret) {
-  CoreCtx *c = core("__bang_transpose", ret);
+static void transpose_impl(const char *name, bool rotate, T *dst, const T *src, int h, int w, const void *ret) {
+  CoreCtx *c = core(name, ret);
   if (h <= 0 || w <= 0 || mpu_skip(c)) return;
   size_t bytes = sizeof(T) * (size_t)h * w;
-  nram_in(c, src, bytes, "__bang_transpose", "src", ret);
-  nram_out(c, dst, bytes, "__bang_transpose", "dst", ret);
+  nram_in(c, src, bytes, name, "src", ret);
+  nram_out(c, dst, bytes, name, "dst", ret);
   if (reinterpret_cast<const char *>(dst) < reinterpret_cast<const char *>(src) + bytes &&
       reinterpret_cast<const char *>(src) < reinterpret_cast<const char *>(dst) + bytes)
-    kernel_error("invalid-argument", "__bang_transpose: dst must not overlap src", ret);
+    kernel_error("invalid-argument", std::string(name) + ": dst must not overlap src", ret);
   for (int i = 0; i < h; ++i)
-    for (int j = 0; j < w; ++j) dst[(size_t)j * h + i] = src[(size_t)i * w + j];
-  count_elements(c, "__bang_transpose", (size_t)h * w);
+    for (int j = 0; j < w; ++j) dst[(size_t)j * h + (rotate ? h - 1 - i : i)] = src[(size_t)i * w + j];
+  count_elements(c, name, (size_t)h * w);
   charge_vector(c, bytes, 2.0);
 }
 
@@ -408,7 +409,8 @@ static void transpose_impl(T *dst, const T *src, int h, int w, const void *ret) 
   void __memset_nram(T *dst, int n, T v) { write_value_impl<T>("__memset_nram", dst, n, v, RET); }            \
   void __gdramset(T *dst, int n, T v) { gdramset_impl<T>(dst, n, v, RET); }                                   \
   void __nramset(T *dst, int n, T v) { write_value_impl<T>("__nramset", dst, n, v, RET); }                    \
-  void __bang_transpose(T *dst, const T *src, int h, int w) { transpose_impl<T>(dst, src, h, w, RET); }
+  void __bang_transpose(T *dst, const T *src, int h, int w) { transpose_impl<T>("__bang_transpose", false, dst, src, h, w, RET); } \
+  void __bang_rotate90(T *dst, const T *src, int h, int w) { transpose_impl<T>("__bang_rotate90", true, dst, src, h, w, RET); }
 BANG_EMU_DEF_T(float)
 BANG_EMU_DEF_T(half)
 BANG_EMU_DEF_T(int)
@@ -543,45 +545,57 @@ static void reshape_filter_impl(T *dst, const T *src, int n, int h, int w, int c
   charge_vector(c, bytes, 2.0);
 }
 
-// dst[0] = the maximum (minimum) of src; dst[1], read as the unsigned integer of the element's width, its first
-// index (how MLU270-era NMS code reads it: ((unsigned short *)dst)[1] for half)
+// dst[0] = the maximum (minimum) of src, followed by its first index as an unsigned integer of index_bytes:
+// __bang_max/min use the element's width (how MLU270-era NMS code reads it: ((unsigned short *)dst)[1] for half),
+// __bang_argmax/argmin 8 bytes (cncc 3xx docs: the index, then zeros, 10 B for half and 12 B for float)
 template <class T>
-static void extreme_impl(const char *name, bool take_max, T *dst, const T *src, int n, const void *ret) {
+static void extreme_impl(const char *name, bool take_max, T *dst, const T *src, int n, const void *ret,
+                         size_t index_bytes = sizeof(T)) {
   CoreCtx *c = core(name, ret);
   check_count(n, name, ret);
   if (n == 0 || mpu_skip(c)) return;
   nram_in(c, src, sizeof(T) * n, name, "src", ret);
-  nram_out(c, dst, 2 * sizeof(T), name, "dst", ret);
+  nram_out(c, dst, sizeof(T) + index_bytes, name, "dst", ret);
   int best = 0;
   for (int i = 1; i < n; ++i)
     if (take_max ? float(src[i]) > float(src[best]) : float(src[i]) < float(src[best])) best = i;
   T value = src[best];
   dst[0] = value;
-  if (sizeof(T) == 2) {
-    uint16_t idx = (uint16_t)best;
-    memcpy(reinterpret_cast<char *>(dst) + 2, &idx, 2);
-  } else {
-    uint32_t idx = (uint32_t)best;
-    memcpy(reinterpret_cast<char *>(dst) + 4, &idx, 4);
-  }
+  uint64_t idx = (uint64_t)best;  // little-endian host: the low index_bytes bytes are the narrower integer
+  memcpy(reinterpret_cast<char *>(dst) + sizeof(T), &idx, index_bytes);
   count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n);
 }
 
-// dst[0] = how many elements of src are non-zero
-template <class T>
-static void count_impl(unsigned int *dst, const T *src, int n, const void *ret) {
-  const char *name = "__bang_count";
+// One unsigned result computed from src: written to dst[0], or (dst null: the cncc 4 forms, `int k =
+// __bang_count(src, n)`) returned to scalar code, which then waits for the vector unit like a sync.
+template <class T, class F>
+static unsigned int scan_impl(const char *name, unsigned int *dst, const T *src, int n, F f, const void *ret) {
   CoreCtx *c = core(name, ret);
   check_count(n, name, ret);
-  if (n == 0 || mpu_skip(c)) return;
+  if (n == 0 || mpu_skip(c)) return f(src, 0);
   nram_in(c, src, sizeof(T) * n, name, "src", ret);
-  nram_out(c, dst, sizeof(unsigned int), name, "dst", ret);
-  unsigned int k = 0;
-  for (int i = 0; i < n; ++i) k += float(src[i]) != 0.0f;
-  dst[0] = k;
+  if (dst) nram_out(c, dst, sizeof(unsigned int), name, "dst", ret);
+  unsigned int r = f(src, n);
+  if (dst) dst[0] = r;
   count_elements(c, name, n);
   charge_vector(c, sizeof(T) * n);
+  if (!dst) wait_queues(c, false, false);
+  return r;
+}
+// how many elements of src are non-zero
+template <class T>
+static unsigned int count_nonzero(const T *src, int n) {
+  unsigned int k = 0;
+  for (int i = 0; i < n; ++i) k += float(src[i]) != 0.0f;
+  return k;
+}
+// the index of the first non-zero element; 0xffffffff when there is none (cncc docs: "all ones")
+template <class T>
+static unsigned int first_nonzero(const T *src, int n) {
+  for (int i = 0; i < n; ++i)
+    if (float(src[i]) != 0.0f) return (unsigned int)i;
+  return 0xffffffffu;
 }
 
 // the elements of src whose mask is non-zero, packed in order at dst (the rest of dst is left unchanged); the
@@ -649,12 +663,62 @@ static unsigned int collect_impl(const char *name, T *dst, const T *src, const T
   void __bang_not(T *d, const T *s, int n) { unary<T>("__bang_not", d, s, n, [](float x) { return x == 0.0f ? 1.0f : 0.0f; }, RET); } \
   void __bang_max(T *d, const T *s, int n) { extreme_impl<T>("__bang_max", true, d, s, n, RET); } \
   void __bang_min(T *d, const T *s, int n) { extreme_impl<T>("__bang_min", false, d, s, n, RET); } \
-  void __bang_count(unsigned int *d, const T *s, int n) { count_impl<T>(d, s, n, RET); } \
+  void __bang_argmax(T *d, const T *s, int n) { extreme_impl<T>("__bang_argmax", true, d, s, n, RET, 8); } \
+  void __bang_argmin(T *d, const T *s, int n) { extreme_impl<T>("__bang_argmin", false, d, s, n, RET, 8); } \
+  void __bang_count(unsigned int *d, const T *s, int n) { scan_impl<T>("__bang_count", d, s, n, count_nonzero<T>, RET); } \
+  unsigned int __bang_count(const T *s, int n) { return scan_impl<T>("__bang_count", nullptr, s, n, count_nonzero<T>, RET); } \
+  void __bang_findfirst1(unsigned int *d, const T *s, int n) { scan_impl<T>("__bang_findfirst1", d, s, n, first_nonzero<T>, RET); } \
+  unsigned int __bang_findfirst1(const T *s, int n) { return scan_impl<T>("__bang_findfirst1", nullptr, s, n, first_nonzero<T>, RET); } \
   void __bang_collect(T *d, const T *s, const T *m, int n) { collect_impl<T>("__bang_collect", d, s, m, n, RET); } \
   unsigned int __bang_filter(T *d, const T *s, const T *m, int n) { return collect_impl<T>("__bang_filter", d, s, m, n, RET); }
 BANG_EMU_DEF_F(float)
 BANG_EMU_DEF_F(half)
 #undef BANG_EMU_DEF_F
+
+// NRAM to NRAM on the vector unit (size in bytes): segnum segments of size bytes, segment i from src + i * src_stride
+// to dst + i * dst_stride (segnum counts the segments, unlike __memcpy's "minus one": assumed, README)
+static void move_impl(void *dst, const void *src, int size, int ds, int ss, int segnum, const void *ret) {
+  const char *name = "__bang_move";
+  CoreCtx *c = core(name, ret);
+  if (size < 0 || ds < 0 || ss < 0 || segnum < 0)
+    kernel_error("invalid-argument", "__bang_move: negative size, stride or segment count", ret);
+  if (size == 0 || segnum == 0 || mpu_skip(c)) return;
+  size_t dext = (size_t)(segnum - 1) * ds + size, sext = (size_t)(segnum - 1) * ss + size;
+  nram_in(c, src, sext, name, "src", ret);
+  nram_out(c, dst, dext, name, "dst", ret);
+  for (int i = 0; i < segnum; ++i)
+    memmove(static_cast<char *>(dst) + (size_t)i * ds, static_cast<const char *>(src) + (size_t)i * ss, size);
+  count_elements(c, name, (size_t)size * segnum);  // bytes: the operands are untyped
+  charge_vector(c, (size_t)size * segnum);
+}
+void __bang_move(void *dst, const void *src, int size) { move_impl(dst, src, size, 0, 0, 1, RET); }
+void __bang_move(void *dst, const void *src, int size, int dst_stride, int src_stride, int segnum) {
+  move_impl(dst, src, size, dst_stride, src_stride, segnum, RET);
+}
+
+// dst[i] = table[src[i]]; an index outside the table is an error (the hardware's behaviour is undocumented). dst
+// may be src (mlu-ops looks up 0/1 masks in place): each element is read before it is written.
+template <class TD, class TS>
+static void lut_impl(TD *dst, const TS *src, const TD *table, int n, int len, const void *ret) {
+  static_assert(sizeof(TD) == sizeof(TS), "__bang_lut: dst, src and table have one element size");
+  const char *name = "__bang_lut";
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  check_count(len, name, ret);
+  if (n == 0 || mpu_skip(c)) return;
+  nram_in(c, src, sizeof(TS) * (size_t)n, name, "src", ret);
+  nram_in(c, table, sizeof(TD) * (size_t)len, name, "table", ret);
+  nram_out(c, dst, sizeof(TD) * (size_t)n, name, "dst", ret);
+  for (int i = 0; i < n; ++i)
+    if (src[i] >= (TS)len)
+      kernel_error("invalid-argument", "__bang_lut: src[" + std::to_string(i) + "] = " + std::to_string(src[i]) +
+                                           " is outside the table of " + std::to_string(len) + " entries", ret);
+  for (int i = 0; i < n; ++i) dst[i] = table[src[i]];
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(TD) * (size_t)n);
+}
+void __bang_lut(int32_t *d, const uint32_t *s, const int32_t *t, int n, int len) { lut_impl(d, s, t, n, len, RET); }
+void __bang_lut(int16_t *d, const uint16_t *s, const int16_t *t, int n, int len) { lut_impl(d, s, t, n, len, RET); }
 
 // ------------------------------------------------------------------------------------------ matmul
 namespace {
@@ -1185,6 +1249,9 @@ BANG_EMU_DEF_CYCLE_ALL(bor) BANG_EMU_DEF_CYCLE_ALL(maxequal) BANG_EMU_DEF_CYCLE_
   void __bang_add(T *d, const T *a, const T *b, int n) { elementwise<T>("__bang_add", d, a, b, n, n, op_add<T>, RET); } \
   void __bang_sub(T *d, const T *a, const T *b, int n) { elementwise<T>("__bang_sub", d, a, b, n, n, op_sub<T>, RET); } \
   void __bang_mul(T *d, const T *a, const T *b, int n) { elementwise<T>("__bang_mul", d, a, b, n, n, op_mul<T>, RET); } \
+  void __bang_cycle_add(T *d, const T *a, const T *b, int n, int m) { elementwise<T>("__bang_cycle_add", d, a, b, n, m, op_add<T>, RET); } \
+  void __bang_cycle_sub(T *d, const T *a, const T *b, int n, int m) { elementwise<T>("__bang_cycle_sub", d, a, b, n, m, op_sub<T>, RET); } \
+  void __bang_cycle_mul(T *d, const T *a, const T *b, int n, int m) { elementwise<T>("__bang_cycle_mul", d, a, b, n, m, op_mul<T>, RET); } \
   void __sramset(T *d, int n, T v) { sramset_impl<T>(d, n, v, RET); }
 namespace {
 template <class T>

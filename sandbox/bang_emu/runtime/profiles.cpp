@@ -7,7 +7,6 @@
 // over) the profile is resolved in the constructor itself, before any student code exists.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include "devices_gen.h"
@@ -23,11 +22,11 @@ Profile from_table(const DeviceEntry &e) {
   p.name = e.name;
   for (int i = 0; i < e.count; ++i) p.figures.emplace_back(e.figures[i].key, e.figures[i].value);
   struct Slot {
-    const char *key;
+    std::string key;
     double *dst;
   };
   double arch = 0, clusters = 0, cores_per_cluster = 0, cores = 0, nram = 0, wram = 0, sram = 0;
-  const Slot slots[] = {
+  std::vector<Slot> slots = {
       {"arch", &arch},
       {"clock_mhz", &p.clock_mhz},
       {"clusters", &clusters},
@@ -44,18 +43,6 @@ Profile from_table(const DeviceEntry &e) {
       {"io_latency_cycles", &p.io_latency_cycles},
       {"move_latency_cycles", &p.move_latency_cycles},
       {"segment_cycles", &p.segment_cycles},
-      {"scalar_load_gdram", &p.scalar_load[kGdram]},
-      {"scalar_store_gdram", &p.scalar_store[kGdram]},
-      {"scalar_load_nram", &p.scalar_load[kNram]},
-      {"scalar_store_nram", &p.scalar_store[kNram]},
-      {"scalar_load_wram", &p.scalar_load[kWram]},
-      {"scalar_store_wram", &p.scalar_store[kWram]},
-      {"scalar_load_sram", &p.scalar_load[kSram]},
-      {"scalar_store_sram", &p.scalar_store[kSram]},
-      {"scalar_load_ldram", &p.scalar_load[kLdram]},
-      {"scalar_store_ldram", &p.scalar_store[kLdram]},
-      {"scalar_load_stack", &p.scalar_load[kOther]},
-      {"scalar_store_stack", &p.scalar_store[kOther]},
       {"vector_bytes_per_cycle", &p.vector_bytes_per_cycle},
       {"vector_overhead_cycles", &p.vector_overhead_cycles},
       {"tensor_ops_per_cycle_fp32", &p.tensor_ops_per_cycle_fp32},
@@ -65,11 +52,16 @@ Profile from_table(const DeviceEntry &e) {
       {"barrier_cycles", &p.barrier_cycles},
       {"launch_overhead_us", &p.launch_overhead_us},
   };
-  const size_t nslots = sizeof slots / sizeof slots[0];
-  bool seen[nslots] = {};
+  // one scalar access cost per memory space and direction, keyed as the trace is (spaces_gen.h, from spaces.py)
+  for (int s = 0; s < kSpaces; ++s) {
+    slots.push_back({std::string("scalar_load_") + kSpaceKeys[s], &p.scalar_load[s]});
+    slots.push_back({std::string("scalar_store_") + kSpaceKeys[s], &p.scalar_store[s]});
+  }
+  const size_t nslots = slots.size();
+  std::vector<bool> seen(nslots, false);
   for (int i = 0; i < e.count; ++i) {
     size_t j = 0;
-    while (j < nslots && strcmp(slots[j].key, e.figures[i].key) != 0) ++j;
+    while (j < nslots && slots[j].key != e.figures[i].key) ++j;
     if (j == nslots) {
       fprintf(stderr, "bang-emu: fatal: devices.json key '%s' (%s) is unknown to the runtime\n", e.figures[i].key, e.name);
       abort();
@@ -79,7 +71,7 @@ Profile from_table(const DeviceEntry &e) {
   }
   for (size_t j = 0; j < nslots; ++j) {
     if (!seen[j]) {
-      fprintf(stderr, "bang-emu: fatal: devices.json entry %s lacks '%s'\n", e.name, slots[j].key);
+      fprintf(stderr, "bang-emu: fatal: devices.json entry %s lacks '%s'\n", e.name, slots[j].key.c_str());
       abort();
     }
   }

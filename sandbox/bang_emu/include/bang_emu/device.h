@@ -259,6 +259,13 @@ void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t d
 void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride0,
                     int src_stride0, int segnum0, int dst_stride1, int src_stride1, int segnum1);
 
+/* ---- NRAM to NRAM on the vector unit (bytes); the strided form moves segnum segments (not segnum + 1) ---- */
+void __bang_move(void *dst, const void *src, int size);
+void __bang_move(void *dst, const void *src, int size, int dst_stride, int src_stride, int segnum);
+/* ---- dst[i] = table[src[i]] (table_length entries; dst may be src) ---- */
+void __bang_lut(int32_t *dst, const uint32_t *src, const int32_t *table, int n, int table_length);
+void __bang_lut(int16_t *dst, const uint16_t *src, const int16_t *table, int n, int table_length);
+
 /* ---- synchronisation ---- */
 void __sync();
 void __sync_io();
@@ -285,7 +292,9 @@ void __sync_copy_nram_to_sram();
   void __memset_nram(T *dst, int elem_count, T value);                                                \
   void __gdramset(T *dst, int elem_count, T value);                                                   \
   void __nramset(T *dst, int elem_count, T value);                                                    \
-  void __bang_transpose(T *dst, const T *src, int height, int width);
+  void __bang_transpose(T *dst, const T *src, int height, int width);                                 \
+  /* src[height][width] rotated clockwise: dst[width][height] */                                      \
+  void __bang_rotate90(T *dst, const T *src, int height, int width);
 BANG_EMU_DECL_T(float)
 BANG_EMU_DECL_T(half)
 BANG_EMU_DECL_T(int)
@@ -350,6 +359,14 @@ BANG_EMU_DECL_T(char)
   void __bang_max(T *dst, const T *src, int n);                                                       \
   void __bang_min(T *dst, const T *src, int n);                                                       \
   void __bang_count(unsigned int *dst, const T *src, int n);                                          \
+  /* the index of the first non-zero element, 0xffffffff when there is none */                        \
+  void __bang_findfirst1(unsigned int *dst, const T *src, int n);                                     \
+  /* cncc 4 forms returning the result to scalar code (mlu-ops: int k = __bang_count(mask, n)) */     \
+  unsigned int __bang_count(const T *src, int n);                                                     \
+  unsigned int __bang_findfirst1(const T *src, int n);                                                \
+  /* dst[0] = the extreme value, then its first index as a 64-bit integer (10 B for half, 12 for float) */ \
+  void __bang_argmax(T *dst, const T *src, int n);                                                    \
+  void __bang_argmin(T *dst, const T *src, int n);                                                    \
   void __bang_collect(T *dst, const T *src, const T *mask, int n);                                    \
   /* 3xx name of __bang_collect: also returns how many elements it selected */                        \
   unsigned int __bang_filter(T *dst, const T *src, const T *mask, int n);                             \
@@ -418,7 +435,7 @@ BANG_EMU_CYCLE_OPS(BANG_EMU_DECL_CYCLE_ALL)
 #undef BANG_EMU_DECL_BINARY
 #undef BANG_EMU_DECL_UNARY
 #undef BANG_EMU_DECL_CYCLE
-/* integer forms of the scalar arithmetic (mlu-ops adds offsets to int32 index vectors) */
+/* integer forms of the scalar and cycle arithmetic (mlu-ops adds offsets to int32 index vectors) */
 #define BANG_EMU_DECL_INT_SCALAR(T)                                                                   \
   void __bang_add_scalar(T *dst, const T *src, T value, int n);                                       \
   void __bang_sub_scalar(T *dst, const T *src, T value, int n);                                       \
@@ -426,6 +443,9 @@ BANG_EMU_CYCLE_OPS(BANG_EMU_DECL_CYCLE_ALL)
   void __bang_add(T *dst, const T *src0, const T *src1, int n);                                       \
   void __bang_sub(T *dst, const T *src0, const T *src1, int n);                                       \
   void __bang_mul(T *dst, const T *src0, const T *src1, int n);                                       \
+  void __bang_cycle_add(T *dst, const T *src, const T *seg, int src_n, int seg_n);                    \
+  void __bang_cycle_sub(T *dst, const T *src, const T *seg, int src_n, int seg_n);                    \
+  void __bang_cycle_mul(T *dst, const T *src, const T *seg, int src_n, int seg_n);                    \
   void __sramset(T *dst, int n, T value);
 BANG_EMU_DECL_INT_SCALAR(int)
 BANG_EMU_DECL_INT_SCALAR(int16_t)

@@ -1,0 +1,103 @@
+"""The emulator backend inside the sandbox: cncc-emu builds, the emulated `mlu` device of bang_emu runs, and the
+emulator runtime's notifiers give (modelled) device time."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import toolchains
+from ..toolchains import StepOutcome, Toolchain, gxx_version, optional_module, text_of
+from . import HarnessBackend
+
+
+class EmuToolchain(Toolchain):
+    """BANG on the CPU: cncc-emu turns .mlu into ordinary objects; the emulator runtime is linked in."""
+
+    name = "emu"
+
+    def __init__(self) -> None:
+        from bang_emu import toolchain  # imported here: the mlu backend must not need the emulator
+
+        self._toolchain = toolchain
+        self._torch_shim = optional_module("bang_emu.torch_mlu_emu")
+
+    def compile_mlu(self, source: Path, obj: Path, include_dirs: list[Path]) -> StepOutcome:
+        flags = ["-c", "-fPIC", "-O2"] + [arg for d in include_dirs for arg in ("-I", str(d))]
+        # Returns for anything the source did wrong; raising means the emulator itself failed (internal error).
+        proc = self._toolchain.compile_mlu(source, obj, flags)
+        output = "".join(text_of(part) for part in (proc.stdout, proc.stderr))
+        command = [str(a) for a in proc.args] if isinstance(proc.args, list | tuple) else [str(proc.args)]
+        return StepOutcome(command, proc.returncode, output)
+
+    def cpp_include_dirs(self) -> list[Path]:
+        # The precompiled torch headers come first: g++ looks for `<header>.gch` in each include folder just
+        # before the header itself, so `#include <torch/extension.h>` finds the .gch there (see pch_dir()).
+        pch = toolchains.pch_dir()  # through the module: read per build
+        dirs = [pch] if pch is not None else []
+        dirs += [Path(d) for d in self._toolchain.include_dirs()]
+        if self._torch_shim is not None:
+            dirs += [Path(d) for d in self._torch_shim.include_dirs()]
+        return list(dict.fromkeys(dirs))  # both lists name the shared header folders
+
+    def link_args(self) -> list[str]:
+        args = [str(a) for a in self._toolchain.runtime_link_args()]
+        if self._torch_shim is not None:
+            args += [str(a) for a in self._torch_shim.link_args() if str(a) not in args]
+        return args
+
+    def describe(self) -> str:
+        import bang_emu
+
+        version = getattr(bang_emu, "__version__", "unknown")
+        return f"cncc-emu {version} (g++ {gxx_version()})"
+
+
+class EmuHarnessBackend(HarnessBackend):
+    name = "emu"
+    loads_emulator_runtime = True
+
+    def toolchain(self) -> Toolchain:
+        return EmuToolchain()
+
+    def worker_env(self, device_name: str | None) -> dict[str, str]:
+        # The device profile is fixed when the worker loads the runtime, from this value only.
+        return {"BANG_EMU_DEVICE": device_name} if device_name else {}
+
+    def activate(self, device_name: str | None, runtime: ctypes.CDLL | None,
+                 notes: list[str]) -> tuple[Any, Any, str]:
+        from ..mlu_driver import emulator_driver
+
+        if device_name:
+            os.environ.setdefault("BANG_EMU_DEVICE", device_name)
+        device = _emulated_device(notes)
+        if runtime is None:
+            from bang_emu import toolchain
+
+            runtime = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
+        driver, note = emulator_driver(runtime)
+        return device, driver, note
+
+
+def _emulated_device(notes: list[str]) -> Any:
+    """The emulated `mlu` device of bang_emu.torch_mlu_emu, or the CPU when the shim is absent."""
+    import torch
+
+    try:
+        from bang_emu import torch_mlu_emu
+
+        torch_mlu_emu.activate()
+        return torch.device("mlu")
+    except ImportError as exc:
+        reason = str(exc)
+    except RuntimeError as exc:  # the shim imported but registered no `mlu` device type
+        if "device type" not in str(exc):
+            raise
+        reason = str(exc).splitlines()[0]
+    notes.append(f"emulated mlu device unavailable ({reason}); tensors stay on the CPU")
+    return torch.device("cpu")
+
+
+BACKEND = EmuHarnessBackend()
