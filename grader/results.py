@@ -306,8 +306,8 @@ class GradeResult(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _time_source_from_flag(cls, data: Any) -> Any:
-        """Documents written before `time_source` (and callers that still say `time_is_modelled=`) carry the
-        flag alone; it is read once here and dumped again only as the computed field below."""
+        """Documents written before `time_source` carry the flag alone; it is read once here and dumped again
+        only as the computed field below (a document carries both: the flag is dropped, the field kept)."""
         if isinstance(data, dict) and "time_is_modelled" in data:
             data = dict(data)
             modelled = data.pop("time_is_modelled")

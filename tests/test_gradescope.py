@@ -34,7 +34,7 @@ OUTPUT_FORMATS = {"text", "html", "simple_format", "md", "ansi"}
 def _result() -> GradeResult:
     return GradeResult(
         assignment="matmul", submission_path="/s", submission_hash="h", backend="emu", device_profile="mlu370-x8",
-        time_is_modelled=True, sandbox="docker", verdict=Verdict.TOO_SLOW, score=47.5, max_score=100,
+        time_source="modelled", sandbox="docker", verdict=Verdict.TOO_SLOW, score=47.5, max_score=100,
         groups=[GroupScore(name="tail", points=7.5, points_possible=15, passed_cases=2, total_cases=4),
                 GroupScore(name="tiny", points=5, points_possible=5, passed_cases=3, total_cases=3)],
         cases=[CaseResult(name="primes", group="tail", entry="matmul", shapes={}, dtype="float32",

@@ -176,7 +176,7 @@ def _result(stage_points: list[float]) -> GradeResult:
     stages = [StageResult(name=f"s{i}", title="t", entry="sigmoid", points=p, points_possible=10.0, correct=True,
                           verdict=Verdict.PASSED) for i, p in enumerate(stage_points)]
     return GradeResult(assignment="sigmoid", submission_path="/x", submission_hash="h", backend="emu",
-                       device_profile="mlu370-x8", time_is_modelled=True, sandbox="docker", verdict=Verdict.PASSED,
+                       device_profile="mlu370-x8", time_source="modelled", sandbox="docker", verdict=Verdict.PASSED,
                        score=50.0 + sum(stage_points), max_score=80.0, stages=stages,
                        seeds=Seeds(mode="public", master="s", master_digest="d"), versions=Versions(grader="t"),
                        finished_at=datetime.now(UTC))

@@ -70,7 +70,7 @@ def failure_result(job: GradeJob, verdict: Verdict, message: str, *, max_score: 
         submission_hash=job.content_hash,
         backend=job.backend,
         device_profile=job.device or "",
-        time_is_modelled=get_backend(job.backend).time_is_modelled,
+        time_source=get_backend(job.backend).timing_source,
         sandbox=job.sandbox,
         verdict=verdict,
         message=message,

@@ -278,7 +278,7 @@ def environment_error_result(submission: Path, options: GradeOptions, problem: E
     return GradeResult(assignment=name if isinstance(name, str) else "unknown",
                        submission_path=str(submission.resolve()), submission_hash="", backend=options.backend,
                        device_profile=options.device or "",
-                       time_is_modelled=get_backend(options.backend).time_is_modelled,
+                       time_source=get_backend(options.backend).timing_source,
                        sandbox=options.sandbox, verdict=Verdict.ENVIRONMENT_ERROR,
                        message=_("not graded: this machine cannot run the sandbox.") + f" {problem}", score=0.0,
                        max_score=max_score, seeds=seeds.record(), versions=Versions(grader=__version__),

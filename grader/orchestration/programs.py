@@ -62,7 +62,7 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
     started = datetime.now(UTC)
     result = GradeResult(assignment=spec.name, assignment_title=spec.title, submission_path=str(folder.resolve()),
                          submission_hash="", backend=options.backend, device_profile=options.device or "",
-                         time_is_modelled=True, sandbox=options.sandbox, verdict=Verdict.PASSED, score=0.0,
+                         time_source="modelled", sandbox=options.sandbox, verdict=Verdict.PASSED, score=0.0,
                          max_score=0.0, seeds=SeedPlan.create("public", None).record(), versions=Versions(grader=__version__),
                          started_at=started, finished_at=started, layout="programs")
     stems = {p.stem: spec.stage_for(p.stem) for p in sorted(folder.glob("*.mlu"))}

@@ -47,7 +47,7 @@ def make_result(student: str, *, verdict: Verdict = Verdict.PASSED, stage_us: fl
     score = sum(g.points for g in groups) + sum(s.points for s in stages)
     return GradeResult(student=Student(id=student, name=student.title()), assignment="matmul",
                        submission_path=f"/subs/{student}", submission_hash="ab" * 32, backend="emu",
-                       device_profile="mlu370-x8", time_is_modelled=True, sandbox="docker", verdict=verdict,
+                       device_profile="mlu370-x8", time_source="modelled", sandbox="docker", verdict=verdict,
                        message="" if ok else f"{verdict} in a case", score=score, max_score=10, groups=groups,
                        cases=cases, stages=stages, build=BuildInfo(ok=True, toolchain="cncc-emu 0.1"),
                        seeds=Seeds(mode="secret", master_digest="0123456789abcdef"),

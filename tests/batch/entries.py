@@ -44,6 +44,6 @@ def quick(job: GradeJob, work_dir: Path) -> GradeResult:
                              "end": time.time(), "device": job.device}) + "\n")
     return GradeResult(assignment=job.assignment, submission_path=str(submission),
                        submission_hash="", backend=job.backend, device_profile=job.device or "",
-                       time_is_modelled=True, sandbox="docker",
+                       time_source="modelled", sandbox="docker",
                        verdict=Verdict.PASSED if score >= 10 else Verdict.WRONG_ANSWER, score=score, max_score=10,
                        seeds=Seeds(mode=job.seed_mode, master_digest="x"), versions=Versions(grader="test"))

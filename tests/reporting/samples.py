@@ -284,7 +284,7 @@ def _base(**kw: object) -> dict[str, object]:
         submission_hash="9f2c4e1ab37d5e08c1f4a2b6d7e8f90112233445566778899aabbccddeeff00",
         backend="emu",
         device_profile="mlu370-x8",
-        time_is_modelled=True,
+        time_source="modelled",
         sandbox="docker",
         build=BuildInfo(ok=True, toolchain="cncc-emu 0.1 (g++ 12.2)", duration_seconds=14.2),
         seeds=Seeds(mode="public", master="course-2026-lab5", master_digest="3b7f0c9a12de45f6"),
