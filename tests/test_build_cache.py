@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from grader.orchestration.build_cache import build_key, build_lock, entry, prune_build_cache
+from grader.orchestration.build_cache import build_key, build_lock, build_recipe, entry, prune_build_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTOR = ROOT / "reference_kernels" / "sigmoid" / "vector"
 
 
 def _key(root: Path, plan: str = "my_ops_ext", env: dict[str, str] | None = None, toolchain: str = "t1") -> str:
-    return build_key(root, plan, "emu", env if env is not None else {"BANG_EMU_DEVICE": "mlu370-x8"}, toolchain)
+    return build_key(root, plan, build_recipe(toolchain, "emu", env if env is not None else {"BANG_EMU_DEVICE": "mlu370-x8"}))
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from pathlib import Path
 NOT_COMPILED_SUFFIXES = {".py", ".pyc", ".pyi", ".toml", ".md", ".rst", ".ipynb", ".pdf", ".png", ".jpg", ".jpeg",
                          ".gif", ".svg"}
 RECENTLY_USED_SECONDS = 2 * 3600  # longer than any grading: pruning never removes a build in use
+OBJECTS_DIR = "objects"  # binding objects shared between builds (object_cache.py), one folder per key
 
 
 def default_build_cache() -> Path:
@@ -53,12 +54,15 @@ def compiled_content_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def build_key(root: Path, plan: str, backend: str, env: dict[str, str], toolchain: str) -> str:
+def build_recipe(toolchain: str, backend: str, env: dict[str, str]) -> str:
+    """What besides the sources decides a build: `toolchain` names the compilers and harness exactly."""
+    return "\0".join([toolchain, backend, *[f"{k}={v}" for k, v in sorted(env.items())]])
+
+
+def build_key(root: Path, plan: str, recipe: str) -> str:
     """The cache key of a build (32 hex digits); `plan` is the build plan's text (or the extension name where
-    there is none), `toolchain` names the compilers and harness exactly."""
-    recipe = "\0".join([compiled_content_hash(root), plan, backend, toolchain,
-                        *[f"{k}={v}" for k, v in sorted(env.items())]])
-    return hashlib.sha256(recipe.encode()).hexdigest()[:32]
+    there is none), `recipe` is build_recipe()'s."""
+    return hashlib.sha256("\0".join([compiled_content_hash(root), plan, recipe]).encode()).hexdigest()[:32]
 
 
 def entry(cache: Path, key: str) -> Path:
@@ -81,10 +85,16 @@ def build_lock(build_dir: Path) -> Iterator[None]:
 
 
 def prune_build_cache(cache: Path, keep: int = 64) -> None:
-    """Keeps the `keep` most recently used builds, and every build used in the last two hours (a grading or a
-    batch may be reading it)."""
+    """Keeps the `keep` most recently used builds (and four times as many shared binding object keys), and
+    every one used in the last two hours (a grading or a batch may be reading it)."""
+    _prune(cache, keep, skip={OBJECTS_DIR})
+    _prune(cache / OBJECTS_DIR, 4 * keep, skip=set())
+
+
+def _prune(folder: Path, keep: int, skip: set[str]) -> None:
     try:
-        entries = sorted((p for p in cache.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+        entries = sorted((p for p in folder.iterdir() if p.is_dir() and p.name not in skip),
+                         key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return
     now = time.time()
@@ -95,4 +105,4 @@ def prune_build_cache(cache: Path, keep: int = 64) -> None:
         except OSError:
             continue
         shutil.rmtree(stale, ignore_errors=True)
-        (cache / f".{stale.name}.lock").unlink(missing_ok=True)
+        (folder / f".{stale.name}.lock").unlink(missing_ok=True)

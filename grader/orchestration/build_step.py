@@ -3,17 +3,19 @@ facts about what was built (device table entry, kernel symbols) for the integrit
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from bang_harness.plan import BUILD_PLAN_FILE, BuildPlan
+from bang_harness.plan import BUILD_PLAN_FILE, PREBUILT_DIR, BuildPlan
 from bang_harness.protocol import ErrorKind, ExitCode
 
 from grader import __version__
 from grader.checks.integrity import HostFacts, KernelSymbols, device_profile
 from grader.i18n import _
-from grader.orchestration import build_cache
+from grader.orchestration import build_cache, object_cache
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.read_outputs import describe_outcome, output_tail, read_json, read_text
 from grader.results import BuildInfo, Verdict
@@ -39,17 +41,22 @@ class BuildStep:
     timeout_seconds: float
     cache: Path | None
     progress: Callable[[str, float], None]
+    image: str = ""  # the sandbox image's tag; "" for runners without one (process, bwrap)
 
-    def folder(self, work: Path, image: str) -> Path:
+    def _recipe(self) -> str:
+        """Toolchain, image, backend and build environment: what besides the sources decides a build."""
+        # Without an image (process, bwrap runners) the harness and emulator run from these sources: their
+        # hash (the tag an image of them would have) stands in for the image's.
+        toolchain = f"{self.backend.toolchain()}|{self.image or emu_image_tag()}|{__version__}"
+        return build_cache.build_recipe(toolchain, self.backend.name, self.backend.env)
+
+    def folder(self, work: Path) -> Path:
         if self.cache is None:
             path = work / "build"
             path.mkdir(parents=True, exist_ok=True)
             return path
-        # Without an image (process, bwrap runners) the harness and emulator run from these sources: their
-        # hash (the tag an image of them would have) stands in for the image's.
-        toolchain = f"{self.backend.toolchain()}|{image or emu_image_tag()}|{__version__}"
         plan = self.plan.to_json() if self.plan is not None else self.extension
-        key = build_cache.build_key(self.root, plan, self.backend.name, self.backend.env, toolchain)
+        key = build_cache.build_key(self.root, plan, self._recipe())
         return build_cache.entry(Path(self.cache), key)
 
     def build(self, build_dir: Path, work: Path) -> Built:
@@ -63,12 +70,47 @@ class BuildStep:
                                        cache_key=build_dir.name))
             return self._compile(build_dir, work)
 
+    def _shares_objects(self) -> bool:
+        # Only image sandboxes: the image fixes every file a compile reads outside the submission.
+        return self.cache is not None and self.plan is not None and bool(self.image)
+
+    def _reuse_objects(self, io: Path) -> tuple[tuple[str, str], ...]:
+        """Binding objects an earlier build compiled from the same inputs, copied to /io/prebuilt."""
+        assert self.cache is not None
+        reused = []
+        for index, source, key in self._object_keys():
+            found = object_cache.find(Path(self.cache), key, self.root.resolve())
+            if found is not None:
+                (io / PREBUILT_DIR).mkdir(exist_ok=True)
+                shutil.copyfile(found, io / PREBUILT_DIR / f"cpp_{index}.o")
+                reused.append((source, f"cpp_{index}.o"))
+        return tuple(reused)
+
+    def _share_objects(self, build_dir: Path, plan: BuildPlan) -> None:
+        """Offers the binding objects this build compiled to later builds (object_cache.store decides)."""
+        assert self.cache is not None
+        reused = dict(plan.prebuilt)
+        for index, source, key in self._object_keys():
+            if source not in reused:
+                obj = build_dir / "obj" / f"cpp_{index}_{PurePosixPath(source).stem}.o"
+                object_cache.store(Path(self.cache), key, self.root.resolve(), obj, obj.with_suffix(".d"))
+
+    def _object_keys(self) -> list[tuple[int, str, str]]:
+        """(index, source, key) of each binding source that can be shared."""
+        assert self.plan is not None
+        keys = [(i, s, object_cache.object_key(self.plan, s, self.root.resolve(), self._recipe()))
+                for i, s in enumerate(self.plan.cpp_sources)]
+        return [(i, s, k) for i, s, k in keys if k is not None]
+
     def _compile(self, build_dir: Path, work: Path) -> Built:
         self.progress(_("building the extension"), 0.05)
         io = work / "io-build"
         io.mkdir()
-        if self.plan is not None:
-            (io / BUILD_PLAN_FILE).write_text(self.plan.to_json(), encoding="utf-8")
+        plan = self.plan
+        if plan is not None:
+            if self._shares_objects():
+                plan = dataclasses.replace(plan, prebuilt=self._reuse_objects(io))
+            (io / BUILD_PLAN_FILE).write_text(plan.to_json(), encoding="utf-8")
         outcome = self.runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
                                   Mounts(submission=self.root.resolve(), build=build_dir, io=io),
                                   Limits(wall_seconds=self.timeout_seconds), env=dict(self.backend.env))
@@ -80,6 +122,8 @@ class BuildStep:
                           duration_seconds=float(info.get("seconds", outcome.wall_seconds) or 0.0),
                           cache_key=build_dir.name if self.cache else None)
         if ok:
+            if plan is not None and self._shares_objects():
+                self._share_objects(build_dir, plan)
             return Built(built)
         if outcome.timed_out:
             return Built(built, (Verdict.TIMEOUT, _("the build took longer than {seconds:.0f} s").format(

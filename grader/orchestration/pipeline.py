@@ -254,8 +254,8 @@ class _Grading:
                          work: Path) -> GradeResult:
         assert self.spec is not None and self.backend is not None
         step = BuildStep(runner, self.backend, self.root, self.build_plan, submission.extension,
-                         self.spec.build_timeout_seconds, self.options.build_cache, self.progress)
-        build_dir = step.folder(work, self.image)
+                         self.spec.build_timeout_seconds, self.options.build_cache, self.progress, self.image)
+        build_dir = step.folder(work)
         built = step.build(build_dir, work)
         self.build = built.info
         if built.failure is not None:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .paths import HarnessPaths
-from .plan import BuildPlan, PlanError, load_plan
+from .plan import PREBUILT_DIR, BuildPlan, PlanError, load_plan
 from .protocol import ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
 from .toolchains import PCH_CODEGEN_FLAGS, StepOutcome, Toolchain, _torch_flags, get_toolchain, run_step
@@ -117,11 +117,20 @@ class ExtensionBuilder:
             obj = self.obj_dir / f"mlu_{mlu_sources.index(src)}_{src.stem}.o"  # stems may repeat across folders
             return obj, self.toolchain.compile_mlu(src, obj, local_includes)
 
+        prebuilt = dict(self.plan.prebuilt)
+
         def compile_cpp(src: Path) -> tuple[Path, StepOutcome]:
-            obj = self.obj_dir / f"cpp_{cpp_sources.index(src)}_{src.stem}.o"
+            index = cpp_sources.index(src)
+            obj = self.obj_dir / f"cpp_{index}_{src.stem}.o"
+            reuse = prebuilt.get(self.plan.cpp_sources[index])
+            if reuse and (self.paths.io / PREBUILT_DIR / reuse).is_file():
+                shutil.copyfile(self.paths.io / PREBUILT_DIR / reuse, obj)
+                return obj, StepOutcome(["reuse", f"{PREBUILT_DIR}/{reuse}", "(compiled from the same inputs "
+                                         "by an earlier build)"], 0, "")
             includes = [arg for d in cpp_includes for arg in ("-I", str(d))]
+            # The depfile names every file the compiler read: the host shares the object only by those files.
             return obj, run_step(["g++", cxx_std, *PCH_CODEGEN_FLAGS, "-fmax-errors=20", *defines, *includes,
-                                  "-c", str(src), "-o", str(obj)])
+                                  "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)])
 
         # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
         self.compiling = True

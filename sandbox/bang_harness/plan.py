@@ -13,7 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
 BUILD_PLAN_FILE = "build_plan.json"  # under /io in the build phase
+PREBUILT_DIR = "prebuilt"  # under /io: binding objects the host's object cache already has
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_OBJECT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\.o$")
 
 
 class PlanError(ValueError):
@@ -26,6 +28,8 @@ class BuildPlan:
     mlu_sources: tuple[str, ...]  # paths relative to the submission root, POSIX separators
     cpp_sources: tuple[str, ...]
     include_dirs: tuple[str, ...] = ()  # beyond each source's own folder, which is always searched
+    # .cpp source -> object file under /io/prebuilt/ compiled from the same inputs by an earlier build
+    prebuilt: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def handout(cls, submission: Path, extension: str) -> BuildPlan:
@@ -36,7 +40,9 @@ class BuildPlan:
                    include_dirs=("mlu", "cpp"))
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1)
+        data = asdict(self)
+        data["prebuilt"] = dict(self.prebuilt)
+        return json.dumps(data, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> BuildPlan:
@@ -45,7 +51,8 @@ class BuildPlan:
             plan = cls(extension=str(data["extension"]),
                        mlu_sources=tuple(str(p) for p in data.get("mlu_sources", [])),
                        cpp_sources=tuple(str(p) for p in data.get("cpp_sources", [])),
-                       include_dirs=tuple(str(p) for p in data.get("include_dirs", [])))
+                       include_dirs=tuple(str(p) for p in data.get("include_dirs", [])),
+                       prebuilt=tuple((str(src), str(obj)) for src, obj in dict(data.get("prebuilt", {})).items()))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise PlanError(f"build plan is malformed: {type(exc).__name__}: {exc}") from exc
         plan.validate()
@@ -59,6 +66,9 @@ class BuildPlan:
             path = PurePosixPath(rel)
             if path.is_absolute() or ".." in path.parts or not rel:
                 raise PlanError(f"build plan path {rel!r} is not a relative path inside the submission")
+        for source, obj in self.prebuilt:
+            if source not in self.cpp_sources or not _OBJECT_NAME.match(obj):
+                raise PlanError(f"prebuilt object {obj!r} for {source!r} is not one of the plan's .cpp sources")
 
     def resolve(self, submission: Path) -> tuple[list[Path], list[Path], list[Path]]:
         """(mlu sources, cpp sources, include folders) under `submission`; include folders start with the

@@ -19,6 +19,11 @@ def test_a_plan_round_trips_and_resolves_includes_once(tmp_path):
     assert includes == [tmp_path / "sub/p/mlu/include", tmp_path / "sub/p/mlu/src"]
 
 
+def test_prebuilt_objects_round_trip(tmp_path):
+    plan = BuildPlan("ext", ("mlu/k.mlu",), ("cpp/b.cpp", "cpp/c.cpp"), (), prebuilt=(("cpp/c.cpp", "cpp_1.o"),))
+    assert BuildPlan.from_json(plan.to_json()) == plan
+
+
 def test_without_a_plan_the_handout_folders_are_built(tmp_path):
     for name in ("mlu/b.mlu", "mlu/a.mlu", "cpp/x.cpp", "mlu/sub/c.mlu"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -32,6 +37,8 @@ def test_without_a_plan_the_handout_folders_are_built(tmp_path):
     {"extension": "ext", "mlu_sources": ["../../etc/passwd"], "cpp_sources": []},
     {"extension": "ext", "mlu_sources": [], "cpp_sources": ["/abs.cpp"]},
     {"mlu_sources": []},
+    {"extension": "ext", "mlu_sources": [], "cpp_sources": ["b.cpp"], "prebuilt": {"other.cpp": "cpp_0.o"}},
+    {"extension": "ext", "mlu_sources": [], "cpp_sources": ["b.cpp"], "prebuilt": {"b.cpp": "../x.o"}},
 ])
 def test_a_plan_cannot_leave_the_submission_or_name_a_bad_module(plan):
     import json
