@@ -3,10 +3,12 @@
     .venv/bin/python benchmarks/batch_throughput.py                      # 40 students, sigmoid, 2 workers
     .venv/bin/python benchmarks/batch_throughput.py --students 12 --workers 2 --json out.json
     .venv/bin/python benchmarks/batch_throughput.py --students 12 --distinct 4 --compare-rounds   # issue 14
+    .venv/bin/python benchmarks/batch_throughput.py --students 40 --all-distinct --compare-objects  # shared bindings
 
 The class mixes instructor references, known-bad fixtures, exact duplicates, renamed copies (the same files
 under another folder name) and zipped submissions. Three runs, each into its own batch directory:
-  cold    empty build cache: every distinct submission is built once (twins wait for the first build)
+  cold    empty build cache: every distinct submission is built once (twins wait for the first build), a
+          binding compiled before is reused (--compare-objects first runs it with every binding compiled)
   warm    fresh batch directory, the cold run's build cache: nothing is rebuilt
   resume  the warm directory again: every result is already stored, nothing is graded
 Throughput is submissions graded per minute of wall time (times on the emulator are modelled; the wall
@@ -27,6 +29,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from grader.orchestration import object_cache
 from grader.orchestration.batch import run_batch
 from grader.orchestration.execute import PER_ROUND_ENV
 from grader.results import GradeResult
@@ -82,9 +85,11 @@ def generate_class(root: Path, assignment: str, students: int, distinct: int | N
     return made
 
 
-def generate_distinct_class(root: Path, assignment: str, students: int) -> dict[str, str]:
-    """`students` submissions that all differ in content (so none shares a build): the instructor references
-    in turn, each with a comment naming its student in every source file, as real classes differ."""
+def generate_distinct_class(root: Path, assignment: str, students: int, own_bindings: bool = False) -> dict[str, str]:
+    """`students` submissions that all differ in content (so none shares a whole build): the instructor
+    references in turn, each with a comment naming its student in every kernel, as real classes differ; with
+    `own_bindings` in the binding too (by default the binding stays the handout's, as most students keep it,
+    so builds share its compiled object: grader/orchestration/object_cache.py)."""
     refs = PER_ASSIGNMENT[assignment]["references"]
     root.mkdir(parents=True)
     made: dict[str, str] = {}
@@ -92,15 +97,22 @@ def generate_distinct_class(root: Path, assignment: str, students: int) -> dict[
         src = KERNELS / refs[i % len(refs)]
         sid = f"s{i:03d}"
         copy_submission(src, root / sid)
-        for path in [*(root / sid).glob("cpp/*.cpp"), *(root / sid).glob("mlu/*.mlu")]:
+        for path in [*((root / sid).glob("cpp/*.cpp") if own_bindings else []), *(root / sid).glob("mlu/*.mlu")]:
             path.write_text(path.read_text() + f"\n// student {sid}\n")
         made[sid] = f"reference:{src.name} (distinct)"
     return made
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine (host, daemon, containers) has been busy since boot."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int,
-            no_pch: bool = False, sandbox_per_round: bool = False) -> dict:
-    switches = {"BANG_GRADER_NO_PCH": no_pch, PER_ROUND_ENV: sandbox_per_round}
+            no_pch: bool = False, sandbox_per_round: bool = False, no_shared_objects: bool = False) -> dict:
+    switches = {"BANG_GRADER_NO_PCH": no_pch, PER_ROUND_ENV: sandbox_per_round, object_cache.OFF_ENV: no_shared_objects}
     previous = {name: os.environ.pop(name, None) for name in switches}
     for name, on in switches.items():
         # Read in each worker: NO_PCH by Backend.env (builds compile torch/extension.h themselves), PER_ROUND by
@@ -108,10 +120,10 @@ def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, wor
         if on:
             os.environ[name] = "1"
     try:
-        started = time.monotonic()
+        started, busy = time.monotonic(), busy_cpu_seconds()
         summary = run_batch(subs, assignment, out, workers=workers, backend="emu", sandbox="docker", force=False,
                             seed="benchmark", progress=sys.stderr.isatty(), build_cache=cache)
-        wall = time.monotonic() - started
+        wall, busy = time.monotonic() - started, busy_cpu_seconds() - busy
     finally:
         for name, value in previous.items():
             os.environ.pop(name, None)
@@ -131,7 +143,11 @@ def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, wor
             "wall_seconds": round(wall, 1), "per_minute": round(60 * summary.graded / wall, 2) if summary.graded else None,
             "builds_from_cache": cached, "verdicts": summary.verdicts, "worker_failures": summary.worker_failures,
             "median_build_seconds": round(statistics.median(build_seconds), 1) if build_seconds else None,
-            "median_grading_seconds": round(statistics.median(grading_seconds), 1) if grading_seconds else None}
+            "median_grading_seconds": round(statistics.median(grading_seconds), 1) if grading_seconds else None,
+            # Every core busy for the whole run could grade at most this many per minute: the CPU floor.
+            "cpu_seconds_per_submission": round(busy / summary.graded, 2) if summary.graded else None,
+            "cpu_bound_per_minute": round(60 * (os.cpu_count() or 1) * summary.graded / busy, 1)
+            if summary.graded and busy else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distinct", type=int, default=None,
                         help="how many different fixtures the class is made of (default: all; fewer = fewer builds)")
     parser.add_argument("--all-distinct", action="store_true",
-                        help="every submission differs in content (references with a per-student comment)")
+                        help="every submission differs in content (references with a per-student comment in "
+                             "each kernel; the binding is the handout's)")
+    parser.add_argument("--own-bindings", action="store_true",
+                        help="with --all-distinct: the comment goes into each binding too (nothing is shared)")
+    parser.add_argument("--compare-objects", action="store_true",
+                        help="first a cold run where every build compiles its own binding (how builds ran before)")
     parser.add_argument("--compare-pch", action="store_true",
                         help="first a cold run without the precompiled torch headers (how builds ran before)")
     parser.add_argument("--compare-rounds", action="store_true",
@@ -155,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep and work.exists():
         shutil.rmtree(work)
     subs, cache = work / "class", work / "build-cache"
-    kinds = generate_distinct_class(subs, args.assignment, args.students) if args.all_distinct else \
+    kinds = generate_distinct_class(subs, args.assignment, args.students, args.own_bindings) if args.all_distinct else \
         generate_class(subs, args.assignment, args.students, args.distinct)
     print(f"class of {len(kinds)} in {subs} ({args.assignment}, {args.workers} workers)", file=sys.stderr)
 
@@ -163,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_pch:
         runs.append(measure("cold-noPCH", subs, args.assignment, work / "batch-cold-nopch", work / "cache-nopch",
                             args.workers, no_pch=True))
+    if args.compare_objects:
+        runs.append(measure("cold-noshare", subs, args.assignment, work / "batch-cold-noshare",
+                            work / "cache-noshare", args.workers, no_shared_objects=True))
     runs.append(measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers))
     if args.compare_rounds:  # before: the same warm cache, a sandbox per round
         runs.append(measure("warm-per-round", subs, args.assignment, work / "batch-warm-per-round", cache,
@@ -177,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
               "warm_speedup": round(speedup, 2) if speedup else None, "class": kinds}
 
     print(f"{'run':<16}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'s/grading':>11}"
-          f"{'cached builds':>15}{'build s/sub (median)':>22}{'vs first':>10}")
+          f"{'cached builds':>15}{'build s/sub (median)':>22}{'CPU s/sub':>11}{'CPU-bound/min':>15}{'vs first':>10}")
     first = runs[0]["wall_seconds"]
     for r in runs:
         rate = f"{r['per_minute']:.1f}" if r["per_minute"] else "-"
@@ -185,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         grading = f"{r['median_grading_seconds']:.1f}" if r.get("median_grading_seconds") else "-"
         ratio = f"{first / r['wall_seconds']:.2f}x" if r["wall_seconds"] else "-"
         print(f"{r['run']:<16}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}{grading:>11}"
-              f"{r['builds_from_cache']:>15}{floor:>22}{ratio:>10}")
+              f"{r['builds_from_cache']:>15}{floor:>22}{r['cpu_seconds_per_submission'] or '-':>11}"
+              f"{r['cpu_bound_per_minute'] or '-':>15}{ratio:>10}")
     if args.compare_rounds:
         before = next(r for r in runs if r["run"] == "warm-per-round")
         print(f"warm, one sandbox per submission vs one per round: {before['wall_seconds'] / warm['wall_seconds']:.2f}x "
@@ -193,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
               "of one grading, results' started_at..finished_at)")
     print("build s/sub: the harness's own build time per uncached submission (g++ and cncc-emu: the compiler "
           "floor a cold batch cannot go below, per worker)")
+    print(f"CPU s/sub: the whole machine's busy CPU seconds per graded submission (host, Docker, containers); "
+          f"CPU-bound/min: what {os.cpu_count()} cores fully busy could grade at that cost")
     print(f"warm cache speed-up: {report['warm_speedup']}x   verdicts (cold): {cold['verdicts']}")
     print(f"{report['distinct_fixtures']} distinct fixtures; load average after: {' '.join(load)}")
     if args.json:

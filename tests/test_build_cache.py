@@ -98,3 +98,49 @@ def test_a_copy_that_changed_only_ops_py_reuses_the_build(submission: Path, tmp_
     assert second.build is not None and second.build.cached and second.build.cache_key == first.build.cache_key
     assert first.verdict == second.verdict == Verdict.PASSED, second.message
     assert len([p for p in cache.iterdir() if p.is_dir()]) == 1
+
+
+@pytest.mark.parametrize("says", ["a compile error", "Killed"])
+def test_a_compile_error_is_kept_but_not_a_compiler_the_machine_stopped(tmp_path: Path, says: str) -> None:
+    """"Killed" is what g++ prints when the OOM killer stops cc1plus; here it is the log's text."""
+    from grader.orchestration import GradeOptions, grade_submission
+    from grader.results import Verdict
+
+    sub = tmp_path / "sub"
+    shutil.copytree(VECTOR, sub)
+    # The binding fails at once (its body is never parsed): what is tested is which failures are kept.
+    text = {"a compile error": "an error of the student's", "Killed": "cc1plus: Killed (program cc1plus)"}[says]
+    binding = sub / "cpp" / "sigmoid_binding.cpp"
+    binding.write_text(f'#error "{text}"\n#if 0\n{binding.read_text()}\n#endif\n')
+    options = GradeOptions(sandbox="none", build_cache=tmp_path / "cache", stages=["vector"])
+    first = grade_submission(sub, options)
+    second = grade_submission(sub, options)
+    assert first.verdict == second.verdict == Verdict.COMPILE_ERROR, second.message
+    assert first.build is not None and second.build is not None and not first.build.cached
+    assert second.build.cached == (says != "Killed")
+    assert second.build.compiler_output == first.build.compiler_output
+
+
+def test_a_build_is_limited_in_cpu_seconds_per_compiler_not_in_the_hosts_wall_time(tmp_path: Path, monkeypatch) -> None:
+    """The binding's g++ needs more than one CPU-second: with a 1 s limit it is stopped by RLIMIT_CPU (the wall
+    limit is made far longer here, so only the CPU limit can stop it) and the verdict says so."""
+    from bang_harness.plan import BuildPlan
+
+    from grader.orchestration import GradeOptions, build_step
+    from grader.orchestration.build_step import BuildStep
+    from grader.orchestration.environment import resolve_backend
+    from grader.results import Verdict
+    from grader.sandbox.process import ProcessRunner
+
+    sub = tmp_path / "sub"
+    shutil.copytree(VECTOR, sub)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setattr(build_step, "BUILD_WALL_FACTOR", 200)
+    step = BuildStep(ProcessRunner(), resolve_backend(GradeOptions()), sub, BuildPlan.handout(sub, "my_ops_ext"),
+                     "my_ops_ext", timeout_seconds=1, cache=None, progress=lambda *_: None)
+    started = time.monotonic()
+    built = step.build(step.folder(work), work)
+    assert built.failure == (Verdict.TIMEOUT, "a compiler used more than 1 CPU-seconds on one file")
+    assert "CPU time limit exceeded" in built.info.compiler_output
+    assert time.monotonic() - started < 150

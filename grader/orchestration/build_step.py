@@ -4,6 +4,8 @@ facts about what was built (device table entry, kernel symbols) for the integrit
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,8 +13,10 @@ from pathlib import Path, PurePosixPath
 
 from bang_harness.plan import BUILD_PLAN_FILE, PREBUILT_DIR, BuildPlan
 from bang_harness.protocol import ErrorKind, ExitCode
+from bang_harness.toolchains import COMPILER_CPU_ENV, CPU_LIMIT_SIGN
 
 from grader import __version__
+from grader.atomic_file import atomic_write_text
 from grader.checks.integrity import HostFacts, KernelSymbols, device_profile
 from grader.i18n import _
 from grader.orchestration import build_cache, object_cache
@@ -23,6 +27,17 @@ from grader.sandbox.base import Limits, Mounts, Phase, Runner
 from grader.sandbox.images import emu_image_tag
 
 COMPILER_OUTPUT_CHARS = 64_000
+COMPILE_ERROR_FILE = "compile-error.json"  # beside build.json; written by the host only
+# A compiler stopped by the machine (memory, a kill) says one of these: such a failure is not kept.
+RESOURCE_FAILURE_SIGNS = ("Killed", "internal compiler error", "out of memory", "memory exhausted",
+                          "Cannot allocate memory", CPU_LIMIT_SIGN)
+# The wall limit of a build, as a multiple of its per-compiler CPU limit: a backstop for what CPU time does not
+# count (a stuck I/O wait), loose enough that an honest build on a host loaded several times over finishes.
+BUILD_WALL_FACTOR = 3
+
+
+def _compile_error_message() -> str:  # translated when it is said
+    return _("the extension does not compile; the compiler output follows in the report (build.compiler_output)")
 
 
 @dataclass
@@ -68,11 +83,18 @@ class BuildStep:
                 return Built(BuildInfo(ok=True, toolchain=str(cached.get("toolchain", "")), cached=True,
                                        duration_seconds=float(cached.get("seconds", 0.0) or 0.0),
                                        cache_key=build_dir.name))
+            failed = read_json(build_dir / COMPILE_ERROR_FILE)  # the host's own record, written after the build
+            if cached and failed:
+                info = BuildInfo(ok=False, toolchain=str(cached.get("toolchain", "")), cached=True,
+                                 compiler_output=read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or "",
+                                 duration_seconds=float(cached.get("seconds", 0.0) or 0.0), cache_key=build_dir.name)
+                return Built(info, (Verdict.COMPILE_ERROR, _compile_error_message()))
             return self._compile(build_dir, work)
 
     def _shares_objects(self) -> bool:
         # Only image sandboxes: the image fixes every file a compile reads outside the submission.
-        return self.cache is not None and self.plan is not None and bool(self.image)
+        return (self.cache is not None and self.plan is not None and bool(self.image)
+                and not os.environ.get(object_cache.OFF_ENV))
 
     def _reuse_objects(self, io: Path) -> tuple[tuple[str, str], ...]:
         """Binding objects an earlier build compiled from the same inputs, copied to /io/prebuilt."""
@@ -111,9 +133,11 @@ class BuildStep:
             if self._shares_objects():
                 plan = dataclasses.replace(plan, prebuilt=self._reuse_objects(io))
             (io / BUILD_PLAN_FILE).write_text(plan.to_json(), encoding="utf-8")
+        wall_seconds = self.timeout_seconds * BUILD_WALL_FACTOR
         outcome = self.runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
                                   Mounts(submission=self.root.resolve(), build=build_dir, io=io),
-                                  Limits(wall_seconds=self.timeout_seconds), env=dict(self.backend.env))
+                                  Limits(wall_seconds=wall_seconds),
+                                  env={**self.backend.env, COMPILER_CPU_ENV: f"{self.timeout_seconds:g}"})
         info = read_json(build_dir / "build.json") or {}
         log = read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or str(info.get("log_tail", ""))
         ok = bool(info.get("ok")) and outcome.ok
@@ -127,7 +151,10 @@ class BuildStep:
             return Built(built)
         if outcome.timed_out:
             return Built(built, (Verdict.TIMEOUT, _("the build took longer than {seconds:.0f} s").format(
-                seconds=self.timeout_seconds)))
+                seconds=wall_seconds)))
+        if CPU_LIMIT_SIGN in log:
+            return Built(built, (Verdict.TIMEOUT, _("a compiler used more than {seconds:.0f} CPU-seconds on one "
+                                                    "file").format(seconds=self.timeout_seconds)))
         if not info:
             # No build.json at all: the harness itself did not get to write it (killed, out of memory).
             return Built(built, (Verdict.COMPILE_ERROR, _("the build did not complete ({why})").format(
@@ -139,8 +166,11 @@ class BuildStep:
         if harness_fault:
             return Built(built, (Verdict.INTERNAL_ERROR, _("the build harness failed (not your fault):") + "\n"
                                  + log[-4000:]))
-        return Built(built, (Verdict.COMPILE_ERROR, _("the extension does not compile; the compiler output follows "
-                                                      "in the report (build.compiler_output)")))
+        if self.cache is not None and not any(sign in log for sign in RESOURCE_FAILURE_SIGNS):
+            # The compiler's own verdict on these sources, not the machine's: the next grading of the same
+            # content (a warm batch, a resubmission) reports it without compiling again.
+            atomic_write_text(build_dir / COMPILE_ERROR_FILE, json.dumps({"exit_code": outcome.exit_code}))
+        return Built(built, (Verdict.COMPILE_ERROR, _compile_error_message()))
 
 
 def host_facts(backend: ResolvedBackend, build_dir: Path, extension: str) -> HostFacts:

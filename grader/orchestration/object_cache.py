@@ -27,6 +27,7 @@ from grader.orchestration.build_cache import NOT_COMPILED_SUFFIXES, OBJECTS_DIR
 from grader.sandbox.base import SANDBOX_BUILD, SANDBOX_IO, SANDBOX_SUBMISSION
 from grader.sandbox.capped import UntrustedFileError, read_bytes_capped
 
+OFF_ENV = "BANG_GRADER_NO_SHARED_OBJECTS"  # =1: every build compiles its binding (for side-by-side benchmarks)
 DEPFILE_CAP_BYTES = 1 << 20
 FILE_CAP_BYTES = 64 << 20  # larger than any source intake accepts
 VARIANTS_PER_KEY = 16  # looked at per lookup, newest first

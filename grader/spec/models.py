@@ -236,7 +236,9 @@ class AssignmentSpec(_Strict):
     stages: list[StageSpec] = Field(min_length=1)
     run_timeout_seconds: float = Field(600.0, gt=0, description="wall limit of one run phase")
     call_timeout_seconds: float = Field(60.0, gt=0, description="wall limit of one entry call (a hang fails there)")
-    build_timeout_seconds: float = Field(300.0, gt=0)
+    build_timeout_seconds: float = Field(
+        300.0, gt=0, description="CPU seconds one compiler process may use; the build's wall limit is "
+        "BUILD_WALL_FACTOR times this, so an honest build on a loaded host is not stopped by the load")
     similarity: SimilaritySpec = Field(default_factory=SimilaritySpec)
     screening: ScreeningSpec = Field(default_factory=ScreeningSpec)
     integrity: IntegritySpec = Field(default_factory=IntegritySpec)

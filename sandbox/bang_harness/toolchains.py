@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -35,9 +36,23 @@ class ToolMissing(RuntimeError):
     """A compiler or linker could not be started: the sandbox's fault, never the submission's."""
 
 
+# Set by the host for the build phase (here, not in protocol.py: the image's PCH layer copies this file alone).
+COMPILER_CPU_ENV = "BANG_GRADER_COMPILER_CPU_SECONDS"
+CPU_LIMIT_SIGN = "CPU time limit exceeded"  # what a compiler driver says when RLIMIT_CPU stopped its compiler
+
+
+def _limit_cpu() -> None:
+    # Each compiler process gets the host's CPU seconds (COMPILER_CPU_ENV) of its own: CPU time, unlike wall
+    # time, does not grow with the host's load. SIGXCPU at the soft limit lets the driver say why it stopped.
+    seconds = max(1, int(float(os.environ[COMPILER_CPU_ENV])))
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
+
+
 def run_step(command: list[str]) -> StepOutcome:
+    limit = _limit_cpu if os.environ.get(COMPILER_CPU_ENV) else None
     try:
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
+                              preexec_fn=limit)
     except OSError as exc:
         raise ToolMissing(f"cannot run {command[0]}: {exc}") from exc
     return StepOutcome(command, proc.returncode, proc.stdout.decode("utf-8", "replace"))
