@@ -299,14 +299,17 @@ def sweep_leftovers(client: docker.DockerClient | None = None, only_dead_owners:
     concurrent batch run is not disturbed."""
     client = client or docker.from_env(timeout=60)
     removed = []
-    for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
-        owner = container.labels.get(OWNER_LABEL, "")
-        if only_dead_owners and (container.labels.get(HOST_LABEL) != socket.gethostname()
+    # The list endpoint's summaries, not containers.list(): that inspects each container afterwards, and one
+    # that a concurrent grading removes in between would raise NotFound for the whole sweep.
+    for summary in client.api.containers(all=True, filters={"label": RUN_LABEL}):
+        labels = summary.get("Labels") or {}
+        owner = labels.get(OWNER_LABEL, "")
+        if only_dead_owners and (labels.get(HOST_LABEL) != socket.gethostname()
                                  or not owner.isdigit() or _pid_alive(int(owner))):
             continue
         try:
-            container.remove(force=True, v=True)
-            removed.append(container.name)
+            client.api.remove_container(summary["Id"], force=True, v=True)
+            removed.append(str((summary.get("Names") or [summary["Id"]])[0]).lstrip("/"))
         except docker.errors.NotFound:
             pass
     return removed

@@ -89,6 +89,18 @@ def test_device_nodes_are_exactly_one_cards(tmp_path):
     assert mlu_device_nodes(1, dev=tmp_path) == [str(tmp_path / "cambricon_dev1"), str(tmp_path / "cambricon_ctl")]
 
 
+def test_sweep_survives_a_container_removed_between_its_list_and_its_removal(emu_image, monkeypatch):
+    """Two gradings at once: one's sweep lists a container the other removes a moment later (found by the
+    suite on two workers, where the sweep raised NotFound and the grading became internal_error)."""
+    client = docker.from_env(timeout=30)
+    labels = {RUN_LABEL: "1", OWNER_LABEL: "999999999", HOST_LABEL: socket.gethostname()}
+    gone = client.containers.create(emu_image, ["sleep", "100"], labels=labels, network_mode="none")
+    listed = client.api.containers(all=True, filters={"label": RUN_LABEL})
+    gone.remove(force=True)
+    monkeypatch.setattr(client.api, "containers", lambda **_: listed)
+    assert gone.name not in sweep_leftovers(client, only_dead_owners=True)
+
+
 def test_sweep_removes_labelled_leftovers(emu_image):
     client = docker.from_env(timeout=30)
     labels = {RUN_LABEL: "1", OWNER_LABEL: "999999999", HOST_LABEL: socket.gethostname()}
