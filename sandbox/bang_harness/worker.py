@@ -95,7 +95,13 @@ def load_emulator_runtime() -> EmulatorRuntime:
 
 def enable_poisoning() -> None:
     """torch.empty and friends come back NaN-filled (ints: max value), so unwritten outputs show."""
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    # The flag fill_uninitialized_memory depends on, set directly: torch.use_deterministic_algorithms also sets
+    # an inductor option and so imports torch._dynamo, about a CPU-second in every worker of every round.
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_flag is not None:
+        set_flag(True, warn_only=True)
+    else:
+        torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     os.environ.setdefault("BANG_EMU_POISON", "nan")
 
