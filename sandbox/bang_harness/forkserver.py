@@ -32,9 +32,10 @@ from .protocol import KEY_FD_ENV
 from .run import Supervisor, make_undumpable, worker_env
 
 # Imported before the first fork (what every worker imports anyway). Not torch_mlu: a card's driver must not be
-# initialised in a process that forks.
-PRELOAD = ("numpy", "torch", "torch.utils.deterministic", "bang_harness.worker", "bang_emu.toolchain",
-           "bang_emu.torch_mlu_emu", "bang_emu.torch_mlu_emu.device")
+# initialised in a process that forks; but its utils' imports (setuptools, torch's cpp_extension: a third of a
+# second in every worker) are plain Python.
+PRELOAD = ("numpy", "torch", "torch.utils.deterministic", "setuptools", "torch.utils.cpp_extension",
+           "bang_harness.worker", "bang_emu.toolchain", "bang_emu.torch_mlu_emu", "bang_emu.torch_mlu_emu.device")
 
 
 @dataclass
