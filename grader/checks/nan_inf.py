@@ -9,7 +9,7 @@ from grader.i18n import ngettext
 
 
 def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclude: np.ndarray | None = None) -> CheckFinding:
-    a, b = actual.astype(np.float64), expected.astype(np.float64)
+    a, b = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     if mode == "loose":
         # Loose: only non-finite values where the reference is finite count (the other direction is forgiven).
         bad = ~np.isfinite(a) & np.isfinite(b)

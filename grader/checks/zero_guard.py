@@ -14,10 +14,12 @@ from grader.i18n import _
 
 def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> CheckFinding:
     """`floor`: reference magnitudes below it may legitimately come back as zero and do not count."""
-    a, b = actual.astype(np.float64), expected.astype(np.float64)
+    a, b = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     finite = np.isfinite(a) & np.isfinite(b) & (np.abs(b) >= floor)
-    ref_mass = float(np.abs(b[finite]).sum())
-    out_mass = float(np.abs(a[finite]).sum())
+    if not finite.all():
+        a, b = a[finite], b[finite]
+    ref_mass = float(np.abs(b).sum())
+    out_mass = float(np.abs(a).sum())
     if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
         return CheckFinding("zero_guard", True)
     return CheckFinding("zero_guard", False,

@@ -22,14 +22,10 @@ class Work:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    # Split by sign so exp never overflows; the result is exact to float64 rounding on both tails.
-    out = np.empty_like(x)
-    pos = x >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
-    ex = np.exp(x[~pos])
-    out[~pos] = ex / (1.0 + ex)
-    return out
+    x = np.asarray(x, dtype=np.float64)
+    # exp(-|x|) never overflows: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below, exact to float64 rounding on both tails.
+    t = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + t), t / (1.0 + t))
 
 
 def _sigmoid_work(shapes: dict[str, tuple[int, ...]], itemsize: int) -> Work:
