@@ -4,7 +4,7 @@ load, and each phase of a real grading, cold (empty build cache) and warm (build
     .venv/bin/python benchmarks/startup_breakdown.py [--sandbox docker|bwrap|none] [--repeats 3]
         [--submission reference_kernels/sigmoid/vector]
 
-Each probe is a fresh sandbox run (as in grading: one container per phase) of a tiny program; the medians
+Each probe is a fresh sandbox run (as a grading starts its one run-phase container) of a tiny program; the medians
 are printed beside each other, so the difference between two lines is the cost of one step.
 """
 
