@@ -48,3 +48,23 @@ def test_case_seeds_do_not_leak_the_master_or_a_simple_function_of_it():
 def test_label_parts_cannot_be_shifted_into_each_other():
     plan = SeedPlan.create("public")
     assert plan.derive("ab", "c") != plan.derive("a", "bc")
+
+
+def test_a_case_drawn_twice_gives_the_same_read_only_inputs_and_other_seeds_other_inputs():
+    """The executor and the scorer both draw a case (the host never reads inputs back from /io): the second
+    draw is the kept first one, which nobody can change in between."""
+    import numpy as np
+    import pytest
+
+    from grader.spec import load_assignment
+    from grader.spec.cases import correctness_cases
+
+    spec = load_assignment("sigmoid")
+    first, again = (correctness_cases(spec, SeedPlan.create("public")) for _ in range(2))
+    other = correctness_cases(spec, SeedPlan.create("secret"))
+    for a, b, c in zip(first, again, other, strict=True):
+        x, y, z = a.make_inputs()["x"], b.make_inputs()["x"], c.make_inputs()["x"]
+        assert np.array_equal(x, y) and x.shape == z.shape
+        with pytest.raises(ValueError):
+            x[...] = 0
+    assert any(not np.array_equal(a.make_inputs()["x"], c.make_inputs()["x"]) for a, c in zip(first, other, strict=True))

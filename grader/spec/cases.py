@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,6 +11,29 @@ from grader.spec.models import AssignmentSpec, Distribution
 from grader.spec.seeds import SeedPlan
 
 PERF_GROUP = "performance"
+
+
+class _Drawn:
+    """The inputs drawn last, up to a byte budget: the executor draws a round's cases to write them and the
+    scorer draws them again for the reference (it never reads them back from /io, which the sandbox can write)."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget = budget_bytes
+        self.entries: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
+
+    def get(self, key: tuple) -> dict[str, np.ndarray] | None:
+        found = self.entries.get(key)
+        if found is not None:
+            self.entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple, arrays: dict[str, np.ndarray]) -> None:
+        self.entries[key] = arrays
+        while sum(a.nbytes for v in self.entries.values() for a in v.values()) > self.budget and len(self.entries) > 1:
+            self.entries.popitem(last=False)
+
+
+_DRAWN = _Drawn(256 << 20)  # the largest round (three 4M-element perf inputs) is ~50 MB
 
 
 @dataclass(frozen=True)
@@ -23,12 +47,20 @@ class ConcreteCase:
     distributions: dict[str, Distribution] = field(default_factory=dict)
 
     def make_inputs(self) -> dict[str, np.ndarray]:
-        """Inputs in call order, drawn from this case's own seed (one generator per input)."""
-        seq = np.random.SeedSequence(self.seed)
-        out: dict[str, np.ndarray] = {}
-        for (name, shape), child in zip(self.shapes.items(), seq.spawn(len(self.shapes)), strict=True):
-            out[name] = draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
-        return out
+        """Inputs in call order, drawn from this case's own seed (one generator per input); read-only arrays,
+        kept for the round's reference (_Drawn), which draws the same case again."""
+        key = (self.seed, self.dtype, tuple(self.shapes.items()),
+               tuple(sorted((k, repr(v)) for k, v in self.distributions.items())))
+        found = _DRAWN.get(key)
+        if found is None:
+            seq = np.random.SeedSequence(self.seed)
+            found = {}
+            for (name, shape), child in zip(self.shapes.items(), seq.spawn(len(self.shapes)), strict=True):
+                array = draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
+                array.setflags(write=False)
+                found[name] = array
+            _DRAWN.put(key, found)
+        return dict(found)
 
     def reference_inputs(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         # The reference sees exactly what the student saw (after rounding to the case dtype), in float64.
