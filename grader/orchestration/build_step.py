@@ -4,14 +4,15 @@ facts about what was built (device table entry, kernel symbols) for the integrit
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from bang_harness.plan import BUILD_PLAN_FILE, PREBUILT_DIR, BuildPlan
+from bang_harness.plan import BUILD_PLAN_FILE, OBJECT_DIR, PREBUILT_DIR, BuildPlan, cpp_object_name
 from bang_harness.protocol import ErrorKind, ExitCode
 from bang_harness.toolchains import COMPILER_CPU_ENV, CPU_LIMIT_SIGN
 
@@ -36,6 +37,12 @@ RESOURCE_FAILURE_SIGNS = ("Killed", "internal compiler error", "out of memory", 
 BUILD_WALL_FACTOR = 3
 
 
+def _cached_info(cached: dict, build_dir: Path, *, ok: bool, compiler_output: str = "") -> BuildInfo:
+    """A build taken from the cache, as its build.json recorded it."""
+    return BuildInfo(ok=ok, toolchain=str(cached.get("toolchain", "")), cached=True, compiler_output=compiler_output,
+                     duration_seconds=float(cached.get("seconds", 0.0) or 0.0), cache_key=build_dir.name)
+
+
 def _compile_error_message() -> str:  # translated when it is said
     return _("the extension does not compile; the compiler output follows in the report (build.compiler_output)")
 
@@ -58,8 +65,10 @@ class BuildStep:
     progress: Callable[[str, float], None]
     image: str = ""  # the sandbox image's tag; "" for runners without one (process, bwrap)
 
+    @functools.cached_property
     def _recipe(self) -> str:
-        """Toolchain, image, backend and build environment: what besides the sources decides a build."""
+        """Toolchain, image, backend and build environment: what besides the sources decides a build (asked
+        once: the toolchain's version runs the compiler)."""
         # Without an image (process, bwrap runners) the harness and emulator run from these sources: their
         # hash (the tag an image of them would have) stands in for the image's.
         toolchain = f"{self.backend.toolchain()}|{self.image or emu_image_tag()}|{__version__}"
@@ -71,7 +80,7 @@ class BuildStep:
             path.mkdir(parents=True, exist_ok=True)
             return path
         plan = self.plan.to_json() if self.plan is not None else self.extension
-        key = build_cache.build_key(self.root, plan, self._recipe())
+        key = build_cache.build_key(self.root, plan, self._recipe)
         return build_cache.entry(Path(self.cache), key)
 
     def build(self, build_dir: Path, work: Path) -> Built:
@@ -80,15 +89,11 @@ class BuildStep:
         with build_cache.build_lock(build_dir):  # a parallel grading of the same sources builds it once
             cached = read_json(build_dir / "build.json")
             if cached and cached.get("ok") is True:
-                return Built(BuildInfo(ok=True, toolchain=str(cached.get("toolchain", "")), cached=True,
-                                       duration_seconds=float(cached.get("seconds", 0.0) or 0.0),
-                                       cache_key=build_dir.name))
-            failed = read_json(build_dir / COMPILE_ERROR_FILE)  # the host's own record, written after the build
-            if cached and failed:
-                info = BuildInfo(ok=False, toolchain=str(cached.get("toolchain", "")), cached=True,
-                                 compiler_output=read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or "",
-                                 duration_seconds=float(cached.get("seconds", 0.0) or 0.0), cache_key=build_dir.name)
-                return Built(info, (Verdict.COMPILE_ERROR, _compile_error_message()))
+                return Built(_cached_info(cached, build_dir, ok=True))
+            if cached and read_json(build_dir / COMPILE_ERROR_FILE):  # the host's own record, written after the build
+                output = read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or ""
+                return Built(_cached_info(cached, build_dir, ok=False, compiler_output=output),
+                             (Verdict.COMPILE_ERROR, _compile_error_message()))
             return self._compile(build_dir, work)
 
     def _shares_objects(self) -> bool:
@@ -96,11 +101,11 @@ class BuildStep:
         return (self.cache is not None and self.plan is not None and bool(self.image)
                 and not os.environ.get(object_cache.OFF_ENV))
 
-    def _reuse_objects(self, io: Path) -> tuple[tuple[str, str], ...]:
+    def _reuse_objects(self, io: Path, keys: list[tuple[int, str, str]]) -> tuple[tuple[str, str], ...]:
         """Binding objects an earlier build compiled from the same inputs, copied to /io/prebuilt."""
         assert self.cache is not None
         reused = []
-        for index, source, key in self._object_keys():
+        for index, source, key in keys:
             found = object_cache.find(Path(self.cache), key, self.root.resolve())
             if found is not None:
                 (io / PREBUILT_DIR).mkdir(exist_ok=True)
@@ -108,19 +113,19 @@ class BuildStep:
                 reused.append((source, f"cpp_{index}.o"))
         return tuple(reused)
 
-    def _share_objects(self, build_dir: Path, plan: BuildPlan) -> None:
+    def _share_objects(self, build_dir: Path, plan: BuildPlan, keys: list[tuple[int, str, str]]) -> None:
         """Offers the binding objects this build compiled to later builds (object_cache.store decides)."""
         assert self.cache is not None
         reused = dict(plan.prebuilt)
-        for index, source, key in self._object_keys():
+        for index, source, key in keys:
             if source not in reused:
-                obj = build_dir / "obj" / f"cpp_{index}_{PurePosixPath(source).stem}.o"
+                obj = build_dir / OBJECT_DIR / cpp_object_name(index, source)
                 object_cache.store(Path(self.cache), key, self.root.resolve(), obj, obj.with_suffix(".d"))
 
     def _object_keys(self) -> list[tuple[int, str, str]]:
         """(index, source, key) of each binding source that can be shared."""
         assert self.plan is not None
-        keys = [(i, s, object_cache.object_key(self.plan, s, self.root.resolve(), self._recipe()))
+        keys = [(i, s, object_cache.object_key(self.plan, s, self.root.resolve(), self._recipe))
                 for i, s in enumerate(self.plan.cpp_sources)]
         return [(i, s, k) for i, s, k in keys if k is not None]
 
@@ -129,9 +134,11 @@ class BuildStep:
         io = work / "io-build"
         io.mkdir()
         plan = self.plan
+        shares = self._shares_objects()
+        keys = self._object_keys() if shares else []  # hashed once, before the build
         if plan is not None:
-            if self._shares_objects():
-                plan = dataclasses.replace(plan, prebuilt=self._reuse_objects(io))
+            if shares:
+                plan = dataclasses.replace(plan, prebuilt=self._reuse_objects(io, keys))
             (io / BUILD_PLAN_FILE).write_text(plan.to_json(), encoding="utf-8")
         wall_seconds = self.timeout_seconds * BUILD_WALL_FACTOR
         outcome = self.runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
@@ -146,8 +153,8 @@ class BuildStep:
                           duration_seconds=float(info.get("seconds", outcome.wall_seconds) or 0.0),
                           cache_key=build_dir.name if self.cache else None)
         if ok:
-            if plan is not None and self._shares_objects():
-                self._share_objects(build_dir, plan)
+            if plan is not None and shares:
+                self._share_objects(build_dir, plan, keys)
             return Built(built)
         if outcome.timed_out:
             return Built(built, (Verdict.TIMEOUT, _("the build took longer than {seconds:.0f} s").format(

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .paths import HarnessPaths
-from .plan import PREBUILT_DIR, BuildPlan, PlanError, load_plan
+from .plan import OBJECT_DIR, PREBUILT_DIR, BuildPlan, PlanError, cpp_object_name, load_plan
 from .protocol import ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
 from .toolchains import PCH_CODEGEN_FLAGS, StepOutcome, Toolchain, _torch_flags, get_toolchain, run_step
@@ -96,7 +96,7 @@ class ExtensionBuilder:
         self.toolchain = toolchain
         self.plan = plan
         self.log = BuildLog()
-        self.obj_dir = paths.build / "obj"
+        self.obj_dir = paths.build / OBJECT_DIR
         self.compiling = False  # set once the compiler first sees the student's sources
 
     def build(self) -> bool:
@@ -121,7 +121,7 @@ class ExtensionBuilder:
 
         def compile_cpp(src: Path) -> tuple[Path, StepOutcome]:
             index = cpp_sources.index(src)
-            obj = self.obj_dir / f"cpp_{index}_{src.stem}.o"
+            obj = self.obj_dir / cpp_object_name(index, self.plan.cpp_sources[index])
             reuse = prebuilt.get(self.plan.cpp_sources[index])
             if reuse and (self.paths.io / PREBUILT_DIR / reuse).is_file():
                 shutil.copyfile(self.paths.io / PREBUILT_DIR / reuse, obj)

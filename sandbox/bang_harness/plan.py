@@ -14,6 +14,12 @@ from pathlib import Path, PurePosixPath
 
 BUILD_PLAN_FILE = "build_plan.json"  # under /io in the build phase
 PREBUILT_DIR = "prebuilt"  # under /io: binding objects the host's object cache already has
+OBJECT_DIR = "obj"  # under /build: every object the build compiled
+
+
+def cpp_object_name(index: int, source: str) -> str:
+    """The object of the plan's `index`-th .cpp source under /build/obj (stems may repeat across folders)."""
+    return f"cpp_{index}_{PurePosixPath(source).stem}.o"
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OBJECT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\.o$")
 
