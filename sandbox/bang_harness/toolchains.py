@@ -93,17 +93,25 @@ class Toolchain(ABC):
 
 # --- precompiled torch headers ----------------------------------------------------------------------------
 #
-# Parsing `#include <torch/extension.h>` is a third or more of a binding's g++ time (the 25-line sigmoid lab
-# binding: ~30 CPU-s without a PCH, ~19 with; the rest is instantiating torch and pybind11 templates). The
-# header is compiled once into `<root>/<key>/torch/extension.h.gch` (at image build time:
-# sandbox/images/emu/Dockerfile; on the host for the process runner), and that folder is put on the C++
-# include path ahead of torch's own. g++ then uses the .gch wherever `#include <torch/extension.h>` is the
-# first thing a .cpp includes, and falls back to the header itself -- silently, same result -- wherever it
-# cannot (another include first, a macro defined before it, other flags): nothing about a build changes but
-# its speed. The PCH is built without -DTORCH_EXTENSION_NAME (it differs per submission and g++ rejects a
-# PCH made under another definition; no torch header mentions it); every other flag is the build's own.
+# Parsing `#include <torch/extension.h>` is two thirds of a binding's g++ time (the lab's sigmoid binding,
+# image, -O1: 28 CPU-s without a PCH, 9.5 with). The header is compiled once into
+# `<root>/<key>/torch/extension.h.gch` (at image build time: sandbox/images/emu/Dockerfile; on the host for
+# the process runner), and that folder is put on the C++ include path ahead of torch's own. g++ uses a .gch
+# only where its header is the first thing a .cpp includes, and lab bindings include their own headers
+# first, so build.py passes the header with `-include` (CMake's precompile_headers does the same); a binding
+# that does not compile that way is compiled as written. Where g++ cannot use the .gch (other flags, a macro
+# defined before it) it reads the header itself -- silently, same result: nothing but speed changes. What the
+# PCH cannot hold is the rest: templates g++ instantiates at the end of every translation unit (~8.5 CPU-s
+# for a .cpp that only includes the header). The PCH is built without -DTORCH_EXTENSION_NAME (it differs
+# per submission and g++ rejects a PCH made under another definition; no torch header mentions it); every
+# other flag is the build's own.
 
 PCH_HEADERS = ("torch/extension.h",)
+# Beside each .gch, a header of the same name that defers to the real one: `-include <folder>/<header>` loads
+# the .gch, and a later `#include <header>` (the binding's own, once the PCH came first) finds this file, not a
+# .gch g++ may not load twice, and is skipped by the real header's #pragma once.
+PCH_STUB = "#pragma once\n#include_next <{header}>\n"
+
 # build.py's binding flags that change code generation, one definition for both (g++ wants a PCH's to match).
 # -O1: a binding is glue (checks, a launch), and its results do not depend on the level; the sigmoid lab
 # binding compiles in 14.7 CPU-s at -O1 against 20.5 at -O2, each with its own PCH.
@@ -146,7 +154,7 @@ def pch_key() -> str:
     import torch
 
     parts = [torch.__version__, *[str(d) for d in _torch_include_dirs()], gxx_version(), *pch_compile_flags(),
-             *PCH_HEADERS, sysconfig.get_paths()["include"], "1"]
+             *PCH_HEADERS, sysconfig.get_paths()["include"], PCH_STUB, "2"]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -181,6 +189,13 @@ def pch_dir() -> Path | None:
     return None
 
 
+def forced_pch_includes(include_dirs: list[Path]) -> list[Path]:
+    """The stub headers of the precompiled-header folder among include_dirs, to pass with -include (none when
+    no folder there is complete)."""
+    folder = next((d for d in include_dirs if (d / PCH_STAMP).is_file()), None)
+    return [folder / header for header in PCH_HEADERS if folder and (folder / header).is_file()]
+
+
 def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
     """Precompiles PCH_HEADERS into root/<key>/ (idempotent; concurrent builders wait for each other)."""
     key = pch_key()
@@ -208,6 +223,7 @@ def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
                 step = run_step(command)
                 if step.returncode != 0:
                     raise RuntimeError(f"precompiling {header} failed:\n{step.output[-4000:]}")
+                (work / header).write_text(PCH_STUB.format(header=header))
             (work / PCH_STAMP).write_text(json.dumps({"key": key, "headers": list(PCH_HEADERS), "flags": flags,
                                                        "gxx": gxx_version()}, indent=1))
             for path in [work, *work.rglob("*")]:

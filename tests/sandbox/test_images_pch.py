@@ -110,26 +110,38 @@ def _build(tmp_path: Path, binding: str, pch_root: Path) -> tuple[bool, str]:
 
 
 def _tripwire_copy(host_pch: Path, root: Path) -> Path:
-    """The host PCH beside a `torch/extension.h` that fails: g++ reaches that header only when it did not
-    use the .gch (it looks for `x.h.gch`, then `x.h`, in each include folder)."""
+    """The host PCH with a stub header that fails where torch's headers were not read before it: g++ reads
+    the stub after it used the .gch (a second include, torch's macros defined) or instead of it (none)."""
     folder = root / host_pch.name
     (folder / "torch").mkdir(parents=True)
     (folder / "torch" / "extension.h.gch").symlink_to(host_pch / "torch" / "extension.h.gch")
     shutil.copy2(host_pch / toolchains.PCH_STAMP, folder / toolchains.PCH_STAMP)
-    (folder / "torch" / "extension.h").write_text('#error "the precompiled torch/extension.h was not used"\n')
+    (folder / "torch" / "extension.h").write_text(
+        "#pragma once\n#ifndef PYBIND11_VERSION_MAJOR\n#error \"the precompiled torch/extension.h was not used\"\n"
+        "#endif\n#include_next <torch/extension.h>\n")
     return root
 
 
 @pytest.mark.slow
-def test_a_harness_build_uses_the_pch_and_falls_back_where_it_cannot(host_pch, tmp_path):
+def test_a_harness_build_uses_the_pch_even_after_the_bindings_own_includes(host_pch, tmp_path):
     root = _tripwire_copy(host_pch, tmp_path / "pch")
     ok, log = _build(tmp_path / "uses", BINDING, root)
     assert ok, log[-3000:]
     assert f"-I {root / host_pch.name}" in log
-    # Something before the include: g++ cannot use a PCH there and reads the header itself (here the
-    # tripwire; with the real folder, torch's own header: the same build, only slower).
-    ok, log = _build(tmp_path / "falls_back", "#include <vector>\n" + BINDING, root)
-    assert not ok and "the precompiled torch/extension.h was not used" in log
+    # An include before torch's (every lab binding): g++ could not use the .gch at that include; the forced
+    # -include puts it first.
+    ok, log = _build(tmp_path / "after_its_own", "#include <vector>\n" + BINDING, root)
+    assert ok, log[-3000:]
+    assert f"-include {root / host_pch.name / 'torch' / 'extension.h'}" in log
+
+
+@pytest.mark.slow
+def test_a_binding_that_needs_its_own_order_is_compiled_as_written(host_pch, tmp_path):
+    """Code that fails with torch's headers first (here on purpose) still builds: as written, no -include."""
+    binding = "#ifdef PYBIND11_VERSION_MAJOR\n#error torch came first\n#endif\n" + BINDING
+    ok, log = _build(tmp_path / "own_order", binding, host_pch.parent)
+    assert ok, log[-3000:]
+    assert "-include" not in log and "torch came first" not in log
 
 
 @pytest.mark.docker
@@ -147,7 +159,11 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
                *[a for d in includes for a in ("-I", str(d))], "-H", "-Winvalid-pch", "-c", "/tmp/b.cpp",
                "-o", "/tmp/b.o"]
         done = subprocess.run(cmd, capture_output=True, text=True)
-        print(json.dumps({"folder": str(folder), "rc": done.returncode, "err": done.stderr[:3000]}))
+        open("/tmp/c.cpp", "w").write("#include <vector>\\n" + open("/tmp/b.cpp").read())
+        forced = [*cmd[:1], "-include", str(folder / "torch/extension.h"), *cmd[1:-3], "/tmp/c.cpp", "-o", "/tmp/c.o"]
+        later = subprocess.run(forced, capture_output=True, text=True)
+        print(json.dumps({"folder": str(folder), "rc": done.returncode, "err": done.stderr[:3000],
+                          "forced_rc": later.returncode, "forced_err": later.stderr[:3000]}))
     ''') % BINDING
     client = docker.from_env(timeout=600)
     output = client.containers.run(emu_image, ["python3", "-c", script], remove=True, network_mode="none",
@@ -157,3 +173,7 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
     assert facts["rc"] == 0, facts["err"]
     # g++ -H marks a precompiled header it used with "!" (and "x" one it could not use)
     assert facts["err"].startswith(f"! {facts['folder']}/torch/extension.h.gch"), facts["err"][:500]
+    # the image's folder holds the stub build.py passes with -include: a binding's own includes first still
+    # get the .gch
+    assert facts["forced_rc"] == 0, facts["forced_err"]
+    assert facts["forced_err"].startswith(f"! {facts['folder']}/torch/extension.h.gch"), facts["forced_err"][:500]
