@@ -1,9 +1,10 @@
 """Batch-grades a generated class on the emulator and measures submissions per minute, cold and warm.
 
-    .venv/bin/python benchmarks/batch_throughput.py                      # 40 students, sigmoid, 2 workers
+    .venv/bin/python benchmarks/batch_throughput.py                      # 40 students, sigmoid, cores + 1 workers
     .venv/bin/python benchmarks/batch_throughput.py --students 12 --workers 2 --json out.json
     .venv/bin/python benchmarks/batch_throughput.py --students 12 --distinct 4 --compare-rounds   # issue 14
     .venv/bin/python benchmarks/batch_throughput.py --students 40 --all-distinct --compare-objects  # shared bindings
+    .venv/bin/python benchmarks/batch_throughput.py --students 40 --all-distinct --compare-workers  # serving workers
 
 The class mixes instructor references, known-bad fixtures, exact duplicates, renamed copies (the same files
 under another folder name) and zipped submissions. Three runs, each into its own batch directory:
@@ -29,8 +30,9 @@ import time
 import zipfile
 from pathlib import Path
 
+from grader.batch.pool import FRESH_WORKERS_ENV
 from grader.orchestration import object_cache
-from grader.orchestration.batch import run_batch
+from grader.orchestration.batch import device_slots, run_batch
 from grader.orchestration.execute import PER_ROUND_ENV
 from grader.results import GradeResult
 
@@ -110,13 +112,16 @@ def busy_cpu_seconds() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int,
-            no_pch: bool = False, sandbox_per_round: bool = False, no_shared_objects: bool = False) -> dict:
-    switches = {"BANG_GRADER_NO_PCH": no_pch, PER_ROUND_ENV: sandbox_per_round, object_cache.OFF_ENV: no_shared_objects}
+def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int | None,
+            no_pch: bool = False, sandbox_per_round: bool = False, no_shared_objects: bool = False,
+            fresh_workers: bool = False) -> dict:
+    switches = {"BANG_GRADER_NO_PCH": no_pch, PER_ROUND_ENV: sandbox_per_round, object_cache.OFF_ENV: no_shared_objects,
+                FRESH_WORKERS_ENV: fresh_workers}
     previous = {name: os.environ.pop(name, None) for name in switches}
     for name, on in switches.items():
         # Read in each worker: NO_PCH by Backend.env (builds compile torch/extension.h themselves), PER_ROUND by
-        # the executor (one run-phase sandbox per round, as before one sandbox served all of a submission's).
+        # the executor (one run-phase sandbox per round, as before one sandbox served all of a submission's);
+        # FRESH_WORKERS by the pool (a worker process per job, as before a worker served its slot's jobs).
         if on:
             os.environ[name] = "1"
     try:
@@ -139,7 +144,7 @@ def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, wor
             build_seconds.append(result.build.duration_seconds)
         if result.started_at and result.finished_at:
             grading_seconds.append((result.finished_at - result.started_at).total_seconds())
-    return {"run": label, "students": summary.total, "graded": summary.graded, "skipped": summary.skipped,
+    return {"run": label, "workers": len(device_slots("emu", workers, None)), "students": summary.total, "graded": summary.graded, "skipped": summary.skipped,
             "wall_seconds": round(wall, 1), "per_minute": round(60 * summary.graded / wall, 2) if summary.graded else None,
             "builds_from_cache": cached, "verdicts": summary.verdicts, "worker_failures": summary.worker_failures,
             "median_build_seconds": round(statistics.median(build_seconds), 1) if build_seconds else None,
@@ -153,7 +158,7 @@ def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, wor
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=40)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=None, help="default: grade batch's (cores + 1)")
     parser.add_argument("--distinct", type=int, default=None,
                         help="how many different fixtures the class is made of (default: all; fewer = fewer builds)")
     parser.add_argument("--all-distinct", action="store_true",
@@ -165,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="first a cold run where every build compiles its own binding (how builds ran before)")
     parser.add_argument("--compare-pch", action="store_true",
                         help="first a cold run without the precompiled torch headers (how builds ran before)")
+    parser.add_argument("--compare-workers", action="store_true",
+                        help="also a warm run with a fresh worker process per job (how it ran before workers "
+                             "served a slot's jobs in turn)")
     parser.add_argument("--compare-rounds", action="store_true",
                         help="also a warm run with one run-phase sandbox per round (how it ran before issue 14)")
     parser.add_argument("--assignment", choices=sorted(PER_ASSIGNMENT), default="sigmoid")
@@ -178,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     subs, cache = work / "class", work / "build-cache"
     kinds = generate_distinct_class(subs, args.assignment, args.students, args.own_bindings) if args.all_distinct else \
         generate_class(subs, args.assignment, args.students, args.distinct)
-    print(f"class of {len(kinds)} in {subs} ({args.assignment}, {args.workers} workers)", file=sys.stderr)
+    print(f"class of {len(kinds)} in {subs} ({args.assignment}, {len(device_slots('emu', args.workers, None))} workers)", file=sys.stderr)
 
     runs = []
     if args.compare_pch:
@@ -187,20 +195,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_objects:
         runs.append(measure("cold-noshare", subs, args.assignment, work / "batch-cold-noshare",
                             work / "cache-noshare", args.workers, no_shared_objects=True))
-    runs.append(measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers))
+    cold = measure("cold", subs, args.assignment, work / "batch-cold", cache, args.workers)
+    runs.append(cold)
     if args.compare_rounds:  # before: the same warm cache, a sandbox per round
         runs.append(measure("warm-per-round", subs, args.assignment, work / "batch-warm-per-round", cache,
                             args.workers, sandbox_per_round=True))
-    runs += [measure("warm", subs, args.assignment, work / "batch-warm", cache, args.workers),
-             measure("resume", subs, args.assignment, work / "batch-warm", cache, args.workers)]
-    cold, warm = runs[-4 if args.compare_rounds else -3], runs[-2]
+    if args.compare_workers:  # before: a worker process per job, one worker per two cores (then the default)
+        runs.append(measure("warm-fresh-workers-half-cores", subs, args.assignment, work / "batch-warm-before", cache,
+                            max(1, (os.cpu_count() or 2) // 2), fresh_workers=True))
+        runs.append(measure("warm-fresh-workers", subs, args.assignment, work / "batch-warm-fresh", cache,
+                            args.workers, fresh_workers=True))
+    warm = measure("warm", subs, args.assignment, work / "batch-warm", cache, args.workers)
+    runs += [warm, measure("resume", subs, args.assignment, work / "batch-warm", cache, args.workers)]
     speedup = cold["wall_seconds"] / warm["wall_seconds"] if warm["wall_seconds"] else None
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     report = {"assignment": args.assignment, "students": len(kinds), "workers": args.workers, "runs": runs,
               "distinct_fixtures": len({v.split(" (")[0] for v in kinds.values()}), "loadavg_after": load,
               "warm_speedup": round(speedup, 2) if speedup else None, "class": kinds}
 
-    print(f"{'run':<16}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'s/grading':>11}"
+    print(f"{'run':<30}{'workers':>8}{'graded':>8}{'skipped':>9}{'wall s':>9}{'subs/min':>10}{'s/grading':>11}"
           f"{'cached builds':>15}{'build s/sub (median)':>22}{'CPU s/sub':>11}{'CPU-bound/min':>15}{'vs first':>10}")
     first = runs[0]["wall_seconds"]
     for r in runs:
@@ -208,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         floor = f"{r['median_build_seconds']:.1f}" if r.get("median_build_seconds") else "-"
         grading = f"{r['median_grading_seconds']:.1f}" if r.get("median_grading_seconds") else "-"
         ratio = f"{first / r['wall_seconds']:.2f}x" if r["wall_seconds"] else "-"
-        print(f"{r['run']:<16}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}{grading:>11}"
+        print(f"{r['run']:<30}{r['workers']:>8}{r['graded']:>8}{r['skipped']:>9}{r['wall_seconds']:>9.1f}{rate:>10}{grading:>11}"
               f"{r['builds_from_cache']:>15}{floor:>22}{r['cpu_seconds_per_submission'] or '-':>11}"
               f"{r['cpu_bound_per_minute'] or '-':>15}{ratio:>10}")
     if args.compare_rounds:
@@ -216,6 +229,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warm, one sandbox per submission vs one per round: {before['wall_seconds'] / warm['wall_seconds']:.2f}x "
               f"({before['per_minute']} -> {warm['per_minute']} submissions/min; s/grading: median wall seconds "
               "of one grading, results' started_at..finished_at)")
+    if args.compare_workers:
+        for label in ("warm-fresh-workers-half-cores", "warm-fresh-workers"):
+            before = next(r for r in runs if r["run"] == label)
+            print(f"warm vs {label}: {before['wall_seconds'] / warm['wall_seconds']:.2f}x ({before['per_minute']} -> "
+                  f"{warm['per_minute']} submissions/min; {before['cpu_seconds_per_submission']} -> "
+                  f"{warm['cpu_seconds_per_submission']} CPU s/sub)")
     print("build s/sub: the harness's own build time per uncached submission (g++ and cncc-emu: the compiler "
           "floor a cold batch cannot go below, per worker)")
     print(f"CPU s/sub: the whole machine's busy CPU seconds per graded submission (host, Docker, containers); "

@@ -68,3 +68,27 @@ def test_a_case_drawn_twice_gives_the_same_read_only_inputs_and_other_seeds_othe
         with pytest.raises(ValueError):
             x[...] = 0
     assert any(not np.array_equal(a.make_inputs()["x"], c.make_inputs()["x"]) for a, c in zip(first, other, strict=True))
+
+
+def test_a_cases_reference_is_computed_once_read_only_and_per_reference_and_seed():
+    """A batch worker judges every student on the same cases: the kept reference is the one a fresh
+    computation gives, nobody can change it, and another seed or reference gets its own."""
+    import numpy as np
+    import pytest
+
+    from grader.spec import REFERENCES, load_assignment
+    from grader.spec.cases import correctness_cases
+
+    spec = load_assignment("sigmoid")
+    public, secret = (correctness_cases(spec, SeedPlan.create(mode)) for mode in ("public", "secret"))
+    for case, other in zip(public, secret, strict=True):
+        kept = case.expected("sigmoid")
+        assert kept is case.expected("sigmoid")
+        fresh = REFERENCES["sigmoid"].compute(*case.reference_inputs(case.make_inputs()))
+        np.testing.assert_array_equal(kept, fresh)
+        with pytest.raises(ValueError):
+            kept[...] = 0
+        if case.make_inputs()["x"].size > 1:
+            assert not np.array_equal(other.expected("sigmoid"), kept)
+    matmul = correctness_cases(load_assignment("matmul"), SeedPlan.create("public"))[0]
+    assert matmul.expected("matmul").shape == tuple(matmul.output_shape)

@@ -20,6 +20,9 @@ import grader
 from grader.backends import get_backend
 from grader.results import GradeResult, Seeds, Student, Verdict, Versions
 
+# A serving worker's answer on its stdout once a job's result is committed (grader.batch.worker --serve).
+JOB_DONE = "done"
+
 
 @dataclass
 class GradeJob:

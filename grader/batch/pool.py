@@ -1,13 +1,20 @@
 """A local pool of worker processes, one per device slot (an MLU card, or a CPU slot on the emulator).
 
-Each job runs in a fresh `python -m grader.batch.worker` process; whatever happens to that process becomes
-a result. Jobs whose content equals one already in flight wait for it, so identical resubmissions and
-renamed copies are graded after their twin has filled the build cache instead of building it twice.
+Each slot keeps one `python -m grader.batch.worker --serve` process and hands it jobs one at a time: a job goes
+in on its stdin as a JSON line, and the worker answers with a line on its stdout once the result is committed.
+A worker that crashes, hangs past the job's timeout or answers nothing is killed with its process group; that
+job's result says why, and the slot starts a fresh worker for its next job -- whatever happens to a worker costs
+one submission. Keeping the worker saves its start-up (imports: ~1 CPU-s per submission) and lets the cases a
+batch's seed draws, the same for every student, be drawn once per worker (spec.cases._Drawn).
+Jobs whose content equals one already in flight wait for it, so identical resubmissions and renamed copies are
+graded after their twin has filled the build cache instead of building it twice.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -18,11 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.batch.jobs import GradeJob, failure_result
+from grader.batch.jobs import JOB_DONE, GradeJob, failure_result
 from grader.batch.store import ResultStore
 from grader.results import GradeResult, Verdict
 
 LOG_TAIL_BYTES = 3000
+# Set: a fresh worker process per job, as before workers served a slot's jobs in turn (benchmarks compare).
+FRESH_WORKERS_ENV = "BANG_GRADER_FRESH_WORKERS"
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class WorkerPool:
         self._pending: list[GradeJob] = []
         self._in_flight: set[str] = set()
         self._procs: dict[int, subprocess.Popen] = {}
+        self._workers: dict[int, subprocess.Popen] = {}  # slot index -> its serving worker
         self._stopping = False
 
     # ----------------------------------------------------------------------------------- scheduling
@@ -78,41 +88,66 @@ class WorkerPool:
             self._cond.notify_all()
 
     # ------------------------------------------------------------------------------------- running
-    def run_one(self, job: GradeJob, slot: Slot) -> GradeResult:
-        """Runs `job` in a worker process on `slot` and returns its (committed) result."""
-        log_path = self.logs_dir / f"{job.key}.log"
-        argv = [sys.executable, "-m", "grader.batch.worker", "--parent", str(os.getpid())]
+    def _worker(self, slot: Slot) -> subprocess.Popen:
+        """The slot's serving worker, started when the slot has none (first job, or the last one died)."""
+        proc = self._workers.get(slot.index)
+        if proc is not None and proc.poll() is None:
+            return proc
+        argv = [sys.executable, "-m", "grader.batch.worker", "--serve", "--parent", str(os.getpid())]
         if slot.device is not None:
             argv += ["--device", slot.device]
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=log,
+        # Until its first job the worker writes here (an import that fails says so in this file).
+        with open(self.logs_dir / f"slot-{slot.index}.log", "ab") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                     start_new_session=True)  # its own group: killed as a whole
         with self._cond:
             if self._stopping:
                 os.killpg(proc.pid, signal.SIGKILL)
             self._procs[proc.pid] = proc
+        self._workers[slot.index] = proc
+        return proc
+
+    def _answer(self, proc: subprocess.Popen) -> tuple[str | None, bool]:
+        """The worker's answer to the job just sent (None: it ended without one), and whether the job's
+        timeout passed first."""
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], self.job_timeout)
+        if not ready:
+            return None, True
+        line = proc.stdout.readline()
+        return (line.decode(errors="replace").strip() if line else None), False
+
+    def _retire(self, slot: Slot, proc: subprocess.Popen) -> None:
+        """Kills a worker that failed a job (with anything it started) and forgets it."""
         try:
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(job.to_json().encode())
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass  # the worker died at start; its exit status tells why
-            try:
-                proc.wait(timeout=self.job_timeout)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        finally:
-            with self._cond:
-                self._procs.pop(proc.pid, None)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        with self._cond:
+            self._procs.pop(proc.pid, None)
+        self._workers.pop(slot.index, None)
+
+    def run_one(self, job: GradeJob, slot: Slot) -> GradeResult:
+        """Runs `job` on the slot's worker and returns its (committed) result."""
+        log_path = self.logs_dir / f"{job.key}.log"
+        log_path.write_bytes(b"")
+        proc = self._worker(slot)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write((json.dumps({"job": json.loads(job.to_json()), "log": str(log_path)}) + "\n").encode())
+            proc.stdin.flush()
+            answer, timed_out = self._answer(proc)
+        except (BrokenPipeError, ValueError):
+            answer, timed_out = None, False  # the worker died at start, or stop() killed it: its status tells why
         if self._stopping:
             raise InterruptedError("batch stopping")
         result = self.store.load(job.key)
-        if result is not None and not timed_out:
+        if answer == JOB_DONE and result is not None:
+            if os.environ.get(FRESH_WORKERS_ENV):
+                self._close_workers([slot.index])
             return result
+        self._retire(slot, proc)
         if timed_out:
             why = f"the grading worker took longer than {self.job_timeout:.0f} s and was stopped"
         elif proc.returncode < 0:
@@ -121,10 +156,30 @@ class WorkerPool:
             why = f"the grading worker exited with status {proc.returncode} without a result"
         # Half-written artefacts of the dead worker would pass for a report; its log stays in logs/.
         shutil.rmtree(self.store.run_dir(job.key).with_name(f"{job.key}.partial-{proc.pid}"), ignore_errors=True)
-        result = failure_result(job, Verdict.INTERNAL_ERROR, f"{why}\n{_tail(log_path)}")
+        tail = _tail(log_path) or _tail(self.logs_dir / f"slot-{slot.index}.log")
+        result = failure_result(job, Verdict.INTERNAL_ERROR, f"{why}\n{tail}")
         self.store.save(job.key, result)
         self.store.log("worker_failed", key=job.key, student=job.student_id, reason=why)
         return result
+
+    def _close_workers(self, slots: list[int] | None = None) -> None:
+        """Ends serving workers (all, or those of `slots`): end of input, then a kill for any that lingers."""
+        procs = [self._workers.pop(i) for i in (list(self._workers) if slots is None else slots) if i in self._workers]
+        for proc in procs:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + 10
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            with self._cond:
+                self._procs.pop(proc.pid, None)
 
     def _slot_loop(self, slot: Slot, on_start: OnStart | None, on_finish: OnFinish | None,
                    errors: list[BaseException]) -> None:
@@ -164,6 +219,8 @@ class WorkerPool:
         except BaseException:
             self.stop()
             raise
+        finally:
+            self._close_workers()
         if errors:
             raise errors[0]
 

@@ -1,14 +1,17 @@
-"""The batch worker process: grades one job and commits its result to the batch directory.
+"""The batch worker process: grades jobs and commits each result to the batch directory.
 
-    python -m grader.batch.worker < job.json                  # local pool: the job arrives on stdin
+    python -m grader.batch.worker --serve < jobs            # local pool: one JSON line per job, answered on stdout
+    python -m grader.batch.worker < job.json                # one job on stdin
     python -m grader.batch.worker --plan DIR/plan.jsonl --index N   # Kubernetes indexed job / array task
 
 The grading function is the job's `entry`, resolved here (resolve_entry) and handed to grade_job; this
 package never imports the grading pipeline, so the orchestration layer above it decides what grading is.
 
 A worker is a separate process so that anything going wrong while grading (a grader bug, an out-of-memory
-kill, a hung toolchain) costs one submission, never the batch. It dies with the process that started it
-(PR_SET_PDEATHSIG), so a killed batch leaves no worker writing results behind its back.
+kill, a hung toolchain) costs one submission, never the batch: the pool kills a worker that fails a job and
+starts another. Student code never runs in it (only in sandboxes), so one worker serves a slot's jobs in turn.
+It dies with the process that started it (PR_SET_PDEATHSIG), so a killed batch leaves no worker writing
+results behind its back.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import IO
 
 from grader.atomic_file import atomic_write_text
-from grader.batch.jobs import GradeFn, GradeJob, failure_result
+from grader.batch.jobs import JOB_DONE, GradeFn, GradeJob, failure_result
 from grader.batch.store import ResultStore
 from grader.i18n import _, use_language
 from grader.results import GradeResult, Student, Verdict
@@ -92,6 +96,41 @@ def _job_from_plan(plan: Path, index: int) -> GradeJob:
     raise SystemExit(f"{plan} has no job {index}")
 
 
+def _private_fd(fd: int, mode: str) -> IO[str]:
+    """`fd` moved to a descriptor no child process inherits (fd itself then reads /dev/null or writes to
+    stderr): what the sandboxes and compilers this worker starts could read or write is never the job channel."""
+    private = os.fdopen(os.dup(fd), mode, buffering=1, encoding="utf-8")  # os.dup: not inheritable
+    os.dup2(os.open(os.devnull, os.O_RDONLY) if fd == 0 else sys.stderr.fileno(), fd)
+    return private
+
+
+def _log_to(path: str) -> None:
+    """This job's output (ours and every child's) goes to its log in the batch's logs/."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+
+
+def serve(device: str | None) -> int:
+    """Grades the jobs the pool sends, one JSON line each ({"job", "log"}), answering JOB_DONE after each commit;
+    returns at the end of input."""
+    jobs, answers = _private_fd(0, "r"), _private_fd(1, "w")
+    for line in jobs:
+        message = json.loads(line)
+        _log_to(message["log"])
+        job = GradeJob.from_json(json.dumps(message["job"]))
+        if device is not None:
+            job.device = device
+        grade_job(job, lambda job, work_dir: resolve_entry(job.entry)(job, work_dir))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        answers.write(JOB_DONE + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.batch.worker")
     parser.add_argument("--plan", type=Path, help="plan.jsonl written by `grade batch --plan-only`")
@@ -99,8 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="job index in the plan (default: $JOB_COMPLETION_INDEX, as Kubernetes sets)")
     parser.add_argument("--parent", type=int, default=None, help="die if this pid is not our parent")
     parser.add_argument("--device", default=None, help="override the job's device (the slot's card)")
+    parser.add_argument("--serve", action="store_true", help="grade one job per line of stdin (the local pool)")
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
+    if args.serve:
+        return serve(args.device)
     if args.plan is not None:
         index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "-1"))
         job = _job_from_plan(args.plan, index)

@@ -8,18 +8,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grader.spec.models import AssignmentSpec, Distribution
+from grader.spec.references import REFERENCES
 from grader.spec.seeds import SeedPlan
 
 PERF_GROUP = "performance"
 
 
 class _Drawn:
-    """The inputs drawn last, up to a byte budget: the executor draws a round's cases to write them and the
-    scorer draws them again for the reference (it never reads them back from /io, which the sandbox can write)."""
+    """Inputs and references computed last, up to a byte budget: the executor draws a round's cases to write
+    them and the scorer draws them again for the reference (it never reads them back from /io, which the
+    sandbox can write); a batch worker judges every student on the same cases (seeds derive from the spec)."""
 
     def __init__(self, budget_bytes: int) -> None:
         self.budget = budget_bytes
         self.entries: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
+        self.size = 0
 
     def get(self, key: tuple) -> dict[str, np.ndarray] | None:
         found = self.entries.get(key)
@@ -28,12 +31,20 @@ class _Drawn:
         return found
 
     def put(self, key: tuple, arrays: dict[str, np.ndarray]) -> None:
+        for array in arrays.values():
+            array.setflags(write=False)  # shared by every later caller: nobody may change them
+        self.size += _nbytes(arrays) - _nbytes(self.entries.pop(key, {}))
         self.entries[key] = arrays
-        while sum(a.nbytes for v in self.entries.values() for a in v.values()) > self.budget and len(self.entries) > 1:
-            self.entries.popitem(last=False)
+        while self.size > self.budget and len(self.entries) > 1:
+            self.size -= _nbytes(self.entries.popitem(last=False)[1])
 
 
-_DRAWN = _Drawn(256 << 20)  # the largest round (three 4M-element perf inputs) is ~50 MB
+def _nbytes(arrays: dict[str, np.ndarray]) -> int:
+    return sum(a.nbytes for a in arrays.values())
+
+
+# A whole grading's inputs and float64 references (18 cases, three 4M-element perf inputs) are ~250 MB.
+_DRAWN = _Drawn(384 << 20)
 
 
 @dataclass(frozen=True)
@@ -46,21 +57,30 @@ class ConcreteCase:
     seed: int
     distributions: dict[str, Distribution] = field(default_factory=dict)
 
+    def _inputs_key(self) -> tuple:
+        return (self.seed, self.dtype, tuple(self.shapes.items()),
+                tuple(sorted((k, repr(v)) for k, v in self.distributions.items())))
+
     def make_inputs(self) -> dict[str, np.ndarray]:
         """Inputs in call order, drawn from this case's own seed (one generator per input); read-only arrays,
         kept for the round's reference (_Drawn), which draws the same case again."""
-        key = (self.seed, self.dtype, tuple(self.shapes.items()),
-               tuple(sorted((k, repr(v)) for k, v in self.distributions.items())))
+        key = self._inputs_key()
         found = _DRAWN.get(key)
         if found is None:
             seq = np.random.SeedSequence(self.seed)
-            found = {}
-            for (name, shape), child in zip(self.shapes.items(), seq.spawn(len(self.shapes)), strict=True):
-                array = draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
-                array.setflags(write=False)
-                found[name] = array
+            found = {name: draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
+                     for (name, shape), child in zip(self.shapes.items(), seq.spawn(len(self.shapes)), strict=True)}
             _DRAWN.put(key, found)
         return dict(found)
+
+    def expected(self, reference: str) -> np.ndarray:
+        """The named reference's float64 output for this case's inputs: read-only, kept beside them."""
+        key = ("expected", reference, *self._inputs_key())
+        found = _DRAWN.get(key)
+        if found is None:
+            found = {"out": REFERENCES[reference].compute(*self.reference_inputs(self.make_inputs()))}
+            _DRAWN.put(key, found)
+        return found["out"]
 
     def reference_inputs(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         # The reference sees exactly what the student saw (after rounding to the case dtype), in float64.

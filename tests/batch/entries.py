@@ -47,3 +47,14 @@ def quick(job: GradeJob, work_dir: Path) -> GradeResult:
                        time_source="modelled", sandbox="docker",
                        verdict=Verdict.PASSED if score >= 10 else Verdict.WRONG_ANSWER, score=score, max_score=10,
                        seeds=Seeds(mode=job.seed_mode, master_digest="x"), versions=Versions(grader="test"))
+
+
+def nosy(job: GradeJob, work_dir: Path) -> GradeResult:
+    """Reads what a child process of the worker would find on fd 0 and writes to fd 1, as a child could: neither
+    may be the pool's job channel (the next job, the answers)."""
+    import subprocess
+
+    seen = subprocess.run(["sh", "-c", "cat; echo done; echo done >&2"], capture_output=False, timeout=10,
+                          stdout=None, stderr=None, stdin=None).returncode
+    (work_dir / "report.html").write_text(f"<p>{seen}</p>")
+    return quick(job, work_dir)

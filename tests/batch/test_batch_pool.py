@@ -11,7 +11,7 @@ import pytest
 from conftest import HERE
 
 from grader.batch.jobs import GradeJob
-from grader.batch.pool import Slot, WorkerPool
+from grader.batch.pool import FRESH_WORKERS_ENV, Slot, WorkerPool
 from grader.batch.store import ResultStore
 from grader.results import Verdict
 
@@ -75,3 +75,34 @@ def test_twins_wait_for_each_other_and_slots_pass_their_device(env, tmp_path):
         assert b["start"] >= a["end"] - 0.05, "identical submissions graded at the same time"
     other = next(r for r in runs if r["submission"] == "other")
     assert other["start"] < twins[0]["end"], "the free slot should not idle while twins wait"
+
+
+def test_a_slot_keeps_its_worker_until_a_job_kills_it(env, tmp_path):
+    store, log = env
+    jobs = [job_for(store, tmp_path, "a"), job_for(store, tmp_path, "b"), job_for(store, tmp_path, "segv", "entries:crash"),
+            job_for(store, tmp_path, "c"), job_for(store, tmp_path, "d")]
+    WorkerPool(store, [Slot(0, None)], job_timeout=20.0).run(jobs)
+    pids = {r["submission"]: r["pid"] for r in map(json.loads, log.read_text().splitlines())}
+    assert pids["a"] == pids["b"], "one worker serves the slot's jobs in turn"
+    assert pids["c"] == pids["d"] != pids["a"], "a fresh worker after the one that crashed"
+    assert store.load("key-segv").verdict == Verdict.INTERNAL_ERROR and store.load("key-d").verdict == Verdict.PASSED
+
+
+def test_what_a_worker_starts_cannot_reach_the_job_channel(env, tmp_path):
+    """A child reading stdin and writing `done` to stdout/stderr: the next job is not its input (it gets end of
+    file at once), its `done` is no answer (the job is still graded) and its output lands in the job's log."""
+    store, log = env
+    jobs = [job_for(store, tmp_path, "nosy", "entries:nosy"), job_for(store, tmp_path, "after", score=4, delay=0.5)]
+    WorkerPool(store, [Slot(0, None)], job_timeout=20.0).run(jobs)
+    assert store.load("key-nosy").verdict == Verdict.PASSED
+    assert store.load("key-after").verdict == Verdict.WRONG_ANSWER, "the second job was not read by the first's child"
+    assert (store.root / "logs" / "key-nosy.log").read_text().count("done") == 2
+    assert [r["submission"] for r in map(json.loads, log.read_text().splitlines())] == ["nosy", "after"]
+
+
+def test_the_benchmarks_switch_gives_each_job_a_fresh_worker(env, tmp_path, monkeypatch):
+    store, log = env
+    monkeypatch.setenv(FRESH_WORKERS_ENV, "1")
+    WorkerPool(store, [Slot(0, None)]).run([job_for(store, tmp_path, "a"), job_for(store, tmp_path, "b")])
+    pids = [r["pid"] for r in map(json.loads, log.read_text().splitlines())]
+    assert len(pids) == 2 and pids[0] != pids[1]
