@@ -177,3 +177,15 @@ def test_sigmoid_saturated_to_zero_passes_under_a_secret_seed():
     zeros = compare(np.zeros(1000, np.float32), 1 / (1 + np.exp(-np.linspace(-3, 3, 1000))), "float32",
                     spec.tolerances["float32"], spec.checks)
     assert not zeros.passed
+
+
+def test_strict_nan_inf_marks_exactly_the_elements_whose_kind_differs():
+    """Every pair of kinds (finite, NaN, +Inf, -Inf) on both sides: bad exactly where the kinds differ."""
+    kinds = [0.5, np.nan, np.inf, -np.inf]
+    a = np.array([x for x in kinds for _ in kinds] * 3)
+    b = np.array([y for _ in kinds for y in kinds] * 3)
+    kind = lambda v: "nan" if np.isnan(v) else str(v) if np.isinf(v) else "finite"  # noqa: E731
+    expected = np.array([kind(x) != kind(y) for x, y in zip(a, b, strict=True)])
+    finding = nan_inf.check(a, b, "strict")
+    np.testing.assert_array_equal(finding.bad_mask, expected)
+    assert finding.metrics["nan_inf_mismatch"] == expected.sum() == 3 * 12

@@ -14,7 +14,12 @@ def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclud
         # Loose: only non-finite values where the reference is finite count (the other direction is forgiven).
         bad = ~np.isfinite(a) & np.isfinite(b)
     else:
-        bad = (np.isnan(a) != np.isnan(b)) | (np.isposinf(a) != np.isposinf(b)) | (np.isneginf(a) != np.isneginf(b))
+        finite_a, finite_b = np.isfinite(a), np.isfinite(b)
+        bad = finite_a != finite_b
+        # Where both are non-finite (rare: the reference's NaN/Inf cases), they must be the same kind.
+        both = ~(finite_a | finite_b)
+        if both.any():
+            bad[both] = ~((a[both] == b[both]) | (np.isnan(a[both]) & np.isnan(b[both])))
     if exclude is not None:
         bad &= ~exclude  # already blamed on another check (unwritten elements)
     count = int(bad.sum())
