@@ -91,8 +91,10 @@ class WorkerPool:
     def _worker(self, slot: Slot) -> subprocess.Popen:
         """The slot's serving worker, started when the slot has none (first job, or the last one died)."""
         proc = self._workers.get(slot.index)
-        if proc is not None and proc.poll() is None:
-            return proc
+        if proc is not None:
+            if proc.poll() is None:
+                return proc
+            self._retire(slot, proc)  # ended between jobs: reaped, and anything it left is killed
         argv = [sys.executable, "-m", "grader.batch.worker", "--serve", "--parent", str(os.getpid())]
         if slot.device is not None:
             argv += ["--device", slot.device]
@@ -135,7 +137,7 @@ class WorkerPool:
         proc = self._worker(slot)
         assert proc.stdin is not None
         try:
-            proc.stdin.write((json.dumps({"job": json.loads(job.to_json()), "log": str(log_path)}) + "\n").encode())
+            proc.stdin.write((json.dumps({"job": job.to_json(), "log": str(log_path)}) + "\n").encode())
             proc.stdin.flush()
             answer, timed_out = self._answer(proc)
         except (BrokenPipeError, ValueError):

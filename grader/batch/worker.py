@@ -115,13 +115,13 @@ def _log_to(path: str) -> None:
 
 
 def serve(device: str | None) -> int:
-    """Grades the jobs the pool sends, one JSON line each ({"job", "log"}), answering JOB_DONE after each commit;
+    """Grades the jobs the pool sends, one JSON line each ({"job": GradeJob JSON, "log": path}), answering JOB_DONE after each commit;
     returns at the end of input."""
     jobs, answers = _private_fd(0, "r"), _private_fd(1, "w")
     for line in jobs:
         message = json.loads(line)
         _log_to(message["log"])
-        job = GradeJob.from_json(json.dumps(message["job"]))
+        job = GradeJob.from_json(message["job"])
         if device is not None:
             job.device = device
         grade_job(job, lambda job, work_dir: resolve_entry(job.entry)(job, work_dir))

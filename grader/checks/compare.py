@@ -62,7 +62,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
 
 def first_mismatches(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolerance, limit: int) -> list[Mismatch]:
     """The first elements (in index order) that are clearly wrong; the worst ones when no single element is."""
-    nonfinite = (np.isnan(a) != np.isnan(b)) | (np.isinf(a) != np.isinf(b)) | (np.isinf(a) & np.isinf(b) & (a != b))
+    nonfinite = nan_inf.kind_mismatch(a, b)
     both = np.isfinite(a) & np.isfinite(b)
     errors = np.zeros(a.shape)
     errors[both] = metrics.point_errors(a[both], b[both], dtype)

@@ -8,18 +8,24 @@ from grader.checks.base import CheckFinding, SelfTest, run_self_tests
 from grader.i18n import ngettext
 
 
+def kind_mismatch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where a and b are not the same kind of value (finite, NaN, +Inf, -Inf): two isfinite passes, the kinds
+    compared only where both sides are non-finite (rare: the reference's NaN/Inf cases)."""
+    finite_a, finite_b = np.isfinite(a), np.isfinite(b)
+    bad = finite_a != finite_b
+    both = ~(finite_a | finite_b)
+    if both.any():
+        bad[both] = ~((a[both] == b[both]) | (np.isnan(a[both]) & np.isnan(b[both])))
+    return bad
+
+
 def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclude: np.ndarray | None = None) -> CheckFinding:
     a, b = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     if mode == "loose":
         # Loose: only non-finite values where the reference is finite count (the other direction is forgiven).
         bad = ~np.isfinite(a) & np.isfinite(b)
     else:
-        finite_a, finite_b = np.isfinite(a), np.isfinite(b)
-        bad = finite_a != finite_b
-        # Where both are non-finite (rare: the reference's NaN/Inf cases), they must be the same kind.
-        both = ~(finite_a | finite_b)
-        if both.any():
-            bad[both] = ~((a[both] == b[both]) | (np.isnan(a[both]) & np.isnan(b[both])))
+        bad = kind_mismatch(a, b)
     if exclude is not None:
         bad &= ~exclude  # already blamed on another check (unwritten elements)
     count = int(bad.sum())

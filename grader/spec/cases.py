@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,10 +25,13 @@ class _Drawn:
         self.entries: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
         self.size = 0
 
-    def get(self, key: tuple) -> dict[str, np.ndarray] | None:
+    def kept(self, key: tuple, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """The arrays kept under key, computed (and kept) first if they are not."""
         found = self.entries.get(key)
-        if found is not None:
-            self.entries.move_to_end(key)
+        if found is None:
+            found = compute()
+            self.put(key, found)
+        self.entries.move_to_end(key)
         return found
 
     def put(self, key: tuple, arrays: dict[str, np.ndarray]) -> None:
@@ -64,23 +68,19 @@ class ConcreteCase:
     def make_inputs(self) -> dict[str, np.ndarray]:
         """Inputs in call order, drawn from this case's own seed (one generator per input); read-only arrays,
         kept for the round's reference (_Drawn), which draws the same case again."""
-        key = self._inputs_key()
-        found = _DRAWN.get(key)
-        if found is None:
-            seq = np.random.SeedSequence(self.seed)
-            found = {name: draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
-                     for (name, shape), child in zip(self.shapes.items(), seq.spawn(len(self.shapes)), strict=True)}
-            _DRAWN.put(key, found)
-        return dict(found)
+        def drawn() -> dict[str, np.ndarray]:
+            children = np.random.SeedSequence(self.seed).spawn(len(self.shapes))
+            return {name: draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
+                    for (name, shape), child in zip(self.shapes.items(), children, strict=True)}
+
+        return dict(_DRAWN.kept(self._inputs_key(), drawn))
 
     def expected(self, reference: str) -> np.ndarray:
         """The named reference's float64 output for this case's inputs: read-only, kept beside them."""
-        key = ("expected", reference, *self._inputs_key())
-        found = _DRAWN.get(key)
-        if found is None:
-            found = {"out": REFERENCES[reference].compute(*self.reference_inputs(self.make_inputs()))}
-            _DRAWN.put(key, found)
-        return found["out"]
+        def computed() -> dict[str, np.ndarray]:
+            return {"out": REFERENCES[reference].compute(*self.reference_inputs(self.make_inputs()))}
+
+        return _DRAWN.kept(("expected", reference, *self._inputs_key()), computed)["out"]
 
     def reference_inputs(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         # The reference sees exactly what the student saw (after rounding to the case dtype), in float64.
