@@ -7,13 +7,16 @@ found) names the sources: every .mlu goes through the backend's toolchain, every
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from .paths import HarnessPaths
 from .plan import OBJECT_DIR, PREBUILT_DIR, BuildPlan, PlanError, cpp_object_name, load_plan
@@ -24,10 +27,10 @@ from .toolchains import (
     PCH_CODEGEN_FLAGS,
     StepOutcome,
     Toolchain,
-    _torch_flags,
     forced_pch_includes,
     get_toolchain,
     run_step,
+    torch_build,
 )
 
 LOG_CAP_BYTES = 2 << 20  # a template error cascade can produce megabytes; the head holds the first error
@@ -35,6 +38,7 @@ TAIL_CHARS = 16_000
 STEP_OUTPUT_CAP = 256_000
 BUILD_JSON = "build.json"
 BUILD_LOG = "build.log"
+T = TypeVar("T")
 
 
 class BuildLog:
@@ -62,7 +66,8 @@ class BuildLog:
         if len(output) > STEP_OUTPUT_CAP:
             output = output[:STEP_OUTPUT_CAP] + f"\n[... {len(step.output) - STEP_OUTPUT_CAP} characters cut]\n"
         status = "" if step.returncode == 0 else f"  [exit {step.returncode}]"
-        self.add(f"$ {' '.join(step.command)}{status}\n{output}")
+        took = "" if step.seconds is None else f"  ({step.seconds:.1f} s)"
+        self.add(f"$ {' '.join(step.command)}{status}{took}\n{output}")
 
     def text(self) -> str:
         text = "".join(self._parts)
@@ -73,22 +78,13 @@ class BuildLog:
 
 def torch_compile_flags(extension: str) -> tuple[list[Path], list[str]]:
     """Include dirs and macros an extension needs to match the installed torch (pybind11 and C++ ABI): the
-    precompiled header's (toolchains._torch_flags) plus the extension's name, so the two cannot drift."""
-    includes, defines, _std = _torch_flags()
-    return includes, [f"-DTORCH_EXTENSION_NAME={extension}", *defines]
-
-
-def cxx_standard() -> str:
-    """The C++ standard the installed torch's headers are written for (torch 2.10 moved to C++20)."""
-    return _torch_flags()[2]
+    precompiled header's (toolchains.torch_build) plus the extension's name, so the two cannot drift."""
+    torch = torch_build()
+    return [Path(d) for d in torch.includes], [f"-DTORCH_EXTENSION_NAME={extension}", *torch.defines]
 
 
 def torch_link_args() -> list[str]:
-    from torch.utils import cpp_extension
-
-    args = []
-    for lib_dir in cpp_extension.library_paths():
-        args += [f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}"]
+    args = [arg for lib_dir in torch_build().library_dirs for arg in (f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}")]
     return args + ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"]
 
 
@@ -119,7 +115,7 @@ class ExtensionBuilder:
             folder.mkdir(parents=True)
 
         torch_includes, defines = torch_compile_flags(self.plan.extension)
-        cxx_std = cxx_standard()
+        cxx_std = torch_build().std
         cpp_includes = [*local_includes, *self.toolchain.cpp_include_dirs(), *torch_includes]
 
         def compile_mlu(src: Path) -> tuple[Path, StepOutcome]:
@@ -154,8 +150,8 @@ class ExtensionBuilder:
         # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
         self.compiling = True
         with ThreadPoolExecutor(max_workers=parallel_jobs()) as pool:
-            futures = [pool.submit(compile_mlu, s) for s in mlu_sources]
-            futures += [pool.submit(compile_cpp, s) for s in cpp_sources]
+            futures = [pool.submit(_timed, compile_mlu, s) for s in mlu_sources]
+            futures += [pool.submit(_timed, compile_cpp, s) for s in cpp_sources]
             results = [f.result() for f in futures]
         failed = [step for _, step in results if step.returncode != 0]
         # Successful steps first, so the failures sit at the end of the log, in its tail.
@@ -174,6 +170,13 @@ class ExtensionBuilder:
             return False
         self.log.add(f"built {library.name} from {len(mlu_sources)} .mlu and {len(cpp_sources)} .cpp files")
         return True
+
+
+def _timed(compile_one: Callable[[T], tuple[Path, StepOutcome]], source: T) -> tuple[Path, StepOutcome]:
+    """A source's whole compile, a retry included, for its step in the log."""
+    started = time.monotonic()
+    obj, step = compile_one(source)
+    return obj, dataclasses.replace(step, seconds=time.monotonic() - started)
 
 
 def run_build(backend: str, paths: HarnessPaths | None = None) -> int:

@@ -7,6 +7,7 @@ build.py's.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
@@ -17,19 +18,22 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
 @dataclass
 class StepOutcome:
-    """One compiler or linker invocation: the command as run, its exit status and its combined output."""
+    """One compiler or linker invocation: the command as run, its exit status, its combined output and (set by
+    run_step and build.py, for the log) its wall seconds."""
 
     command: list[str]
     returncode: int
     output: str
+    seconds: float | None = None
 
 
 class ToolMissing(RuntimeError):
@@ -50,12 +54,13 @@ def _limit_cpu() -> None:
 
 def run_step(command: list[str]) -> StepOutcome:
     limit = _limit_cpu if os.environ.get(COMPILER_CPU_ENV) else None
+    started = time.monotonic()
     try:
         proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
                               preexec_fn=limit)
     except OSError as exc:
         raise ToolMissing(f"cannot run {command[0]}: {exc}") from exc
-    return StepOutcome(command, proc.returncode, proc.stdout.decode("utf-8", "replace"))
+    return StepOutcome(command, proc.returncode, proc.stdout.decode("utf-8", "replace"), time.monotonic() - started)
 
 
 def first_line(command: list[str]) -> str:
@@ -119,14 +124,42 @@ PCH_CODEGEN_FLAGS = ("-O1", "-fPIC")
 PCH_STAMP = "pch.json"
 
 
-def _torch_flags() -> tuple[list[Path], list[str], str]:
-    """torch's include folders, macros (less TORCH_EXTENSION_NAME) and C++ standard: the one definition, used
-    by build.py's binding compile and by the precompiled header, which the image builds from this file alone
-    (a layer the harness's other sources do not invalidate)."""
+@dataclass(frozen=True)
+class TorchBuild:
+    """What a binding compiles and links against: the installed torch's version, include folders, macros (less
+    TORCH_EXTENSION_NAME), C++ standard and library folders. One definition, used by build.py's binding compile
+    and link and by the precompiled header, which the image builds from this file alone (a layer the harness's
+    other sources do not invalidate)."""
+
+    version: str
+    includes: tuple[str, ...]
+    defines: tuple[str, ...]
+    std: str
+    library_dirs: tuple[str, ...]
+
+
+# Beside the precompiled headers, each root keeps the installed torch's TorchBuild, named by what identifies
+# that installation without importing it: `import torch` costs 2-2.7 CPU-s, and a build phase needed it for
+# nothing else (measured in the image, before the compilers start).
+TORCH_BUILD_RECORD = "torch-build-{key}.json"
+
+
+def _installed_torch_key() -> str:
+    import importlib.metadata
+
+    spec = importlib.util.find_spec("torch")  # finds the package without running its __init__
+    if spec is None:
+        raise ImportError("torch is not installed")
+    parts = [importlib.metadata.version("torch"), str(spec.origin), sysconfig.get_paths()["include"], sys.version,
+             "1"]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _torch_build_from_import() -> TorchBuild:
     import torch
     from torch.utils import cpp_extension
 
-    includes = [Path(p) for p in cpp_extension.include_paths()] + [Path(sysconfig.get_paths()["include"])]
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
     defines = ["-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
     for attr, macro in (("_PYBIND11_COMPILER_TYPE", "PYBIND11_COMPILER_TYPE"),
                         ("_PYBIND11_STDLIB", "PYBIND11_STDLIB"),
@@ -135,26 +168,49 @@ def _torch_flags() -> tuple[list[Path], list[str], str]:
         if value:
             defines.append(f'-D{macro}="{value}"')
     major, minor = (int(part) for part in torch.__version__.split(".")[:2])
-    return includes, defines, "-std=c++20" if (major, minor) >= (2, 10) else "-std=c++17"
+    return TorchBuild(torch.__version__, tuple(str(p) for p in includes), tuple(defines),
+                      "-std=c++20" if (major, minor) >= (2, 10) else "-std=c++17",
+                      tuple(str(p) for p in cpp_extension.library_paths()))
+
+
+@functools.cache
+def torch_build() -> TorchBuild:
+    """The installed torch's TorchBuild: from a root's record when one matches this installation, else from torch
+    itself (which is what the record holds)."""
+    key = _installed_torch_key()
+    for root in pch_roots():
+        try:
+            fields = json.loads((root / TORCH_BUILD_RECORD.format(key=key)).read_text(encoding="utf-8"))
+            return TorchBuild(**{name: tuple(value) if isinstance(value, list) else value
+                                 for name, value in fields.items()})
+        except (OSError, ValueError, TypeError):
+            continue
+    return _torch_build_from_import()
+
+
+def write_torch_build_record(root: Path) -> Path:
+    """Records the installed torch's TorchBuild in root (image build, host set-up: trusted code only)."""
+    record = root / TORCH_BUILD_RECORD.format(key=_installed_torch_key())
+    root.mkdir(parents=True, exist_ok=True)
+    partial = record.with_name(f".{record.name}.{os.getpid()}")
+    partial.write_text(json.dumps(asdict(_torch_build_from_import()), indent=1), encoding="utf-8")
+    partial.chmod(0o644)
+    os.replace(partial, record)
+    return record
 
 
 def pch_compile_flags() -> list[str]:
     """The C++ flags of build.py's binding compile, less TORCH_EXTENSION_NAME and the include folders."""
-    _includes, defines, std = _torch_flags()
-    return [std, *PCH_CODEGEN_FLAGS, *defines]
-
-
-def _torch_include_dirs() -> list[Path]:
-    return _torch_flags()[0]
+    torch = torch_build()
+    return [torch.std, *PCH_CODEGEN_FLAGS, *torch.defines]
 
 
 def pch_key() -> str:
     """Everything a .gch depends on that g++ does not check itself: the torch headers (version and folder),
     the compiler, the flags and the headers precompiled."""
-    import torch
-
-    parts = [torch.__version__, *[str(d) for d in _torch_include_dirs()], gxx_version(), *pch_compile_flags(),
-             *PCH_HEADERS, sysconfig.get_paths()["include"], PCH_STUB, "2"]
+    torch = torch_build()
+    parts = [torch.version, *torch.includes, gxx_version(), *pch_compile_flags(), *PCH_HEADERS,
+             sysconfig.get_paths()["include"], PCH_STUB, "2"]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -197,7 +253,10 @@ def forced_pch_includes(include_dirs: list[Path]) -> list[Path]:
 
 
 def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
-    """Precompiles PCH_HEADERS into root/<key>/ (idempotent; concurrent builders wait for each other)."""
+    """Precompiles PCH_HEADERS into root/<key>/, beside the torch's record (idempotent; concurrent builders wait
+    for each other)."""
+    if not (root / TORCH_BUILD_RECORD.format(key=_installed_torch_key())).is_file():
+        write_torch_build_record(root)
     key = pch_key()
     folder = root / key
     if (folder / PCH_STAMP).is_file():
@@ -208,11 +267,12 @@ def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
         if (folder / PCH_STAMP).is_file():
             return folder
         flags = pch_compile_flags()
-        includes = [arg for d in _torch_include_dirs() for arg in ("-I", str(d))]
+        includes = [arg for d in torch_build().includes for arg in ("-I", d)]
         work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
             for header in PCH_HEADERS:
-                source = next((d / header for d in _torch_include_dirs() if (d / header).is_file()), None)
+                source = next((Path(d) / header for d in torch_build().includes if (Path(d) / header).is_file()),
+                              None)
                 if source is None:
                     raise RuntimeError(f"precompiled headers: {header} not found in torch's include folders")
                 out = work / f"{header}.gch"

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -55,9 +58,9 @@ def test_pch_flags_are_the_builds_own_less_the_extension_name(tmp_path, monkeypa
     assert "-DTORCH_EXTENSION_NAME=some_ext" in flags
     flags.remove("-DTORCH_EXTENSION_NAME=some_ext")
     assert sorted(flags) == sorted(toolchains.pch_compile_flags()), "build.py's C++ flags changed: update " \
-        "toolchains._torch_flags / PCH_CODEGEN_FLAGS, or the PCH is silently never used"
+        "toolchains.torch_build / PCH_CODEGEN_FLAGS, or the PCH is silently never used"
     includes = [command[i + 1] for i, a in enumerate(command) if a == "-I"]
-    torch_dirs = [str(d) for d in toolchains._torch_include_dirs()]
+    torch_dirs = list(toolchains.torch_build().includes)
     assert includes[-len(torch_dirs):] == torch_dirs
 
 
@@ -65,7 +68,7 @@ def test_the_pch_folder_comes_before_torchs_headers(tmp_path, monkeypatch):
     pch = tmp_path / "pch" / "key"
     command = _captured_cpp_command(tmp_path, monkeypatch, pch=pch)
     includes = [command[i + 1] for i, a in enumerate(command) if a == "-I"]
-    torch_first = min(includes.index(str(d)) for d in toolchains._torch_include_dirs())
+    torch_first = min(includes.index(d) for d in toolchains.torch_build().includes)
     assert includes.index(str(pch)) < torch_first
 
 
@@ -78,6 +81,22 @@ def test_pch_dir_needs_a_complete_folder_for_this_key(tmp_path, monkeypatch):
     assert toolchains.pch_dir() == tmp_path / "k1"
     monkeypatch.setenv("BANG_GRADER_NO_PCH", "1")
     assert toolchains.pch_dir() is None
+
+
+def test_the_torch_record_gives_a_build_its_flags_without_importing_torch(tmp_path):
+    record = toolchains.write_torch_build_record(tmp_path)
+    fields = json.loads(record.read_text())
+    assert tuple(fields["includes"]) == toolchains.torch_build().includes
+    probe = ("import sys; from bang_harness import build, toolchains; "
+             "flags = (toolchains.pch_dir(), build.torch_compile_flags('x'), build.torch_link_args(), "
+             "toolchains.pch_compile_flags()); print('torch' in sys.modules, toolchains.torch_build().version)")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "sandbox"), "BANG_GRADER_PCH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", fields["version"]]
+    # A record that does not parse is passed over: the flags then come from torch itself, as without one.
+    record.write_text("{")
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", fields["version"]]
 
 
 @pytest.fixture(scope="session")
@@ -127,6 +146,7 @@ def test_a_harness_build_uses_the_pch_even_after_the_bindings_own_includes(host_
     root = _tripwire_copy(host_pch, tmp_path / "pch")
     ok, log = _build(tmp_path / "uses", BINDING, root)
     assert ok, log[-3000:]
+    assert re.search(r"^\$ g\+\+ .* -c \S+binding\.cpp .*  \(\d+\.\d s\)$", log, re.M), log[-3000:]  # its seconds
     assert f"-I {root / host_pch.name}" in log
     # An include before torch's (every lab binding): g++ could not use the .gch at that include; the forced
     # -include puts it first.
@@ -150,19 +170,21 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
     import docker
 
     script = textwrap.dedent('''
-        import json, subprocess
+        import json, subprocess, sys
         from bang_harness import build, toolchains
         folder = toolchains.pch_dir()
         includes, defines = build.torch_compile_flags("student_ext")
+        link = build.torch_link_args()
+        imported = "torch" in sys.modules
         open("/tmp/b.cpp", "w").write(%r)
-        cmd = ["g++", build.cxx_standard(), *toolchains.PCH_CODEGEN_FLAGS, *defines, "-I", str(folder),
+        cmd = ["g++", toolchains.torch_build().std, *toolchains.PCH_CODEGEN_FLAGS, *defines, "-I", str(folder),
                *[a for d in includes for a in ("-I", str(d))], "-H", "-Winvalid-pch", "-c", "/tmp/b.cpp",
                "-o", "/tmp/b.o"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         open("/tmp/c.cpp", "w").write("#include <vector>\\n" + open("/tmp/b.cpp").read())
         forced = [*cmd[:1], "-include", str(folder / "torch/extension.h"), *cmd[1:-3], "/tmp/c.cpp", "-o", "/tmp/c.o"]
         later = subprocess.run(forced, capture_output=True, text=True)
-        print(json.dumps({"folder": str(folder), "rc": done.returncode, "err": done.stderr[:3000],
+        print(json.dumps({"imported": imported, "folder": str(folder), "rc": done.returncode, "err": done.stderr[:3000],
                           "forced_rc": later.returncode, "forced_err": later.stderr[:3000]}))
     ''') % BINDING
     client = docker.from_env(timeout=600)
@@ -170,6 +192,7 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
                                    read_only=True, tmpfs={"/tmp": "size=256m"})
     facts = json.loads(output.decode().strip().splitlines()[-1])
     assert facts["folder"].startswith(str(toolchains.IMAGE_PCH_ROOT)), facts
+    assert facts["imported"] is False, "the image's torch record is missing: every build phase imports torch"
     assert facts["rc"] == 0, facts["err"]
     # g++ -H marks a precompiled header it used with "!" (and "x" one it could not use)
     assert facts["err"].startswith(f"! {facts['folder']}/torch/extension.h.gch"), facts["err"][:500]
