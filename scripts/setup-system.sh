@@ -26,8 +26,10 @@ need=()
 # util-linux gives prlimit/setpriv and bubblewrap the daemon-less self-check sandbox.
 wanted=("docker.io:dockerd" "debootstrap:debootstrap" "bubblewrap:bwrap" "g++:g++" "util-linux:setpriv"
         "debian-archive-keyring:/usr/share/keyrings/debian-archive-keyring.gpg")
-# fonts-noto-cjk: the report tests check that Chinese text is drawn as glyphs, not boxes
-[ "$with_tests" = 1 ] && wanted+=("chromium:chromium" "fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
+# fonts-noto-cjk: the report tests check that Chinese text is drawn as glyphs, not boxes; clang-19: the tests'
+# host builds take the fast binding path too (the image carries its own)
+[ "$with_tests" = 1 ] && wanted+=("chromium:chromium" "fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
+                                  "clang-19:clang++-19")
 for pkg_cmd in "${wanted[@]}"; do
   probe="${pkg_cmd#*:}"
   if [ "${probe#/}" != "$probe" ]; then [ -e "$probe" ] || need+=("${pkg_cmd%%:*}")

@@ -43,12 +43,12 @@ def host_precompiled_headers() -> None:
         return
     try:
         sys.path.insert(0, str(ROOT / "sandbox"))
-        from bang_harness.toolchains import pch_dir
+        from bang_harness.toolchains import BINDING_COMPILERS, pch_dir
     except ImportError:
         return
     finally:
         sys.path.remove(str(ROOT / "sandbox"))
-    if pch_dir() is not None:
+    if all(pch_dir(c) is not None for c in BINDING_COMPILERS if shutil.which(c.command)):
         return
     from grader.sandbox.process import ensure_host_pch
 

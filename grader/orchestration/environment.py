@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from bang_harness.toolchains import GXX_ONLY_ENV
+
 from grader.backends import get_backend
 from grader.backends.base import Backend
 from grader.i18n import _
@@ -45,8 +47,10 @@ class ResolvedBackend:
     @property
     def env(self) -> dict[str, str]:
         env = dict(self.impl.run_env(self.device))
-        if os.environ.get("BANG_GRADER_NO_PCH"):  # benchmarks: builds without the precompiled torch headers
-            env["BANG_GRADER_NO_PCH"] = "1"
+        # benchmarks: builds without the precompiled torch headers, or with g++'s alone
+        for switch in ("BANG_GRADER_NO_PCH", GXX_ONLY_ENV):
+            if os.environ.get(switch):
+                env[switch] = "1"
         return env
 
     def argv(self, phase: Phase) -> list[str]:

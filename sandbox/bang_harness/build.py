@@ -1,8 +1,9 @@
 """`python -m bang_harness build`: compile the submission into one extension library with the grader's recipe.
 
 The student's setup.py is never run. The host's build plan (plan.py; /io/build_plan.json, from the layout it
-found) names the sources: every .mlu goes through the backend's toolchain, every .cpp through g++ against torch
-(+ CNRT / torch_mlu headers), with the grader's flags, and the objects are linked into /build/ext/<extension>.so.
+found) names the sources: every .mlu goes through the backend's toolchain, every .cpp through clang++-19 or g++
+against torch (toolchains.BINDING_COMPILERS; + CNRT / torch_mlu headers), with the grader's flags, and the objects
+are linked into /build/ext/<extension>.so.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from .protocol import ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
 from .toolchains import (
     CPU_LIMIT_SIGN,
+    GXX,
     PCH_CODEGEN_FLAGS,
+    PCH_HEADERS,
+    BindingCompiler,
     StepOutcome,
     Toolchain,
-    forced_pch_includes,
     get_toolchain,
     run_step,
     torch_build,
@@ -123,7 +126,19 @@ class ExtensionBuilder:
             return obj, self.toolchain.compile_mlu(src, obj, local_includes)
 
         prebuilt = dict(self.plan.prebuilt)
-        forced = [arg for header in forced_pch_includes(cpp_includes) for arg in ("-include", str(header))]
+        precompiled = self.toolchain.precompiled_headers()
+        gxx_pch = next((folder for compiler, folder in precompiled if compiler == GXX), None)
+
+        def cpp_command(compiler: BindingCompiler, src: Path, obj: Path, pch: Path | None,
+                        forced: bool) -> list[str]:
+            # A PCH folder goes first on the include path: a compiler looks for `<header>.gch` / `.pch` in each
+            # include folder just before the header itself.
+            includes = [arg for d in [*([pch] if pch else []), *cpp_includes] for arg in ("-I", str(d))]
+            force = [arg for header in PCH_HEADERS for arg in ("-include", str(pch / header))] if pch and forced \
+                else []
+            # The depfile names every file the compiler read: the host shares the object only by those files.
+            return [compiler.command, *force, cxx_std, *PCH_CODEGEN_FLAGS, *compiler.flags, compiler.error_limit,
+                    *defines, *includes, "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)]
 
         def compile_cpp(src: Path) -> tuple[Path, StepOutcome]:
             index = cpp_sources.index(src)
@@ -133,19 +148,16 @@ class ExtensionBuilder:
                 shutil.copyfile(self.paths.io / PREBUILT_DIR / reuse, obj)
                 return obj, StepOutcome(["reuse", f"{PREBUILT_DIR}/{reuse}", "(compiled from the same inputs "
                                          "by an earlier build)"], 0, "")
-            includes = [arg for d in cpp_includes for arg in ("-I", str(d))]
-            # The depfile names every file the compiler read: the host shares the object only by those files.
-            command = ["g++", cxx_std, *PCH_CODEGEN_FLAGS, "-fmax-errors=20", *defines, *includes,
-                       "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)]
-            if not forced:
-                return obj, run_step(command)
-            # The precompiled headers first, as CMake's precompile_headers does: a lab binding that includes its
-            # own headers before torch's then uses the .gch too (28 -> 10 CPU-s). Where that order does not
-            # compile, the binding is compiled as written, and only that outcome is kept.
-            step = run_step([*command[:1], *forced, *command[1:]])
-            if step.returncode == 0 or CPU_LIMIT_SIGN in step.output:
-                return obj, step
-            return obj, run_step(command)
+            # Each precompiled header first, as CMake's precompile_headers does (a lab binding includes its own
+            # headers before torch's): clang's, then g++'s (28 -> 10 CPU-s). Where none of those compiles, the
+            # binding is compiled by g++ as written, and only that outcome is kept.
+            passed_over: list[str] = []
+            for compiler, folder in precompiled:
+                step = run_step(cpp_command(compiler, src, obj, folder, forced=True))
+                if step.returncode == 0 or CPU_LIMIT_SIGN in step.output:
+                    return obj, _noting(step, passed_over)
+                passed_over.append(compiler.command if compiler != GXX else "g++ with its PCH first")
+            return obj, _noting(run_step(cpp_command(GXX, src, obj, gxx_pch, forced=False)), passed_over)
 
         # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
         self.compiling = True
@@ -170,6 +182,14 @@ class ExtensionBuilder:
             return False
         self.log.add(f"built {library.name} from {len(mlu_sources)} .mlu and {len(cpp_sources)} .cpp files")
         return True
+
+
+def _noting(step: StepOutcome, passed_over: list[str]) -> StepOutcome:
+    """step, its output headed by the faster attempts that did not compile the file (their output is dropped)."""
+    if not passed_over:
+        return step
+    note = f"[not compiled by {', '.join(passed_over)}: the outcome below is kept]\n"
+    return dataclasses.replace(step, output=note + step.output)
 
 
 def _timed(compile_one: Callable[[T], tuple[Path, StepOutcome]], source: T) -> tuple[Path, StepOutcome]:

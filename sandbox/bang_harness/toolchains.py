@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -60,7 +61,10 @@ def run_step(command: list[str]) -> StepOutcome:
                               preexec_fn=limit)
     except OSError as exc:
         raise ToolMissing(f"cannot run {command[0]}: {exc}") from exc
-    return StepOutcome(command, proc.returncode, proc.stdout.decode("utf-8", "replace"), time.monotonic() - started)
+    output = proc.stdout.decode("utf-8", "replace")
+    if proc.returncode == -signal.SIGXCPU:  # clang compiles in the driver's own process: nobody is left to say it
+        output += f"\n{command[0]}: {CPU_LIMIT_SIGN}\n"
+    return StepOutcome(command, proc.returncode, output, time.monotonic() - started)
 
 
 def first_line(command: list[str]) -> str:
@@ -95,33 +99,67 @@ class Toolchain(ABC):
     def describe(self) -> str:
         """Toolchain name and version for build.json and the report."""
 
+    def precompiled_headers(self) -> list[tuple[BindingCompiler, Path]]:
+        """The binding compilers that have precompiled torch headers here, with their folders, in the order a
+        build tries them (none: bindings are compiled by g++ as written)."""
+        return []
+
 
 # --- precompiled torch headers ----------------------------------------------------------------------------
 #
 # Parsing `#include <torch/extension.h>` is two thirds of a binding's g++ time (the lab's sigmoid binding,
-# image, -O1: 28 CPU-s without a PCH, 9.5 with). The header is compiled once into
-# `<root>/<key>/torch/extension.h.gch` (at image build time: sandbox/images/emu/Dockerfile; on the host for
-# the process runner), and that folder is put on the C++ include path ahead of torch's own. g++ uses a .gch
-# only where its header is the first thing a .cpp includes, and lab bindings include their own headers
+# image, -O1: 28 CPU-s without a PCH, 9.5 with). The header is compiled once per binding compiler into
+# `<root>/<key>/torch/extension.h.gch` (or `.pch`; at image build time: sandbox/images/emu/Dockerfile; on the
+# host for the process runner), and that folder is put on the C++ include path ahead of torch's own. A PCH is
+# used only where its header is the first thing a .cpp includes, and lab bindings include their own headers
 # first, so build.py passes the header with `-include` (CMake's precompile_headers does the same); a binding
-# that does not compile that way is compiled as written. Where g++ cannot use the .gch (other flags, a macro
-# defined before it) it reads the header itself -- silently, same result: nothing but speed changes. What the
-# PCH cannot hold is the rest: templates g++ instantiates at the end of every translation unit (~8.5 CPU-s
-# for a .cpp that only includes the header). The PCH is built without -DTORCH_EXTENSION_NAME (it differs
-# per submission and g++ rejects a PCH made under another definition; no torch header mentions it); every
-# other flag is the build's own.
+# that does not compile that way is compiled as written. Where g++ cannot use its .gch (other flags, a macro
+# defined before it) it reads the header itself -- silently, same result: nothing but speed changes. What a
+# g++ PCH cannot hold is the rest: templates g++ instantiates at the end of every translation unit (~8.5 CPU-s
+# for a .cpp that only includes the header), which clang can instantiate once, into its PCH (see CLANG). The
+# PCH is built without -DTORCH_EXTENSION_NAME (it differs per submission and g++ rejects a PCH made under
+# another definition; no torch header mentions it); every other flag is the build's own.
 
 PCH_HEADERS = ("torch/extension.h",)
-# Beside each .gch, a header of the same name that defers to the real one: `-include <folder>/<header>` loads
-# the .gch, and a later `#include <header>` (the binding's own, once the PCH came first) finds this file, not a
-# .gch g++ may not load twice, and is skipped by the real header's #pragma once.
+# Beside each PCH, a header of the same name that defers to the real one: `-include <folder>/<header>` loads
+# the PCH, and a later `#include <header>` (the binding's own, once the PCH came first) finds this file, not a
+# PCH the compiler may not load twice, and is skipped by the real header's #pragma once.
 PCH_STUB = "#pragma once\n#include_next <{header}>\n"
 
-# build.py's binding flags that change code generation, one definition for both (g++ wants a PCH's to match).
+# build.py's binding flags that change code generation, one definition for both (a PCH's must match).
 # -O1: a binding is glue (checks, a launch), and its results do not depend on the level; the sigmoid lab
 # binding compiles in 14.7 CPU-s at -O1 against 20.5 at -O2, each with its own PCH.
 PCH_CODEGEN_FLAGS = ("-O1", "-fPIC")
 PCH_STAMP = "pch.json"
+
+
+@dataclass(frozen=True)
+class BindingCompiler:
+    """A C++ compiler a binding is compiled with, and how its precompiled torch headers are made: `flags` go to
+    the binding compile and the PCH alike, `pch_flags` to the PCH only."""
+
+    command: str
+    flags: tuple[str, ...]
+    pch_flags: tuple[str, ...]
+    pch_suffix: str
+    error_limit: str  # a template error cascade stops after 20 errors
+
+
+# The compiler of record: what torch's cpp_extension uses on the lab's machines, and the one whose outcome a
+# binding keeps whenever the fast path below does not compile it.
+GXX = BindingCompiler("g++", (), ("-Wno-pragma-once-outside-header",), ".gch", "-fmax-errors=20")
+# The fast path (sigmoid lab bindings, image: 2-4 CPU-s against g++'s 7.7-8.9, each with its PCH): clang
+# instantiates the header's templates once, into the PCH (-fpch-instantiate-templates, which g++ has no
+# equivalent of), and TORCH_INDUCTOR_CPP_WRAPPER is torch's own switch that makes torch/extension.h leave out
+# the C++ frontend (torch/all.h: nn, optim, data ...), which a binding that uses it then fails without and is
+# compiled by g++ instead. Optional: a machine without clang++-19 has no such PCH, and builds use g++.
+# -fno-crash-diagnostics: a crash (or the CPU limit's SIGXCPU) would otherwise leave the preprocessed source,
+# megabytes, in the sandbox's temporary folder.
+CLANG = BindingCompiler("clang++-19", ("-DTORCH_INDUCTOR_CPP_WRAPPER", "-fno-crash-diagnostics"),
+                        ("-fpch-instantiate-templates", "-Wno-pragma-once-outside-header"), ".pch",
+                        "-ferror-limit=20")
+BINDING_COMPILERS = (CLANG, GXX)  # in the order a build tries them
+GXX_ONLY_ENV = "BANG_GRADER_GXX_BINDINGS"  # set: bindings compiled by g++ alone (benchmarks, or by choice)
 
 
 @dataclass(frozen=True)
@@ -199,18 +237,25 @@ def write_torch_build_record(root: Path) -> Path:
     return record
 
 
-def pch_compile_flags() -> list[str]:
-    """The C++ flags of build.py's binding compile, less TORCH_EXTENSION_NAME and the include folders."""
+def pch_compile_flags(compiler: BindingCompiler = GXX) -> list[str]:
+    """The C++ flags of build.py's binding compile with compiler, less TORCH_EXTENSION_NAME and the include
+    folders."""
     torch = torch_build()
-    return [torch.std, *PCH_CODEGEN_FLAGS, *torch.defines]
+    return [torch.std, *PCH_CODEGEN_FLAGS, *torch.defines, *compiler.flags]
 
 
-def pch_key() -> str:
-    """Everything a .gch depends on that g++ does not check itself: the torch headers (version and folder),
-    the compiler, the flags and the headers precompiled."""
+def compiler_version(compiler: BindingCompiler) -> str:
+    return first_line([compiler.command, "--version"])
+
+
+def pch_key(compiler: BindingCompiler = GXX) -> str:
+    """Everything a PCH depends on that its compiler does not check itself: the torch headers (version and
+    folder), the compiler, the flags and the headers precompiled."""
     torch = torch_build()
     parts = [torch.version, *torch.includes, gxx_version(), *pch_compile_flags(), *PCH_HEADERS,
              sysconfig.get_paths()["include"], PCH_STUB, "2"]
+    if compiler != GXX:  # the g++ key as it always was: the images and host caches made before keep theirs
+        parts += [compiler.command, compiler_version(compiler), *compiler.flags, *compiler.pch_flags]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -229,14 +274,14 @@ def pch_roots() -> list[Path]:
     return roots
 
 
-def pch_dir() -> Path | None:
-    """The folder holding complete precompiled headers for this torch and compiler, or None (then every
-    build compiles the headers itself, as before). Never raises: a lookup problem only costs speed."""
-    if os.environ.get("BANG_GRADER_NO_PCH"):
+def pch_dir(compiler: BindingCompiler = GXX) -> Path | None:
+    """The folder holding complete precompiled headers of compiler for this torch, or None (then builds compile
+    the headers themselves, as before). Never raises: a lookup problem only costs speed."""
+    if os.environ.get("BANG_GRADER_NO_PCH") or (compiler != GXX and os.environ.get(GXX_ONLY_ENV)):
         return None
     try:
-        key = pch_key()
-    except Exception:  # noqa: BLE001 -- torch or g++ missing: the build reports that itself
+        key = pch_key(compiler)
+    except Exception:  # noqa: BLE001 -- torch or the compiler missing: the build reports that itself
         return None
     for root in pch_roots():
         folder = root / key
@@ -245,19 +290,17 @@ def pch_dir() -> Path | None:
     return None
 
 
-def forced_pch_includes(include_dirs: list[Path]) -> list[Path]:
-    """The stub headers of the precompiled-header folder among include_dirs, to pass with -include (none when
-    no folder there is complete)."""
-    folder = next((d for d in include_dirs if (d / PCH_STAMP).is_file()), None)
-    return [folder / header for header in PCH_HEADERS if folder and (folder / header).is_file()]
-
-
-def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
-    """Precompiles PCH_HEADERS into root/<key>/, beside the torch's record (idempotent; concurrent builders wait
-    for each other)."""
+def build_pch(root: Path, log: Callable[[str], None] = print) -> list[Path]:
+    """Precompiles PCH_HEADERS for each binding compiler this machine has into root/<key>/, beside the torch's
+    record (idempotent; concurrent builders wait for each other). g++ is required; clang is not."""
     if not (root / TORCH_BUILD_RECORD.format(key=_installed_torch_key())).is_file():
         write_torch_build_record(root)
-    key = pch_key()
+    return [_build_pch(root, compiler, log) for compiler in BINDING_COMPILERS
+            if compiler == GXX or shutil.which(compiler.command)]
+
+
+def _build_pch(root: Path, compiler: BindingCompiler, log: Callable[[str], None]) -> Path:
+    key = pch_key(compiler)
     folder = root / key
     if (folder / PCH_STAMP).is_file():
         return folder
@@ -266,7 +309,7 @@ def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (folder / PCH_STAMP).is_file():
             return folder
-        flags = pch_compile_flags()
+        flags = pch_compile_flags(compiler)
         includes = [arg for d in torch_build().includes for arg in ("-I", d)]
         work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
@@ -275,9 +318,9 @@ def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
                               None)
                 if source is None:
                     raise RuntimeError(f"precompiled headers: {header} not found in torch's include folders")
-                out = work / f"{header}.gch"
+                out = work / f"{header}{compiler.pch_suffix}"
                 out.parent.mkdir(parents=True, exist_ok=True)
-                command = ["g++", *flags, *includes, "-Wno-pragma-once-outside-header", "-x", "c++-header",
+                command = [compiler.command, *flags, *compiler.pch_flags, *includes, "-x", "c++-header",
                            str(source), "-o", str(out)]
                 log("pch: " + " ".join(command))
                 step = run_step(command)
@@ -285,7 +328,7 @@ def build_pch(root: Path, log: Callable[[str], None] = print) -> Path:
                     raise RuntimeError(f"precompiling {header} failed:\n{step.output[-4000:]}")
                 (work / header).write_text(PCH_STUB.format(header=header))
             (work / PCH_STAMP).write_text(json.dumps({"key": key, "headers": list(PCH_HEADERS), "flags": flags,
-                                                       "gxx": gxx_version()}, indent=1))
+                                                       "compiler": compiler_version(compiler)}, indent=1))
             for path in [work, *work.rglob("*")]:
                 path.chmod(0o755 if path.is_dir() else 0o644)  # the sandbox uid reads what root built
             os.replace(work, folder)
@@ -321,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bang_harness.toolchains", description=main.__doc__)
     parser.add_argument("--build-pch", type=Path, metavar="ROOT", required=True)
     args = parser.parse_args(argv)
-    print(build_pch(args.build_pch))
+    for folder in build_pch(args.build_pch):
+        print(folder)
     return 0
 
 

@@ -32,8 +32,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("twice", &twice); }
 """
 
 
-def _captured_cpp_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pch: Path | None) -> list[str]:
-    """The g++ command build.py runs for a binding (run_step replaced: nothing is compiled)."""
+def _captured_cpp_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           pchs: dict[toolchains.BindingCompiler, Path]) -> list[list[str]]:
+    """The compile commands build.py runs for a binding, in order, when none of them compiles it (run_step
+    replaced: nothing is compiled)."""
     submission = tmp_path / "sub"
     (submission / "cpp").mkdir(parents=True)
     (submission / "cpp" / "binding.cpp").write_text(BINDING)
@@ -41,40 +43,49 @@ def _captured_cpp_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pch: 
 
     def fake_step(command: list[str]) -> StepOutcome:
         commands.append(command)
-        return StepOutcome(command, 0, "")
+        return StepOutcome(command, 1, "error: no")
 
     monkeypatch.setattr(harness_build, "run_step", fake_step)
-    monkeypatch.setattr(toolchains, "pch_dir", lambda: pch)
+    monkeypatch.setattr(toolchains, "pch_dir", lambda compiler=toolchains.GXX: pchs.get(compiler))
     paths = HarnessPaths(submission, tmp_path / "build", tmp_path / "io")
     ExtensionBuilder(paths, toolchains.get_toolchain("emu"), BuildPlan.handout(submission, "some_ext")).build()
-    return next(c for c in commands if c[0] == "g++" and "-c" in c and c[c.index("-c") + 1].endswith(".cpp"))
+    return [c for c in commands if "-c" in c and c[c.index("-c") + 1].endswith(".cpp")]
+
+
+def _flags(command: list[str]) -> list[str]:
+    # -MD -MF <depfile>: the dependency list the object cache reads; no effect on code or on the PCH.
+    return [a for a in command if a.startswith("-") and a not in ("-I", "-c", "-o", "-MD", "-MF", "-include")
+            and a not in (c.error_limit for c in toolchains.BINDING_COMPILERS)]
 
 
 def test_pch_flags_are_the_builds_own_less_the_extension_name(tmp_path, monkeypatch):
-    command = _captured_cpp_command(tmp_path, monkeypatch, pch=None)
-    # -MD -MF <depfile>: the dependency list the object cache reads; no effect on code or on the PCH.
-    flags = [a for a in command if a.startswith("-") and a not in ("-I", "-c", "-o", "-MD", "-MF")
-             and not a.startswith("-fmax-errors")]
-    assert "-DTORCH_EXTENSION_NAME=some_ext" in flags
-    flags.remove("-DTORCH_EXTENSION_NAME=some_ext")
-    assert sorted(flags) == sorted(toolchains.pch_compile_flags()), "build.py's C++ flags changed: update " \
-        "toolchains.torch_build / PCH_CODEGEN_FLAGS, or the PCH is silently never used"
-    includes = [command[i + 1] for i, a in enumerate(command) if a == "-I"]
-    torch_dirs = list(toolchains.torch_build().includes)
-    assert includes[-len(torch_dirs):] == torch_dirs
+    pchs = {compiler: tmp_path / "pch" / compiler.command for compiler in toolchains.BINDING_COMPILERS}
+    commands = _captured_cpp_commands(tmp_path, monkeypatch, pchs)
+    # each precompiled header forced first, clang's before g++'s, then g++ as written (the outcome kept)
+    assert [(c[0], "-include" in c) for c in commands] == [("clang++-19", True), ("g++", True), ("g++", False)]
+    for command, compiler in zip(commands, [toolchains.CLANG, toolchains.GXX, toolchains.GXX], strict=True):
+        flags = _flags(command)
+        assert "-DTORCH_EXTENSION_NAME=some_ext" in flags
+        flags.remove("-DTORCH_EXTENSION_NAME=some_ext")
+        assert sorted(flags) == sorted(toolchains.pch_compile_flags(compiler)), "build.py's C++ flags changed: " \
+            "update toolchains.torch_build / PCH_CODEGEN_FLAGS / BindingCompiler, or the PCH is silently never used"
+        assert compiler.error_limit in command
+        includes = [command[i + 1] for i, a in enumerate(command) if a == "-I"]
+        torch_dirs = list(toolchains.torch_build().includes)
+        assert includes[-len(torch_dirs):] == torch_dirs
+        # the compiler's own PCH folder, ahead of torch's headers
+        assert includes[0] == str(pchs[compiler]), includes
 
 
-def test_the_pch_folder_comes_before_torchs_headers(tmp_path, monkeypatch):
-    pch = tmp_path / "pch" / "key"
-    command = _captured_cpp_command(tmp_path, monkeypatch, pch=pch)
-    includes = [command[i + 1] for i, a in enumerate(command) if a == "-I"]
-    torch_first = min(includes.index(d) for d in toolchains.torch_build().includes)
-    assert includes.index(str(pch)) < torch_first
+def test_without_precompiled_headers_a_binding_is_compiled_by_gxx_as_written(tmp_path, monkeypatch):
+    commands = _captured_cpp_commands(tmp_path, monkeypatch, {})
+    assert [(c[0], "-include" in c) for c in commands] == [("g++", False)]
+    assert sorted(_flags(commands[0])) == sorted([*toolchains.pch_compile_flags(), "-DTORCH_EXTENSION_NAME=some_ext"])
 
 
 def test_pch_dir_needs_a_complete_folder_for_this_key(tmp_path, monkeypatch):
     monkeypatch.setenv("BANG_GRADER_PCH", str(tmp_path))
-    monkeypatch.setattr(toolchains, "pch_key", lambda: "k1")
+    monkeypatch.setattr(toolchains, "pch_key", lambda compiler=toolchains.GXX: "k1")
     (tmp_path / "k1" / "torch").mkdir(parents=True)
     assert toolchains.pch_dir() is None  # a half-made folder (no stamp) is never used
     (tmp_path / "k1" / toolchains.PCH_STAMP).write_text("{}")
@@ -100,15 +111,26 @@ def test_the_torch_record_gives_a_build_its_flags_without_importing_torch(tmp_pa
 
 
 @pytest.fixture(scope="session")
-def host_pch() -> Path:
-    """The host's precompiled headers (made once per machine, shared with every ProcessRunner build)."""
+def host_pch() -> dict[toolchains.BindingCompiler, Path]:
+    """The host's precompiled headers, by compiler (made once per machine, shared with every ProcessRunner
+    build): g++'s always, clang's where clang++-19 is installed."""
     cache = Path(os.environ.get("BANG_EMU_CACHE") or Path.home() / ".cache" / "bang_emu")
     env = {**os.environ, "PYTHONPATH": str(REPO / "sandbox")}
     runner = ProcessRunner()
     problem = ensure_host_pch(runner.command(["python"])[0], cache, env)
     assert problem is None, problem
-    folder = toolchains.pch_dir()
-    assert folder is not None and (folder / "torch" / "extension.h.gch").is_file()
+    folders = {compiler: toolchains.pch_dir(compiler) for compiler in toolchains.BINDING_COMPILERS}
+    assert folders[toolchains.GXX] is not None and (folders[toolchains.GXX] / "torch/extension.h.gch").is_file()
+    return {compiler: folder for compiler, folder in folders.items() if folder is not None}
+
+
+@pytest.fixture(scope="session")
+def host_clang_pch(host_pch) -> Path:
+    if shutil.which(toolchains.CLANG.command) is None:
+        pytest.skip(f"{toolchains.CLANG.command} is not installed here, so builds here never take the fast path "
+                    "(scripts/setup-system.sh --tests installs it; the image carries its own)")
+    folder = host_pch.get(toolchains.CLANG)
+    assert folder is not None and (folder / "torch/extension.h.pch").is_file()
     return folder
 
 
@@ -128,38 +150,61 @@ def _build(tmp_path: Path, binding: str, pch_root: Path) -> tuple[bool, str]:
     return bool(info["ok"]) and outcome.ok, (build / "build.log").read_text()
 
 
-def _tripwire_copy(host_pch: Path, root: Path) -> Path:
-    """The host PCH with a stub header that fails where torch's headers were not read before it: g++ reads
-    the stub after it used the .gch (a second include, torch's macros defined) or instead of it (none)."""
-    folder = root / host_pch.name
-    (folder / "torch").mkdir(parents=True)
-    (folder / "torch" / "extension.h.gch").symlink_to(host_pch / "torch" / "extension.h.gch")
-    shutil.copy2(host_pch / toolchains.PCH_STAMP, folder / toolchains.PCH_STAMP)
-    (folder / "torch" / "extension.h").write_text(
-        "#pragma once\n#ifndef PYBIND11_VERSION_MAJOR\n#error \"the precompiled torch/extension.h was not used\"\n"
-        "#endif\n#include_next <torch/extension.h>\n")
+TRIPWIRE_STUB = ("#pragma once\n#ifndef PYBIND11_VERSION_MAJOR\n#error \"the precompiled torch/extension.h was not "
+                 "used\"\n#endif\n#include_next <torch/extension.h>\n")
+
+
+def _tripwire_copy(folders: list[Path], root: Path) -> Path:
+    """The PCH folders with a stub header that fails where torch's headers were not read before it: a compiler
+    reads the stub after it used the PCH (a second include, torch's macros defined) or instead of it (none)."""
+    for source in folders:
+        folder = root / source.name
+        (folder / "torch").mkdir(parents=True)
+        for pch in (source / "torch").glob("extension.h.*"):
+            (folder / "torch" / pch.name).symlink_to(pch)
+        shutil.copy2(source / toolchains.PCH_STAMP, folder / toolchains.PCH_STAMP)
+        (folder / "torch" / "extension.h").write_text(TRIPWIRE_STUB)
     return root
 
 
 @pytest.mark.slow
-def test_a_harness_build_uses_the_pch_even_after_the_bindings_own_includes(host_pch, tmp_path):
-    root = _tripwire_copy(host_pch, tmp_path / "pch")
+def test_a_harness_build_uses_the_gxx_pch_even_after_the_bindings_own_includes(host_pch, tmp_path):
+    gxx = host_pch[toolchains.GXX]
+    root = _tripwire_copy([gxx], tmp_path / "pch")  # g++'s alone: the path of a machine without clang
     ok, log = _build(tmp_path / "uses", BINDING, root)
     assert ok, log[-3000:]
     assert re.search(r"^\$ g\+\+ .* -c \S+binding\.cpp .*  \(\d+\.\d s\)$", log, re.M), log[-3000:]  # its seconds
-    assert f"-I {root / host_pch.name}" in log
+    assert f"-I {root / gxx.name}" in log
     # An include before torch's (every lab binding): g++ could not use the .gch at that include; the forced
     # -include puts it first.
     ok, log = _build(tmp_path / "after_its_own", "#include <vector>\n" + BINDING, root)
     assert ok, log[-3000:]
-    assert f"-include {root / host_pch.name / 'torch' / 'extension.h'}" in log
+    assert f"-include {root / gxx.name / 'torch' / 'extension.h'}" in log
+    assert "not compiled by" not in log
+
+
+@pytest.mark.slow
+def test_clang_compiles_a_binding_with_its_pch_and_g_plus_plus_what_clang_does_not(host_pch, host_clang_pch, tmp_path):
+    root = _tripwire_copy(list(host_pch.values()), tmp_path / "pch")
+    ok, log = _build(tmp_path / "fast", "#include <vector>\n" + BINDING, root)
+    assert ok, log[-3000:]
+    assert f"$ clang++-19 -include {root / host_clang_pch.name / 'torch' / 'extension.h'}" in log, log[-3000:]
+    assert "not compiled by" not in log and "$ g++ -include" not in log
+    # torch::nn's modules are torch's C++ frontend, which the fast path's torch/extension.h leaves out: g++
+    # compiles this binding, with its own PCH, and says why.
+    uses_nn = BINDING.replace("return x * 2;", "torch::nn::Linear unused(2, 2); return x * 2;")
+    ok, log = _build(tmp_path / "nn", uses_nn, root)
+    assert ok, log[-3000:]
+    assert f"$ g++ -include {root / host_pch[toolchains.GXX].name / 'torch' / 'extension.h'}" in log, log[-3000:]
+    assert "[not compiled by clang++-19: the outcome below is kept]" in log
+    assert "Linear" not in log  # clang's error is not the student's problem: dropped
 
 
 @pytest.mark.slow
 def test_a_binding_that_needs_its_own_order_is_compiled_as_written(host_pch, tmp_path):
     """Code that fails with torch's headers first (here on purpose) still builds: as written, no -include."""
     binding = "#ifdef PYBIND11_VERSION_MAJOR\n#error torch came first\n#endif\n" + BINDING
-    ok, log = _build(tmp_path / "own_order", binding, host_pch.parent)
+    ok, log = _build(tmp_path / "own_order", binding, host_pch[toolchains.GXX].parent)
     assert ok, log[-3000:]
     assert "-include" not in log and "torch came first" not in log
 
@@ -170,7 +215,7 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
     import docker
 
     script = textwrap.dedent('''
-        import json, subprocess, sys
+        import json, os, subprocess, sys
         from bang_harness import build, toolchains
         folder = toolchains.pch_dir()
         includes, defines = build.torch_compile_flags("student_ext")
@@ -184,9 +229,19 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
         open("/tmp/c.cpp", "w").write("#include <vector>\\n" + open("/tmp/b.cpp").read())
         forced = [*cmd[:1], "-include", str(folder / "torch/extension.h"), *cmd[1:-3], "/tmp/c.cpp", "-o", "/tmp/c.o"]
         later = subprocess.run(forced, capture_output=True, text=True)
+        # clang's PCH, behind a stub that fails unless the PCH stood in for it
+        fast = toolchains.pch_dir(toolchains.CLANG)
+        os.makedirs("/tmp/t/torch")
+        os.symlink(fast / "torch/extension.h.pch", "/tmp/t/torch/extension.h.pch")
+        open("/tmp/t/torch/extension.h", "w").write(%r)
+        clang = ["clang++-19", "-include", "/tmp/t/torch/extension.h", *toolchains.pch_compile_flags(toolchains.CLANG),
+                 *defines, "-I", "/tmp/t", *[a for d in includes for a in ("-I", str(d))], "-c", "/tmp/c.cpp",
+                 "-o", "/tmp/f.o"]
+        quick = subprocess.run(clang, capture_output=True, text=True)
         print(json.dumps({"imported": imported, "folder": str(folder), "rc": done.returncode, "err": done.stderr[:3000],
-                          "forced_rc": later.returncode, "forced_err": later.stderr[:3000]}))
-    ''') % BINDING
+                          "forced_rc": later.returncode, "forced_err": later.stderr[:3000], "fast": str(fast),
+                          "fast_rc": quick.returncode, "fast_err": quick.stderr[:3000]}))
+    ''') % (BINDING, TRIPWIRE_STUB)
     client = docker.from_env(timeout=600)
     output = client.containers.run(emu_image, ["python3", "-c", script], remove=True, network_mode="none",
                                    read_only=True, tmpfs={"/tmp": "size=256m"})
@@ -200,3 +255,6 @@ def test_the_image_carries_a_pch_its_builds_use(emu_image):
     # get the .gch
     assert facts["forced_rc"] == 0, facts["forced_err"]
     assert facts["forced_err"].startswith(f"! {facts['folder']}/torch/extension.h.gch"), facts["forced_err"][:500]
+    # and the fast path's: clang's PCH with the templates instantiated, used behind the tripwire stub
+    assert facts["fast"].startswith(str(toolchains.IMAGE_PCH_ROOT)), facts
+    assert facts["fast_rc"] == 0, facts["fast_err"]

@@ -33,14 +33,14 @@ class EmuToolchain(Toolchain):
         return StepOutcome(command, proc.returncode, output)
 
     def cpp_include_dirs(self) -> list[Path]:
-        # The precompiled torch headers come first: g++ looks for `<header>.gch` in each include folder just
-        # before the header itself, so `#include <torch/extension.h>` finds the .gch there (see pch_dir()).
-        pch = toolchains.pch_dir()  # through the module: read per build
-        dirs = [pch] if pch is not None else []
-        dirs += [Path(d) for d in self._toolchain.include_dirs()]
+        dirs = [Path(d) for d in self._toolchain.include_dirs()]
         if self._torch_shim is not None:
             dirs += [Path(d) for d in self._torch_shim.include_dirs()]
         return list(dict.fromkeys(dirs))  # both lists name the shared header folders
+
+    def precompiled_headers(self) -> list[tuple[toolchains.BindingCompiler, Path]]:
+        found = [(compiler, toolchains.pch_dir(compiler)) for compiler in toolchains.BINDING_COMPILERS]  # per build
+        return [(compiler, folder) for compiler, folder in found if folder is not None]
 
     def link_args(self) -> list[str]:
         args = [str(a) for a in self._toolchain.runtime_link_args()]
@@ -52,7 +52,11 @@ class EmuToolchain(Toolchain):
         import bang_emu
 
         version = getattr(bang_emu, "__version__", "unknown")
-        return f"cncc-emu {version} (g++ {gxx_version()})"
+        gxx = f"g++ {gxx_version()}"
+        if toolchains.pch_dir(toolchains.CLANG) is None:
+            return f"cncc-emu {version} ({gxx})"
+        clang = toolchains.first_line([toolchains.CLANG.command, "-dumpversion"])
+        return f"cncc-emu {version} ({gxx}; bindings: clang {clang}, else {gxx})"
 
 
 class EmuHarnessBackend(HarnessBackend):
