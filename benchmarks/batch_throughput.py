@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/batch_throughput.py --students 12 --distinct 4 --compare-rounds   # issue 14
     .venv/bin/python benchmarks/batch_throughput.py --students 40 --all-distinct --compare-objects  # shared bindings
     .venv/bin/python benchmarks/batch_throughput.py --students 40 --all-distinct --compare-workers  # serving workers
+    .venv/bin/python benchmarks/batch_throughput.py --students 40 --all-distinct --own-bindings --compare-gxx  # clang
 
 The class mixes instructor references, known-bad fixtures, exact duplicates, renamed copies (the same files
 under another folder name) and zipped submissions. Three runs, each into its own batch directory:
@@ -29,6 +30,8 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+from bang_harness.toolchains import GXX_ONLY_ENV
 
 from grader.batch.pool import FRESH_WORKERS_ENV
 from grader.orchestration import object_cache
@@ -114,12 +117,13 @@ def busy_cpu_seconds() -> float:
 
 def measure(label: str, subs: Path, assignment: str, out: Path, cache: Path, workers: int | None,
             no_pch: bool = False, sandbox_per_round: bool = False, no_shared_objects: bool = False,
-            fresh_workers: bool = False) -> dict:
+            fresh_workers: bool = False, gxx_bindings: bool = False) -> dict:
     switches = {"BANG_GRADER_NO_PCH": no_pch, PER_ROUND_ENV: sandbox_per_round, object_cache.OFF_ENV: no_shared_objects,
-                FRESH_WORKERS_ENV: fresh_workers}
+                FRESH_WORKERS_ENV: fresh_workers, GXX_ONLY_ENV: gxx_bindings}
     previous = {name: os.environ.pop(name, None) for name in switches}
     for name, on in switches.items():
-        # Read in each worker: NO_PCH by Backend.env (builds compile torch/extension.h themselves), PER_ROUND by
+        # Read in each worker: NO_PCH and GXX_BINDINGS by Backend.env (builds compile torch/extension.h themselves,
+        # or bindings by g++ with its PCH alone), PER_ROUND by
         # the executor (one run-phase sandbox per round, as before one sandbox served all of a submission's);
         # FRESH_WORKERS by the pool (a worker process per job, as before a worker served its slot's jobs).
         if on:
@@ -170,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="first a cold run where every build compiles its own binding (how builds ran before)")
     parser.add_argument("--compare-pch", action="store_true",
                         help="first a cold run without the precompiled torch headers (how builds ran before)")
+    parser.add_argument("--compare-gxx", action="store_true",
+                        help="first a cold run with bindings compiled by g++ alone (before the clang fast path)")
     parser.add_argument("--compare-workers", action="store_true",
                         help="also a warm run with a fresh worker process per job (how it ran before workers "
                              "served a slot's jobs in turn)")
@@ -192,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_pch:
         runs.append(measure("cold-noPCH", subs, args.assignment, work / "batch-cold-nopch", work / "cache-nopch",
                             args.workers, no_pch=True))
+    if args.compare_gxx:
+        runs.append(measure("cold-gxx-bindings", subs, args.assignment, work / "batch-cold-gxx", work / "cache-gxx",
+                            args.workers, gxx_bindings=True))
     if args.compare_objects:
         runs.append(measure("cold-noshare", subs, args.assignment, work / "batch-cold-noshare",
                             work / "cache-noshare", args.workers, no_shared_objects=True))

@@ -1,10 +1,13 @@
-"""Time the harness build of a submission with and without the precompiled torch headers, side by side.
+"""Time the harness build of a submission as it is and as it was, side by side.
 
     .venv/bin/python benchmarks/build_speed.py [SUBMISSION ...] [--rounds 2] [--sandbox none|docker]
+                                               [--before no-pch|gxx]
 
-Each round builds every submission twice, alternating the order (PCH on / off), through the same runner the
-grader uses, so machine load hits both alike; prints per-build wall seconds and the ratio. `--sandbox docker`
-builds in the sandbox image (its baked PCH); `none` on the host (ProcessRunner; the host PCH is made first).
+Each round builds every submission twice, alternating the order (after / before), through the same runner the
+grader uses, so machine load hits both alike; prints per-build wall seconds and the ratio. `--before no-pch`
+(the default): without any precompiled torch headers; `gxx`: bindings by g++ with its PCH alone, without the
+clang fast path. `--sandbox docker` builds in the sandbox image (its baked PCHs); `none` on the host
+(ProcessRunner; the host PCHs are made first).
 """
 
 from __future__ import annotations
@@ -20,22 +23,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bang_harness.toolchains import GXX_ONLY_ENV  # noqa: E402
+
 from grader.backends import get_backend  # noqa: E402
 from grader.sandbox.base import Limits, Mounts, Phase  # noqa: E402
 from grader.sandbox.select import select_runner  # noqa: E402
 
 DEFAULT = [REPO / "reference_kernels" / "sigmoid" / "vector", REPO / "reference_kernels" / "example"]
+BEFORE = {"no-pch": ("BANG_GRADER_NO_PCH", "before (no PCH)"), "gxx": (GXX_ONLY_ENV, "before (g++ PCH)")}
 
 
-def build_once(runner, submission: Path, pch: bool) -> tuple[float, bool, float]:
+def build_once(runner, submission: Path, after: bool, before_switch: str) -> tuple[float, bool, float]:
     backend = get_backend("emu")
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         build, io = Path(tmp) / "build", Path(tmp) / "io"
         build.mkdir()
         io.mkdir()
         env = dict(backend.run_env(backend.resolve_device(None)))
-        if not pch:
-            env["BANG_GRADER_NO_PCH"] = "1"
+        if not after:
+            env[before_switch] = "1"
         started = time.monotonic()
         outcome = runner.run(Phase.BUILD, backend.harness_argv(Phase.BUILD),
                              Mounts(submission=submission.resolve(), build=build, io=io), Limits(wall_seconds=900),
@@ -51,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sandbox", default="none", choices=["none", "docker", "bwrap"])
     parser.add_argument("--image", help="docker: this image tag instead of the current sources' one")
+    parser.add_argument("--before", choices=sorted(BEFORE), default="no-pch")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    before_switch, before_label = BEFORE[args.before]
     if args.image:
         from grader.sandbox.docker_runner import DockerRunner
 
@@ -76,23 +84,23 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[bool, list[float]] = {True: [], False: []}
         harness: dict[bool, list[float]] = {True: [], False: []}
         for r in range(args.rounds):
-            for pch in ((True, False) if r % 2 == 0 else (False, True)):
-                wall, ok, seconds = build_once(runner, submission, pch)
+            for after in ((True, False) if r % 2 == 0 else (False, True)):
+                wall, ok, seconds = build_once(runner, submission, after, before_switch)
                 if not ok:
-                    print(f"{submission.name}: build failed (pch={pch})")
-                times[pch].append(wall)
-                harness[pch].append(seconds)
-                print(f"  {submission.name:<12} pch={'on ' if pch else 'off'} {wall:6.1f} s (harness {seconds:.1f} s)",
-                      flush=True)
+                    print(f"{submission.name}: build failed ({'after' if after else 'before'})")
+                times[after].append(wall)
+                harness[after].append(seconds)
+                print(f"  {submission.name:<12} {'after ' if after else 'before'} {wall:6.1f} s (harness "
+                      f"{seconds:.1f} s)", flush=True)
         on, off = statistics.median(times[True]), statistics.median(times[False])
         rows.append({"submission": str(submission.relative_to(REPO)) if submission.is_relative_to(REPO) else str(submission),
-                     "without_pch_s": round(off, 1), "with_pch_s": round(on, 1), "speedup": round(off / on, 2),
-                     "harness_without_s": round(statistics.median(harness[False]), 1),
-                     "harness_with_s": round(statistics.median(harness[True]), 1)})
+                     "before": args.before, "before_s": round(off, 1), "after_s": round(on, 1),
+                     "speedup": round(off / on, 2), "harness_before_s": round(statistics.median(harness[False]), 1),
+                     "harness_after_s": round(statistics.median(harness[True]), 1)})
     print(f"\nbuild phase, {args.sandbox} runner, median of {args.rounds} (wall s incl. runner start):")
-    print(f"{'submission':<34} {'before (no PCH)':>16} {'after (PCH)':>12} {'ratio':>7}")
+    print(f"{'submission':<34} {before_label:>16} {'after':>12} {'ratio':>7}")
     for row in rows:
-        print(f"{row['submission']:<34} {row['without_pch_s']:>16.1f} {row['with_pch_s']:>12.1f} {row['speedup']:>6.2f}x")
+        print(f"{row['submission']:<34} {row['before_s']:>16.1f} {row['after_s']:>12.1f} {row['speedup']:>6.2f}x")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
