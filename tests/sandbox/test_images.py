@@ -72,7 +72,9 @@ def test_emulation_image_contents(emu_image):
     failed = {m: s for m, s in facts["status"].items() if s.get("returncode", 0) != 0}
     assert failed == {}, f"a prebuild entry point failed while the image was built: {failed}"
     image = client.images.get(emu_image)
-    assert image.attrs["Size"] < 2.5e9
+    # 2.6 GB: torch, g++ and its 0.76 GB PCH, clang 19 (libLLVM, libclang-cpp: ~0.25 GB) and its 0.12 GB PCH, the
+    # emulator's prebuilds. The cap catches a layer copied by accident (a chmod of the PCH doubles it).
+    assert image.attrs["Size"] < 2.75e9
     assert image.labels.get(images.IMAGE_LABEL) == "emu"
 
 
