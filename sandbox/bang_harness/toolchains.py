@@ -255,7 +255,10 @@ def pch_key(compiler: BindingCompiler = GXX) -> str:
     parts = [torch.version, *torch.includes, gxx_version(), *pch_compile_flags(), *PCH_HEADERS,
              sysconfig.get_paths()["include"], PCH_STUB, "2"]
     if compiler != GXX:  # the g++ key as it always was: the images and host caches made before keep theirs
-        parts += [compiler.command, compiler_version(compiler), *compiler.flags, *compiler.pch_flags]
+        # clang refuses a PCH whose headers' times changed (torch reinstalled at the same path, same version):
+        # a new key then makes a new PCH, where the old one would only have sent every build to g++.
+        stamps = [str(path.stat().st_mtime_ns) for path in _torch_headers(PCH_HEADERS)]
+        parts += [compiler.command, compiler_version(compiler), *compiler.flags, *compiler.pch_flags, *stamps]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -290,6 +293,17 @@ def pch_dir(compiler: BindingCompiler = GXX) -> Path | None:
     return None
 
 
+def _torch_headers(headers: tuple[str, ...]) -> list[Path]:
+    """Where torch's include folders hold each of headers."""
+    found = []
+    for header in headers:
+        source = next((Path(d) / header for d in torch_build().includes if (Path(d) / header).is_file()), None)
+        if source is None:
+            raise RuntimeError(f"precompiled headers: {header} not found in torch's include folders")
+        found.append(source)
+    return found
+
+
 def build_pch(root: Path, log: Callable[[str], None] = print) -> list[Path]:
     """Precompiles PCH_HEADERS for each binding compiler this machine has into root/<key>/, beside the torch's
     record (idempotent; concurrent builders wait for each other). g++ is required; clang is not."""
@@ -313,11 +327,7 @@ def _build_pch(root: Path, compiler: BindingCompiler, log: Callable[[str], None]
         includes = [arg for d in torch_build().includes for arg in ("-I", d)]
         work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
-            for header in PCH_HEADERS:
-                source = next((Path(d) / header for d in torch_build().includes if (Path(d) / header).is_file()),
-                              None)
-                if source is None:
-                    raise RuntimeError(f"precompiled headers: {header} not found in torch's include folders")
+            for header, source in zip(PCH_HEADERS, _torch_headers(PCH_HEADERS), strict=True):
                 out = work / f"{header}{compiler.pch_suffix}"
                 out.parent.mkdir(parents=True, exist_ok=True)
                 command = [compiler.command, *flags, *compiler.pch_flags, *includes, "-x", "c++-header",

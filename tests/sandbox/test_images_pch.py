@@ -94,6 +94,18 @@ def test_pch_dir_needs_a_complete_folder_for_this_key(tmp_path, monkeypatch):
     assert toolchains.pch_dir() is None
 
 
+def test_clangs_pch_key_follows_the_torch_headers_times_and_gxxs_does_not(tmp_path, monkeypatch):
+    """clang refuses a PCH whose headers changed time (torch reinstalled in place): that must be a new key, or
+    every build would try the stale PCH, fail and go to g++."""
+    header = tmp_path / "extension.h"
+    header.write_text("// torch")
+    monkeypatch.setattr(toolchains, "_torch_headers", lambda headers: [header])
+    before = toolchains.pch_key(toolchains.CLANG), toolchains.pch_key(toolchains.GXX)
+    os.utime(header, ns=(header.stat().st_atime_ns, header.stat().st_mtime_ns + 10**9))
+    after = toolchains.pch_key(toolchains.CLANG), toolchains.pch_key(toolchains.GXX)
+    assert after[0] != before[0] and after[1] == before[1]
+
+
 def test_the_torch_record_gives_a_build_its_flags_without_importing_torch(tmp_path):
     record = toolchains.write_torch_build_record(tmp_path)
     fields = json.loads(record.read_text())
