@@ -76,6 +76,7 @@ def first_line(command: list[str]) -> str:
     return lines[0] if outcome.returncode == 0 and lines else "unknown"
 
 
+@functools.cache  # asked by each PCH key and by describe(), several times a build
 def gxx_version() -> str:
     return first_line(["g++", "-dumpfullversion"])
 
@@ -244,6 +245,7 @@ def pch_compile_flags(compiler: BindingCompiler = GXX) -> list[str]:
     return [torch.std, *PCH_CODEGEN_FLAGS, *torch.defines, *compiler.flags]
 
 
+@functools.cache  # ~30 ms for clang (it loads libLLVM), asked by its PCH key twice a build
 def compiler_version(compiler: BindingCompiler) -> str:
     return first_line([compiler.command, "--version"])
 
