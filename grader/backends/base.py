@@ -89,6 +89,10 @@ class Backend(ABC):
             return ["python3", "-m", "bang_harness", "build", "--backend", self.name]
         return ["python3", "-m", "bang_harness", "run"]
 
+    def replay_argv(self) -> list[str]:
+        """The trusted replay's command (a run-phase sandbox of its own; orchestration/replay.py)."""
+        return ["python3", "-m", "bang_harness", "replay"]
+
 
 def first_output_line(command: list[str], timeout: float = 20.0) -> str | None:
     try:

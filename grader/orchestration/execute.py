@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bang_harness.protocol import JOB_FILE, KEY_BYTES, KEY_FILE
+from bang_harness.protocol import JOB_FILE
 
 from grader.checks.integrity import HostFacts
 from grader.i18n import _, carry_language
@@ -26,9 +26,9 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.read_outputs import describe_outcome, read_call
+from grader.orchestration.replay import replay_round, write_trace_key
 from grader.orchestration.rounds import RoundRefused, RoundSandbox
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
-from grader.sandbox.layout import sandbox_user
 from grader.scoring.timing import MAX_ROUNDS
 from grader.spec import AssignmentSpec
 
@@ -55,16 +55,25 @@ class Executor:
         """One round: `io` names it (its folder when the round has a sandbox of its own)."""
         if not calls:
             return {}
+        # beside the round's folder, never inside a run sandbox's mount: the twin inputs stay unseen there
+        replay_io = io.parent / f"{io.name}-replay"
         if self._share_sandbox():
-            io, outcome, key = self._run_round(calls, io, progress_span, call_timeout)
+            io, outcome = self._run_round(calls, io, progress_span, call_timeout)
         else:
-            outcome, key = self._run_alone(calls, io, progress_span, call_timeout)
+            outcome = self._run_alone(calls, io, progress_span, call_timeout)
         if not outcome.ok:
             self.notes.append(_("the run phase did not finish cleanly: {why}").format(why=describe_outcome(outcome)))
+        replay = None
+        if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
+            replay = replay_round(self.runner, self.backend, calls, io / "outputs", replay_io,
+                                  self.root, self.build_dir, call_timeout or self.spec.call_timeout_seconds)
+            if replay.outcome is not None and not replay.outcome.ok:
+                self.notes.append(_("the replay did not finish cleanly: {why}").format(
+                    why=describe_outcome(replay.outcome)))
         results = {}
         for call in calls:
             results[call.id], seconds = read_call(call, io / "outputs", outcome, self.spec, self.backend,
-                                                  self.facts, key)
+                                                  self.facts, replay)
             self.integrity_seconds += seconds
             # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
             self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
@@ -83,25 +92,21 @@ class Executor:
         return callable(getattr(self.runner, "start", None)) and os.environ.get(PER_ROUND_ENV) != "1"
 
     def _run_alone(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
-                   call_timeout: float | None) -> tuple[RunOutcome, bytes | None]:
+                   call_timeout: float | None) -> RunOutcome:
         (io / "inputs").mkdir(parents=True)
         (io / "outputs").mkdir()
         job = self._job(calls, call_timeout, io / "inputs")
         (io / JOB_FILE).write_text(json.dumps(job, indent=1), encoding="utf-8")
-        key = write_trace_key(io) if self.backend.impl.kernel_trace else None
         with self._watching(io / "outputs", calls, progress_span):
-            try:
-                outcome = self.runner.run(Phase.RUN, self.backend.argv(Phase.RUN), self._mounts(io),
-                                          Limits(wall_seconds=self.spec.run_timeout_seconds),
-                                          env=dict(self.backend.env))
-            finally:
-                (io / KEY_FILE).unlink(missing_ok=True)  # the harness unlinks it first; this covers a failed start
-        return outcome, key
+            outcome = self.runner.run(Phase.RUN, self.backend.argv(Phase.RUN), self._mounts(io),
+                                      Limits(wall_seconds=self.spec.run_timeout_seconds), env=dict(self.backend.env))
+        return outcome
 
     def _run_round(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
-                   call_timeout: float | None) -> tuple[Path, RunOutcome, bytes | None]:
+                   call_timeout: float | None) -> tuple[Path, RunOutcome]:
         def job(inputs: Path) -> dict[str, Any]:
-            return {**self._job(calls, call_timeout, inputs), "trace_key": self.backend.impl.kernel_trace}
+            # no "trace_key": the workers get none, what they record decides nothing (the replay does)
+            return self._job(calls, call_timeout, inputs)
 
         for attempt in range(2):
             rounds = self._rounds
@@ -116,7 +121,7 @@ class Executor:
                     continue
             if not done.sandbox_alive:
                 self._rounds = None
-            return done.io, done.outcome, done.key if self.backend.impl.kernel_trace else None
+            return done.io, done.outcome
         raise RoundRefused("a fresh sandbox refused its first round")
 
     def _new_sandbox(self, io: Path) -> RoundSandbox:
@@ -170,15 +175,3 @@ class Executor:
                 self.progress(_("running {call} [{done}/{total}]").format(call=calls[done].label, done=done + 1,
                                                                            total=total),
                               span[0] + (span[1] - span[0]) * done / total)
-
-
-def write_trace_key(io: Path) -> bytes:
-    """A fresh master key per run-phase sandbox. A sandbox of one round signs with it, one of rounds with
-    protocol.round_key(it, n): either way a trace line signed in one round verifies in no other."""
-    key = os.urandom(KEY_BYTES)
-    fd = os.open(io / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key)
-        if os.geteuid() == 0:  # the sandbox's supervisor runs as the dedicated user: only it may read
-            os.fchown(fh.fileno(), *sandbox_user())
-    return key

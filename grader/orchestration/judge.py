@@ -18,6 +18,7 @@ from bang_harness.protocol import ErrorKind
 from grader.checks import compare
 from grader.checks.kernel_use import KernelUse
 from grader.i18n import N_, _
+from grader.orchestration.replay import ReplayedCall
 from grader.orchestration.trace_summary import TraceReading
 from grader.results import CaseResult, TraceSummary, Verdict
 from grader.spec import AssignmentSpec, ConcreteCase
@@ -55,6 +56,7 @@ class CallOutcome:
     integrity_notes: list[str] = field(default_factory=list)  # checks that could not run, and why
     no_kernel: str | None = None  # mlu: why the host holds that no kernel of the extension ran (checks.kernel_use)
     kernels: KernelUse | None = None  # mlu: the timing driver's records of the call, as the host read them
+    replayed: ReplayedCall | None = None  # emu: the trusted replay's output for the call's twin (replay.py)
 
 
 def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome, expected: np.ndarray | None,
@@ -92,6 +94,16 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
     if passed and meta.get("repeats_consistent") is False:
         passed, message = False, _("repeated calls on the same inputs returned different results")
     verdict = Verdict.PASSED if passed else Verdict.WRONG_ANSWER
+    if passed and got.replayed is not None and got.replayed.output is not None:
+        twin = got.replayed.twin
+        replayed = compare(got.replayed.output, twin.expected(spec.reference), case.dtype,
+                           spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+        if not replayed.passed:
+            # right on the run's inputs, wrong when the grader replays the kernels on inputs the run never saw
+            return CaseResult(**base, verdict=Verdict.INTEGRITY, passed=False, diagnostics=diagnostics,
+                              message=_("the output is right, but your kernels did not compute it: replayed by the "
+                                        "grader on fresh inputs of the same case, they gave {outcome}").format(
+                                  outcome=replayed.message)[:MESSAGE_CHARS])
     if got.coverage:
         # Kernels that wrote or did less than the output needs: an honest bug when the values are wrong
         # (a dropped tail still holds the poison), a forgery when they are right anyway.

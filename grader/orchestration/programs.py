@@ -35,8 +35,8 @@ from grader.checks.integrity import (
 from grader.checks.requirements import check_requirements
 from grader.i18n import _
 from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
-from grader.orchestration.execute import write_trace_key
 from grader.orchestration.options import GradeOptions
+from grader.orchestration.replay import write_trace_key
 from grader.programs.captures import (
     CAPTURE_DTYPES,
     CaptureError,

@@ -16,15 +16,18 @@ from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
-from grader.orchestration.trace_summary import read_trace
+from grader.orchestration.replay import ReplayRound
+from grader.orchestration.trace_summary import read_trace, run_structure
 from grader.sandbox.base import RunOutcome
 from grader.sandbox.capped import UntrustedFileError, load_npy_expected, read_bytes_capped, read_json_capped
 from grader.spec import REFERENCES, AssignmentSpec
 
 
 def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: AssignmentSpec,
-              backend: ResolvedBackend, facts: HostFacts | None, key: bytes | None) -> tuple[CallOutcome, float]:
-    """One call's outcome, and the seconds the host's integrity checks took."""
+              backend: ResolvedBackend, facts: HostFacts | None,
+              replay: ReplayRound | None) -> tuple[CallOutcome, float]:
+    """One call's outcome, and the seconds the host's integrity checks took. With a replay (the emulator), the
+    launch records, counted work and kernel-written bytes are the replay's, never the run's."""
     try:
         meta = read_json_capped(outputs / f"{call.id}.json", root=outputs.parent)
     except (UntrustedFileError, OSError):
@@ -59,16 +62,29 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
                             integrity=use.findings, no_kernel=use.missing, kernels=use,
                             integrity_notes=[use.unverified] if use.unverified else []),
                 time.perf_counter() - started)
-    if not backend.impl.kernel_trace or key is None:
+    if not backend.impl.kernel_trace or replay is None:
         return CallOutcome(meta=meta, output=output, read_error=read_error), 0.0
     started = time.perf_counter()
+    replayed = replay.calls[call.id]
     facts = facts or HostFacts(device=backend.device, profile=None, symbols=None)
-    required = REFERENCES[spec.reference].required(call.case.shapes)
+    required = REFERENCES[spec.reference].required(replayed.twin.shapes)
     checker = CallIntegrity(call.id, facts, required, np.dtype(call.case.dtype).itemsize)
-    trace = read_trace(outputs / f"{call.id}.trace.jsonl", key, call.id, checker, root=outputs.parent)
-    findings = trace.findings + checker.finish(output) if ok else []
+    trace = read_trace(replay.outputs / f"{call.id}.trace.jsonl", replay.key, call.id, checker,
+                       root=replay.outputs.parent)
+    findings: list[str] = []
+    if ok:
+        findings = [*trace.findings, *checker.finish(replayed.output)]
+        if replayed.error is not None:
+            findings.insert(0, _("the grader's replay of your kernels could not stand for this call: {why}").format(
+                why=replayed.error))
+        else:
+            launches, digest = run_structure(outputs / f"{call.id}.trace.jsonl", call.id, root=outputs.parent)
+            if (launches, digest) != (trace.launch_count, trace.launches.structure.hexdigest()):
+                findings.append(_("the launch records written in your process ({run} launches) differ from what "
+                                  "your kernels launched when the grader replayed them ({replayed}): they were "
+                                  "changed inside the run").format(run=launches, replayed=trace.launch_count))
     return (CallOutcome(meta=meta, output=output, trace=trace, read_error=read_error, integrity=findings,
-                        coverage=checker.coverage if ok else []), time.perf_counter() - started)
+                        coverage=checker.coverage if ok else [], replayed=replayed), time.perf_counter() - started)
 
 
 def describe_outcome(outcome: RunOutcome) -> str:

@@ -109,6 +109,22 @@ def apply_integrity(calls: list[PlannedCall], outcomes: dict[str, CallOutcome], 
                 "verdict": Verdict.INTEGRITY, "points": 0.0,
                 "message": _("no points for {entry}(): the sandbox's claims for its {what} do not add up (see "
                              "integrity)").format(entry=stage.entry, what=failed[stage.entry])})
+    # Caught once is caught: an entry that computed without its kernels on any call (a cached answer for a
+    # repeated shape, a host fallback) earns no speed points in any stage, and the grading is flagged for review.
+    caught = [(call, judged[call.id]) for call in calls if call.id in judged
+              and judged[call.id].verdict in (Verdict.NOT_USING_KERNEL, Verdict.INTEGRITY)]
+    if caught:
+        call, result = caught[0]
+        what = _("stage {name}").format(name=call.stage) if call.stage else _("case {name}").format(name=call.case.name)
+        lines += [_("{entry}(), {what}: {verdict}, so no stage earns speed points (flagged for review)").format(
+            entry=call.entry, what=what, verdict=verdict_label(result.verdict))] if not failed else []
+        for i, stage in enumerate(stages):
+            if stage.points > 0 or stage.verdict == Verdict.PASSED:
+                stages[i] = stages[i].model_copy(update={
+                    "verdict": result.verdict, "points": 0.0,
+                    "message": _("no speed points: {entry}() was caught on its {what} ({verdict}); every stage's "
+                                 "speed points are withheld and the grading is flagged for review").format(
+                        entry=call.entry, what=what, verdict=verdict_label(result.verdict))})
     return lines
 
 

@@ -9,6 +9,7 @@ folded into running totals, never kept as a list.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from bang_harness.protocol import (
     TRACE_MAX_RECORDS,
     RecordKind,
     call_key,
+    split_line,
     trace_lines,
     verify_line,
 )
@@ -65,9 +67,11 @@ class TraceAccumulator:
         self._main_time = -1.0
         self.diagnostics: list[EmuDiagnostic] = []
         self._seen: set[tuple[str, str]] = set()
+        self.structure = hashlib.sha256()  # the launches' kernels, grids and cores, in order (launch_structure)
 
     def add(self, record: dict[str, Any]) -> None:
         self.launches += 1
+        self.structure.update(launch_structure(record))
         t = _num(record.get("modelled_time_us"))
         self.total_us += t
         self.by_kernel[str(record.get("kernel", "?"))[:200]] += 1
@@ -215,6 +219,38 @@ def _check_line(line: bytes, key_call: bytes, call_id: str, expected_seq: int, r
     else:
         return f"unknown record kind {str(kind)[:40]!r}"
     return None
+
+
+def launch_structure(record: dict[str, Any]) -> bytes:
+    """What an honest launch has alike whatever its inputs: its kernel, grid, function type and cores. A run and
+    its replay on other inputs launch alike; a run whose records were rewritten does not."""
+    return json.dumps([str(record.get("kernel"))[:200], str(record.get("dim"))[:100],
+                       str(record.get("func_type"))[:40], str(record.get("cores_used"))[:20]]).encode() + b"\n"
+
+
+def run_structure(path: Path, call_id: str, root: Path | None = None) -> tuple[int, str]:
+    """The launch structure the run's own process recorded (unsigned: nothing in it is believed, it is only
+    compared with the replay's): (launches, digest)."""
+    digest = hashlib.sha256()
+    launches = 0
+    try:
+        with open_capped(path, TRACE_MAX_BYTES, root) as stream:
+            for _number, line, problem in trace_lines(stream):
+                if problem is not None or line is None:
+                    break
+                parts = split_line(line)
+                try:
+                    record = json.loads(parts[1].decode("utf-8"), parse_constant=_reject_constant) if parts else None
+                except (UnicodeDecodeError, ValueError, RecursionError):
+                    record = None
+                if not isinstance(record, dict) or record.get("call") != call_id:
+                    continue
+                if record.get("record") == RecordKind.LAUNCH:
+                    launches += 1
+                    digest.update(launch_structure(record))
+    except (UntrustedFileError, OSError):
+        pass
+    return launches, digest.hexdigest()
 
 
 def summarise_records(records: list[dict[str, Any]], invocations: int, device: str) -> TraceSummary | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +76,12 @@ class ConcreteCase:
                     for (name, shape), child in zip(self.shapes.items(), children, strict=True)}
 
         return dict(_DRAWN.kept(self._inputs_key(), drawn))
+
+    def replay_twin(self) -> ConcreteCase:
+        """The same case with other inputs, from a seed derived from this one: what the grader's replay of the
+        kernels computes on (orchestration/replay.py). The run never sees them."""
+        digest = hashlib.sha256(b"bang-grader-replay:%d" % self.seed).digest()
+        return dataclasses.replace(self, seed=int.from_bytes(digest[:8], "little"))
 
     def expected(self, reference: str) -> np.ndarray:
         """The named reference's float64 output for this case's inputs: read-only, kept beside them."""

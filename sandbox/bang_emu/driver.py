@@ -51,6 +51,9 @@ DEVICE_INSTRUMENTATION = [
     # keep the kernel's own frame on every builtin call, so errors can name the student's source line
     "-fno-optimize-sibling-calls",
 ]
+# The device module (trusted replay): no jump tables, so that an indirect branch in its code is always a
+# function pointer, which toolchain.check_device_module refuses.
+DEVICE_MODULE_FLAGS = ["-fno-jump-tables", "-fPIC"]
 # cncc flags that take a separate argument and mean nothing here
 IGNORED_WITH_ARG = {"-mllvm", "-Xbang-cnas", "-Xclang", "--neuware-path", "-Xlinker-ignored"}
 PASS_PREFIXES = ("-W", "-f", "-m64", "-pthread", "-w", "-shared", "-rdynamic", "-static-libstdc++")
@@ -80,6 +83,7 @@ class Options:
     emu_device: str | None = None
     notes: list[str] = field(default_factory=list)
     verbose: bool = False
+    device_module: bool = False  # --emu-device-module: every .mlu compiled for the replay's device module
 
 
 def note(msg: str) -> None:
@@ -148,6 +152,8 @@ def parse_args(argv: list[str]) -> Options:
             o.emu_device = a.split("=", 1)[1]
         elif a == "--emu-device":
             o.emu_device = value(a)
+        elif a == "--emu-device-module":
+            o.device_module = True
         elif a in ("-v", "--verbose"):
             o.verbose = True
         elif a == "-x":
@@ -309,7 +315,8 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
         _forward(proc)
         return proc.returncode or 1
     try:
-        result = rw.rewrite(pre.read_text(errors="replace"), default_device=o.emu_device, user_file=_user_file)
+        result = rw.rewrite(pre.read_text(errors="replace"), default_device=o.emu_device, user_file=_user_file,
+                            device_module=o.device_module)
     except rw.RewriteError as e:
         print(f"{src}: error: cncc-emu: {e}", file=sys.stderr)
         return 1
@@ -322,7 +329,8 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
             sys.stdout.write(result.text)
         return 0
     cmd = ["g++", "-c", std, o.opt, "-g" if o.debug else "-g1", "-fno-omit-frame-pointer",
-           *DEVICE_INSTRUMENTATION, *o.passthrough, str(rewritten), "-o", str(obj)]
+           *DEVICE_INSTRUMENTATION, *(DEVICE_MODULE_FLAGS if o.device_module else []), *o.passthrough,
+           str(rewritten), "-o", str(obj)]
     proc = _run(cmd, o.verbose)
     _forward(proc)
     if proc.returncode != 0:

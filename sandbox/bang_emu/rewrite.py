@@ -18,9 +18,11 @@ where it was, so compiler diagnostics still point at the student's file and line
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bang_emu import spaces
 
@@ -62,10 +64,28 @@ class _Source:
         self.in_literal = self._literal_mask(text)
         self.markers: list[tuple[int, int, str]] = []  # (offset of next line, line number, file)
         self.system: list[bool] = []  # per marker: inside a system header (flag 3)
+        self.flags: list[list[str]] = []  # per marker: its flags (1 enter a file, 2 return to one, 3 system)
         for m in _LINE_MARKER.finditer(text):
             nl = text.find("\n", m.end())
             self.markers.append((nl + 1 if nl >= 0 else len(text), int(m.group(1)), m.group(2)))
-            self.system.append("3" in m.group(3).split())
+            self.flags.append(m.group(3).split())
+            self.system.append("3" in self.flags[-1])
+
+    def entered_system(self) -> list[bool]:
+        """Per marker: inside a system header *as entered* (flag 1 with 3), not as a later marker says: a
+        `#pragma GCC system_header` (or its _Pragma) in a student's file cannot make that file a system header
+        here. Linemarkers written in a student's file, which could fake an entry, are refused separately."""
+        stack: list[bool] = []
+        entered = []
+        for flags in self.flags:
+            if "1" in flags:
+                stack.append("3" in flags)
+            elif "2" in flags and len(stack) > 1:
+                stack.pop()
+            elif not stack:
+                stack.append(False)  # the main file
+            entered.append(stack[-1])
+        return entered
 
     @staticmethod
     def _literal_mask(text: str) -> bytearray:
@@ -200,6 +220,10 @@ def _callee_start(text: str, end: int) -> int:
         return i
 
 
+def _file_hash(path: str) -> int:
+    return int.from_bytes(hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()[:8], "little")
+
+
 def _rewrite_launches(src: _Source, text: str) -> tuple[str, int]:
     out, pos, count = [], 0, 0
     search = 0
@@ -246,7 +270,9 @@ def _rewrite_launches(src: _Source, text: str) -> tuple[str, int]:
         # cncc does (`k<<<...>>>(float_ptr)` for `template <class T> k(T*)`); the raw callee text keeps its
         # line breaks, so later lines do not move.
         kernel_fn = f"[](auto &...__bang_emu_a) {{ {text[start:at]}(__bang_emu_a...); }}"
-        call = f"{fn}({_c_string(name)}, {_c_string(file)}, {line}, {', '.join(cfg)}, {kernel_fn}"
+        # The site's tag names it alike in the extension and in the device module (trusted replay, device.h).
+        tag = f"::bang_emu::SiteTag<{_file_hash(file)}ULL, {line}, {count}>"
+        call = f"{fn}<{tag}>({_c_string(name)}, {_c_string(file)}, {line}, {', '.join(cfg)}, {kernel_fn}"
         call += (", " + args if args.strip() else "") + ")"
         out.append(text[pos:start])
         out.append(call)
@@ -622,11 +648,75 @@ def scan_functions(src: _Source, text: str, user_file: Callable[[str], bool] | N
     return sorted(funcs, key=lambda f: f.body_open)
 
 
+# What the device module (trusted replay, DESIGN.md "Threat model") refuses in the student's part of a unit: ways
+# to run code the instrumentation does not check (attributes that switch it off, load-time resolvers, assembly
+# outside functions) or to change the emulator's own templates (reopening or specialising namespace bang_emu).
+_DEVICE_MODULE_REFUSED = re.compile(
+    r"\bnamespace\s+bang_emu\b"
+    r"|\btemplate\s*<[^;{]*?>\s*(?:struct|class|union)?[^;{(]*?\bbang_emu\s*::"
+    r"|\b(?:__)?(?:no_sanitize\w*|no_address_safety_analysis|disable_sanitizer_instrumentation|ifunc|"
+    r"target_clones|naked|symver)(?:__)?\b"
+    r"|\b__asan_\w*"
+)
+
+
+def _student_start(src: _Source) -> int:
+    """Where the student's text begins: the first line marker naming the main file after the forced includes
+    (nothing the student wrote can come before it, so a forged marker later cannot move it)."""
+    if not src.markers:
+        return 0
+    main = src.markers[0][2]
+    for start, _line, file in src.markers[1:]:
+        if file == main:
+            return start
+    return 0
+
+
+# A line marker or #line written in a source file: it could make the student's text look like a system header's.
+_MARKER_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(?:line\b|[0-9])", re.M)
+
+
+def check_device_module(src: _Source, text: str, student_file: Callable[[str], bool]) -> None:
+    """Refuses, with the line, what a device module may not contain (RewriteError). `student_file(path)`: a file
+    that is neither a system header nor the emulator's own."""
+    entered = src.entered_system()
+    named = dict.fromkeys(f for (_start, _line, f), system in zip(src.markers, entered, strict=True) if not system)
+    for file in named:
+        if file.startswith("<") or not student_file(file):
+            continue
+        try:
+            raw = Path(file).read_text(errors="replace")
+        except OSError:
+            continue
+        m = _MARKER_DIRECTIVE.search(raw)
+        if m:
+            line = raw.count("\n", 0, m.start()) + 1
+            raise RewriteError(f"{file}:{line}: line markers and #line are not allowed in code the grader replays")
+    start = _student_start(src)
+
+    def system(pos: int) -> bool:
+        i = src._marker_index(pos)
+        return i >= 0 and entered[i]
+
+    for pattern, what in ((_DEVICE_MODULE_REFUSED, None), (_ASM, "inline assembly")):
+        for m in pattern.finditer(text, start):
+            if src.in_literal[m.start()] or system(m.start()):
+                continue
+            file, line = src.location(m.start())
+            what = what or f"'{m.group(0).strip()[:60]}'"
+            raise RewriteError(f"{file}:{line}: {what} is not allowed in code the grader replays (it would switch "
+                               "off or go around the emulator's checks)")
+
+
 def rewrite(preprocessed: str, default_device: str | None = None,
-            user_file: Callable[[str], bool] | None = None) -> RewriteResult:
+            user_file: Callable[[str], bool] | None = None, device_module: bool = False) -> RewriteResult:
     """Rewrite one preprocessed translation unit. `user_file(path)` tells the student's files from headers; host
-    functions defined there are compiled without instrumentation."""
+    functions defined there are compiled without instrumentation, except in a device module (`device_module`:
+    every function instrumented, and what could escape the checks refused)."""
     src = _Source(preprocessed)
+    if device_module:
+        check_device_module(src, preprocessed, user_file or (lambda f: not f.startswith("/usr/")))
+        user_file = lambda f: False  # noqa: E731 -- no function runs uninstrumented
     if user_file is None:  # without the driver's predicate: everything but the emulator's own headers
         user_file = lambda f: not f.startswith("<") and not re.search(r"/(bang_emu|torch_mlu_emu)/include/", f)  # noqa: E731
     funcs = scan_functions(src, preprocessed, user_file)
@@ -652,7 +742,7 @@ def rewrite(preprocessed: str, default_device: str | None = None,
             edits.append((f.name_end, f.name_end, HOST_ATTRIBUTE))
             host_functions.append(f.name)
         if (f.kernel and f.name and not f.template and f.scope in ("global", "extern_c", "namespace")
-                and seen.get(f.name) == 1):
+                and seen.get(f.name) == 1 and not device_module):  # (a replay launches by site, not address)
             # cnrtInvokeKernel_V2/_V3 find the kernel by its address and unpack the parameter buffer by its type
             reg = (f" static const bool __bang_emu_kreg_{registrations} = ::bang_emu::register_kernel("
                    f"(const void *)&{f.name}, &::bang_emu::PackedCall<decltype(&{f.name})>::invoke, "

@@ -26,8 +26,10 @@ GENERATED_HEADERS = {"devices_gen.h": "devices.py", "spaces_gen.h": "spaces.py"}
 # Hidden by default: only the documented C/CNRT/BANG API and the bang_emu_* entry points are exported (their
 # headers are included under `#pragma GCC visibility push(default)` in runtime/runtime.h), so student code
 # cannot reach the runtime's tables, key or counters by symbol name.
+# Frame pointers: the scalar-access hooks find the instrumented caller's frame through them (strict mode,
+# memory.cpp), and they cost nothing measurable here.
 RUNTIME_CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
-                    "-fvisibility-inlines-hidden"]
+                    "-fvisibility-inlines-hidden", "-fno-omit-frame-pointer"]
 
 
 def include_dirs() -> list[Path]:

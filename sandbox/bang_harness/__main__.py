@@ -1,5 +1,5 @@
 """Command line: `python -m bang_harness build --backend emu|mlu`, `run` (one job, or rounds: session.py),
-`build-programs`, `run-programs`."""
+`replay` (trusted replay: replay.py), `build-programs`, `run-programs`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("run", help="run /io/job.json's calls, writing /io/outputs/")
     commands.add_parser("build-programs", help="compile each standalone *.mlu program into /build/programs/")
     commands.add_parser("run-programs", help="run each built program, capturing its launches into /io/outputs/")
+    commands.add_parser("replay", help="replay /io/journals/ with the host's fresh inputs (trusted replay)")
+    replay_one = commands.add_parser("replay-one", help=argparse.SUPPRESS)  # started by `replay`, per journal
+    replay_one.add_argument("journal")
     worker = commands.add_parser("worker", help=argparse.SUPPRESS)  # started by `run`, one per crash
     worker.add_argument("--first-call", type=int, default=0)
     worker.add_argument("--control-fd", type=int, default=None)
@@ -45,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         from .run import run_job
 
         return run_job(paths)
+    if args.command in ("replay", "replay-one"):
+        from pathlib import Path
+
+        from .replay import replay_one, run_replay
+
+        return run_replay(paths) if args.command == "replay" else replay_one(paths, Path(args.journal))
     if args.command == "forkserver":
         from .forkserver import serve
 

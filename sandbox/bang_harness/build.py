@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from .paths import HarnessPaths
 from .plan import OBJECT_DIR, PREBUILT_DIR, BuildPlan, PlanError, cpp_object_name, load_plan
-from .protocol import ErrorKind, ExitCode
+from .protocol import DEVICE_MODULE, ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
 from .toolchains import (
     CPU_LIMIT_SIGN,
@@ -125,6 +125,10 @@ class ExtensionBuilder:
             obj = self.obj_dir / f"mlu_{mlu_sources.index(src)}_{src.stem}.o"  # stems may repeat across folders
             return obj, self.toolchain.compile_mlu(src, obj, local_includes)
 
+        def compile_device(src: Path) -> tuple[Path, StepOutcome]:
+            obj = self.obj_dir / f"device_{mlu_sources.index(src)}_{src.stem}.o"
+            return obj, self.toolchain.compile_device_object(src, obj, local_includes)
+
         prebuilt = dict(self.plan.prebuilt)
         precompiled = self.toolchain.precompiled_headers()
         gxx_pch = next((folder for compiler, folder in precompiled if compiler == GXX), None)
@@ -164,14 +168,24 @@ class ExtensionBuilder:
         with ThreadPoolExecutor(max_workers=parallel_jobs()) as pool:
             futures = [pool.submit(_timed, compile_mlu, s) for s in mlu_sources]
             futures += [pool.submit(_timed, compile_cpp, s) for s in cpp_sources]
+            # the device module: the same kernels for trusted replay (DESIGN.md "Threat model")
+            device = [pool.submit(_timed, compile_device, s) for s in mlu_sources] if replays(self.toolchain) else []
             results = [f.result() for f in futures]
-        failed = [step for _, step in results if step.returncode != 0]
+            device_results = [f.result() for f in device]
+        failed = [step for _, step in [*results, *device_results] if step.returncode != 0]
         # Successful steps first, so the failures sit at the end of the log, in its tail.
-        for _, step in sorted(results, key=lambda r: r[1].returncode != 0):
+        for _, step in sorted([*results, *device_results], key=lambda r: r[1].returncode != 0):
             self.log.add_step(step)
         if failed:
-            self.log.add(f"error: {len(failed)} of {len(results)} source files failed to compile")
+            self.log.add(f"error: {len(failed)} of {len(results) + len(device_results)} compile steps failed")
             return False
+        if device_results:
+            step = self.toolchain.link_device_module([obj for obj, _ in device_results],
+                                                     self.paths.build / DEVICE_MODULE)
+            self.log.add_step(step)
+            if step.returncode != 0:
+                self.log.add("error: the kernels could not be made a device module the grader can replay")
+                return False
 
         library = self.paths.extension_library(self.plan.extension)
         link = run_step(["g++", "-shared", "-o", str(library), *[str(obj) for obj, _ in results],
@@ -182,6 +196,12 @@ class ExtensionBuilder:
             return False
         self.log.add(f"built {library.name} from {len(mlu_sources)} .mlu and {len(cpp_sources)} .cpp files")
         return True
+
+
+def replays(toolchain: Toolchain) -> bool:
+    """Whether the toolchain builds a device module for trusted replay (DESIGN.md "Threat model"): one that has
+    compile_device_object and link_device_module (the emulator's)."""
+    return callable(getattr(toolchain, "compile_device_object", None))
 
 
 def _noting(step: StepOutcome, passed_over: list[str]) -> StepOutcome:

@@ -85,6 +85,16 @@ def program_key(master: bytes, program: str) -> bytes:
     return hmac.new(master, b"program:" + program.encode("utf-8"), hashlib.sha256).digest()
 
 
+# -- trusted replay (DESIGN.md "Threat model"): what the grading run claims is replayed in a sandbox of its own ---
+DEVICE_MODULE = "device/module.so"  # under /build: the kernels compiled for replay (bang_emu.device_module)
+JOURNAL_SUFFIX = ".journal"  # outputs/<first call id>.journal: one worker process's device journal
+REPLAY_INPUTS = "replay-inputs"  # under the replay's /io: <call>.<k>.bin, the host's fresh inputs (raw bytes)
+REPLAY_JOURNALS = "journals"  # under the replay's /io: the run's journals, copied by the host
+REPLAY_OUTPUT_SUFFIX = ".out.bin"  # outputs/<call>.out.bin: the replayed output's raw bytes
+REPLAY_STATUS_SUFFIX = ".replay.json"  # outputs/<call>.replay.json: {"call", "ok", "sealed", "error"}
+REPLAY_SECONDS_PER_CALL = 120.0  # a journal's replay is stopped after this many seconds per call it holds
+
+
 # -- rounds: one run-phase sandbox for all of a submission's rounds (bang_harness.session) -------------------
 # /io/rounds/<n>/ holds round n: job.mac + job.json (+ inputs/) written by the host, outputs/ by the sandbox,
 # and outputs/round.done by the keeper once every process of the round is gone. The key file holds the

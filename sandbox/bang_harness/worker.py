@@ -34,8 +34,9 @@ from .control import FRESH_WORKER_EXIT, ControlChannel
 from .device import DeviceSession, TraceWindow
 from .job import Call, CallResult, Job, output_path, trace_path, write_result
 from .paths import HarnessPaths
-from .protocol import KEY_FD_ENV, ErrorKind
+from .protocol import JOURNAL_SUFFIX, KEY_FD_ENV, ErrorKind
 
+JOURNAL_MARK_INPUT = 2  # bang_emu_journal_mark: what = input (runtime/journal.h)
 EMULATOR_MARK = "bang-emu"  # prefix of every emulator error message (DESIGN.md, "Emulator contracts")
 HARNESS_DIR = str(Path(__file__).resolve().parent)
 
@@ -53,6 +54,25 @@ class EmulatorRuntime:
         if self._seal is not None:
             self._seal.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
             self._seal.restype = ctypes.c_int
+        self._journal_open = getattr(library, "bang_emu_journal_open", None)
+        self._journal_mark = getattr(library, "bang_emu_journal_mark", None)
+        if self._journal_open is not None and self._journal_mark is not None:
+            self._journal_open.argtypes = [ctypes.c_char_p]
+            self._journal_open.restype = ctypes.c_int
+            self._journal_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_void_p, ctypes.c_size_t,
+                                           ctypes.c_char_p]
+            self._journal_mark.restype = ctypes.c_int
+
+    def open_journal(self, path: Path) -> None:
+        """From here on the runtime journals what this process does to the device, for the host's replay."""
+        if self._journal_open is not None and self._journal_open(str(path).encode()) != 0:
+            raise RuntimeError(f"cannot open the device journal {path}")
+
+    def mark_input(self, index: int, tensor: torch.Tensor) -> None:
+        """Input `index` of the call now lives in this tensor's device storage (the replay puts its own there)."""
+        if self._journal_mark is not None:
+            self._journal_mark(JOURNAL_MARK_INPUT, index, ctypes.c_void_p(tensor.data_ptr()),
+                               tensor.numel() * tensor.element_size(), None)
 
     @property
     def signs(self) -> bool:
@@ -186,6 +206,9 @@ class CallRunner:
         def invoke() -> tuple[Any, float, float | None, TraceWindow]:
             nonlocal previous
             args = [self.session.to_device(t) for t in inputs]
+            if self.runtime is not None:
+                for index, arg in enumerate(args):
+                    self.runtime.mark_input(index, arg)
             started = time.perf_counter_ns()
             value, device_us, window = self.session.timed(lambda: entry(*args), trace)
             wall_us = (time.perf_counter_ns() - started) / 1000.0
@@ -270,6 +293,11 @@ def run_worker(paths: HarnessPaths, first_call: int, control_fd: int | None, job
     for note in session.notes:
         print(f"bang_harness: {note}", file=sys.stderr)
     control.send("loading")
+    try:
+        if runtime is not None:  # before any student code: everything it does to the device is journaled
+            runtime.open_journal(paths.outputs / f"{calls[0].id}{JOURNAL_SUFFIX}")
+    except RuntimeError as exc:
+        return _fail_all(paths, calls, control, CallResult.failure(ErrorKind.HARNESS_ERROR, str(exc), during="load"))
     try:
         module = load_submission(paths, job)
     except Exception as exc:  # noqa: BLE001 -- the student's import failing fails every call, with the reason

@@ -12,7 +12,7 @@ import torch
 from bang_harness.protocol import DONE_FILE, KEY_FILE, done_mark
 from harness_workspace import write_tree
 
-from grader.orchestration.execute import write_trace_key
+from grader.orchestration.replay import write_trace_key
 from grader.orchestration.rounds import RoundSandbox
 from grader.sandbox.base import Limits, Mounts
 from grader.sandbox.process import ProcessRunner

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <thread>
 
@@ -540,6 +541,42 @@ double io_saving(const TaskResult &r, double f) {
   return r.io_sync_bw * (1 - f) + std::min(r.split[kSplitWait], (r.io_bw - r.io_sync_bw) * (1 - f));
 }
 
+// Strict confinement: the kernel body is entered with the stack boundary set, and left by a jump that restores
+// every callee-saved register from a buffer the kernel cannot store into (its stores reach only below the
+// boundary): whatever the kernel wrote into its frames' spill slots never reaches the runtime's registers.
+// An exception thrown through kernel frames (a check's KernelAbort) is carried over the same jump.
+namespace {
+thread_local sigjmp_buf *t_body_jmp = nullptr;
+thread_local std::exception_ptr t_body_exception;
+
+__attribute__((noinline)) void enter_body(LaunchState *L, CoreCtx *c) {
+  uintptr_t sp;
+  asm volatile("mov %%rsp, %0" : "=r"(sp));
+  c->stack_boundary = sp;  // the kernel's frames lie below; the return address into this frame is a link
+  try {
+    L->body(L->ctx);
+  } catch (...) {
+    t_body_exception = std::current_exception();
+  }
+  siglongjmp(*t_body_jmp, 1);
+}
+}  // namespace
+
+void guarded_body(LaunchState *L, CoreCtx &c) {
+  sigjmp_buf jb;
+  sigjmp_buf *outer = t_body_jmp;
+  t_body_jmp = &jb;
+  t_body_exception = nullptr;
+  if (sigsetjmp(jb, 0) == 0) enter_body(L, &c);
+  t_body_jmp = outer;
+  c.stack_boundary = 0;
+  if (t_body_exception) {
+    std::exception_ptr e = t_body_exception;
+    t_body_exception = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
 // Runs one task (or one memory-core body) on the calling worker thread.
 TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster) {
   c.reset();
@@ -554,7 +591,10 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
   if (sigsetjmp(jb, 1) == 0) {
     t_fault_jmp = &jb;
     try {
-      if (!L->aborted.load()) L->body(L->ctx);
+      if (!L->aborted.load()) {
+        if (strict_confinement()) guarded_body(L, c);
+        else L->body(L->ctx);
+      }
       complete_pending(&c, -1);
     } catch (KernelAbort &) {
     } catch (std::exception &e) {

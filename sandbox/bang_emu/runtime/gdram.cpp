@@ -20,6 +20,7 @@
 #include <cstring>
 #include <shared_mutex>
 
+#include "journal.h"
 #include "runtime.h"
 
 namespace bang_emu {
@@ -124,15 +125,25 @@ size_t count_marks(GdramBuf *b, size_t s, size_t e) {
   return n;
 }
 
-GdramBuf *new_device_buf(size_t bytes, bool storage, const std::string &label_prefix, const void *ret) {
-  size_t user = page_up(std::max<size_t>(bytes, 1));
-  // Guard zones as large as the buffer (1 MiB minimum, 256 MiB cap) for cnrtMalloc so row-sized overruns land
-  // in them; tensors get at most 1 MiB (there are many, and registered views keep their own guards).
-  size_t guard = storage ? std::min<size_t>(std::max<size_t>(user, 64 << 10), 1 << 20)
-                         : std::min<size_t>(std::max<size_t>(user, 1 << 20), 256ull << 20);
-  size_t len = guard + user + guard;
-  void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
+// Device buffers are mapped in one region, from its base upwards, so that a replay (replay.cpp) can place each
+// buffer of a journal at the address it had: kernel arguments, and pointers stored inside them, stay valid.
+constexpr uintptr_t kRegionBase = 0x300000000000ull;  // 48 TiB: below where Linux puts mmaps and PIE images
+std::atomic<uintptr_t> g_region_cursor{kRegionBase};
+
+void *map_in_region(size_t len) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    uintptr_t at = g_region_cursor.fetch_add(len + kPage);
+    void *m = mmap(reinterpret_cast<void *>(at), len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == reinterpret_cast<void *>(at)) return m;
+    if (m != MAP_FAILED) munmap(m, len);  // a kernel without MAP_FIXED_NOREPLACE put it elsewhere
+  }
+  return MAP_FAILED;
+}
+
+// [guard][user pages][guard] at m; the buffer ends where the upper guard starts.
+GdramBuf *place_device_buf(void *m, size_t len, size_t guard, size_t user, size_t bytes, bool storage,
+                           const std::string &label, const void *ret) {
   auto b = std::make_unique<GdramBuf>();
   b->map_base = reinterpret_cast<uintptr_t>(m);
   b->map_len = len;
@@ -145,17 +156,37 @@ GdramBuf *new_device_buf(size_t bytes, bool storage, const std::string &label_pr
   b->device = true;
   b->storage = storage;
   b->alloc_ret = ret;
-  b->label = label_prefix + std::to_string(g_next_id++) + " (" + std::to_string(bytes) + " B)";
+  b->label = label;
   poison_fill(reinterpret_cast<void *>(b->lo), bytes);
   GdramBuf *raw = b.get();
-  std::unique_lock<std::shared_mutex> lk(g_buf_mu);
-  std::lock_guard<std::mutex> dk(g_dev_mu);
-  mprotect(m, guard, PROT_NONE);
-  mprotect(reinterpret_cast<void *>(b->map_base + guard + user), guard, PROT_NONE);
-  apply_protection(raw);
-  g_bufs[b->guard_lo] = std::move(b);
-  rebuild_snapshot_locked();
+  {
+    std::unique_lock<std::shared_mutex> lk(g_buf_mu);
+    std::lock_guard<std::mutex> dk(g_dev_mu);
+    mprotect(m, guard, PROT_NONE);
+    mprotect(reinterpret_cast<void *>(b->map_base + guard + user), guard, PROT_NONE);
+    apply_protection(raw);
+    g_bufs[b->guard_lo] = std::move(b);
+    rebuild_snapshot_locked();
+  }
+  journal_alloc(raw);
   return raw;
+}
+
+size_t guard_bytes(size_t user, bool storage) {
+  // Guard zones as large as the buffer (1 MiB minimum, 256 MiB cap) for cnrtMalloc so row-sized overruns land
+  // in them; tensors get at most 1 MiB (there are many, and registered views keep their own guards).
+  return storage ? std::min<size_t>(std::max<size_t>(user, 64 << 10), 1 << 20)
+                 : std::min<size_t>(std::max<size_t>(user, 1 << 20), 256ull << 20);
+}
+
+GdramBuf *new_device_buf(size_t bytes, bool storage, const std::string &label_prefix, const void *ret) {
+  size_t user = page_up(std::max<size_t>(bytes, 1));
+  size_t guard = guard_bytes(user, storage);
+  size_t len = guard + user + guard;
+  void *m = map_in_region(len);
+  if (m == MAP_FAILED) return nullptr;
+  return place_device_buf(m, len, guard, user, bytes, storage,
+                          label_prefix + std::to_string(g_next_id++) + " (" + std::to_string(bytes) + " B)", ret);
 }
 
 bool free_device_buf(uintptr_t p, bool storage) {
@@ -164,6 +195,7 @@ bool free_device_buf(uintptr_t p, bool storage) {
     if (b->lo != p || !b->device) continue;
     for (auto &kv : g_bufs)  // registered views inside it no longer have a home
       if (kv.second->owner == b) kv.second->owner = nullptr;
+    journal_free(p, storage);
     munmap(reinterpret_cast<void *>(b->map_base), b->map_len);
     g_bufs.erase(b->guard_lo);
     rebuild_snapshot_locked();
@@ -410,6 +442,29 @@ ssize_t write_all_stderr(const char *s) {
   return (ssize_t)off;
 }
 
+// ------------------------------------------------------------------------------------------ replay
+GdramBuf *replay_device_buf(uintptr_t map_base, size_t map_len, uintptr_t lo, size_t bytes, bool storage,
+                            const std::string &label) {
+  size_t user = page_up(std::max<size_t>(bytes, 1));
+  size_t guard = guard_bytes(user, storage);
+  if (map_len != guard + user + guard || map_base % kPage) return nullptr;
+  void *m = mmap(reinterpret_cast<void *>(map_base), map_len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  if (m != reinterpret_cast<void *>(map_base)) {
+    munmap(m, map_len);
+    return nullptr;
+  }
+  GdramBuf *b = place_device_buf(m, map_len, guard, user, bytes, storage, label, nullptr);
+  if (b->lo != lo) {
+    free_device_buf(b->lo, storage);
+    return nullptr;
+  }
+  return b;
+}
+
+bool replay_free_device_buf(uintptr_t lo, bool storage) { return free_device_buf(lo, storage); }
+
 // ------------------------------------------------------------------------------------------ copies
 namespace {
 bool range_of(const int64_t *sizes, const int64_t *strides, int ndim, size_t elem, int64_t *lo, int64_t *hi) {
@@ -423,6 +478,17 @@ bool range_of(const int64_t *sizes, const int64_t *strides, int ndim, size_t ele
   *lo = a * (int64_t)elem;
   *hi = b * (int64_t)elem + (int64_t)elem;
   return true;
+}
+}  // namespace
+
+namespace {
+// A documented copy into device memory, for the journal: device to device as a copy (the replay repeats it on
+// its own data), host to device as the bytes now there (the window is still open).
+void journal_copy_done(GdramBuf *db, GdramBuf *sb, char *d, const char *s, size_t elem, int ndim,
+                       const int64_t *sizes, const int64_t *dstr, const int64_t *sstr, int64_t dlo, int64_t dhi) {
+  if (!db || !journal_active()) return;
+  if (sb) journal_copy(d, s, elem, ndim, sizes, dstr, sstr);
+  else journal_host_write(d + dlo, (size_t)(dhi - dlo));
 }
 }  // namespace
 
@@ -460,6 +526,7 @@ int copy_strided(void *dst, const void *src, size_t elem, int ndim, const int64_
       if (carried.empty()) set_marks(db, doff, doff + n, false);  // H2D: the host wrote these bytes
       else write_marks(db, doff, n, carried);
     }
+    journal_copy_done(db, sb, d, s, elem, ndim, sizes, dstr, sstr, dlo, dhi);
     return 0;
   }
   // gather into a host buffer (with each element's mark: all its bytes kernel-written), then scatter: safe
@@ -490,6 +557,7 @@ int copy_strided(void *dst, const void *src, size_t elem, int ndim, const int64_
       for (int k = ndim - 1; k >= 0 && ++idx[k] == sizes[k]; --k) idx[k] = 0;
     }
   }
+  journal_copy_done(db, sb, d, s, elem, ndim, sizes, dstr, sstr, dlo, dhi);
   return 0;
 }
 
@@ -506,6 +574,11 @@ void host_window(const void *p, size_t n, bool write, bool open) {
     uintptr_t hi = std::min(reinterpret_cast<uintptr_t>(p) + n, b->hi);
     if (lo < hi) set_marks(b, lo - b->lo, hi - b->lo, false);
   }
+  if (write && !open) {
+    uintptr_t lo = std::max(reinterpret_cast<uintptr_t>(p), b->lo);
+    uintptr_t hi = std::min(reinterpret_cast<uintptr_t>(p) + n, b->hi);
+    if (lo < hi) journal_host_write(reinterpret_cast<void *>(lo), hi - lo);  // still open: readable
+  }
   int &w = write ? b->write_windows : b->read_windows;
   if (open) ++w;
   else if (w > 0) --w;
@@ -517,6 +590,7 @@ void memset_device(void *p, int value, size_t n) {
   GdramBuf *b = device_holding(reinterpret_cast<uintptr_t>(p), n);
   Window w(b, true);
   memset(p, value, n);
+  if (b) journal_memset(p, value, n);
   if (b) {
     std::lock_guard<std::mutex> dk(g_dev_mu);
     size_t off = reinterpret_cast<uintptr_t>(p) - b->lo;
@@ -568,6 +642,7 @@ extern "C" void bang_emu_register_gdram(void *p, size_t bytes, const char *label
   uintptr_t key = b->guard_lo;
   while (g_bufs.count(key)) ++key;  // distinct keys even with identical guard starts
   b->guard_lo = key;
+  journal_register(p, bytes, b->label, true);
   g_bufs[key] = std::move(b);
   rebuild_snapshot_locked();
 }
@@ -576,6 +651,7 @@ extern "C" void bang_emu_unregister_gdram(void *p) {
   std::unique_lock<std::shared_mutex> lk(g_buf_mu);
   for (auto it = g_bufs.begin(); it != g_bufs.end(); ++it) {
     if (it->second->external && it->second->lo == reinterpret_cast<uintptr_t>(p)) {
+      journal_register(p, it->second->hi - it->second->lo, it->second->label, false);
       g_bufs.erase(it);
       rebuild_snapshot_locked();
       return;

@@ -103,9 +103,99 @@ static std::string hex(uintptr_t a) {
 static std::string var_name(const std::string &tag) { return tag.substr(0, tag.find('@')); }
 
 
-void access_slow(CoreCtx *c, uintptr_t a, size_t n, bool store, const void *ret) {
+// ------------------------------------------------------------------------------------------ strict mode
+namespace {
+struct StrictMode {
+  bool on = false;
+  std::vector<std::pair<uintptr_t, uintptr_t>> writable;  // the device module's data (RELRO excluded)
+  size_t tls_modid = 0, tls_size = 0;
+};
+StrictMode g_strict;
+struct TlsIndex {
+  unsigned long module, offset;
+};
+extern "C" void *__tls_get_addr(TlsIndex *);
+
+bool in_module_data(uintptr_t lo, uintptr_t hi) {
+  for (auto &r : g_strict.writable)
+    if (lo >= r.first && hi <= r.second) return true;
+  if (g_strict.tls_modid && g_strict.tls_size) {
+    static thread_local uintptr_t tls_lo = 0;
+    if (!tls_lo) {
+      TlsIndex ti{g_strict.tls_modid, 0};
+      tls_lo = reinterpret_cast<uintptr_t>(__tls_get_addr(&ti));
+    }
+    if (lo >= tls_lo && hi <= tls_lo + g_strict.tls_size) return true;
+  }
+  return false;
+}
+
+// Does [lo, hi) overlap a saved frame pointer or return address of a live frame between `fp` (the storing
+// function's frame) and the boundary? Device code keeps frame pointers (-fno-omit-frame-pointer), so the chain
+// is exact; callee-saved registers spilled below are restored by the runtime itself (exec.cpp, guarded body).
+bool hits_frame_links(uintptr_t lo, uintptr_t hi, uintptr_t fp, uintptr_t boundary) {
+  for (int i = 0; fp && fp < boundary && i < 100000; ++i) {
+    if (lo < fp + 16 && fp < hi) return true;
+    uintptr_t next = *reinterpret_cast<const uintptr_t *>(fp);
+    if (next <= fp) break;
+    fp = next;
+  }
+  return false;
+}
+
+std::string hex_addr(uintptr_t a) {
+  char b[32];
+  snprintf(b, sizeof b, "0x%" PRIxPTR, a);
+  return b;
+}
+}  // namespace
+
+bool strict_confinement() { return g_strict.on; }
+
+void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &,
+                            const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
+                            size_t tls_size) {
+  g_strict.writable = writable;
+  g_strict.tls_modid = tls_modid;
+  g_strict.tls_size = tls_size;
+  g_strict.on = true;
+}
+
+void strict_check_local_range(CoreCtx *c, uintptr_t lo, size_t n, const char *what, const void *ret,
+                              uintptr_t frame) {
+  uintptr_t hi = lo + n;
+  bool on_stack = lo >= c->stack_lo && hi <= c->stack_boundary;
+  if (on_stack && !hits_frame_links(lo, hi, frame, c->stack_boundary)) return;
+  if (!on_stack && in_module_data(lo, hi)) return;
+  kernel_error("kernel-store-outside-device",
+               std::string(what) + " of " + std::to_string(n) + " B at " + hex_addr(lo) +
+                   (on_stack ? " would overwrite a stack frame's return address"
+                             : " is outside every device buffer, on-chip array and the kernel's own stack") +
+                   ": kernel code can only write device memory (replay of the grading run, strict mode)",
+               ret);
+}
+
+void access_slow(CoreCtx *c, uintptr_t a, size_t n, bool store, const void *ret, uintptr_t frame) {
   const char *verb = store ? "write" : "read";
+  bool device = find_gdram(a) || c->mem->nram.contains(a) || c->mem->wram.contains(a) ||
+                (c->mem->sram && c->mem->sram->contains(a));
+  if (g_strict.on && store && !device) {
+    // the stack and everything that is not device memory: checked every time (never cached)
+    strict_check_local_range(c, a, n, "scalar store", ret, frame);
+    c->hit_lo = 1;
+    c->hit_hi = 0;
+    c->hit_space = kOther;
+    c->hit_buf = nullptr;
+    return;
+  }
   if (a >= c->stack_lo && a < c->stack_hi) {
+    if (g_strict.on) {  // loads only here: a cached stack range would let later stores through unchecked
+      c->hit_lo = 1;
+      c->hit_hi = 0;
+      c->hit_space = kOther;
+      c->hit_buf = nullptr;
+      return;
+    }
     c->hit_lo = c->stack_lo;
     c->hit_hi = c->stack_hi;
     c->hit_space = kOther;
@@ -201,12 +291,14 @@ void check_pending_access(CoreCtx *c, uintptr_t lo, uintptr_t hi, bool store, co
 using namespace bang_emu;
 
 namespace {
-inline __attribute__((always_inline)) void on_access(uintptr_t a, size_t n, bool store, const void *ret) {
+inline __attribute__((always_inline)) void on_access(uintptr_t a, size_t n, bool store, const void *ret,
+                                                     const void *hook_frame) {
   CoreCtx *c = t_core;
   if (__builtin_expect(c == nullptr, 1)) return;
   if (!(a >= c->hit_lo && a + n <= c->hit_hi)) {
     if (c->launch) check_abort();
-    access_slow(c, a, n, store, ret);
+    // the hook keeps a frame pointer (the runtime is built with one): its saved rbp is the caller's frame
+    access_slow(c, a, n, store, ret, *static_cast<const uintptr_t *>(hook_frame));
   } else if (store && c->hit_buf) {
     mark_written(c->hit_buf, a, a + n);
   }
@@ -219,19 +311,19 @@ inline __attribute__((always_inline)) void on_access(uintptr_t a, size_t n, bool
 // called by the instrumented .mlu code: part of the runtime's exported interface
 #define BANG_EMU_EXPORT __attribute__((visibility("default")))
 #define BANG_EMU_ASAN_HOOK(N)                                                                                  \
-  extern "C" BANG_EMU_EXPORT void __asan_load##N##_noabort(uintptr_t a) { on_access(a, N, false, __builtin_return_address(0)); } \
-  extern "C" BANG_EMU_EXPORT void __asan_store##N##_noabort(uintptr_t a) { on_access(a, N, true, __builtin_return_address(0)); } \
-  extern "C" BANG_EMU_EXPORT void __asan_load##N(uintptr_t a) { on_access(a, N, false, __builtin_return_address(0)); }           \
-  extern "C" BANG_EMU_EXPORT void __asan_store##N(uintptr_t a) { on_access(a, N, true, __builtin_return_address(0)); }
+  extern "C" BANG_EMU_EXPORT void __asan_load##N##_noabort(uintptr_t a) { on_access(a, N, false, __builtin_return_address(0), __builtin_frame_address(0)); } \
+  extern "C" BANG_EMU_EXPORT void __asan_store##N##_noabort(uintptr_t a) { on_access(a, N, true, __builtin_return_address(0), __builtin_frame_address(0)); } \
+  extern "C" BANG_EMU_EXPORT void __asan_load##N(uintptr_t a) { on_access(a, N, false, __builtin_return_address(0), __builtin_frame_address(0)); }           \
+  extern "C" BANG_EMU_EXPORT void __asan_store##N(uintptr_t a) { on_access(a, N, true, __builtin_return_address(0), __builtin_frame_address(0)); }
 BANG_EMU_ASAN_HOOK(1)
 BANG_EMU_ASAN_HOOK(2)
 BANG_EMU_ASAN_HOOK(4)
 BANG_EMU_ASAN_HOOK(8)
 BANG_EMU_ASAN_HOOK(16)
-extern "C" BANG_EMU_EXPORT void __asan_loadN_noabort(uintptr_t a, size_t n) { on_access(a, n, false, __builtin_return_address(0)); }
-extern "C" BANG_EMU_EXPORT void __asan_storeN_noabort(uintptr_t a, size_t n) { on_access(a, n, true, __builtin_return_address(0)); }
-extern "C" BANG_EMU_EXPORT void __asan_loadN(uintptr_t a, size_t n) { on_access(a, n, false, __builtin_return_address(0)); }
-extern "C" BANG_EMU_EXPORT void __asan_storeN(uintptr_t a, size_t n) { on_access(a, n, true, __builtin_return_address(0)); }
+extern "C" BANG_EMU_EXPORT void __asan_loadN_noabort(uintptr_t a, size_t n) { on_access(a, n, false, __builtin_return_address(0), __builtin_frame_address(0)); }
+extern "C" BANG_EMU_EXPORT void __asan_storeN_noabort(uintptr_t a, size_t n) { on_access(a, n, true, __builtin_return_address(0), __builtin_frame_address(0)); }
+extern "C" BANG_EMU_EXPORT void __asan_loadN(uintptr_t a, size_t n) { on_access(a, n, false, __builtin_return_address(0), __builtin_frame_address(0)); }
+extern "C" BANG_EMU_EXPORT void __asan_storeN(uintptr_t a, size_t n) { on_access(a, n, true, __builtin_return_address(0), __builtin_frame_address(0)); }
 extern "C" BANG_EMU_EXPORT void __asan_handle_no_return() {}
 extern "C" BANG_EMU_EXPORT void __asan_before_dynamic_init(const char *) {}
 extern "C" BANG_EMU_EXPORT void __asan_after_dynamic_init() {}

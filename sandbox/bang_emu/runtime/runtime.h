@@ -156,6 +156,9 @@ struct CoreCtx {
   bool is_mpu = false;
   int cluster = 0;   // cluster index inside the job (UNIONn), 0 for BLOCK
   uintptr_t stack_lo = 0, stack_hi = 0;  // the worker thread's stack (host/stack space)
+  // strict confinement (replay): kernel code may store into the stack only below this (the stack pointer where
+  // the runtime called into the kernel), and never over a live frame's saved frame pointer and return address
+  uintptr_t stack_boundary = 0;
   // scalar-access fast path: last classified range
   uintptr_t hit_lo = 1, hit_hi = 0;
   int hit_space = kOther;
@@ -185,8 +188,13 @@ extern thread_local CoreCtx *t_core;
 void kernel_warning(const std::string &kind, const std::string &message, const void *ret_addr);
 void check_abort();  // throws KernelAbort when another task of the launch failed
 
-// scalar access slow path (classification + checks)
-void access_slow(CoreCtx *c, uintptr_t a, size_t n, bool store, const void *ret);
+// scalar access slow path (classification + checks); `frame`: the instrumented caller's frame pointer
+void access_slow(CoreCtx *c, uintptr_t a, size_t n, bool store, const void *ret, uintptr_t frame);
+// Strict confinement (a replay process, replay.cpp): kernel stores only into device memory, on-chip arrays,
+// the kernel's own stack frames (never their links) and the device module's own writable data.
+bool strict_confinement();
+void strict_check_local_range(CoreCtx *c, uintptr_t lo, size_t n, const char *what, const void *ret,
+                              uintptr_t frame);
 void check_pending_access(CoreCtx *c, uintptr_t lo, uintptr_t hi, bool store, const void *ret,
                           const char *what);
 

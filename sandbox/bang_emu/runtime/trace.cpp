@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "journal.h"
 #include "runtime.h"
 
 namespace bang_emu {
@@ -151,6 +152,7 @@ extern "C" int bang_emu_begin_call(const char *call_id, const char *trace_path) 
   g_seq = 0;
   derive_call_key(g_call_id);
   g_call_gen++;  // every buffer's provenance marks are void from here on
+  journal_mark(JournalMark::kCall, 0, 0, 0, g_call_id);
   return 0;
 }
 
@@ -164,6 +166,7 @@ extern "C" int bang_emu_seal_output(const void *ptr, size_t nbytes) {
   } else if (!ptr || seal_range(ptr, nbytes, &written, &sha) != 0) {
     return -1;
   }
+  journal_mark(JournalMark::kOutput, 0, reinterpret_cast<uintptr_t>(ptr), nbytes, "");
   trace_record("output", "\"bytes\":" + std::to_string(nbytes) + ",\"kernel_written\":" + std::to_string(written) +
                              ",\"sha256\":\"" + sha + "\"");
   return 0;

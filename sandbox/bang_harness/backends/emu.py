@@ -24,13 +24,24 @@ class EmuToolchain(Toolchain):
         self._toolchain = toolchain
         self._torch_shim = optional_module("bang_emu.torch_mlu_emu")
 
-    def compile_mlu(self, source: Path, obj: Path, include_dirs: list[Path]) -> StepOutcome:
-        flags = ["-c", "-fPIC", "-O2"] + [arg for d in include_dirs for arg in ("-I", str(d))]
+    def compile_mlu(self, source: Path, obj: Path, include_dirs: list[Path], extra: tuple[str, ...] = ()) -> StepOutcome:
+        flags = [*extra, "-c", "-fPIC", "-O2"] + [arg for d in include_dirs for arg in ("-I", str(d))]
         # Returns for anything the source did wrong; raising means the emulator itself failed (internal error).
         proc = self._toolchain.compile_mlu(source, obj, flags)
         output = "".join(text_of(part) for part in (proc.stdout, proc.stderr))
         command = [str(a) for a in proc.args] if isinstance(proc.args, list | tuple) else [str(proc.args)]
         return StepOutcome(command, proc.returncode, output)
+
+    def compile_device_object(self, source: Path, obj: Path, include_dirs: list[Path]) -> StepOutcome:
+        return self.compile_mlu(source, obj, include_dirs, ("--emu-device-module",))
+
+    def link_device_module(self, objects: list[Path], out: Path) -> StepOutcome:
+        from bang_emu import device_module
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        result = device_module.link(objects, out)
+        return StepOutcome(["link-device-module", str(out), *map(str, objects)], 0 if result.ok else 1,
+                           result.message)
 
     def cpp_include_dirs(self) -> list[Path]:
         dirs = [Path(d) for d in self._toolchain.include_dirs()]

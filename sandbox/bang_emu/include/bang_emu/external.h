@@ -50,6 +50,24 @@ int bang_emu_copy_strided(void *dst, const void *src, size_t elem_size, int ndim
 void bang_emu_host_access_begin(const void *p, size_t bytes, int write);
 void bang_emu_host_access_end(const void *p, size_t bytes, int write);
 
+/* ---- the device journal and its replay (trusted replay; DESIGN.md "Threat model") ----
+ * A grading worker opens a journal before any student code loads (0 = ok): from then on every change to device
+ * memory and every launch is appended; bang_emu_begin_call and bang_emu_seal_output mark calls and outputs.
+ * The harness marks each input it uploads (what = 2, index = the input's position). */
+int bang_emu_journal_open(const char *path);
+int bang_emu_journal_mark(int what, unsigned index, const void *ptr, size_t n, const char *text);
+void bang_emu_journal_close(void);
+/* In a clean process: replays a journal against a device module (device_module.py; its launch-site records at
+ * `site_offsets`, device_module.site_records), the fresh input `<inputs_dir>/<call>.<k>.bin` in place of each
+ * marked input, kernels confined; writes per call `<call>.trace.jsonl` (signed with this process's key),
+ * `<call>.out.bin` and `<call>.replay.json`. 0 = the journal was read to its end; else -1 and `message` says
+ * why. */
+int bang_emu_replay(const char *journal, const char *device_module, const uint64_t *site_offsets,
+                    size_t site_count, const char *inputs_dir, const char *outputs_dir, char *message,
+                    size_t message_len);
+/* Where the device module's stubs for calls outside the builtins land: a kernel error (device_module.py). */
+void bang_emu_forbidden_call(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

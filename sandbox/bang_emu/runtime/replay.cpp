@@ -1,0 +1,385 @@
+// Trusted replay of a device journal (journal.cpp; DESIGN.md "Threat model").
+//
+// Runs in a clean process that no student host code ever entered: the replay harness loads this runtime, then
+// the submission's *device module* (its .mlu files compiled again with every function instrumented, nothing
+// run at load, calls only into the builtins: toolchain.link_device_module), and replays the journal a grading
+// run wrote. Each marked input gets the host's fresh input instead of what the run uploaded; every kernel runs
+// confined (strict mode: memory.cpp); the call's trace is signed with the replay's own key and its output is
+// written beside it. What the run's process claimed is never read back: only the operations it asked for.
+#include <dlfcn.h>
+#include <link.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "journal.h"
+#include "runtime.h"
+
+namespace bang_emu {
+
+GdramBuf *replay_device_buf(uintptr_t map_base, size_t map_len, uintptr_t lo, size_t bytes, bool storage,
+                            const std::string &label);
+bool replay_free_device_buf(uintptr_t lo, bool storage);
+void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &image,
+                            const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
+                            size_t tls_size);
+std::string json_escape(const std::string &s);
+
+namespace {
+
+struct Reader {
+  const unsigned char *p, *end;
+  bool ok = true;
+  template <class T>
+  T get() {
+    T v{};
+    if (end - p < (ptrdiff_t)sizeof(T)) {
+      ok = false;
+      return v;
+    }
+    memcpy(&v, p, sizeof(T));
+    p += sizeof(T);
+    return v;
+  }
+  std::string str(size_t cap) {
+    uint32_t n = get<uint32_t>();
+    if (!ok || n > cap || end - p < (ptrdiff_t)n) {
+      ok = false;
+      return "";
+    }
+    std::string s(reinterpret_cast<const char *>(p), n);
+    p += n;
+    return s;
+  }
+  const unsigned char *bytes(uint64_t n) {
+    if (end - p < (ptrdiff_t)n || (int64_t)n < 0) {
+      ok = false;
+      return nullptr;
+    }
+    const unsigned char *q = p;
+    p += n;
+    return q;
+  }
+};
+
+bool safe_call_id(const std::string &id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char ch : id)
+    if (!isalnum((unsigned char)ch) && ch != '_' && ch != '-' && ch != '.') return false;
+  return id[0] != '.';
+}
+
+bool read_file(const std::string &path, std::string *out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+bool write_file(const std::string &path, const void *p, size_t n) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = write(fd, static_cast<const char *>(p) + off, n - off);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  close(fd);
+  return off == n;
+}
+
+// The device module's launch sites, by key (section bang_emu_sites, gathered by the module's own accessor).
+using SiteMap = std::unordered_map<std::string, const ReplaySiteRecord *>;
+
+struct ModuleImage {
+  std::vector<std::pair<uintptr_t, uintptr_t>> image, writable;
+  size_t tls_modid = 0, tls_size = 0;
+  uintptr_t base = 0;
+};
+
+int module_phdrs(struct dl_phdr_info *info, size_t, void *data) {
+  auto *m = static_cast<ModuleImage *>(data);
+  if (info->dlpi_addr != m->base) return 0;
+  uintptr_t relro_lo = 0, relro_hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto &ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_GNU_RELRO) relro_lo = info->dlpi_addr + ph.p_vaddr, relro_hi = relro_lo + ph.p_memsz;
+  }
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto &ph = info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+    if (ph.p_type == PT_LOAD) {
+      m->image.push_back({lo, hi});
+      if (ph.p_flags & PF_W) m->writable.push_back({std::max(lo, relro_hi > lo && relro_lo <= lo ? relro_hi : lo), hi});
+    }
+    if (ph.p_type == PT_TLS) m->tls_size = ph.p_memsz;
+  }
+  m->tls_modid = info->dlpi_tls_modid;
+  return 1;
+}
+
+struct Replay {
+  std::string inputs, outputs;
+  SiteMap sites;
+  std::string call;        // the call being replayed ("" before the first mark)
+  bool call_failed = false;
+  std::string call_error;
+  bool sealed = false;
+  std::set<std::string> seen;
+
+  void fail(const std::string &why) {
+    if (!call_failed) call_error = why;
+    call_failed = true;
+  }
+
+  void finish_call() {
+    if (call.empty()) return;
+    std::string status = std::string("{\"call\":\"") + json_escape(call) + "\",\"ok\":" +
+                         (call_failed ? "false" : "true") + ",\"sealed\":" + (sealed ? "true" : "false") +
+                         ",\"error\":\"" + json_escape(call_error) + "\"}\n";
+    write_file(outputs + "/" + call + ".replay.json", status.data(), status.size());
+    call.clear();
+  }
+
+  void begin_call(const std::string &id) {
+    finish_call();
+    call_failed = false;
+    call_error.clear();
+    sealed = false;
+    if (!safe_call_id(id) || !seen.insert(id).second) {
+      call = "";
+      return;  // a call id the host never asked for, or twice: its operations still run, nothing is written
+    }
+    call = id;
+    bang_emu_begin_call(id.c_str(), (outputs + "/" + id + ".trace.jsonl").c_str());
+  }
+
+  void input(uint32_t k, uintptr_t p, uint64_t n) {
+    if (call.empty()) return;
+    std::string data;
+    if (!read_file(inputs + "/" + call + "." + std::to_string(k) + ".bin", &data)) {
+      fail("the run marked input " + std::to_string(k) + ", which the call does not have");
+      return;
+    }
+    if (data.size() != n || !is_device_ptr(reinterpret_cast<void *>(p), n)) {
+      fail("input " + std::to_string(k) + " was marked as " + std::to_string(n) + " B of device memory; it has " +
+           std::to_string(data.size()) + " B");
+      return;
+    }
+    int64_t sz = (int64_t)n, one = 1;
+    copy_strided(reinterpret_cast<void *>(p), data.data(), 1, 1, &sz, &one, &one);  // H2D: marks cleared
+  }
+
+  void output(uintptr_t p, uint64_t n) {
+    if (call.empty() || sealed) return;
+    sealed = true;
+    if (bang_emu_seal_output(reinterpret_cast<void *>(p), n) != 0) {
+      fail("the output was marked outside device memory");
+      return;
+    }
+    std::vector<char> bytes(n);
+    int64_t sz = (int64_t)n, one = 1;
+    copy_strided(bytes.data(), reinterpret_cast<void *>(p), 1, 1, &sz, &one, &one);
+    write_file(outputs + "/" + call + ".out.bin", bytes.data(), n);
+  }
+
+  void launch(Reader &r) {
+    std::string key = r.str(1 << 16), kernel = r.str(4096), file = r.str(4096);
+    uint32_t line = r.get<uint32_t>();
+    cnrtDim3_t dim{r.get<uint32_t>(), r.get<uint32_t>(), r.get<uint32_t>()};
+    int func_type = (int)r.get<uint32_t>();
+    uint64_t n = r.get<uint64_t>();
+    const unsigned char *args = r.bytes(n);
+    if (!r.ok) return;
+    if (key.empty()) {
+      fail("kernel " + kernel + " was launched in a way the replay cannot repeat (cnrtInvokeKernel or a kernel "
+           "argument that is not trivially copyable)");
+      return;
+    }
+    auto it = sites.find(key);
+    if (it == sites.end()) {
+      fail("kernel " + kernel + " (" + file + ":" + std::to_string(line) +
+           ") was launched from a site that the submission's device code does not have");
+      return;
+    }
+    cnrtRet_t ret = it->second->invoke(kernel.c_str(), file.c_str(), (int)line, dim, func_type, args, n);
+    if (ret == cnrtErrorArgsInvalid) fail("kernel " + kernel + " was launched with arguments of the wrong size");
+    // a kernel error is in the trace already, as in the run
+  }
+
+  bool device_range(uintptr_t p, uint64_t n) { return n == 0 || is_device_ptr(reinterpret_cast<void *>(p), n); }
+
+  // Applies one record; false ends the replay (a malformed journal).
+  bool apply(JournalKind kind, Reader r, std::string *error) {
+    switch (kind) {
+      case JournalKind::kAlloc: {
+        uint64_t base = r.get<uint64_t>(), len = r.get<uint64_t>(), lo = r.get<uint64_t>(), bytes = r.get<uint64_t>();
+        bool storage = r.get<uint8_t>() != 0;
+        std::string label = r.str(256);
+        if (!r.ok) break;
+        if (!replay_device_buf(base, len, lo, bytes, storage, label)) {
+          *error = "a device buffer could not be placed where the run had it";
+          return false;
+        }
+        return true;
+      }
+      case JournalKind::kFree: {
+        uint64_t lo = r.get<uint64_t>();
+        bool storage = r.get<uint8_t>() != 0;
+        if (r.ok) replay_free_device_buf(lo, storage);
+        return r.ok || (*error = "malformed free record", false);
+      }
+      case JournalKind::kWrite: {
+        uint64_t dst = r.get<uint64_t>(), n = r.get<uint64_t>();
+        const unsigned char *data = r.bytes(n);
+        if (!r.ok) break;
+        if (!device_range(dst, n)) {
+          fail("host code wrote outside device memory");
+          return true;
+        }
+        int64_t sz = (int64_t)n, one = 1;
+        if (n) copy_strided(reinterpret_cast<void *>(dst), data, 1, 1, &sz, &one, &one);
+        return true;
+      }
+      case JournalKind::kCopy: {
+        uint64_t dst = r.get<uint64_t>(), src = r.get<uint64_t>(), elem = r.get<uint64_t>();
+        uint32_t ndim = r.get<uint32_t>();
+        if (!r.ok || ndim > 16) break;
+        int64_t sizes[16], dstr[16], sstr[16];
+        for (uint32_t k = 0; k < ndim; ++k) sizes[k] = (int64_t)r.get<uint64_t>();
+        for (uint32_t k = 0; k < ndim; ++k) dstr[k] = (int64_t)r.get<uint64_t>();
+        for (uint32_t k = 0; k < ndim; ++k) sstr[k] = (int64_t)r.get<uint64_t>();
+        if (!r.ok) break;
+        // both sides must be device memory: the replay never reads its own host memory into the device
+        int64_t lo = 0, hi = 0, slo = 0, shi = 0;
+        for (uint32_t k = 0; k < ndim; ++k) {
+          if (sizes[k] <= 0) return true;
+          (dstr[k] < 0 ? lo : hi) += (sizes[k] - 1) * dstr[k];
+          (sstr[k] < 0 ? slo : shi) += (sizes[k] - 1) * sstr[k];
+        }
+        if (elem == 0 || elem > 64 ||
+            !device_range(dst + lo * (int64_t)elem, (uint64_t)((hi - lo + 1) * (int64_t)elem)) ||
+            !device_range(src + slo * (int64_t)elem, (uint64_t)((shi - slo + 1) * (int64_t)elem))) {
+          fail("a device-to-device copy reached outside device memory");
+          return true;
+        }
+        copy_strided(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src), elem, (int)ndim, sizes, dstr, sstr);
+        return true;
+      }
+      case JournalKind::kMemset: {
+        uint64_t dst = r.get<uint64_t>();
+        uint32_t value = r.get<uint32_t>();
+        uint64_t n = r.get<uint64_t>();
+        if (!r.ok) break;
+        if (!device_range(dst, n)) fail("a memset reached outside device memory");
+        else memset_device(reinterpret_cast<void *>(dst), (int)value, n);
+        return true;
+      }
+      case JournalKind::kRegister:
+      case JournalKind::kUnregister: {
+        uint64_t p = r.get<uint64_t>(), n = r.get<uint64_t>();
+        std::string label = r.str(256);
+        if (!r.ok) break;
+        if (kind == JournalKind::kUnregister) bang_emu_unregister_gdram(reinterpret_cast<void *>(p));
+        else if (device_range(p, n)) bang_emu_register_gdram(reinterpret_cast<void *>(p), n, label.c_str());
+        else fail("a kernel was given host memory (" + label + "), which a replay cannot reproduce");
+        return true;
+      }
+      case JournalKind::kLaunch:
+        launch(r);
+        if (!r.ok) break;
+        return true;
+      case JournalKind::kMark: {
+        auto what = (JournalMark)r.get<uint8_t>();
+        uint32_t index = r.get<uint32_t>();
+        uint64_t p = r.get<uint64_t>(), n = r.get<uint64_t>();
+        std::string text = r.str(256);
+        if (!r.ok) break;
+        if (what == JournalMark::kCall) begin_call(text);
+        else if (what == JournalMark::kInput) input(index, p, n);
+        else if (what == JournalMark::kOutput) output(p, n);
+        return true;
+      }
+      case JournalKind::kOverflow:
+        fail("the run's device journal reached its cap (" + std::to_string(kJournalMaxBytes >> 20) +
+             " MiB of host uploads): the replay stops here");
+        *error = "journal cap";
+        return false;
+    }
+    *error = "malformed journal record";
+    return false;
+  }
+};
+
+}  // namespace
+}  // namespace bang_emu
+
+using namespace bang_emu;
+
+extern "C" int bang_emu_replay(const char *journal_path, const char *device_module, const uint64_t *site_offsets,
+                               size_t site_count, const char *inputs_dir, const char *outputs_dir, char *message,
+                               size_t message_len) {
+  auto say = [&](const std::string &m) {
+    if (message && message_len) snprintf(message, message_len, "%s", m.c_str());
+    return -1;
+  };
+  std::string journal;
+  if (!read_file(journal_path, &journal)) return say("cannot read the journal");
+  if (journal.size() < 4 || journal.compare(0, 4, "BEJ1") != 0) return say("not a device journal");
+  void *module = dlopen(device_module, RTLD_NOW | RTLD_LOCAL);
+  if (!module) return say(std::string("cannot load the device module: ") + dlerror());
+  ModuleImage img;
+  struct link_map *lm = nullptr;
+  if (dlinfo(module, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return say("the device module's link map was not found");
+  img.base = lm->l_addr;
+  dl_iterate_phdr(module_phdrs, &img);
+  if (img.image.empty()) return say("the device module's segments were not found");
+  set_strict_confinement(img.image, img.writable, img.tls_modid, img.tls_size);
+  Replay R;
+  R.inputs = inputs_dir;
+  R.outputs = outputs_dir;
+  for (size_t i = 0; i < site_count; ++i) {
+    uintptr_t at = img.base + site_offsets[i];
+    bool inside = false;
+    for (auto &r : img.image) inside = inside || (at >= r.first && at + sizeof(ReplaySiteRecord) <= r.second);
+    if (!inside) return say("a launch-site record lies outside the device module");
+    auto *record = reinterpret_cast<const ReplaySiteRecord *>(at);
+    R.sites.emplace(record->key(), record);
+  }
+  Reader r{reinterpret_cast<const unsigned char *>(journal.data()) + 4,
+           reinterpret_cast<const unsigned char *>(journal.data()) + journal.size()};
+  std::string error;
+  while (r.p < r.end) {
+    auto kind = (JournalKind)r.get<uint8_t>();
+    uint32_t len = r.get<uint32_t>();
+    const unsigned char *payload = r.bytes(len);
+    if (!r.ok) {
+      error = "the journal ends inside a record (the run was killed while writing it)";
+      break;
+    }
+    if (!R.apply(kind, Reader{payload, payload + len}, &error)) break;
+  }
+  if (!error.empty()) R.fail(error);
+  R.finish_call();
+  return error.empty() ? 0 : say(error);
+}
+
+// The device module binds every call outside the builtins to a stub that lands here (device_module.py).
+extern "C" void bang_emu_forbidden_call(const char *name) {
+  std::string what = name ? name : "?";
+  if (t_core)
+    kernel_error("forbidden-call",
+                 "kernel code called " + what + ", which device code cannot call (only device functions and builtins)",
+                 __builtin_return_address(0));
+  write_all_stderr(("bang-emu: error: forbidden-call: " + what + " called outside a kernel\n").c_str());
+  _exit(87);
+}

@@ -1,0 +1,88 @@
+"""`python -m bang_harness replay`: the trusted replay of a grading run's device journals (DESIGN.md "Threat
+model").
+
+It runs in a sandbox of its own, started by the host after the run's processes are gone: no student host code
+(Python, binding, the host half of a .mlu file) ever runs here. The host writes into /io the run's journals
+(`journals/*.journal`), its own fresh inputs (`replay-inputs/<call>.<k>.bin`), `replay.json` and the key file.
+Each journal is replayed by a child process of its own (its device buffers sit at the addresses the run had,
+which another journal's would clash with), the runtime loaded first with the key, then the device module
+(`/build/device/module.so`, built from the kernels alone). Per call the runtime writes `outputs/<call>.trace.jsonl`
+(signed), `<call>.out.bin` and `<call>.replay.json`; a child that hangs is killed at its share of the time, and
+its unfinished calls simply have no status, which the host reports.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .paths import HarnessPaths
+from .protocol import (
+    DEVICE_MODULE,
+    JOURNAL_SUFFIX,
+    KEY_FD_ENV,
+    REPLAY_INPUTS,
+    REPLAY_JOURNALS,
+    REPLAY_SECONDS_PER_CALL,
+    ExitCode,
+)
+from .run import key_pipe, make_undumpable, take_trace_key
+
+REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}}
+SITES_FILE = "sites.json"
+
+
+def run_replay(paths: HarnessPaths) -> int:
+    key = take_trace_key(paths)
+    if key is None:
+        print("bang_harness replay: no key file", file=sys.stderr)
+        return ExitCode.JOB_UNREADABLE
+    make_undumpable()
+    job = json.loads((paths.io / REPLAY_JOB).read_text())
+    module = paths.build / DEVICE_MODULE
+    outputs = paths.outputs
+    outputs.mkdir(parents=True, exist_ok=True)
+    from bang_emu import device_module
+
+    sites = paths.io / SITES_FILE
+    sites.write_text(json.dumps(device_module.site_records(module)))
+    env = {k: v for k, v in os.environ.items() if k != KEY_FD_ENV}
+    env.update({"BANG_EMU_DEVICE": str(job.get("device") or "mlu370-x8"), "BANG_EMU_POISON": "nan"})
+    for journal in sorted((paths.io / REPLAY_JOURNALS).glob(f"*{JOURNAL_SUFFIX}")):
+        calls = int(job.get("calls_per_journal", {}).get(journal.name, 1))
+        fd = key_pipe(key)
+        try:
+            proc = subprocess.Popen([sys.executable, "-I", "-m", "bang_harness", "replay-one", str(journal)],
+                                    env={**env, KEY_FD_ENV: str(fd)}, pass_fds=(fd,))
+        finally:
+            os.close(fd)
+        try:
+            proc.wait(timeout=REPLAY_SECONDS_PER_CALL * max(1, calls))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            print(f"bang_harness replay: {journal.name} stopped after its time", file=sys.stderr)
+    return ExitCode.OK
+
+
+def replay_one(paths: HarnessPaths, journal: Path) -> int:
+    """One journal, in this fresh process: the runtime takes the key from KEY_FD_ENV as it loads."""
+    from bang_emu import toolchain
+
+    library = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
+    offsets = [int(o) for o in json.loads((paths.io / SITES_FILE).read_text())]
+    table = (ctypes.c_uint64 * max(1, len(offsets)))(*offsets)
+    message = ctypes.create_string_buffer(2048)
+    replay = library.bang_emu_replay
+    replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                       ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    replay.restype = ctypes.c_int
+    status = replay(str(journal).encode(), str(paths.build / DEVICE_MODULE).encode(), table, len(offsets),
+                    str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
+    if status != 0:
+        print(f"bang_harness replay: {journal.name}: {message.value.decode('utf-8', 'replace')}", file=sys.stderr)
+    return ExitCode.OK
