@@ -31,7 +31,6 @@ from bang_harness.protocol import (
     KernelWindow,
     done_mark,
     job_mac,
-    round_key,
 )
 from signed_trace import write_signed
 
@@ -45,6 +44,7 @@ from grader.orchestration.policy import PROBE_TIMEOUT_SECONDS, Ran, run_calls
 from grader.orchestration.score_stages import Scorer
 from grader.results import Verdict
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, Started
+from grader.scoring.thresholds import load_thresholds
 from grader.scoring.timing import MAX_ROUNDS
 from grader.spec import REFERENCES, AssignmentSpec, SeedPlan, load_assignment
 
@@ -66,15 +66,17 @@ class FakeRunner:
         self.behave = behave
         self.jobs: list[dict[str, Any]] = []  # every round's job.json, in order
         self.sandboxes = 0  # run-phase sandboxes started
+        self.replays = 0  # replay sandboxes started (emu)
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
         if phase is Phase.BUILD:
             (mounts.build / "build.json").write_text(json.dumps({"ok": True, "toolchain": "fake", "seconds": 0.1}))
             return RunOutcome(exit_code=0)
+        if argv[-1] == "replay":
+            return self._replay(mounts.io)
         self.sandboxes += 1
-        key = (mounts.io / KEY_FILE).read_bytes() if (mounts.io / KEY_FILE).exists() else None
-        return self._answer(mounts.io, json.loads((mounts.io / "job.json").read_text()), key) or RunOutcome(0)
+        return self._answer(mounts.io, json.loads((mounts.io / "job.json").read_text())) or RunOutcome(0)
 
     def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
               env: dict[str, str] | None = None) -> Started:
@@ -98,7 +100,8 @@ class FakeRunner:
                     self.jobs.append(job)
                     killed.wait()  # until the host's round deadline stops the sandbox
                     return RunOutcome(exit_code=None, signal=9, notes=[self.kill_reason])
-                ended = self._answer(round_dir, job, round_key(master, index) if job["trace_key"] else None)
+                assert "trace_key" not in job  # the workers get no key: nothing they sign is believed
+                ended = self._answer(round_dir, job)
                 if ended is not None:
                     return ended
                 (round_dir / "outputs" / DONE_FILE).write_text(done_mark(master, index))
@@ -110,11 +113,17 @@ class FakeRunner:
 
         return Started(keeper, kill)
 
-    def _answer(self, io: Path, job: dict[str, Any], key: bytes | None) -> RunOutcome | None:
-        """Writes each call's result; a RunOutcome when a behaviour ends the sandbox (`"ends_sandbox"`)."""
+    def _answer(self, io: Path, job: dict[str, Any]) -> RunOutcome | None:
+        """Writes each call's result; a RunOutcome when a behaviour ends the sandbox (`"ends_sandbox"`). On the
+        emulator the worker also journals what it did (here: the calls, for _replay to compute again)."""
         self.jobs.append(job)
+        if job["backend"] == "emu" and job["calls"]:
+            journal = [{"call": c, "shapes": [list(np.load(io / "inputs" / name).shape) for name in c["inputs"]]}
+                       for c in job["calls"]]
+            (io / "outputs" / f"{job['calls'][0]['id']}.journal").write_text(json.dumps(journal))
         for call in job["calls"]:
             meta = dict(self.behave(call))
+            meta.pop("replay", None)
             if meta.pop("ends_sandbox", False):  # the process dies with nothing written (a lost call)
                 return RunOutcome(exit_code=None, signal=9)
             output = meta.pop("output", None)
@@ -123,16 +132,40 @@ class FakeRunner:
                 value = REFERENCES[self.spec.reference].compute(*inputs) + (0.0 if output == "right" else 1.0)
                 value = value.astype(call["dtype"])
                 np.save(io / "outputs" / f"{call['id']}.npy", value)
-                if key is not None:  # a backend with a launch trace (emu): sign one as its runtime
-                    self._trace(io, key, call, inputs, value, job["device"], meta.get("device_us", [1.0])[0])
+                if job["backend"] == "emu":  # the run's own trace, unsigned: only compared with the replay's
+                    self._trace(io / "outputs", bytes(32), call, inputs, value, job["device"],
+                                meta.get("device_us", [1.0])[0])
                 elif job["backend"] == "mlu":  # the timing driver's record of each invocation
                     self._windows(io / "outputs" / f"{call['id']}.trace.jsonl", call, meta.get("device_us", []))
             (io / "outputs" / f"{call['id']}.json").write_text(json.dumps(meta))
         return None
 
+    def _replay(self, io: Path) -> RunOutcome:
+        """The trusted replay (bang_harness/replay.py): each journaled call again, on the host's twin inputs,
+        its trace signed with the replay's key."""
+        self.replays += 1
+        key = (io / KEY_FILE).read_bytes()
+        device = json.loads((io / "replay.json").read_text())["device"]
+        for journal in sorted((io / "journals").glob("*.journal")):
+            for entry in json.loads(journal.read_text()):
+                call = entry["call"]
+                meta = self.behave(call)
+                if meta.get("output") is None:
+                    continue
+                inputs = [np.fromfile(io / "replay-inputs" / f"{call['id']}.{k}.bin", dtype=call["dtype"])
+                          .reshape(shape).astype(np.float64) for k, shape in enumerate(entry["shapes"])]
+                replayed = meta.get("replay", meta["output"])  # what the kernels compute on the twin's inputs
+                value = REFERENCES[self.spec.reference].compute(*inputs) + (0.0 if replayed == "right" else 1.0)
+                value = value.astype(call["dtype"])
+                (io / "outputs" / f"{call['id']}.out.bin").write_bytes(value.tobytes())
+                self._trace(io / "outputs", key, call, inputs, value, device, meta.get("device_us", [1.0])[0])
+                (io / "outputs" / f"{call['id']}.replay.json").write_text(
+                    json.dumps({"call": call["id"], "ok": True, "sealed": True, "error": ""}))
+        return RunOutcome(exit_code=0)
+
     @staticmethod
-    def _trace(io: Path, key: bytes, call: dict[str, Any], inputs: list[np.ndarray], value: np.ndarray, device: str,
-               time_us: float) -> None:
+    def _trace(outputs: Path, key: bytes, call: dict[str, Any], inputs: list[np.ndarray], value: np.ndarray,
+               device: str, time_us: float) -> None:
         (m, k), (_, n) = inputs[0].shape, inputs[1].shape
         size = value.dtype.itemsize
         launch = {"record": "launch", "kernel": "matmul_kernel", "dim": [1, 1, 1], "func_type": "BLOCK",
@@ -142,7 +175,7 @@ class FakeRunner:
         data = value.tobytes()
         output = {"record": "output", "bytes": len(data), "kernel_written": len(data),
                   "sha256": hashlib.sha256(data).hexdigest()}
-        write_signed(io / "outputs" / f"{call['id']}.trace.jsonl", key, call["id"], [launch, output])
+        write_signed(outputs / f"{call['id']}.trace.jsonl", key, call["id"], [launch, output])
 
     @staticmethod
     def _windows(path: Path, call: dict[str, Any], device_us: list[float]) -> None:
@@ -322,3 +355,30 @@ def test_a_round_past_its_wall_limit_is_stopped_by_the_host(tmp_path, rounds_sha
         assert ran.judged[probe["id"]].verdict == Verdict.TIMEOUT
         assert "killed after the wall limit" in ran.judged[probe["id"]].message
     assert runner.sandboxes == 1 and len(runner.jobs) == 1
+
+
+def test_an_answer_the_kernels_do_not_reproduce_on_twin_inputs_costs_every_stage(tmp_path):
+    """The run returns the right answer for every call of one entry, but the replay of its kernels on the twin's
+    inputs does not (a host-side answer, a cached one): integrity for that entry's calls, and no stage of the
+    submission earns speed points (issue 26, item 4)."""
+    def behave(call):
+        return {**right(call), "replay": "wrong"} if call["entry"] == "other" else right(call)
+
+    runner, ran = run_policy(tmp_path, behave, backend=EMU)
+    other = [r for c, r in ran.judged.items() if r.entry == "other"]
+    assert other and all(r.verdict == Verdict.INTEGRITY and "did not compute it" in r.message for r in other)
+    assert runner.replays >= 2
+    from grader.orchestration.score_stages import apply_integrity
+
+    scorer = Scorer(SPEC, EMU)
+    calls = [c for c in plan_calls(SPEC, SeedPlan.create("public", None), ENTRIES, list(ENTRIES), EMU.impl)
+             if c.id in ran.outcomes]
+    thresholds = load_thresholds(SPEC, "emu", EMU.device)
+    stages = [scorer.stage_result(c, ran.judged, ran.outcomes.get(c.id), ran.samples.get(c.stage, []), thresholds)
+              for c in calls if c.stage is not None]
+    earned = {s.name: s.points for s in stages if s.points > 0}
+    assert earned and all(s.entry == "good" for s in stages if s.name in earned)  # the honest entry's stage
+    cases = list(ran.judged.values())
+    flagged = apply_integrity(calls, ran.outcomes, ran.judged, cases, stages)
+    assert flagged and all(s.points == 0 for s in stages)
+    assert all("flagged for review" in s.message for s in stages if s.name in earned)

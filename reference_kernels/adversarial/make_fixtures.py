@@ -777,6 +777,204 @@ def matmul(a, b):
 ]
 
 
+# -- issue 26: secrets and counters where student code runs ---------------------------------------------------
+# Shared by the re-signing forgeries: rewrite every launch record of the running call as a 16-core pipelined
+# launch just above the roofline floor, signed with whatever 32-byte key the attack could find (none: unsigned).
+RESIGN_HELPERS = TRACE_HELPERS + """
+import hashlib
+import hmac
+
+
+def resign_call(key):
+    path = current_trace()
+    if not path or not os.path.exists(path):
+        return
+    call_id = os.path.basename(path).split(".")[0]
+    call_key = hmac.new(key, b"bang-emu-call:" + call_id.encode(), hashlib.sha256).digest() if key else None
+    lines = []
+    with open(path) as f:
+        for line in f:
+            mac, _, payload = line.rstrip("\\n").partition(" ")
+            try:
+                record = json.loads(payload)
+            except ValueError:
+                continue
+            if record.get("record") == "launch":
+                record.update(cores_used=16, dim=[16, 1, 1], func_type="UNION4", modelled_time_us=1.0,
+                              builtin_counts={**record.get("builtin_counts", {}), "__memcpy_async": 64})
+            text = json.dumps(record, separators=(",", ":"))
+            mac = hmac.new(call_key, text.encode(), hashlib.sha256).hexdigest() if call_key else "0" * 64
+            lines.append(mac + " " + text + "\\n")
+    with open(path, "w") as f:
+        f.writelines(lines)
+"""
+
+FIXTURES += [
+    Fixture(
+        "key_from_frames", "a one-core vector kernel that looks for the trace key in the Python frames of its own "
+        "process (inspect.stack, sys._getframe, gc), then rewrites and re-signs every launch record of its call as "
+        "16 cores with asynchronous copies at the roofline floor (issue 26: 100/100, every stage, before)",
+        "trusted replay: no key exists where student code runs; work, cores and time come from the replay of the "
+        "journal in a sandbox of its own, and the run's records that differ from the replay's are an integrity "
+        "finding",
+        "integrity", ["changed inside the run"],
+        RESIGN_HELPERS + """
+import gc
+import inspect
+
+
+def find_key():
+    frames = [info.frame for info in inspect.stack()]
+    frame = sys._getframe()
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    for frame in frames:
+        for value in list(frame.f_locals.values()):
+            if isinstance(value, (bytes, bytearray)) and len(value) == 32:
+                return bytes(value)
+    for obj in gc.get_objects():
+        if isinstance(obj, dict):
+            for value in list(obj.values()):
+                if isinstance(value, (bytes, bytearray)) and len(value) == 32:
+                    return bytes(value)
+    return None
+
+
+def sigmoid(x):
+    y = my_ops_ext.sigmoid_vector(x)
+    resign_call(find_key())
+    return y
+""", from_reference="sigmoid/vector", slow=True, max_points=0, stage_points=0, screening=["harness_reach"]),
+    Fixture(
+        "key_from_memory", "a one-core vector kernel that looks for the key in its own memory (/proc/self/maps and "
+        "/proc/self/mem, ctypes), its environment and every inherited file descriptor, then re-signs its records "
+        "as a 16-core pipeline",
+        "trusted replay: the run holds no key and its records decide nothing; the records it changed differ from "
+        "the replay's",
+        "integrity", ["changed inside the run"],
+        RESIGN_HELPERS + """
+import ctypes
+
+
+def scan_memory():
+    try:
+        with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                if "r" not in perms or "[v" in line:
+                    continue
+                lo, hi = (int(v, 16) for v in span.split("-"))
+                if hi - lo > 64 << 20:
+                    continue
+                try:
+                    mem.seek(lo)
+                    mem.read(hi - lo)
+                except (OSError, ValueError, OverflowError):
+                    continue
+    except OSError:
+        pass
+    for fd in range(3, 256):
+        try:
+            os.read(fd, 32)
+        except OSError:
+            pass
+    candidates = [v for k, v in os.environ.items() if "KEY" in k]
+    ctypes.string_at(id(candidates), 8)
+    return None
+
+
+def sigmoid(x):
+    y = my_ops_ext.sigmoid_vector(x)
+    resign_call(scan_memory())
+    return y
+""", from_reference="sigmoid/vector", slow=True, max_points=0, stage_points=0,
+        screening=["ctypes", "proc_mem", "protocol_path"]),
+    Fixture(
+        "decoy_resign", "launches the real kernel on the first 4096 elements, computes the rest with torch on the "
+        "CPU into the output, and rewrites its records as a full 16-core launch (issue 26: 100/100 before)",
+        "trusted replay on twin inputs: the uploaded tail is the run's answer, not the twin's",
+        "integrity", [],
+        RESIGN_HELPERS + """
+
+def sigmoid(x):
+    n = x.numel()
+    head = min(n, 4096)
+    y = torch.sigmoid(x.cpu()).to(x.device)
+    if head:
+        y[:head] = my_ops_ext.sigmoid_vector(x[:head].contiguous())
+    resign_call(None)
+    return y
+""", from_reference="sigmoid/vector", slow=True, max_points=0, stage_points=0),
+    Fixture(
+        "output_file_swap", "returns zeros and, from a thread, overwrites the call's output file with torch's "
+        "answer once the harness has written it",
+        "the output the host grades is checked against the trusted replay's, computed from twin inputs by the "
+        "kernels alone",
+        "", [],
+        """
+import threading
+
+import numpy as np
+
+
+def swap_outputs():
+    for _ in range(2000):
+        for name in os.listdir("/io/outputs") if os.path.isdir("/io/outputs") else []:
+            if name.endswith(".npy"):
+                try:
+                    answer = np.load(os.path.join("/io/outputs", name))
+                    np.save(os.path.join("/io/outputs", name), 1.0 / (1.0 + np.exp(-answer.astype(np.float64))).astype(answer.dtype))
+                except Exception:
+                    pass
+        time.sleep(0.01)
+
+
+threading.Thread(target=swap_outputs, daemon=True).start()
+
+
+def sigmoid(x):
+    my_ops_ext.sigmoid_vector(x[:1].contiguous())
+    return torch.zeros_like(x)
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["wrong_answer", "integrity"], max_points=0,
+        stage_points=0, screening=["protocol_path"]),
+    Fixture(
+        "warmup_detection", "honest for the first calls (the probe and the small cases), then, once it counts "
+        "enough calls to be in the timed round, answers with torch on the CPU beside a one-element launch",
+        "trusted replay on twin inputs for every call; a submission caught on any call earns no stage points",
+        "integrity", [],
+        """
+CALLS = [0]
+
+
+def sigmoid(x):
+    CALLS[0] += 1
+    if CALLS[0] <= 3:
+        return my_ops_ext.sigmoid_vector(x)
+    my_ops_ext.sigmoid_vector(x[:1].contiguous())
+    return torch.sigmoid(x.cpu()).to(x.device)
+""", from_reference="sigmoid/vector", slow=True, max_points=None, stage_points=0),
+    Fixture(
+        "cached_clone", "remembers each result by shape and, for a shape seen before, returns a clone without "
+        "launching (issue 26: caught on the pipeline stage, still 90/100)",
+        "a submission caught on any call (not_using_kernel, integrity) earns no speed points in any stage",
+        "", [],
+        """
+SEEN = {}
+
+
+def sigmoid(x):
+    key = (tuple(x.shape), x.dtype)
+    if key in SEEN:
+        return SEEN[key].clone()
+    y = my_ops_ext.sigmoid_vector(x)
+    SEEN[key] = y.clone()
+    return y
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["not_using_kernel", "integrity", "wrong_answer"],
+        max_points=None, stage_points=0),
+]
+
+
 def _toml_list(words: list[str]) -> str:
     return "[" + ", ".join(_toml_str(w) for w in words) + "]"
 

@@ -7,7 +7,8 @@ objects one shared object that a replay process can load without running anythin
   (a file-scope `static int x = f();` never runs; kernels do not need it) and `-nostartfiles` adds none;
 - calls only into the builtins: every undefined symbol outside ALLOWED (the runtime's device API, libm, the C++
   unwinder) is bound, inside the module, to a stub that stops the kernel with a `forbidden-call` error;
-- `memcpy`/`memmove`/`memset` are the module's own, checked like any store of kernel code;
+- `memcpy`/`memmove`/`memset` are the module's own, checked like any store of kernel code, and `printf` goes
+  through the runtime, which refuses `%n` (a store through an argument);
 - `check` then refuses a module with initialiser tables, text relocations, system-call instructions or indirect
   branches outside the PLT (device code is built without jump tables, so those can only be function pointers:
   a kernel has no business calling through one).
@@ -29,7 +30,7 @@ STRIPPED_SECTIONS = (".init_array", ".fini_array", ".ctors", ".dtors", ".preinit
 _RUNTIME_ALLOWED = re.compile(
     r"^(?:__bang_\w+|__memcpy\w*|__memset\w*|__\w*ramset\w*|__sync\w*|__asan_\w+|__float2\w+|__half2\w+|"
     r"__bfloat162\w+|__int2\w+|__uint2\w+|__short2\w+|__ushort2\w+|__cn_\w+|__mlu_\w+|__is_\w+|__abort\w*|"
-    r"bang_emu_forbidden_call|cnrtGetLastError|"
+    r"bang_emu_forbidden_call|bang_emu_device_vprintf|cnrtGetLastError|"
     # bang_emu:: (device.h): launch glue, on-chip storage, task variables and their TLS wrappers
     r"_ZN8bang_emu(?:13launch_erased|16note_launch_args|14journal_active|14journal_launch|12onchip_alloc)\w*|"
     r"_Z\w*N8bang_emu11g_task_varsE)$")
@@ -46,6 +47,14 @@ extern "C" {
 void __asan_loadN(uintptr_t, size_t);
 void __asan_storeN(uintptr_t, size_t);
 void *__dso_handle = &__dso_handle;
+int bang_emu_device_vprintf(const char *format, __builtin_va_list args);
+int printf(const char *format, ...) {  // a kernel's printf goes through the runtime, which refuses %n
+  __builtin_va_list args;
+  __builtin_va_start(args, format);
+  int n = bang_emu_device_vprintf(format, args);
+  __builtin_va_end(args);
+  return n;
+}
 void *memmove(void *d, const void *s, size_t n) {
   __asan_loadN((uintptr_t)s, n);
   __asan_storeN((uintptr_t)d, n);

@@ -89,11 +89,13 @@ SANDBOX_ATTACKS = {"fork_bomb", "disk_fill", "tmpfs_fill", "endless_output", "sl
 TRUST_ATTACKS = {"forged_trace", "decoy_kernel", "host_compute_binding", "no_sanitize_kernel", "kernel_code_in_cpp",
                  "device_profile_env", "forged_harness_error", "error_directive", "npy_header_bomb",
                  "trace_infinity", "trace_flood", "csv_formula_name", "fallocate_fill", "mlu_decoy_matmul"}
+REPLAY_ATTACKS = {"key_from_frames", "key_from_memory", "decoy_resign", "output_file_swap", "warmup_detection",
+                  "cached_clone"}  # issue 26: secrets and counters where student code runs
 
 
 def test_corpus_is_complete():
     names = {p.name for p in FIXTURES}
-    assert SANDBOX_ATTACKS | TRUST_ATTACKS <= names
+    assert SANDBOX_ATTACKS | TRUST_ATTACKS | REPLAY_ATTACKS <= names
     readme = (CORPUS / "README.md").read_text()
     assert all(f"`{name}`" in readme for name in names), "reference_kernels/adversarial/README.md lists every fixture"
 

@@ -59,7 +59,13 @@ const void *require(CoreCtx *c, const void *p, size_t bytes, int space, const ch
                     const void *ret) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
   if (bytes == 0) return nullptr;
-  if (space == kLdram || space == kOther) return nullptr;
+  if (space == kLdram || space == kOther) {
+    // LDRAM is the kernel's own stack here: in a replay a builtin may touch only the kernel's frames, never
+    // their links, or the device module's own data (memory.cpp, strict mode)
+    if (strict_confinement())
+      strict_check_local_range(c, lo, bytes, builtin, ret, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
+    return nullptr;
+  }
   if (space == kGdram) {
     const GdramBuf *b = find_gdram(lo);
     if (!b) b = find_gdram(hi - 1);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -382,4 +383,24 @@ extern "C" void bang_emu_forbidden_call(const char *name) {
                  __builtin_return_address(0));
   write_all_stderr(("bang-emu: error: forbidden-call: " + what + " called outside a kernel\n").c_str());
   _exit(87);
+}
+
+// A kernel's printf in the device module (device_module.py): the host's printf, but never %n, which would store
+// through an argument where no check sees it.
+extern "C" int bang_emu_device_vprintf(const char *format, va_list args) {
+  if (!format) return -1;
+  for (const char *p = strchr(format, '%'); p; p = strchr(p + 2, '%')) {
+    if (p[1] == '%') continue;
+    const char *q = p + 1;
+    while (*q && !strchr("diouxXeEfFgGaAcspn", *q)) ++q;
+    if (*q == 'n') {
+      if (t_core)
+        kernel_error("forbidden-call", "printf with %n in kernel code (it stores through an argument)",
+                     __builtin_return_address(0));
+      return -1;
+    }
+    if (!*q) break;
+    p = q - 1;
+  }
+  return vprintf(format, args);
 }
