@@ -31,6 +31,7 @@ from bang_harness.protocol import (
     REPLAY_OUTPUT_SUFFIX,
     REPLAY_SECONDS_PER_CALL,
     REPLAY_STATUS_SUFFIX,
+    ExitCode,
 )
 
 from grader.i18n import _
@@ -38,6 +39,7 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.plan import PlannedCall
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
 from grader.sandbox.capped import UntrustedFileError, read_bytes_capped, read_json_capped
+from grader.sandbox.docker_runner import SandboxError
 from grader.sandbox.layout import sandbox_user
 from grader.spec import ConcreteCase
 
@@ -102,6 +104,8 @@ def replay_round(runner: Runner, backend: ResolvedBackend, calls: list[PlannedCa
     journals = journals_by_worker(calls, run_outputs)
     copied = {name: n for name, n in journals.items()
               if copy_untrusted(run_outputs / name, io / REPLAY_JOURNALS / name, run_outputs.parent, JOURNAL_MAX_BYTES)}
+    for name in journals:  # out of the run sandbox's capped /io, which its later rounds share
+        (run_outputs / name).unlink(missing_ok=True)
     twins = {call.id: call.case.replay_twin() for call in calls}
     for call in calls:
         for index, array in enumerate(twins[call.id].make_inputs().values()):
@@ -114,6 +118,9 @@ def replay_round(runner: Runner, backend: ResolvedBackend, calls: list[PlannedCa
         outcome = runner.run(Phase.RUN, backend.impl.replay_argv(), Mounts(submission=submission.resolve(),
                                                                           build=build_dir, io=io),
                              Limits(wall_seconds=seconds), env=dict(backend.env))
+    if outcome is not None and outcome.exit_code == ExitCode.REPLAY_FAILED:
+        raise SandboxError(_("the grader's replay of the kernels failed: {tail}").format(
+            tail=(outcome.stderr_tail or "")[-1500:]))
     replay = ReplayRound(outputs=io / "outputs", key=key, outcome=outcome)
     for call in calls:
         replay.calls[call.id] = read_replayed(call, twins[call.id], replay.outputs, outcome)

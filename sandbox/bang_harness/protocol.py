@@ -54,6 +54,7 @@ class ExitCode:
     BUILD_FAILED = 1
     JOB_UNREADABLE = 2  # job.json or the trace key missing/malformed: a host bug
     ROUND_LOST = 3  # rounds: the fork server died, or a round's processes outlived the keeper's sweep
+    REPLAY_FAILED = 4  # replay: a child failed by itself (not a kernel's fault: those are the trace's)
     FRESH_WORKER = 75  # worker -> supervisor: the remaining calls need a new worker
 
 

@@ -52,21 +52,28 @@ def run_replay(paths: HarnessPaths) -> int:
     sites.write_text(json.dumps(device_module.site_records(module)))
     env = {k: v for k, v in os.environ.items() if k != KEY_FD_ENV}
     env.update({"BANG_EMU_DEVICE": str(job.get("device") or "mlu370-x8"), "BANG_EMU_POISON": "nan"})
+    failed = False
     for journal in sorted((paths.io / REPLAY_JOURNALS).glob(f"*{JOURNAL_SUFFIX}")):
         calls = int(job.get("calls_per_journal", {}).get(journal.name, 1))
         fd = key_pipe(key)
         try:
-            proc = subprocess.Popen([sys.executable, "-I", "-m", "bang_harness", "replay-one", str(journal)],
+            proc = subprocess.Popen([sys.executable, "-m", "bang_harness", "replay-one", str(journal)],
                                     env={**env, KEY_FD_ENV: str(fd)}, pass_fds=(fd,))
         finally:
             os.close(fd)
         try:
-            proc.wait(timeout=REPLAY_SECONDS_PER_CALL * max(1, calls))
+            status = proc.wait(timeout=REPLAY_SECONDS_PER_CALL * max(1, calls))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
             print(f"bang_harness replay: {journal.name} stopped after its time", file=sys.stderr)
-    return ExitCode.OK
+            continue
+        # A kernel's faults are the trace's and a signal is the kernels' doing (the calls it did not reach have
+        # no status: the host says so); an exit status of its own is the harness failing.
+        if status > 0:
+            print(f"bang_harness replay: {journal.name}: the replay process exited with {status}", file=sys.stderr)
+            failed = True
+    return ExitCode.REPLAY_FAILED if failed else ExitCode.OK
 
 
 def replay_one(paths: HarnessPaths, journal: Path) -> int:

@@ -62,7 +62,7 @@ def run_and_replay(built, tmp_path: Path, mode: str, *extra: str) -> dict:
     fresh.tofile(inputs / "c0.0.bin")
     replayed = subprocess.run([sys.executable, "-c", REPLAY, journal, module, inputs, outputs], capture_output=True,
                               text=True, timeout=120, env={**_env(), "BANG_EMU_POISON": "nan"})
-    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.returncode == 0 and replayed.stdout.startswith("0 "), replayed.stdout + replayed.stderr
     status = json.loads((outputs / "c0.replay.json").read_text())
     out_bin = outputs / "c0.out.bin"
     return {"ran": ran, "status": status, "fresh": fresh,

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -29,10 +30,17 @@ std::mutex g_journal_mu;
 int g_journal_fd = -1;
 uint64_t g_journal_bytes = 0;
 bool g_journal_full = false;
-// The last host write, held back: when the harness marks it as a call's input right after, it is dropped
-// (the replay writes the fresh input there instead), so the journal does not carry every input twice.
-std::string g_pending_write;
-uint64_t g_pending_dst = 0, g_pending_n = 0;
+// Host writes held back until the next record of another kind: the ones the harness then marks as a call's
+// inputs are dropped (the replay writes the twin's input there instead), so the journal does not carry every
+// uploaded input. Held up to kPendingMaxBytes; older ones are written out beyond that.
+struct PendingWrite {
+  uint64_t dst, n;
+  std::string record;
+  bool write;  // else a mark, held to keep its place among the writes
+};
+std::vector<PendingWrite> g_pending;
+uint64_t g_pending_bytes = 0;
+constexpr uint64_t kPendingMaxBytes = 256ull << 20;
 
 void raw_write(const std::string &bytes) {
   size_t off = 0;
@@ -49,10 +57,9 @@ void raw_write(const std::string &bytes) {
 }
 
 void flush_pending_locked() {
-  if (g_pending_write.empty()) return;
-  raw_write(g_pending_write);
-  g_pending_write.clear();
-  g_pending_n = 0;
+  for (PendingWrite &w : g_pending) raw_write(w.record);
+  g_pending.clear();
+  g_pending_bytes = 0;
 }
 
 std::string record(JournalKind kind, const std::string &payload) {
@@ -107,19 +114,27 @@ void journal_free(uintptr_t lo, bool storage) {
 
 void journal_host_write(const void *dst, size_t n) {
   if (!journal_active() || n == 0) return;
+  const unsigned char *bytes = static_cast<const unsigned char *>(dst);
+  if (n >= 64 && std::all_of(bytes + 1, bytes + n, [&](unsigned char b) { return b == bytes[0]; })) {
+    journal_memset(dst, bytes[0], n);  // a fill (torch's NaN poison of every new tensor): a few bytes, not n
+    return;
+  }
   std::lock_guard<std::mutex> lk(g_journal_mu);
-  flush_pending_locked();
-  if (g_journal_full || g_journal_bytes + n + 32 > kJournalMaxBytes) {
+  if (g_journal_full || g_journal_bytes + g_pending_bytes + n + 32 > kJournalMaxBytes) {
     append_locked(JournalKind::kWrite, std::string(17, '\0'));  // trips the cap: kOverflow
     return;
+  }
+  while (!g_pending.empty() && g_pending_bytes + n > kPendingMaxBytes) {
+    raw_write(g_pending.front().record);
+    g_pending_bytes -= g_pending.front().n;
+    g_pending.erase(g_pending.begin());
   }
   std::string p;
   put_u64(p, reinterpret_cast<uintptr_t>(dst));
   put_u64(p, n);
   p.append(static_cast<const char *>(dst), n);
-  g_pending_write = record(JournalKind::kWrite, p);
-  g_pending_dst = reinterpret_cast<uintptr_t>(dst);
-  g_pending_n = n;
+  g_pending.push_back({reinterpret_cast<uintptr_t>(dst), n, record(JournalKind::kWrite, p), true});
+  g_pending_bytes += n;
 }
 
 void journal_copy(const void *dst, const void *src, size_t elem, int ndim, const int64_t *sizes,
@@ -177,18 +192,25 @@ void journal_launch(const char *key, const char *kernel, const char *file, int l
 
 void journal_mark(JournalMark what, uint32_t index, uintptr_t ptr, uint64_t n, const std::string &text) {
   if (!journal_active()) return;
-  std::lock_guard<std::mutex> lk(g_journal_mu);
-  if (what == JournalMark::kInput && g_pending_dst == ptr && g_pending_n == n) {
-    g_pending_write.clear();  // the upload this marks: the replay writes the fresh input instead
-    g_pending_n = 0;
-  }
   std::string p;
   p.push_back((char)what);
   put_u32(p, index);
   put_u64(p, ptr);
   put_u64(p, n);
   put_str(p, text);
-  append_locked(JournalKind::kMark, p);
+  std::lock_guard<std::mutex> lk(g_journal_mu);
+  if (what != JournalMark::kInput) {
+    append_locked(JournalKind::kMark, p);
+    return;
+  }
+  for (size_t i = 0; i < g_pending.size(); ++i) {
+    if (g_pending[i].write && g_pending[i].dst == ptr && g_pending[i].n == n) {
+      g_pending_bytes -= n;  // the upload this marks: the replay writes the twin's input there instead
+      g_pending.erase(g_pending.begin() + (ptrdiff_t)i);
+      break;
+    }
+  }
+  g_pending.push_back({0, 0, record(JournalKind::kMark, p), false});  // in order with the writes held back
 }
 
 }  // namespace bang_emu

@@ -4,6 +4,7 @@
 #ifndef BANG_EMU_EXTERNAL_H_
 #define BANG_EMU_EXTERNAL_H_
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,8 @@ int bang_emu_replay(const char *journal, const char *device_module, const uint64
                     size_t message_len);
 /* Where the device module's stubs for calls outside the builtins land: a kernel error (device_module.py). */
 void bang_emu_forbidden_call(const char *name);
+/* A kernel's printf in the device module: the host's vprintf, refusing %n (it stores through an argument). */
+int bang_emu_device_vprintf(const char *format, va_list args);
 
 #ifdef __cplusplus
 }
