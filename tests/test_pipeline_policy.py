@@ -27,6 +27,7 @@ from bang_harness.protocol import (
     KEY_FILE,
     ROUNDS_DIR,
     ErrorKind,
+    ExitCode,
     KernelRecord,
     KernelWindow,
     done_mark,
@@ -67,6 +68,7 @@ class FakeRunner:
         self.jobs: list[dict[str, Any]] = []  # every round's job.json, in order
         self.sandboxes = 0  # run-phase sandboxes started
         self.replays = 0  # replay sandboxes started (emu)
+        self.replay_fails = False  # the replay harness fails by itself (ExitCode.REPLAY_FAILED)
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
@@ -144,6 +146,8 @@ class FakeRunner:
         """The trusted replay (bang_harness/replay.py): each journaled call again, on the host's twin inputs,
         its trace signed with the replay's key."""
         self.replays += 1
+        if self.replay_fails:
+            return RunOutcome(exit_code=ExitCode.REPLAY_FAILED, stderr_tail="replay-one: ImportError")
         key = (io / KEY_FILE).read_bytes()
         device = json.loads((io / "replay.json").read_text())["device"]
         for journal in sorted((io / "journals").glob("*.journal")):
@@ -382,3 +386,19 @@ def test_an_answer_the_kernels_do_not_reproduce_on_twin_inputs_costs_every_stage
     flagged = apply_integrity(calls, ran.outcomes, ran.judged, cases, stages)
     assert flagged and all(s.points == 0 for s in stages)
     assert all("flagged for review" in s.message for s in stages if s.name in earned)
+
+
+def test_a_replay_that_fails_by_itself_is_the_graders_fault_not_the_students(tmp_path):
+    runner = FakeRunner(SPEC, right)
+    runner.replay_fails = True
+    executor = Executor(runner, EMU, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                        lambda step, fraction: None, notes=[])
+    seeds = SeedPlan.create("public", None)
+    calls = plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), EMU.impl)
+    from grader.sandbox.docker_runner import SandboxError
+
+    try:
+        with pytest.raises(SandboxError, match="replay of the kernels failed"):  # internal_error in the pipeline
+            run_calls(executor, Scorer(SPEC, EMU), seeds, calls, tmp_path / "work")
+    finally:
+        executor.close()

@@ -3,8 +3,9 @@
 The flow beside pipeline._Grading (which grades an extension); the programs' own pieces, their spec and the
 reading of their captures, sit below in grader.programs, so orchestration imports programs and never the reverse.
 
-Built and run inside the runner (bang_harness.programs); on the host: each program's signed launch records
-(grader.programs.captures), the kernel's captured inputs -> float64 left @ right -> compared with the captured
+Built and run inside the runner (bang_harness.programs), then replayed from their device journals in a sandbox of
+their own (the run's process holds no key; DESIGN.md "Threat model"); on the host: each program's launch records
+as the replay signed them (grader.programs.captures), the kernel's captured inputs -> float64 left @ right -> compared with the captured
 output under the base assignment's tolerances and checks; the modelled time of the kernel's launches against the
 stage's threshold, at the stage's shape only; the base stage's structural requirements on the launch record.
 """
@@ -36,7 +37,7 @@ from grader.checks.requirements import check_requirements
 from grader.i18n import _
 from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.replay import write_trace_key
+from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, write_trace_key
 from grader.programs.captures import (
     CAPTURE_DTYPES,
     CaptureError,
@@ -84,16 +85,18 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
     try:
         built, log = _build(runner, folder, work, dict(backend.env))
         result.build = BuildInfo(ok=bool(built), toolchain="cncc-emu", compiler_output=log)
-        master = _run(runner, folder, work, dict(backend.env))
+        _run(runner, folder, work, dict(backend.env))
+        master, replayed = _replay(runner, folder, work, dict(backend.env), built)
         for stem, stage in stems.items():
             if stem not in built:
                 result.stages.append(_stage(spec, base, stage, stem, Verdict.COMPILE_ERROR,
                                             _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu")))
                 continue
-            launches = read_launches(work / "io" / "outputs" / stem / "trace.jsonl", program_key(master, stem))
+            # what the replay did, never what the program's own process recorded
+            launches = read_launches(replayed / stem / "trace.jsonl", program_key(master, stem))
             facts = HostFacts(backend.device, device_profile(backend.device),
                               KernelSymbols.from_library(work / "build" / "programs" / stem))
-            result.stages.append(_judge(spec, base, stage, stem, launches, work / "io" / "outputs" / stem, facts))
+            result.stages.append(_judge(spec, base, stage, stem, launches, replayed / stem, facts))
     except SandboxError as exc:
         return _finish(result, Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(error=exc))
     finally:
@@ -126,16 +129,31 @@ def _build(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> tup
     return built, log
 
 
-def _run(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> bytes:
-    io = work / "io"
+def _run(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> None:
+    """Each program once, journaled, with no key (bang_harness.programs.run_programs)."""
+    runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "run-programs"],
+               Mounts(submission=folder.resolve(), build=work / "build", io=work / "io"),
+               Limits(wall_seconds=RUN_SECONDS), env=env)
+
+
+def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built: set[str]) -> tuple[bytes, Path]:
+    """The programs' journals replayed in a sandbox of their own (orchestration/replay.py says why): the key the
+    replay signs with, and the folder of its per-program traces and captures."""
+    io = work / "replay"
+    (io / "journals").mkdir(parents=True)
+    (io / "outputs").mkdir()
+    run_outputs = work / "io" / "outputs"
+    for stem in built:
+        copy_untrusted(run_outputs / stem / "journal", io / "journals" / f"{stem}.journal", run_outputs,
+                       JOURNAL_MAX_BYTES)
     key = write_trace_key(io)
     try:
-        runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "run-programs"],
+        runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "replay-programs"],
                    Mounts(submission=folder.resolve(), build=work / "build", io=io),
                    Limits(wall_seconds=RUN_SECONDS), env=env)
     finally:
         (io / KEY_FILE).unlink(missing_ok=True)
-    return key
+    return key, io / "outputs"
 
 
 def _stage(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: str, verdict: Verdict,

@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("build-programs", help="compile each standalone *.mlu program into /build/programs/")
     commands.add_parser("run-programs", help="run each built program, capturing its launches into /io/outputs/")
     commands.add_parser("replay", help="replay /io/journals/ with the host's fresh inputs (trusted replay)")
+    commands.add_parser("replay-programs", help="replay the lab programs' journals (trusted replay)")
+    replay_program = commands.add_parser("replay-program", help=argparse.SUPPRESS)  # one, by `replay-programs`
+    replay_program.add_argument("stem")
     replay_one = commands.add_parser("replay-one", help=argparse.SUPPRESS)  # started by `replay`, per journal
     replay_one.add_argument("journal")
     worker = commands.add_parser("worker", help=argparse.SUPPRESS)  # started by `run`, one per crash
@@ -36,10 +39,15 @@ def main(argv: list[str] | None = None) -> int:
         from .build import run_build
 
         return run_build(args.backend, paths)
-    if args.command in ("build-programs", "run-programs"):
-        from .programs import build_programs, run_programs
+    if args.command in ("build-programs", "run-programs", "replay-programs"):
+        from .programs import build_programs, replay_programs, run_programs
 
-        return (build_programs if args.command == "build-programs" else run_programs)(paths)
+        return {"build-programs": build_programs, "run-programs": run_programs,
+                "replay-programs": replay_programs}[args.command](paths)
+    if args.command == "replay-program":
+        from .programs import replay_program
+
+        return replay_program(paths, args.stem)
     if args.command == "run":
         if (paths.io / ROUNDS_DIR).is_dir() and not (paths.io / JOB_FILE).exists():
             from .session import run_session  # the host writes the rounds one by one

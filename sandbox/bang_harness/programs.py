@@ -2,10 +2,13 @@
 
 `python -m bang_harness build-programs`: every top-level `*.mlu` of /submission -> /build/programs/<stem> with
 cncc-emu and the lab's own flags; /build/programs.json `{stem: {ok, log_tail}}`.
-`python -m bang_harness run-programs`: each built program runs once with /io/outputs/<stem>/ as its trace file
-(`trace.jsonl`) and capture folder (runtime/capture.cpp). Its records are signed with a key of its own,
-HMAC-SHA256(run key, "program:" + stem) (protocol.program_key), so no program's records verify in another's
-trace. /io/outputs/<stem>/run.json holds what the harness saw (exit status, stdout tail): for display only.
+`python -m bang_harness run-programs`: each built program runs once, no key anywhere near it, its device journal in
+/io/outputs/<stem>/journal (BANG_EMU_JOURNAL, opened by the runtime before main()); /io/outputs/<stem>/run.json
+holds what the harness saw (exit status, stdout tail): for display only.
+`python -m bang_harness replay-programs` (a sandbox of its own; DESIGN.md "Threat model"): each journal replayed
+against the program's device module (`<stem>.module.so`, its kernels alone, confined), the replay's trace signed
+with HMAC-SHA256(replay key, "program:" + stem) (protocol.program_key, so no program's records verify in
+another's trace) and its launches captured (runtime/capture.cpp) into /io/outputs/<stem>/: what the host reads.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from .paths import HarnessPaths
@@ -31,42 +35,107 @@ def program_sources(submission: Path) -> list[Path]:
 
 
 def build_programs(paths: HarnessPaths) -> int:
-    from bang_emu import toolchain
+    from bang_emu import device_module, toolchain
 
     out_dir = paths.build / "programs"
     out_dir.mkdir(parents=True, exist_ok=True)
     report: dict[str, dict[str, object]] = {}
     for src in program_sources(paths.submission):
         proc = toolchain.compile_mlu(src, out_dir / src.stem, LAB_FLAGS)
-        report[src.stem] = {"ok": proc.returncode == 0, "log_tail": (proc.stdout + proc.stderr)[-LOG_TAIL_CHARS:]}
+        log = proc.stdout + proc.stderr
+        ok = proc.returncode == 0
+        if ok:  # its kernels again, for the trusted replay (DESIGN.md "Threat model")
+            obj = out_dir / f"{src.stem}.device.o"
+            proc = toolchain.compile_mlu(src, obj, ["--emu-device-module", "-c", *LAB_FLAGS])
+            linked = device_module.link([obj], module_path(paths, src.stem)) if proc.returncode == 0 else None
+            ok = linked is not None and linked.ok
+            log += proc.stdout + proc.stderr + (linked.message if linked is not None else "")
+        report[src.stem] = {"ok": ok, "log_tail": log[-LOG_TAIL_CHARS:]}
     (paths.build / "programs.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return ExitCode.OK
 
 
-def run_programs(paths: HarnessPaths) -> int:
+def module_path(paths: HarnessPaths, stem: str) -> Path:
+    return paths.build / "programs" / f"{stem}.module.so"
+
+
+def replay_programs(paths: HarnessPaths) -> int:
+    """The programs' journals (/io/journals/<stem>.journal), each replayed against the program's device module in a
+    child of its own, its trace signed with the program's key and its launches captured into /io/outputs/<stem>/."""
     try:
         master = take_trace_key(paths)
     except JobError:
         return ExitCode.JOB_UNREADABLE
+    if master is None:
+        return ExitCode.JOB_UNREADABLE
     make_undumpable()
-    paths.outputs.mkdir(parents=True, exist_ok=True)
-    built = paths.build / "programs"
-    for exe in sorted(built.iterdir()) if built.is_dir() else []:
-        if exe.is_file() and os.access(exe, os.X_OK):
-            _run_one(exe, paths.outputs / exe.name, master)
+    from bang_emu import device_module
+
+    for journal in sorted((paths.io / "journals").glob("*.journal")):
+        stem = journal.stem
+        module = module_path(paths, stem)
+        if not module.is_file():
+            continue
+        out = paths.outputs / stem
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "sites.json").write_text(json.dumps(device_module.site_records(module)))
+        env = _program_env(out)
+        fd = key_pipe(program_key(master, stem))
+        env[KEY_FD_ENV] = str(fd)
+        try:
+            subprocess.run([sys.executable, "-m", "bang_harness", "replay-program", stem], env=env, pass_fds=(fd,),
+                           capture_output=True, timeout=PROGRAM_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            (out / "replay.json").write_text(json.dumps({"timed_out": True}), encoding="utf-8")
+        finally:
+            os.close(fd)
     return ExitCode.OK
 
 
-def _run_one(exe: Path, out: Path, master: bytes | None) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BANG_EMU_")}
+def replay_program(paths: HarnessPaths, stem: str) -> int:
+    """One program's journal, in this fresh process (the runtime takes the key as it loads)."""
+    import ctypes
+
+    from bang_emu import toolchain
+
+    library = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
+    out = paths.outputs / stem
+    offsets = [int(o) for o in json.loads((out / "sites.json").read_text())]
+    table = (ctypes.c_uint64 * max(1, len(offsets)))(*offsets)
+    message = ctypes.create_string_buffer(2048)
+    replay = library.bang_emu_replay
+    replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                       ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    status = replay(str(paths.io / "journals" / f"{stem}.journal").encode(), str(module_path(paths, stem)).encode(),
+                    table, len(offsets), str(out).encode(), str(out).encode(), message, len(message))
+    (out / "replay.json").write_text(json.dumps({"status": status, "message": message.value.decode("utf-8", "replace")}),
+                                     encoding="utf-8")
+    return ExitCode.OK
+
+
+def _program_env(out: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BANG_EMU_") and k != KEY_FD_ENV}
     env.update(BANG_EMU_TRACE=str(out / "trace.jsonl"), BANG_EMU_CAPTURE_DIR=str(out), BANG_EMU_POISON="nan",
                BANG_EMU_CAPTURE_SEGMENT_BYTES=str(CAPTURE_SEGMENT_BYTES),
                BANG_EMU_CAPTURE_MAX_BYTES=str(CAPTURE_MAX_BYTES))
+    return env
+
+
+def run_programs(paths: HarnessPaths) -> int:
+    """Each built program once, journaled: it holds no key, and what it records decides nothing (the replay does)."""
+    paths.outputs.mkdir(parents=True, exist_ok=True)
+    built = paths.build / "programs"
+    for exe in sorted(built.iterdir()) if built.is_dir() else []:
+        if exe.is_file() and os.access(exe, os.X_OK) and not exe.name.endswith((".so", ".o")):
+            _run_one(exe, paths.outputs / exe.name)
+    return ExitCode.OK
+
+
+def _run_one(exe: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    env = _program_env(out)
+    env["BANG_EMU_JOURNAL"] = str(out / "journal")
     fds: list[int] = []
-    if master is not None:
-        fds.append(key_pipe(program_key(master, exe.name)))
-        env[KEY_FD_ENV] = str(fds[0])
     status: dict[str, object] = {"exit_code": None, "timed_out": False}
     try:
         proc = subprocess.run([str(exe)], cwd=out, env=env, pass_fds=fds, capture_output=True,

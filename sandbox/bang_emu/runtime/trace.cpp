@@ -67,6 +67,12 @@ __attribute__((constructor)) void runtime_init() {
   }
   derive_call_key("");
   install_fault_handlers();  // host code touching device memory gets a clear error (gdram.cpp)
+  // a standalone program graded by replay (bang_harness/programs.py): journaled before its main() runs
+  const char *journal = getenv("BANG_EMU_JOURNAL");
+  if (journal && *journal) {
+    bang_emu_journal_open(journal);
+    unsetenv("BANG_EMU_JOURNAL");
+  }
 }
 
 bool append_line(const std::string &path, const std::string &line) {
