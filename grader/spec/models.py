@@ -63,6 +63,11 @@ class Tolerance(_Strict):
     diff2: float | None = Field(None, ge=0, description="sqrt(sum (e-b)^2 / sum b^2)")
     diff3: float | None = Field(None, ge=0, description="max point error: absolute where |b| < th, else relative")
     diff3_2: float | None = Field(None, ge=0, description="max |e-b|: catches a single wrong element")
+    tiny: float | None = Field(
+        None, gt=0, description="reference magnitude below which DIFF1/DIFF2 judge an element's absolute error: "
+        "each |b| in their denominators counts as at least this (unset: mlu-ops' th, 1e-6 fp32, 1e-4 fp16), so a "
+        "case whose reference is all near zero never divides by almost nothing; derive it from the builtin's "
+        "documented absolute error: tiny >= that error / diff1")
 
     @model_validator(mode="after")
     def _something(self) -> Tolerance:
