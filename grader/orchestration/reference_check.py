@@ -52,8 +52,9 @@ def check_references(assignment: str, options: GradeOptions, root: Path = REFERE
                                                           "stages": [stage], "out_dir": None, "progress": None}))
         failing = [f"{c.name} ({c.entry}): {c.message.splitlines()[0] if c.message else c.verdict.value}"
                    for c in result.cases if not c.passed]
-        failing += [_("stage {stage}: {verdict}").format(stage=s.name, verdict=s.verdict.value)
-                    for s in result.stages if not s.correct]
+        if not failing:  # a failing case already says why its stage is not correct
+            failing = [_("stage {stage}: {verdict}").format(stage=s.name, verdict=s.verdict.value)
+                       for s in result.stages if not s.correct]
         if not result.cases and not failing:
             failing = [f"{result.verdict.value}: {result.message.splitlines()[0] if result.message else ''}"]
         check.failures += [f"{shown}: {f}" for f in failing[:3]]
