@@ -12,6 +12,7 @@ reference's run phase only, and once per batch directory and seed: the verdict i
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from grader.atomic_file import atomic_write_text
 from grader.i18n import _
 from grader.orchestration.calibrate import REFERENCE_ROOT
 from grader.orchestration.options import GradeOptions
+from grader.orchestration.pipeline import grade_submission
 from grader.spec import load_assignment
 
 RECORD = "references.json"
@@ -39,10 +41,6 @@ def reference_folders(assignment: str, root: Path = REFERENCE_ROOT) -> list[tupl
 
 def check_references(assignment: str, options: GradeOptions, root: Path = REFERENCE_ROOT) -> ReferenceCheck:
     """Grades each reference on `options`' seed; a case or stage it does not get right is a failure."""
-    import time
-
-    from grader.orchestration.pipeline import grade_submission
-
     started = time.monotonic()
     check = ReferenceCheck()
     for folder, stage in reference_folders(assignment, root):
