@@ -158,8 +158,9 @@ def test_metrics_follow_the_mlu_ops_definitions():
     b = np.array([1.0, -2.0, 1e-9])
     a = np.array([1.1, -2.0, 2e-9])
     values = metrics.compute(a, b, "float32")
-    assert values["diff1"] == pytest.approx((0.1 + 1e-9) / (3 + 1e-9 + 1e-9))
-    assert values["diff2"] == pytest.approx(np.sqrt((0.01 + 1e-18) / (5 + 1e-18 + 1e-9)))
+    # mlu-ops' DIFF1/DIFF2, each |b| counted as at least th = 1e-6 (fp32): the 1e-9 element weighs 1e-6
+    assert values["diff1"] == pytest.approx((0.1 + 1e-9) / (3 + 1e-6), rel=1e-12)
+    assert values["diff2"] == pytest.approx(np.sqrt((0.01 + 1e-18) / (5 + 1e-12)), rel=1e-12)
     assert values["diff3"] == pytest.approx(0.1 / (1 + 1e-9))  # |b| < 1e-6 is absolute: 1e-9, not 100%
     assert values["diff3_2"] == pytest.approx(0.1)
 
@@ -189,3 +190,27 @@ def test_strict_nan_inf_marks_exactly_the_elements_whose_kind_differs():
     finding = nan_inf.check(a, b, "strict")
     np.testing.assert_array_equal(finding.bad_mask, expected)
     assert finding.metrics["nan_inf_mismatch"] == expected.sum() == 3 * 12
+
+
+@pytest.mark.parametrize("x", [[-20.0], [-7.8, -11.244883], [-88.0], [-7.75], [-7.75, -7.75, -30.0]])
+def test_a_saturated_tiny_case_passes_whatever_the_seed_drew(x):
+    """Issue 27: seeds seed1 and seed7 drew n1 = [-20] and n2 = [-7.8, -11.24]; the builtin's documented 0 there
+    failed DIFF1 (0.673 and 1), dividing by a sum of 2e-9. Each |b| now counts as at least tiny = 0.05."""
+    x = np.float32(x)
+    expected = REFERENCES["sigmoid"].compute(x)
+    outcome = _check_sigmoid(np.zeros_like(x), expected)
+    assert outcome.passed, outcome.message
+    assert outcome.metrics["diff1"] <= 0.01 * (1 - 0.1)  # with margin: at most sigmoid(-7.75) / tiny
+
+
+@pytest.mark.parametrize("x", [[-5.0], [-3.0, -20.0], [0.0], [7.0, -9.0]])
+def test_zeros_where_sigmoid_is_not_tiny_still_fail_a_tiny_case(x):
+    x = np.float32(x)
+    assert not _check_sigmoid(np.zeros_like(x), REFERENCES["sigmoid"].compute(x)).passed
+
+
+def test_the_floor_changes_nothing_where_the_reference_is_not_tiny():
+    """Above tiny the metrics are mlu-ops' own: a 2% bias on values in [0.05, 1) is DIFF1 0.02 either way."""
+    b = np.linspace(0.05, 0.99, 1000)
+    values = metrics.compute(b * 1.02, b, "float32", tiny=0.05)
+    assert values["diff1"] == pytest.approx(0.02) and values["diff2"] == pytest.approx(0.02)

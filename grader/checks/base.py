@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from grader.spec.models import MLU_OPS_TH
+
 
 @dataclass
 class CheckFinding:
@@ -38,4 +40,4 @@ def run_self_tests(check: Callable[[np.ndarray, np.ndarray], CheckFinding], test
 
 def eps_threshold(dtype: str) -> float:
     # mlu-ops: below this |reference| a point error is absolute, above it relative.
-    return 1e-4 if dtype == "float16" else 1e-6
+    return MLU_OPS_TH.get(dtype, MLU_OPS_TH["float32"])

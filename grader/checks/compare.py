@@ -43,7 +43,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
     exclude = unwritten_finding.bad_mask if unwritten_finding else None
     findings.append(nan_inf.check(a, b, policy.nan_inf, exclude=exclude))
     limits = {"diff1": tolerance.diff1, "diff2": tolerance.diff2, "diff3": tolerance.diff3, "diff3_2": tolerance.diff3_2}
-    accuracy = metrics.check(a, b, dtype, limits)
+    accuracy = metrics.check(a, b, dtype, limits, tolerance.tiny)
     findings.append(accuracy)
     if policy.zero_guard:
         findings.append(zero_guard.check(a, b, policy.zero_guard_ratio, policy.zero_guard_floor))
@@ -65,7 +65,8 @@ def first_mismatches(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolera
     nonfinite = nan_inf.kind_mismatch(a, b)
     both = np.isfinite(a) & np.isfinite(b)
     errors = np.zeros(a.shape)
-    errors[both] = metrics.point_errors(a[both], b[both], dtype)
+    # ranked as DIFF1 weighs them: a saturated element under `tiny` is not the worst of a case
+    errors[both] = metrics.scaled_errors(a[both], b[both], dtype, tolerance.tiny)
     per_element = tolerance.diff3 or 10 * max(tolerance.diff1 or 0.0, tolerance.diff2 or 0.0) or 1e-3
     if tolerance.diff3_2 is not None:
         # An absolute ceiling is stricter than a point-error bound: list what breaks it.

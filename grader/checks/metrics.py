@@ -1,4 +1,13 @@
-"""mlu-ops accuracy metrics DIFF1/DIFF2/DIFF3/DIFF3_2, on the elements where both sides are finite."""
+"""mlu-ops accuracy metrics DIFF1/DIFF2/DIFF3/DIFF3_2, on the elements where both sides are finite.
+
+mlu-ops (docs/MLU-OPS-Accuracy-Acceptance-Standard.md; test/mlu_op_gtest/pb_gtest/include/evaluator.h) divides
+DIFF1 and DIFF2 by sum|b| (+1e-9) and splits DIFF3 at a threshold th: relative error where |b| > th, absolute
+below. Its DIFF1 of a case whose reference is all tiny divides by almost nothing: sigmoid(-20) = 2e-9, which a
+saturating __bang_active_sigmoid correctly returns as 0, scores DIFF1 0.67. Here the same split holds for DIFF1 and
+DIFF2: each |b| in their denominators counts as at least `tiny` (the tolerance's, default mlu-ops' th for the
+dtype), so an element whose reference is below it is judged on its absolute error (|e-b| <= diff1 * tiny when it
+stands alone), and no sum is ever smaller than (elements) x tiny. Elements above `tiny` keep mlu-ops' definition.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +28,13 @@ def point_errors(actual: np.ndarray, expected: np.ndarray, dtype: str) -> np.nda
     return np.divide(err, scale, out=err)
 
 
-def compute(actual: np.ndarray, expected: np.ndarray, dtype: str) -> dict[str, float]:
+def scaled_errors(actual: np.ndarray, expected: np.ndarray, dtype: str, tiny: float | None = None) -> np.ndarray:
+    """Each element's share of DIFF1: |e-b| / max(|b|, tiny), relative above tiny, absolute (over tiny) below."""
+    return np.abs(actual - expected) / np.maximum(np.abs(expected), eps_threshold(dtype) if tiny is None else tiny)
+
+
+def compute(actual: np.ndarray, expected: np.ndarray, dtype: str, tiny: float | None = None) -> dict[str, float]:
+    """`tiny`: the floor of each |b| in DIFF1/DIFF2's denominators (None: mlu-ops' th for the dtype)."""
     # asarray: no copy when compare.py already made them float64 (outputs are up to millions of elements)
     a = np.asarray(actual, dtype=np.float64).reshape(-1)
     b = np.asarray(expected, dtype=np.float64).reshape(-1)
@@ -29,18 +44,19 @@ def compute(actual: np.ndarray, expected: np.ndarray, dtype: str) -> dict[str, f
     if a.size == 0:
         return {"diff1": 0.0, "diff2": 0.0, "diff3": 0.0, "diff3_2": 0.0}
     diff = a - b
+    scale = np.maximum(np.abs(b), eps_threshold(dtype) if tiny is None else tiny)  # as in scaled_errors
     return {
-        "diff1": float(np.abs(diff).sum() / (np.abs(b).sum() + EPSILON)),
-        "diff2": float(np.sqrt((diff**2).sum() / ((b**2).sum() + EPSILON))),
+        "diff1": float(np.abs(diff).sum() / scale.sum()),
+        "diff2": float(np.sqrt((diff**2).sum() / (scale**2).sum())),
         "diff3": float(point_errors(a, b, dtype).max()),
         "diff3_2": float(np.abs(diff).max()),
     }
 
 
 def check(actual: np.ndarray, expected: np.ndarray, dtype: str = "float32",
-          limits: dict[str, float | None] | None = None) -> CheckFinding:
+          limits: dict[str, float | None] | None = None, tiny: float | None = None) -> CheckFinding:
     limits = limits if limits is not None else {"diff1": 1e-5, "diff2": 1e-5}
-    values = compute(actual, expected, dtype)
+    values = compute(actual, expected, dtype, tiny)
     over = [f"{k.upper()} {values[k]:.3g} > {v:g}" for k, v in limits.items() if v is not None and values[k] > v]
     return CheckFinding("accuracy", not over, "; ".join(over), values)
 
@@ -58,6 +74,11 @@ def _tail_dropped() -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _saturated(x: float) -> tuple[np.ndarray, np.ndarray]:
+    # One element the way __bang_active_sigmoid returns it below -7.75: 0 for sigmoid(x).
+    return np.zeros(1), np.array([1.0 / (1.0 + np.exp(-x))])
+
+
 SELF_TESTS = [
     SelfTest("exact", lambda: (np.arange(10.0), np.arange(10.0)), True),
     SelfTest("fp32 rounding", lambda: (np.float32(np.linspace(-3, 3, 999)).astype(np.float64), np.linspace(-3, 3, 999)), True),
@@ -67,5 +88,17 @@ SELF_TESTS = [
 ]
 
 
+# Sigmoid's bounds (diff1 1e-2, tiny 0.05): a lone saturated element passes at any depth, zeros where the
+# reference is not tiny still fail.
+SIGMOID_SELF_TESTS = [
+    SelfTest("lone element saturated at -20", lambda: _saturated(-20.0), True),
+    SelfTest("lone element saturated at -7.75", lambda: _saturated(-7.75), True),
+    SelfTest("lone element zeroed at -5", lambda: _saturated(-5.0), False),
+    SelfTest("lone element zeroed at 0", lambda: _saturated(0.0), False),
+]
+
+
 def self_test() -> list[str]:
-    return run_self_tests(lambda a, b: check(a, b), SELF_TESTS)
+    return (run_self_tests(lambda a, b: check(a, b), SELF_TESTS)
+            + run_self_tests(lambda a, b: check(a, b, limits={"diff1": 1e-2, "diff2": 1e-2}, tiny=0.05),
+                             SIGMOID_SELF_TESTS))

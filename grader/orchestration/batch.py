@@ -35,6 +35,9 @@ from grader.batch.similarity import check_options as check_similarity_options
 from grader.batch.store import KeyParts, ResultStore, seed_digest
 from grader.i18n import _, ngettext, resolve_language, use_language
 from grader.orchestration.build_cache import default_build_cache
+from grader.orchestration.calibrate import REFERENCE_ROOT
+from grader.orchestration.options import GradeOptions
+from grader.orchestration.reference_check import check_references, checked_before, guard_message, record_check
 from grader.results import GradeResult, Verdict, verdict_label
 
 GRADE_ENTRY = "grader.orchestration.batch:grade_batch_job"  # the GradeFn real batches run (a test resolves it)
@@ -213,7 +216,8 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
               progress: bool = True, device: str | None = None, build_cache: Path | None = None,
               job_timeout: float = 1800.0, limits: IntakeLimits | None = None, plan_only: bool = False,
               image: str | None = None, entry: str = GRADE_ENTRY,
-              similarity: SimilarityOptions | None = None, lang: str | None = None) -> BatchSummary:
+              similarity: SimilarityOptions | None = None, lang: str | None = None,
+              reference_root: Path = REFERENCE_ROOT) -> BatchSummary:
     """Grades every submission under `submissions` for `assignment` into `out_dir` (see module doc).
 
     `plan_only`: grade nothing here; write DIR/plan.jsonl and a Kubernetes Indexed Job (DIR/k8s-job.json,
@@ -221,7 +225,9 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     `similarity`: the code-similarity step's template folders and threshold (default: on, the assignment's).
     `lang`: the feedback's language (en, zh); None: the assignment's `lang`, then the locale.
     `entry`: the grading function the workers run ("module:function", a grader.batch.jobs.GradeFn); tests
-    pass a quick one, and then the machine checks (preflight, container sweep) are skipped.
+    pass a quick one, and then the machine checks (preflight, container sweep, reference check) are skipped.
+    `reference_root`: where the assignment's reference kernels are, graded on the batch's seed before anyone
+    (reference_check.py).
     Raises BatchError when the batch cannot start; a broken submission or worker never raises, it
     becomes that student's result."""
     started = time.monotonic()
@@ -243,14 +249,15 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
         return _run_batch(submissions, assignment, out_dir, info, started, lang, workers=workers,
                           backend=backend, sandbox=sandbox, force=force, seed=seed, progress=progress,
                           device=device, build_cache=build_cache, job_timeout=job_timeout, limits=limits,
-                          plan_only=plan_only, image=image, entry=entry, similarity=similarity)
+                          plan_only=plan_only, image=image, entry=entry, similarity=similarity,
+                          reference_root=reference_root)
 
 
 def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: AssignmentInfo, started: float,
                lang: str, *, workers: int | None, backend: str, sandbox: str, force: bool, seed: str | None,
                progress: bool, device: str | None, build_cache: Path | None, job_timeout: float,
                limits: IntakeLimits | None, plan_only: bool, image: str | None, entry: str,
-               similarity: SimilarityOptions | None) -> BatchSummary:
+               similarity: SimilarityOptions | None, reference_root: Path) -> BatchSummary:
     spec_hash, title, points_possible = info.spec_hash, info.title, info.points_possible
     store = ResultStore(out_dir.resolve())
     manifest = store.load_or_create_manifest(assignment, backend, seed)
@@ -296,6 +303,12 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
         outputs["kubernetes"] = str(write_kubernetes_job(store, to_grade, backend=backend,
                                                          parallelism=workers or 4, image=image))
     elif to_grade:
+        if entry == GRADE_ENTRY:
+            _references_pass(store, assignment, spec_hash, manifest.seed, manifest.seed_mode, reference_root,
+                             GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
+                                          device=slots[0].device, sandbox=sandbox,  # type: ignore[arg-type]
+                                          seed_mode=manifest.seed_mode, seed=manifest.seed,  # type: ignore[arg-type]
+                                          build_cache=cache, batch=True, lang=lang))
         graded, failures = _grade(store, to_grade, slots, job_timeout=job_timeout, progress=progress)
         if failures and entry == GRADE_ENTRY:
             sweep_dead_workers_containers()
@@ -334,6 +347,21 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
     store.log("batch_finished", graded=graded, skipped=skipped, failures=failures,
               seconds=round(summary.wall_seconds, 2))
     return summary
+
+
+def _references_pass(store: ResultStore, assignment: str, spec_hash: str, seed: str, seed_mode: str, root: Path,
+                     options: GradeOptions) -> None:
+    """Raises BatchError (nobody graded) when a reference kernel fails on the batch's seed (reference_check.py);
+    a seed the references passed is not checked again in this batch directory."""
+    key = f"{seed_digest(seed)}:{spec_hash}:{grader.__version__}:{options.backend}:{options.device}"
+    if checked_before(store.root, key):
+        return
+    check = check_references(assignment, options, root)
+    store.log("references_checked", references=check.references, failures=check.failures,
+              seconds=round(check.seconds, 1))
+    if check.failures:
+        raise BatchError(guard_message(check, seed_digest(seed), seed_mode, store.root))
+    record_check(store.root, key, check)
 
 
 def _grade(store: ResultStore, jobs: list[GradeJob], slots: list[Slot], *, job_timeout: float,

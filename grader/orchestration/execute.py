@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -78,6 +79,14 @@ class Executor:
             # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
             self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
         return results
+
+    def drop_finished_rounds(self) -> None:
+        """Frees the folders of the rounds read back so far: /io is a capped tmpfs, and a seed sweep runs many
+        rounds in one sandbox (grade_on_seeds)."""
+        rounds = self._rounds
+        if rounds is not None:
+            for index in range(rounds.index):
+                shutil.rmtree(rounds.rounds / str(index), ignore_errors=True)
 
     def close(self) -> None:
         """Ends the submission's run-phase sandbox, if one is still up."""

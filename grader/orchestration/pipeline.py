@@ -102,6 +102,26 @@ def _grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
     return result
 
 
+def grade_on_seeds(submission: Path, options: GradeOptions, masters: list[str]) -> list[GradeResult]:
+    """One submission graded on each of several public seeds, as `grade submit --seed S` grades it on one:
+    resolved, screened and built once, and every seed's rounds run in the same run-phase sandbox (seed sweeps,
+    the batch's reference check). A submission stopped before its calls (layout, build) gets that result per
+    seed. Never raises for anything the submission does."""
+    lang = grading_language(Path(submission), options)
+    grading = _Grading(Path(submission), options, masters)
+    with use_language(lang):
+        try:
+            last = grading.run()
+        except Exception:  # noqa: BLE001 -- a grader bug must still produce results
+            last = grading.finish(Verdict.INTERNAL_ERROR, _("the grader failed (not your fault):") + "\n"
+                                  + traceback.format_exc())
+    graded = grading.per_seed[:len(masters)]  # a grader failure midway: the seeds left get its result
+    graded += [last.model_copy(update={"seeds": SeedPlan.create("public", m).record()}) for m in masters[len(graded):]]
+    for result in graded:
+        result.lang = lang
+    return graded
+
+
 def write_result(result: GradeResult, path: Path) -> Path:
     return atomic_write_text(path, result.to_json())
 
@@ -129,11 +149,14 @@ def _bare_result(root: Path, options: GradeOptions, seeds: SeedPlan, message: st
 
 
 class _Grading:
-    def __init__(self, root: Path, options: GradeOptions) -> None:
+    def __init__(self, root: Path, options: GradeOptions, masters: list[str] | None = None) -> None:
         self.root = root
         self.options = options
         self.started = datetime.now(UTC)
         self.seeds = SeedPlan.create(options.seed_mode, options.seed)
+        # grade_on_seeds: every seed's calls in the one sandbox, a result each
+        self.seed_plans = [SeedPlan.create("public", m) for m in masters] if masters else [self.seeds]
+        self.per_seed: list[GradeResult] = []
         self.spec: AssignmentSpec | None = None
         self.student = Student()
         self.backend: ResolvedBackend | None = None
@@ -267,11 +290,24 @@ class _Grading:
                             build_dir, self.progress, self.notes, facts,
                             integrity_seconds=time.perf_counter() - started)
         scorer = Scorer(self.spec, self.backend)
-        calls = plan_calls(self.spec, self.seeds, entries, stages, self.backend.impl)
+        shared_notes = len(self.notes)  # the build's and the host's; each seed's own come after
         try:
-            ran = run_calls(executor, scorer, self.seeds, calls, work)
+            for index, seeds in enumerate(self.seed_plans):
+                self.seeds, self.cases, self.stages, self.integrity = seeds, [], [], []
+                del self.notes[shared_notes:]
+                seed_work = work / f"seed{index}" if len(self.seed_plans) > 1 else work
+                seed_work.mkdir(exist_ok=True)
+                self.per_seed.append(self._grade_seed(executor, scorer, entries, stages, seed_work))
+                executor.drop_finished_rounds()
         finally:
-            executor.close()  # the submission's run-phase sandbox, shared by its rounds
+            executor.close()  # the submission's run-phase sandbox, shared by its rounds (and seeds)
+        return self.per_seed[-1]
+
+    def _grade_seed(self, executor: Executor, scorer: Scorer, entries: dict[str, str], stages: list[str],
+                    work: Path) -> GradeResult:
+        assert self.spec is not None and self.backend is not None
+        calls = plan_calls(self.spec, self.seeds, entries, stages, self.backend.impl)
+        ran = run_calls(executor, scorer, self.seeds, calls, work)
         self.cases = [ran.judged[c.id] for c in calls if c.id in ran.judged]
         thresholds = load_thresholds(self.spec, self.backend.name, self.backend.device)
         self.stages = [scorer.stage_result(c, ran.judged, ran.outcomes.get(c.id), ran.samples[c.stage], thresholds)

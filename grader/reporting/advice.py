@@ -193,6 +193,14 @@ REGISTRY: dict[str, Advice] = {
         "positions, with the strides of the shapes in the signature."),
         N_("Check the indexing against the row-major layout"),
         case_hint=N_("wrong values: check indexing (row-major strides) and the operand layout")),
+    "builtin_tolerance": Advice(
+        "output", N_("Within the builtin's documented error: not your code"),
+        N_("Every element checked is as close to the float64 reference as the builtins are documented to be "
+        "(__bang_active_sigmoid returns 0 below x = -7.75 and 1 above 7.75 and is within 1% elsewhere; fp16 keeps "
+        "11 bits; fp32 sums depend on their order), yet the case failed: the grader's tolerance did that, not your "
+        "kernel. Tell your instructor, quoting the case and the seed digest at the top of this report."),
+        N_("Nothing to change in your code for these cases: report them to your instructor"),
+        case_hint=N_("within the builtin's documented error: the tolerance failed it, not your code")),
     "tail_only": Advice(
         "output", N_("Only tail shapes fail"),
         N_("Your main loop is right but the remainder is lost. When the size is not a multiple of your chunk (or of "

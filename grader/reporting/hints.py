@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -19,7 +20,8 @@ from grader.i18n import N_, _, ngettext
 from grader.reporting.advice import REGISTRY, Advice, advice_for, feedback
 from grader.reporting.compiler_output import CompilerMessage, parse_compiler_output, submission_relative
 from grader.results import CaseResult, EmuDiagnostic, GradeResult, SourceLocation, Verdict, verdict_label
-from grader.spec.models import FeedbackSpec
+from grader.spec import SpecError, load_assignment
+from grader.spec.models import FeedbackSpec, Tolerance
 
 Severity = Literal["error", "warning", "info"]
 
@@ -226,10 +228,37 @@ def _rel_error(expected: float | None, actual: float | None) -> float:
     return abs(actual - expected) / max(abs(expected), 1e-6)
 
 
-def case_kind(case: CaseResult) -> str | None:
-    """The failure kind of one failing case (None when it passed)."""
+@cache
+def _tolerances(assignment: str) -> dict[str, Tolerance]:
+    try:
+        return dict(load_assignment(assignment).tolerances)
+    except SpecError:
+        return {}
+
+
+def within_documented_error(case: CaseResult, assignment: str | None) -> bool:
+    """A wrong answer whose listed elements (the clearly wrong ones, else the worst) are each within what the
+    assignment's tolerance allows one element: |e-b| <= diff1 x max(|b|, tiny), the builtins' documented error
+    (saturation, 1% relative, fp16 rounding) the bounds are derived from. Such a failure is the tolerance's."""
+    tolerance = _tolerances(assignment).get(case.dtype) if assignment else None
+    if tolerance is None or case.verdict != Verdict.WRONG_ANSWER or not case.mismatches or case.unwritten_fraction \
+            or case.nan_inf_mismatch or tolerance.diff1 is None:
+        return False
+    tiny = tolerance.floor(case.dtype)
+    allowed = min(tolerance.diff1, tolerance.diff2 if tolerance.diff2 is not None else tolerance.diff1)
+    return all(m.actual is not None and m.expected is not None and math.isfinite(m.actual)
+               and abs(m.actual - m.expected) <= allowed * max(abs(m.expected), tiny)
+               and (tolerance.diff3_2 is None or abs(m.actual - m.expected) <= tolerance.diff3_2)
+               for m in case.mismatches)
+
+
+def case_kind(case: CaseResult, assignment: str | None = None) -> str | None:
+    """The failure kind of one failing case (None when it passed); `assignment` (its tolerances) tells a failure
+    within the builtins' documented error from the student's."""
     if case.passed:
         return None
+    if within_documented_error(case, assignment):
+        return "builtin_tolerance"
     if errors := [d for d in case.diagnostics if d.severity == "error"]:  # what stopped it, e.g. a runtime error
         return diagnostic_kind(errors[0])
     if case.verdict not in (Verdict.WRONG_ANSWER, Verdict.PASSED, Verdict.TOO_SLOW):
@@ -249,7 +278,7 @@ def case_kind(case: CaseResult) -> str | None:
 
 
 def case_hint(case: CaseResult, assignment: str | None = None) -> str | None:
-    kind = case_kind(case)
+    kind = case_kind(case, assignment)
     if kind is None:
         return None
     if entry := advice_for(kind, assignment):
@@ -384,6 +413,18 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
         return []
     result = result or _bare_result(cases)
     assignment = result.assignment
+    tolerance_cases = [c for c in failing if case_kind(c, assignment) == "builtin_tolerance"]
+    # never blamed on the student: no tail or fp16 pattern is read into them
+    failing = [c for c in failing if c not in tolerance_cases]
+    tolerance_finding = [] if not tolerance_cases else [_advised(
+        "builtin_tolerance", assignment, ngettext(
+            "{n} case failed although every element checked is within the builtin's documented error: {cases}.",
+            "{n} cases failed although every element checked is within the builtins' documented error: {cases}.",
+            len(tolerance_cases)).format(n=len(tolerance_cases),
+                                         cases=", ".join(case_label(c) for c in tolerance_cases[:4])),
+        tuple(case_label(c) for c in tolerance_cases), severity="warning")]
+    if not failing:
+        return tolerance_finding
     tails = feedback(assignment)
     findings: list[Finding] = []
     passing_aligned = [c for c in cases if c.passed and not is_tail_case(c, tails)]
@@ -397,7 +438,7 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
     findings = []
     by_kind: dict[str, list[CaseResult]] = {}
     for case in failing:
-        kind = case_kind(case)
+        kind = case_kind(case, assignment)
         if kind:
             by_kind.setdefault(kind, []).append(case)
 
@@ -448,7 +489,7 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
                 index=m.index, expected=_num(m.expected), actual=_num(m.actual)))
         findings.append(_advised("wrong_values", assignment, evidence, labels(group)))
     # the kind that explains the most failing cases first (stable: ties keep the order above)
-    return pattern + sorted(findings, key=lambda f: -len(f.cases))
+    return pattern + sorted(findings, key=lambda f: -len(f.cases)) + tolerance_finding
 
 
 def _bare_result(cases: list[CaseResult]) -> GradeResult:

@@ -85,7 +85,7 @@ def _group_views(result: GradeResult) -> list[CaseGroupView]:
     order = [g.name for g in result.groups] + [c.group for c in result.cases if c.group not in scores]
     views = []
     for name in dict.fromkeys(order):
-        cases = [(c, case_kind(c), case_hint(c, result.assignment)) for c in result.cases if c.group == name]
+        cases = [(c, case_kind(c, result.assignment), case_hint(c, result.assignment)) for c in result.cases if c.group == name]
         if cases or name in scores:
             views.append(CaseGroupView(name, scores.get(name), cases))
     return views

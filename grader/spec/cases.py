@@ -7,6 +7,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -63,7 +64,9 @@ class ConcreteCase:
     seed: int
     distributions: dict[str, Distribution] = field(default_factory=dict)
 
+    @cached_property
     def _inputs_key(self) -> tuple:
+        # cached: repr() of the pydantic distributions was most of a small case's cost in a seed sweep
         return (self.seed, self.dtype, tuple(self.shapes.items()),
                 tuple(sorted((k, repr(v)) for k, v in self.distributions.items())))
 
@@ -75,7 +78,7 @@ class ConcreteCase:
             return {name: draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
                     for (name, shape), child in zip(self.shapes.items(), children, strict=True)}
 
-        return dict(_DRAWN.kept(self._inputs_key(), drawn))
+        return dict(_DRAWN.kept(self._inputs_key, drawn))
 
     def replay_twin(self) -> ConcreteCase:
         """The same case with other inputs, from a seed derived from this one: what the grader's replay of the
@@ -88,7 +91,7 @@ class ConcreteCase:
         def computed() -> dict[str, np.ndarray]:
             return {"out": REFERENCES[reference].compute(*self.reference_inputs(self.make_inputs()))}
 
-        return _DRAWN.kept(("expected", reference, *self._inputs_key()), computed)["out"]
+        return _DRAWN.kept(("expected", reference, *self._inputs_key), computed)["out"]
 
     def reference_inputs(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         # The reference sees exactly what the student saw (after rounding to the case dtype), in float64.

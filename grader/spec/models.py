@@ -56,6 +56,10 @@ class InputSpec(_Strict):
         return value
 
 
+# mlu-ops' th per dtype: below it DIFF3 is an absolute error, above it relative (its evaluator's EPSILON_FLOAT/HALF)
+MLU_OPS_TH = {"float32": 1e-6, "float16": 1e-4}
+
+
 class Tolerance(_Strict):
     """mlu-ops accuracy criteria (MLU-OPS-Accuracy-Acceptance-Standard); None switches a metric off."""
 
@@ -63,6 +67,15 @@ class Tolerance(_Strict):
     diff2: float | None = Field(None, ge=0, description="sqrt(sum (e-b)^2 / sum b^2)")
     diff3: float | None = Field(None, ge=0, description="max point error: absolute where |b| < th, else relative")
     diff3_2: float | None = Field(None, ge=0, description="max |e-b|: catches a single wrong element")
+    tiny: float | None = Field(
+        None, gt=0, description="reference magnitude below which DIFF1/DIFF2 judge an element's absolute error: "
+        "each |b| in their denominators counts as at least this (unset: mlu-ops' th, 1e-6 fp32, 1e-4 fp16), so a "
+        "case whose reference is all near zero never divides by almost nothing; derive it from the builtin's "
+        "documented absolute error: tiny >= that error / diff1")
+
+    def floor(self, dtype: str) -> float:
+        """The magnitude each |reference| counts as at least in DIFF1/DIFF2: `tiny`, else mlu-ops' th."""
+        return self.tiny if self.tiny is not None else MLU_OPS_TH.get(dtype, MLU_OPS_TH["float32"])
 
     @model_validator(mode="after")
     def _something(self) -> Tolerance:

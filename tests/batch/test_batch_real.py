@@ -131,8 +131,11 @@ def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_im
     assert results["s2-broken"].verdict == Verdict.COMPILE_ERROR and results["s2-broken"].score == 0
     ref, twin, zipped = results["s3-ref"], results["s4-twin"], results["s5-zip"]
     assert ref.score > 0 and ref.score == twin.score == zipped.score  # same code, same seed
-    assert not ref.build.cached
-    assert twin.build.cached and zipped.build.cached, "twins must reuse the first build"
+    # The references were graded on the batch's seed before anyone (reference_check.py), once: the resume
+    # found them checked. sigmoid/vector is one of them, so its build was already in the cache.
+    checks = [e for e in events(out) if e["event"] == "references_checked"]
+    assert len(checks) == 1 and checks[0]["failures"] == [] and len(checks[0]["references"]) == 3, checks
+    assert ref.build.cached and twin.build.cached and zipped.build.cached, "every copy must reuse the first build"
 
     book = list(csv.DictReader(open(out / "gradebook.csv")))
     assert [r["student_id"] for r in book[1:]] == sorted(CLASS)
@@ -153,3 +156,25 @@ def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_im
     owners = [c.labels.get(OWNER_LABEL, "") for c in
               docker_client().containers.list(all=True, filters={"label": RUN_LABEL})]
     assert not [o for o in owners if o.isdigit() and not Path(f"/proc/{o}").exists()]
+
+
+def test_a_reference_failing_on_the_batch_seed_stops_the_batch_before_anyone(tmp_path, sandbox_image):
+    """Issue 27: a class is never graded on a seed its own references fail. A reference folder whose vector
+    "reference" drops the tail fails on every seed: the batch stops with which reference, case and why, and
+    grades nobody."""
+    from grader.orchestration.batch import BatchError, run_batch
+
+    references = tmp_path / "references"
+    shutil.copytree(KERNELS / "known_bad" / "tail_dropped", references / "sigmoid" / "vector")
+    class_dir = tmp_path / "class"
+    shutil.copytree(KERNELS / "sigmoid" / "vector", class_dir / "alice")
+    out = tmp_path / "batch"
+    with pytest.raises(BatchError) as stopped:
+        run_batch(class_dir, "sigmoid", out, workers=1, sandbox="docker", seed="seed1", progress=False,
+                  build_cache=tmp_path / "build-cache", reference_root=references)
+    message = str(stopped.value)
+    assert "stopped before grading anyone" in message and "references/sigmoid/vector: n1 (sigmoid)" in message, message
+    assert "never of a student" in message and str(out / "batch.json") in message
+    assert not list((out / "results").glob("*.json"))
+    assert [e for e in events(out) if e["event"] == "references_checked"][0]["failures"]
+    assert not (out / "references.json").exists()  # a failed check is not remembered as passed

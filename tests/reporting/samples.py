@@ -595,3 +595,17 @@ ALL = {
     "timeout": timeout,
     "too_slow": slow_sigmoid,
 }
+
+
+def saturated_sigmoid(expected: float = 2.06115e-09) -> GradeResult:
+    """Issue 27 as graded before its fix (seed "seed1"): the reference kernel's n1 saturated to 0 at x = -20, which
+    __bang_active_sigmoid is documented to do, and a relative DIFF1 over one element failed it; the rest passed."""
+    cases = [
+        _case("n1", "tiny", "sigmoid", {"x": [1]}, verdict=Verdict.WRONG_ANSWER, passed=False, diff1=0.673,
+              diff2=0.673, diff3=2.06e-9, max_abs_error=expected, message="DIFF1 0.673 > 0.01",
+              mismatches=[Mismatch(index=[0], expected=expected, actual=0.0)]),
+        _case("n64", "aligned", "sigmoid", {"x": [64]}),
+        _case("n65", "tail", "sigmoid", {"x": [65]}),
+    ]
+    return GradeResult(**_sigmoid_base(verdict=Verdict.WRONG_ANSWER, score=66.67, max_score=100, cases=cases,
+                                       stages=[]))  # type: ignore[arg-type]

@@ -345,3 +345,22 @@ def test_matmul_fp16_only_keeps_the_fp32_sum_advice(tmp_path):
     result.submission_path = str(tmp_path)
     first = diagnose(result)[0]
     assert first.kind == "fp16_only" and "fp32" in first.advice and "products" in first.advice
+
+
+def test_a_failure_within_the_builtins_documented_error_is_never_blamed_on_the_student():
+    """Issue 27: a reference kernel's n1 saturated to 0 (documented for __bang_active_sigmoid below -7.75) failed a
+    relative metric. The report says the tolerance did it: no "tail", no "zeros", and the next step is to report."""
+    from grader.reporting.next_step import overall_next_step
+
+    result = samples.saturated_sigmoid()
+    found = kinds(result)
+    assert found == ["builtin_tolerance"], found
+    assert case_kind(result.cases[0], "sigmoid") == "builtin_tolerance"
+    assert case_kind(result.cases[0]) == "zero_output"  # without the assignment's tolerance nothing can tell
+    step = overall_next_step(result)
+    assert step is not None and "report" in step.action and "instructor" in step.action
+
+
+def test_zeros_where_the_reference_is_not_tiny_are_still_the_students():
+    result = samples.saturated_sigmoid(expected=4.5e-3)  # x = -5.4: above the saturation, a real zero is wrong
+    assert kinds(result)[0] in ("tail_only", "zero_output") and "builtin_tolerance" not in kinds(result)
