@@ -79,8 +79,9 @@ class BatchSummary:
 
     @property
     def complete(self) -> bool:
-        """Every entry of the class graded, none by a failing grader (the command's exit status)."""
-        return not self.worker_failures and not self.not_graded and self.planned is None
+        """Every entry of the class graded (planned, with --plan-only), none by a failing grader: the command's
+        exit status."""
+        return not self.worker_failures and not self.not_graded
 
     def lines(self) -> list[str]:
         """A plain-text summary for the terminal, in the batch's language."""
