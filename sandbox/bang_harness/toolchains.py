@@ -21,7 +21,7 @@ import sysconfig
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -63,21 +63,24 @@ STALL_POLL_SECONDS = 2.0
 STALL_SIGN = "made no progress"  # what run_step adds to a stopped step's output (the host reads it: timeout)
 
 
-def _group_cpu_seconds(pgid: int) -> float:
-    """CPU seconds of the live processes of group `pgid`, with their reaped children's (/proc/<pid>/stat)."""
-    total = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+def process_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, fields after "pid (comm) ": state, ppid, pgrp, ...) of every process this /proc shows."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
                 data = fh.read()
         except OSError:
             continue
-        fields = data[data.rindex(b")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
-        if int(fields[2]) == pgid:
-            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    return total / os.sysconf("SC_CLK_TCK")
+        yield int(entry), data[data.rfind(b")") + 2:].split()  # the name in parentheses may hold spaces
+
+
+def _group_cpu_seconds(pgid: int) -> float:
+    """CPU seconds of the live processes of group `pgid`, with their reaped children's."""
+    ticks = sum(sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+                for _pid, fields in process_stats() if len(fields) > 14 and int(fields[2]) == pgid)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _communicate_unless_stalled(proc: subprocess.Popen, window: float) -> tuple[bytes, bool]:
