@@ -376,10 +376,11 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
     write_dashboard(rows, store.root / "dashboard.html", assignment_title=title or assignment,
                     backend=backend, seed_mode=manifest.seed_mode, similarity=similar)
 
+    graded_rows = [r for r in rows if not r.not_graded]  # the others are listed apart, never averaged as zeros
     summary = BatchSummary(
         out_dir=store.root, assignment=assignment, total=len(rows), graded=graded, skipped=skipped,
-        worker_failures=failures, verdicts=dict(Counter(str(r.result.verdict) for r in rows)),
-        mean_score=sum(r.result.score for r in rows) / len(rows) if rows else 0.0,
+        worker_failures=failures, verdicts=dict(Counter(str(r.result.verdict) for r in graded_rows)),
+        mean_score=sum(r.result.score for r in graded_rows) / len(graded_rows) if graded_rows else 0.0,
         max_score=points_possible, wall_seconds=time.monotonic() - started,
         per_minute=60.0 * graded / grading_seconds if graded and grading_seconds > 0 else 0.0,
         outputs={**outputs, "gradebook": str(store.root / "gradebook.csv"), "canvas": str(store.root / "canvas.csv"),
