@@ -99,10 +99,9 @@ class BatchSummary:
     def _not_graded_lines(self) -> list[str]:
         if not self.not_graded:
             return []
-        head = ngettext("not graded: {n} entry of the class folder (a gradebook row with the reason, no score "
-                        "exported; fix it and rerun):",
-                        "not graded: {n} entries of the class folder (gradebook rows with the reason, no score "
-                        "exported; fix them and rerun):",
+        head = ngettext("not graded: {n} entry of the class folder (no score is exported for it; fix it and rerun):",
+                        "not graded: {n} entries of the class folder (no score is exported for them; fix them and "
+                        "rerun):",
                         len(self.not_graded)).format(n=len(self.not_graded))
         return [head] + [f"  {entry}: {why}" for entry, why in self.not_graded.items()]
 
