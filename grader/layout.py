@@ -9,7 +9,9 @@ Every problem becomes a LayoutError whose message says what is missing and shows
 from __future__ import annotations
 
 import ast
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +27,7 @@ from grader.project_layouts import (
     extension_name,
     find_entry,
     layout_named,
+    text_name,
     unusable_message,
 )
 from grader.results import Student
@@ -88,6 +91,7 @@ def inspect_submission(root: Path) -> Submission:
     root = Path(root)
     if not root.is_dir():
         raise LayoutError(f"{root} is not a folder")
+    refuse_special_files(root)
     _check_size(root)
     config = _read_grade_toml(root)
     found = detect(root)
@@ -270,6 +274,26 @@ def _sources(root: Path, folder: str, suffix: str, purpose: str, problems: list[
             _(": {file} is in a subfolder, but only {pattern} is compiled").format(
                 file=nested[0], pattern=f"{folder}/*.{suffix}") if nested else ""))
     return found
+
+
+def special_files(root: Path) -> list[str]:
+    """Entries that are not files, folders or links (FIFOs, sockets, devices), by lstat: nothing opens them."""
+    found = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in [*dirs, *files]:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                found.append(text_name(os.path.relpath(os.path.join(folder, name), root)))
+    return sorted(found)
+
+
+def refuse_special_files(root: Path) -> None:
+    """A FIFO, socket or device in a submission would block (or feed without end) whatever reads it: layout
+    detection, the hash, the compiler. Refused before anything reads the submission."""
+    if found := special_files(root):
+        raise LayoutError(_("not a regular file: {files}; a submission holds only files and folders (a FIFO, "
+                            "socket or device cannot be graded): replace it with the file itself")
+                          .format(files=", ".join(found[:10])), show_layout=False)
 
 
 def _check_size(root: Path) -> None:

@@ -13,6 +13,7 @@ registered with TORCH_LIBRARY (`torch.ops.<namespace>.<op>`).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,12 @@ _TORCH_LIBRARY = re.compile(r"\bTORCH_LIBRARY(?:_FRAGMENT)?\s*\(\s*(\w+)\s*,\s*(
 _SETUP_NAME = re.compile(r"\b(?:MLU|Cpp|CUDA)?Extension\s*\(\s*(?:name\s*=\s*)?[\"']([\w.]+)[\"']")
 _IGNORED_DIRS = {"build", "dist", "tests", "test", "__pycache__"}
 SEARCH_DEPTH = 4  # how deep a misplaced project is looked for, to point at the folder to submit
+
+
+def text_name(name: str) -> str:
+    """A file name as text for ids, exports and messages: a name is bytes, and bytes that are not UTF-8 (a
+    student's tar may hold any) are shown as U+FFFD."""
+    return os.fsencode(name).decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -207,7 +214,7 @@ def _ignored(root: Path, path: Path) -> bool:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
+    try:  # regular files only: a FIFO would block detection (layout.refuse_special_files names it)
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
     except OSError:
         return ""

@@ -62,6 +62,36 @@ def test_bad_options_are_usage_errors(tmp_path):
     assert proc.returncode == 2 and "--backend must be one of emu, mlu" in proc.stderr
 
 
+@pytest.mark.parametrize("args", [
+    ("submit", "{tmp}/nowhere"),  # no such folder
+    ("submit", "{root}/README.md"),  # not a folder
+    ("submit", "{root}/reference_kernels/example", "-a", "nope"),  # unknown assignment
+    ("submit", "{root}/reference_kernels/example", "--bogus"),  # unknown option
+    ("submit", "{root}/reference_kernels/example", "--lang", "fr"),
+    ("batch", "{tmp}/nowhere", "-a", "sigmoid"),
+    ("batch", "{tmp}", "-a", "nope"),
+    ("batch", "{tmp}", "-a", "sigmoid", "--workers", "many"),
+])
+def test_usage_errors_are_one_line_exit_2_and_write_nothing(tmp_path, args):
+    """Issue 28: a typo is not a student's failure (1) or the grader's (internal error): one line, status 2."""
+    out = tmp_path / "out"
+    proc = grade(*[a.format(tmp=tmp_path, root=ROOT) for a in args], "--out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"grade {args[0]}: error: "), \
+        proc.stderr
+    assert proc.stdout == "" and not out.exists()
+
+
+def test_every_help_lists_the_exit_codes():
+    from grader.cli.app import ExitCode
+
+    for verb in ([], ["submit"], ["batch"], ["calibrate"], ["doctor"], ["setup"], ["selftest"], ["images", "build"],
+                 ["spec", "check"], ["spec", "schema"]):
+        text = " ".join(grade(*verb, "--help").stdout.split())
+        assert "Exit status:" in text, verb
+        assert all(f"{code.value:d} " in text for code in ExitCode), (verb, text)
+
+
 def test_doctor_lists_backends_sandboxes_and_fixes():
     proc = grade("doctor")
     assert "backend" in proc.stdout and "emu" in proc.stdout and "mlu" in proc.stdout
@@ -70,7 +100,7 @@ def test_doctor_lists_backends_sandboxes_and_fixes():
 
 def test_batch_is_a_thin_wrapper_that_refuses_unsandboxed_grading(tmp_path):
     proc = grade("batch", str(tmp_path), "--assignment", "sigmoid", "--sandbox", "none", "--out", str(tmp_path / "o"))
-    assert proc.returncode == 2 and "batch refused" in proc.stdout
+    assert proc.returncode == 2 and "batch refused" in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
 # --- a machine that is not set up (grader.orchestration.environment.prepare_environment) ------------------

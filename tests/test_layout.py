@@ -48,6 +48,28 @@ def test_a_good_submission_passes_with_defaults(tmp_path):
     check_entry_functions(sub, {"matmul": list(entries)})
 
 
+def test_fifos_sockets_and_devices_are_refused_before_anything_reads_them(tmp_path):
+    """A FIFO as the binding (or as grade.toml, ops.py) would block layout detection forever (issue 28)."""
+    import os
+    import socket
+
+    from grader.orchestration.options import GradeOptions
+    from grader.orchestration.resolve import guess_spec
+
+    root = make(tmp_path / "sub", GOOD)
+    (root / "cpp" / "bind.cpp").unlink()
+    os.mkfifo(root / "cpp" / "bind.cpp")
+    os.mkfifo(root / "grade.toml")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(root / "mlu" / "s.sock"))
+        with pytest.raises(LayoutError, match="not a regular file") as refused:
+            inspect_submission(root)
+    assert "cpp/bind.cpp" in str(refused.value) and "grade.toml" in str(refused.value)
+    assert "mlu/s.sock" in str(refused.value)
+    detect(root)  # returns: nothing opened the FIFOs
+    assert guess_spec(root, GradeOptions()) is not None  # ops.py read, the FIFO grade.toml never opened
+
+
 @pytest.mark.parametrize(("remove", "message"), [
     ("mlu/mm.mlu", "mlu/ holds no .mlu file"),
     ("cpp/bind.cpp", "cpp/ holds no .cpp file"),

@@ -80,6 +80,7 @@ class ClassStats:
     generated: str
     grader_version: str
     similarity: SimilarityView | None = None
+    not_graded: list[tuple[str, str]] = field(default_factory=list)  # (class folder entry, why), no grade
 
 
 @dataclass
@@ -200,7 +201,8 @@ def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, se
         diagnostics=diagnostics, cases=cases, stages=stages, table=table, backend=backend,
         modelled=get_backend(backend).time_is_modelled, seed_mode=seed_mode,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), grader_version=grader.__version__,
-        similarity=similarity_view(similarity) if similarity is not None else None)
+        similarity=similarity_view(similarity) if similarity is not None else None,
+        not_graded=[(r.submission.origin, r.not_graded) for r in rows if r.not_graded])
 
 
 def render_dashboard(stats: ClassStats) -> str:

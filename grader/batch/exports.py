@@ -26,16 +26,19 @@ class ClassRow:
     result: GradeResult
     run_dir: Path | None = None  # where grading wrote report.html and artefacts
     stored_as: str = ""  # "<key>@<mtime>" of the stored result: a report drawn from it is up to date
+    not_graded: str = ""  # why this entry of the class folder has no grade (exported without a score)
 
 
+NOT_GRADED = "not_graded"  # the gradebook's verdict cell for an entry with no grade
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value: object) -> str:
-    """A cell a spreadsheet shows as text: one starting like a formula (= + - @ tab CR) gets a leading quote,
-    so `=HYPERLINK(...)` in a name or message is never evaluated by Excel, LibreOffice or Sheets."""
+    """A cell a spreadsheet shows as text: one whose first non-blank character starts a formula (= + - @), or
+    that starts with tab or CR, gets a leading quote, so `=HYPERLINK(...)`, " =1+2" or "\n=1+2" in a name or
+    message is never evaluated by Excel, LibreOffice or Sheets (they skip leading blanks before a formula)."""
     text = "" if value is None else str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return "'" + text if text.startswith(FORMULA_STARTS) or text.lstrip().startswith(FORMULA_STARTS) else text
 
 
 def _writerow(writer: Any, cells: list[object]) -> None:
@@ -88,6 +91,11 @@ def gradebook_csv(rows: list[ClassRow], columns: tuple[dict[str, float], dict[st
         max_score = r.max_score or max_total
         percent = 100.0 * r.score / max_score if max_score else 0.0
         first_line = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
+        if row.not_graded:  # a row with its reason and no points, so no import reads it as a zero
+            _writerow(writer, [row.submission.student_id, display_name(row.submission)]
+                      + [""] * (len(groups) + len(stages)) + ["", _fmt(max_score), "", NOT_GRADED,
+                                                              row.not_graded[:200], "", row.submission.origin])
+            continue
         _writerow(writer, [row.submission.student_id, display_name(row.submission)]
                         + [_fmt(group_points.get(g, 0.0)) for g in groups]
                         + [_fmt(stage_points.get(s, 0.0)) for s in stages]
@@ -120,7 +128,7 @@ def canvas_csv(rows: list[ClassRow], assignment_title: str) -> str:
             _extra(sub, "sis user id", "sis_user_id") or sub.student_id,
             _extra(sub, "sis login id", "sis_login_id", "login"),
             _extra(sub, "section"),
-            _fmt(row.result.score),
+            "" if row.not_graded else _fmt(row.result.score),  # an empty cell: Canvas leaves the grade alone
         ])
     return out.getvalue()
 
@@ -158,7 +166,10 @@ def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str,
         drawn = {}
     for row in rows:
         slug = row.submission.slug
-        write_gradescope(row.result, out_dir / "gradescope" / slug / "results.json")
+        if row.not_graded:  # no grade: nothing for Gradescope to import
+            (out_dir / "gradescope" / slug / "results.json").unlink(missing_ok=True)
+        else:
+            write_gradescope(row.result, out_dir / "gradescope" / slug / "results.json")
         report = out_dir / "reports" / f"{slug}.html"
         if row.stored_as and drawn.get(slug) == row.stored_as and report.is_file():
             continue

@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from grader.project_layouts import detect
+from grader.project_layouts import detect, text_name
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+# Archives students send that the grader does not unpack: listed as not graded, named after the student.
+UNSUPPORTED_ARCHIVES = (".rar", ".7z", ".tar.zst", ".zst", ".gz", ".bz2", ".xz", ".lz", ".lzma", ".cab", ".arj")
 # Never part of what a student wrote; ignored by the content hash and by layout detection.
 IGNORED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store", "__MACOSX", ".ipynb_checkpoints", ".pytest_cache"})
 IGNORED_SUFFIXES = (".pyc", ".pyo", ".so", ".o")
@@ -76,10 +78,18 @@ def file_digest(path: Path) -> str:
 
 def archive_stem(path: Path) -> str:
     name = path.name
-    for suffix in sorted(ARCHIVE_SUFFIXES, key=len, reverse=True):
+    for suffix in sorted(ARCHIVE_SUFFIXES + UNSUPPORTED_ARCHIVES, key=len, reverse=True):
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return path.stem
+
+
+def unsupported_archive(path: Path) -> str | None:
+    """The suffix of an archive format the grader does not read (".rar"), or None."""
+    name = path.name.lower()
+    if name.endswith(ARCHIVE_SUFFIXES):
+        return None
+    return next((s for s in sorted(UNSUPPORTED_ARCHIVES, key=len, reverse=True) if name.endswith(s)), None)
 
 
 # ---------------------------------------------------------------------------------------------- archives
@@ -225,20 +235,22 @@ def content_hash(root: Path, limits: IntakeLimits = IntakeLimits()) -> str:
     files = 0
     total = 0
     for path in _walk_files(root):
-        rel = path.relative_to(root).as_posix()
+        # A name is bytes, not text (a student's tar may hold any): hashed as the file system has it.
+        name = path.relative_to(root).as_posix()
+        rel = os.fsencode(name)
         info = path.lstat()
         files += 1
         if files > limits.max_files:
             raise IntakeError(f"more than {limits.max_files} files")
         if stat.S_ISLNK(info.st_mode):
-            digest.update(f"L {rel}\0{os.readlink(path)}\0".encode())
+            digest.update(b"L " + rel + b"\0" + os.fsencode(os.readlink(path)) + b"\0")
             continue
         if not stat.S_ISREG(info.st_mode):
-            continue
+            continue  # FIFOs, sockets, devices: never opened here (layout checking refuses the submission)
         total += info.st_size
         if info.st_size > limits.max_file_bytes or total > limits.max_total_bytes:
-            raise IntakeError(f"submission larger than the caps ({rel!r})")
-        digest.update(f"F {rel}\0{int(bool(info.st_mode & 0o111))}\0{info.st_size}\0".encode())
+            raise IntakeError(f"submission larger than the caps ({text_name(name)!r})")
+        digest.update(b"F " + rel + f"\0{int(bool(info.st_mode & 0o111))}\0{info.st_size}\0".encode())
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 16):
                 digest.update(chunk)
@@ -257,12 +269,15 @@ def _take_in(student_id: str, name: str, origin: str, source: Path, unpack_dir: 
             root = unpack_archive(source, unpack_dir / f"{sub.slug}-{file_digest(source)}", limits)
         elif not source.exists():
             raise IntakeError(f"no submission at {source}")
+        elif suffix := unsupported_archive(source):
+            raise IntakeError(f"a {suffix} archive: the grader unpacks only .zip and .tar (.tar.gz, .tar.bz2, "
+                              f".tar.xz); ask for one of those")
         else:
-            raise IntakeError(f"not a folder or a zip/tar archive: {source.name}")
+            raise IntakeError(f"not a folder or a .zip/.tar archive: {source.name}")
         sub.path = root
         sub.content_hash = content_hash(root, limits)
-    except IntakeError as exc:
-        sub.problem = str(exc)
+    except (IntakeError, OSError) as exc:  # OSError: unreadable (permissions, a dangling link, I/O)
+        sub.problem = str(exc) if isinstance(exc, IntakeError) else f"cannot be read: {exc.strerror or exc}"
         sub.content_hash = sub.content_hash or hashlib.sha256(f"problem\0{exc}".encode()).hexdigest()
     return sub
 
@@ -356,17 +371,18 @@ def collect_submissions(source: Path, unpack_dir: Path, limits: IntakeLimits = I
         raise IntakeError(f"{source} is one submission, not a class; grade it with `grade submit`")
     subs: list[StudentSubmission] = []
     seen: dict[str, str] = {}
+    # Every entry is a student or a row saying why it is not graded (an unsupported archive, a stray file, an
+    # unreadable folder); only hidden files and IGNORED_NAMES (OS and editor leftovers) are passed over.
     for entry in _visible_children(source):
-        if entry.is_dir():
-            student_id = entry.name
-        elif is_archive(entry):
-            student_id = archive_stem(entry)
+        if entry.is_dir() or is_archive(entry) or unsupported_archive(entry):
+            student_id = entry.name if entry.is_dir() else archive_stem(entry)
         else:
-            continue  # notes, spreadsheets and the like next to the submissions
+            student_id = entry.name  # a stray file: listed under its own name
+        student_id = text_name(student_id)
         if student_id in seen:
             raise IntakeError(f"student {student_id!r} has both {seen[student_id]} and {entry.name}")
         seen[student_id] = entry.name
-        subs.append(_take_in(student_id, "", entry.name, entry, unpack_dir, limits))
+        subs.append(_take_in(student_id, "", text_name(entry.name), entry, unpack_dir, limits))
     if not subs:
         raise IntakeError(f"no student folders or archives in {source}")
     _check_unique_slugs(subs)

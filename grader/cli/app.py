@@ -1,7 +1,8 @@
 """The `grade` command line: submit, batch, calibrate, doctor, setup, selftest, images build, spec check/schema.
 
 Thin by design: every command parses options, calls one function of the library and renders its result.
-Exit codes: 0 only when everything graded passed; 1 graded with failures; 2 usage or environment errors.
+Exit statuses: ExitCode, the one list (every --help shows it). A usage error (a path that is not there, an
+unknown assignment, a bad option) is one line on stderr and writes nothing.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from enum import IntEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -23,9 +25,28 @@ from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
 from grader.results import GradeResult, Verdict
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Autograder for Cambricon BANG C kernels.")
-images_app = typer.Typer(no_args_is_help=True, help="Build the sandbox images.")
-spec_app = typer.Typer(no_args_is_help=True, help="Validate and document assignment specs.")
+
+class ExitCode(IntEnum):
+    """What `grade` exits with, for every verb (EXIT_CODES_HELP shows it under each --help)."""
+
+    OK = 0  # submit: passed; batch: every entry of the class graded; other verbs: done
+    NOT_PASSED = 1  # submit: graded, not passed; batch: an entry not graded or a grader failure; a failed check
+    ERROR = 2  # usage error (path, assignment, option), the machine cannot grade, or the grader itself failed
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM
+
+
+EXIT_CODES_HELP = (
+    f"Exit status: {ExitCode.OK:d} done (submit: passed; batch: every entry of the class graded); "
+    f"{ExitCode.NOT_PASSED:d} graded but not passed (batch: an entry not graded, or a grader failure; "
+    f"calibrate, doctor, setup, selftest, spec check: a check failed); {ExitCode.ERROR:d} usage error (no such "
+    f"path, unknown assignment, bad option), the machine cannot grade, or the grader itself failed; "
+    f"{ExitCode.INTERRUPTED:d} interrupted (Ctrl-C)."
+)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Autograder for Cambricon BANG C kernels.",
+                  epilog=EXIT_CODES_HELP)
+images_app = typer.Typer(no_args_is_help=True, help="Build the sandbox images.", epilog=EXIT_CODES_HELP)
+spec_app = typer.Typer(no_args_is_help=True, help="Validate and document assignment specs.", epilog=EXIT_CODES_HELP)
 app.add_typer(images_app, name="images")
 app.add_typer(spec_app, name="spec")
 
@@ -52,7 +73,7 @@ def _progress(console: Console) -> Progress:
                     console=console, transient=True)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def submit(
     submission: Annotated[Path, typer.Argument(help="the submission folder (my_ops/)")],
     assignment: Annotated[str | None, typer.Option("--assignment", "-a", help="default: grade.toml's")] = None,
@@ -74,6 +95,11 @@ def submit(
     """Grade one submission: build, check every case, time every stage, score, report.
 
     On a machine not set up yet it first does what `grade setup` does (as root), with progress shown."""
+    try:
+        _check_submission_path(submission)
+        _check_assignment(assignment)
+    except UsageError as exc:
+        raise _usage_error(str(exc)) from exc
     _check_choice(backend, tuple(BACKENDS), "--backend")
     _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
     if lang is not None:
@@ -125,10 +151,47 @@ def _submit(submission: Path, options: GradeOptions, console: Console, *, out_di
     raise typer.Exit(exit_code(result))
 
 
-def exit_code(result: GradeResult) -> int:
+def exit_code(result: GradeResult) -> ExitCode:
     if result.verdict == Verdict.PASSED:
-        return 0
-    return 2 if result.verdict in (Verdict.INTERNAL_ERROR, Verdict.ENVIRONMENT_ERROR) else 1
+        return ExitCode.OK
+    if result.verdict in (Verdict.INTERNAL_ERROR, Verdict.ENVIRONMENT_ERROR):
+        return ExitCode.ERROR
+    return ExitCode.NOT_PASSED
+
+
+class UsageError(Exception):
+    """The command line asks for something that is not there: one line on stderr, exit ERROR, nothing written."""
+
+
+def _usage_error(message: str) -> typer.Exit:
+    Console(stderr=True, highlight=False).print(
+        _("{command}: error: {problem}").format(command="grade " + " ".join(sys.argv[1:2]), problem=message),
+        markup=False, soft_wrap=True)
+    return typer.Exit(ExitCode.ERROR)
+
+
+def _check_submission_path(path: Path) -> None:
+    if not path.exists():
+        raise UsageError(_("no such folder: {path}").format(path=path))
+    if not path.is_dir():
+        raise UsageError(_("not a folder: {path} (a submission is a folder; `grade batch` takes archives)")
+                         .format(path=path))
+
+
+def _check_assignment(name: str | None) -> None:
+    """An assignment that does not exist is the command line's mistake, not the grader's."""
+    if name is None:
+        return
+    from grader.programs.spec import is_programs_assignment
+    from grader.spec import SpecError
+    from grader.spec.loader import assignment_dir
+
+    if is_programs_assignment(name):
+        return
+    try:
+        assignment_dir(name)
+    except SpecError as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
 
 
 def _gradable_layout(submission: Path) -> bool:
@@ -168,7 +231,7 @@ def _prepare(options: GradeOptions, console: Console, install: bool, submission:
                 console.print(_("results:     {path}").format(path=path))
             if json_output:
                 sys.stdout.write(result.to_json() + "\n")
-        raise typer.Exit(2) from problem
+        raise typer.Exit(ExitCode.ERROR) from problem
     if prepared.sandbox != options.sandbox:
         options.sandbox = prepared.sandbox  # type: ignore[assignment]
     return prepared
@@ -189,7 +252,7 @@ def _write_report(result: GradeResult, path: Path, console: Console) -> Path | N
         return None
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def batch(
     submissions: Annotated[Path, typer.Argument(help="folder of submissions (one folder or archive per student)")],
     assignment: Annotated[str, typer.Option("--assignment", "-a")],
@@ -220,9 +283,15 @@ def batch(
 ) -> None:
     """Grade a whole class, resumably (see grader.orchestration.batch)."""
     from grader.batch.similarity import SimilarityOptions
-    from grader.orchestration.batch import GRADE_ENTRY, BatchError, run_batch
+    from grader.orchestration.batch import GRADE_ENTRY, BatchError, BatchInterrupted, run_batch
 
     console = Console()
+    try:
+        if not submissions.exists():
+            raise UsageError(_("no such folder: {path}").format(path=submissions))
+        _check_assignment(assignment)
+    except UsageError as exc:
+        raise _usage_error(str(exc)) from exc
     _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
     if lang is not None:
         _check_choice(lang, LANGUAGES, "--lang")
@@ -237,14 +306,16 @@ def batch(
                             similarity=SimilarityOptions(template=tuple(template or ()),
                                                          threshold=similarity_threshold, enabled=similarity))
     except BatchError as exc:
-        console.print("[red]" + _("batch refused:") + f"[/] {exc}")
-        raise typer.Exit(2) from exc
+        raise _usage_error(_("batch refused: {why}").format(why=" ".join(str(exc).split()))) from exc
+    except BatchInterrupted as exc:  # one line: what is committed, and the command that resumes
+        Console(stderr=True, highlight=False).print(f"{exc} ({_resume_command()})", markup=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from exc
     for line in summary.lines():
         console.print(line, highlight=False, markup=False, soft_wrap=True)
-    raise typer.Exit(0 if summary.worker_failures == 0 else 1)
+    raise typer.Exit(ExitCode.OK if summary.complete else ExitCode.NOT_PASSED)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def calibrate(
     assignment: Annotated[str, typer.Option("--assignment", "-a")],
     backend: BackendOpt = "emu",
@@ -266,7 +337,7 @@ def calibrate(
         done = run_calibration(assignment, options, reference=reference, log=console.print)
     except CalibrationError as exc:
         console.print(f"[red]calibration failed:[/] {exc}")
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.NOT_PASSED) from exc
     table = Table(title=f"thresholds written to {done.path}", title_justify="left")
     for col in ("stage", "reference us", "threshold us"):
         table.add_column(col, justify="right" if col != "stage" else "left")
@@ -275,7 +346,7 @@ def calibrate(
     console.print(table)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def doctor(lang: LangOpt = None) -> None:
     """What backends, sandboxes and devices this machine has, and how to fix what is missing."""
     from grader.cli.doctor import AREAS, diagnose
@@ -293,10 +364,10 @@ def doctor(lang: LangOpt = None) -> None:
             table.add_row(_(AREAS.get(f.area, f.area)), f.item, status, f.detail, f.fix)
         console.print(table)
     emu_ok = any(f.area == "backend" and f.item == "emu" and f.ok for f in findings)
-    raise typer.Exit(0 if emu_ok else 1)
+    raise typer.Exit(ExitCode.OK if emu_ok else ExitCode.NOT_PASSED)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def setup(tests: Annotated[bool, typer.Option("--tests", help="also what the test suite needs")] = False,
           lang: LangOpt = None) -> None:
     """Set this machine up for grading (as root): Docker installed and started, the sandbox image built.
@@ -311,16 +382,16 @@ def setup(tests: Annotated[bool, typer.Option("--tests", help="also what the tes
         ok, why = setup_docker_sandbox(lambda line: console.print(line, markup=False, soft_wrap=True), tests=tests)
         if ok:
             console.print(_("setup: ready: the docker sandbox works"))
-            raise typer.Exit(0)
+            raise typer.Exit(ExitCode.OK)
         console.print("[red]" + _("setup: the docker sandbox is not available:") + "[/] " + why, highlight=False)
         bwrap_ok, _why = bwrap_works()
         if bwrap_ok:
             console.print(_("setup: self-checks (`grade submit`) still work in the bubblewrap sandbox; batch "
                             "grading needs Docker"))
-    raise typer.Exit(1)
+    raise typer.Exit(ExitCode.NOT_PASSED)
 
 
-@images_app.command("build")
+@images_app.command("build", epilog=EXIT_CODES_HELP)
 def images_build(rebuild: Annotated[bool, typer.Option(help="rebuild even when up to date")] = False) -> None:
     """Build (or confirm) the emulation sandbox image."""
     from grader.sandbox.images import ensure_emu_image
@@ -329,7 +400,7 @@ def images_build(rebuild: Annotated[bool, typer.Option(help="rebuild even when u
     print(tag)
 
 
-@spec_app.command("check")
+@spec_app.command("check", epilog=EXIT_CODES_HELP)
 def spec_check(paths: Annotated[list[str], typer.Argument(help="assignment names or folders")]) -> None:
     """Validate assignment specs; prints every problem with where it is."""
     from grader.spec import SpecError, load_assignment
@@ -344,10 +415,10 @@ def spec_check(paths: Annotated[list[str], typer.Argument(help="assignment names
             continue
         print(f"{path}: ok ({len(spec.groups)} groups, {len(spec.cases)} cases, {len(spec.stages)} stages, "
               f"{spec.max_score:g} points)")
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(ExitCode.NOT_PASSED if failed else ExitCode.OK)
 
 
-@spec_app.command("schema")
+@spec_app.command("schema", epilog=EXIT_CODES_HELP)
 def spec_schema() -> None:
     """The assignment spec's JSON schema, with every key's description and default."""
     from grader.spec import AssignmentSpec
@@ -355,7 +426,7 @@ def spec_schema() -> None:
     print(json.dumps(AssignmentSpec.model_json_schema(), indent=2))
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def selftest() -> None:
     """Run every correctness check's self-tests (crafted outputs that must pass or fail)."""
     from grader.checks import self_test_all
@@ -363,13 +434,34 @@ def selftest() -> None:
     failures = {k: v for k, v in self_test_all().items() if v}
     for name, problems in self_test_all().items():
         print(f"{name}: {'ok' if not problems else '; '.join(problems)}")
-    raise typer.Exit(1 if failures else 0)
+    raise typer.Exit(ExitCode.NOT_PASSED if failures else ExitCode.OK)
+
+
+def _resume_command() -> str:
+    import shlex
+
+    return "grade " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
 
 
 def main() -> None:
     # SIGTERM (a scheduler, `kill`) must unwind like Ctrl-C so runners' `finally` removes their containers.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    app()
+    from typer._click.exceptions import NoArgsIsHelpError
+    from typer._click.exceptions import UsageError as ClickUsageError
+
+    try:
+        status = app(prog_name="grade", standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `grade` or `grade spec` alone: the help, as before
+        print(exc.ctx.get_help() if exc.ctx else exc.format_message(), file=sys.stderr)
+        status = ExitCode.ERROR
+    except ClickUsageError as exc:  # a bad option or value: one line, as every usage error
+        where = exc.ctx.command_path if exc.ctx else "grade"
+        print(_("{command}: error: {problem}").format(command=where, problem=" ".join(exc.format_message().split())),
+              file=sys.stderr)
+        status = ExitCode.ERROR
+    except KeyboardInterrupt:
+        status = ExitCode.INTERRUPTED
+    sys.exit(int(status or 0))
 
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:

@@ -50,6 +50,17 @@ class BatchError(Exception):
     had to stop (the grader failed on every submission)."""
 
 
+class BatchInterrupted(Exception):
+    """Ctrl-C (or SIGTERM) stopped the grading: the workers and their containers are gone, every result
+    committed before stays (the next run with the same command resumes after it). str(): one line saying so."""
+
+    def __init__(self, committed: int, total: int, graded_now: int) -> None:
+        super().__init__(_("interrupted: {committed} of {total} results committed ({now} graded in this run); "
+                           "run the same command again to grade the other {left}").format(
+            committed=committed, total=total, now=graded_now, left=total - committed))
+        self.committed, self.total, self.graded_now = committed, total, graded_now
+
+
 @dataclass
 class BatchSummary:
     out_dir: Path
@@ -66,11 +77,36 @@ class BatchSummary:
     outputs: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     lang: str = "en"  # the batch's language: lines() is meant to be read in it
+    not_graded: dict[str, str] = field(default_factory=dict)  # class folder entry -> why it was not graded
+    planned: int | None = None  # --plan-only: jobs left to the cluster (nothing graded or exported here)
+
+    @property
+    def complete(self) -> bool:
+        """Every entry of the class graded (planned, with --plan-only), none by a failing grader: the command's
+        exit status."""
+        return not self.worker_failures and not self.not_graded
 
     def lines(self) -> list[str]:
         """A plain-text summary for the terminal, in the batch's language."""
         with use_language(self.lang):
-            return self._lines()
+            return self._plan_lines() if self.planned is not None else self._lines()
+
+    def _plan_lines(self) -> list[str]:
+        out = [_("{assignment}: planned {planned} of {total} submissions for the cluster ({skipped} already "
+                 "graded); nothing was graded or exported here: run the Job, then rerun without --plan-only "
+                 "to collect the grades").format(assignment=self.assignment, planned=self.planned,
+                                                 total=self.total, skipped=self.skipped)]
+        out += [f"{name}: {path}" for name, path in self.outputs.items()]
+        return out + self._not_graded_lines()
+
+    def _not_graded_lines(self) -> list[str]:
+        if not self.not_graded:
+            return []
+        head = ngettext("not graded: {n} entry of the class folder (no score is exported for it; fix it and rerun):",
+                        "not graded: {n} entries of the class folder (no score is exported for them; fix them and "
+                        "rerun):",
+                        len(self.not_graded)).format(n=len(self.not_graded))
+        return [head] + [f"  {entry}: {why}" for entry, why in self.not_graded.items()]
 
     def _lines(self) -> list[str]:
         verdicts = ", ".join(f"{verdict_label(v)} {n}"
@@ -92,7 +128,7 @@ class BatchSummary:
         ]
         out += [f"{name}: {path}" for name, path in self.outputs.items()]
         out += [_("note: {note}").format(note=n) for n in self.notes]
-        return out
+        return out + self._not_graded_lines()
 
 
 def grade_batch_job(job: GradeJob, work_dir: Path) -> GradeResult:
@@ -231,6 +267,8 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     Raises BatchError when the batch cannot start; a broken submission or worker never raises, it
     becomes that student's result."""
     started = time.monotonic()
+    if not submissions.exists():  # before the batch folder is made: a typo writes nothing
+        raise BatchError(f"{submissions} does not exist")
     if sandbox in UNSANDBOXED:
         raise BatchError(f"batch grading runs student code only in the docker sandbox, not {sandbox!r}; "
                          "use --sandbox docker or auto")
@@ -294,36 +332,53 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
     store.log("batch_started", students=len(subs), to_grade=len(to_grade), skipped=skipped, pid=os.getpid(),
               slots=[asdict(s) for s in slots], force=force, plan_only=plan_only)
 
-    graded = failures = 0
+    # Entries of the class folder the batch could not take in: each a gradebook row with its reason, no score.
+    not_graded = {sub.origin: sub.problem for sub, _job in plan.values() if sub.problem is not None}
+    counts = {"graded": 0, "failures": 0}
     outputs: dict[str, str] = {}
     if plan_only:
+        # The plan and the cluster's manifests only: no grade exists yet, so no export of one is written.
         for job in to_grade:
             make_self_contained(store, plan[job.key][0], job)
         outputs["plan"] = str(write_plan(store, to_grade))
         outputs["kubernetes"] = str(write_kubernetes_job(store, to_grade, backend=backend,
                                                          parallelism=workers or 4, image=image))
-    elif to_grade:
+        return BatchSummary(out_dir=store.root, assignment=assignment, total=len(plan), graded=0,
+                            skipped=skipped, worker_failures=0, verdicts={}, mean_score=0.0,
+                            max_score=points_possible, wall_seconds=time.monotonic() - started, per_minute=0.0,
+                            outputs=outputs, lang=lang, not_graded=not_graded, planned=len(to_grade))
+    if to_grade:
         if entry == GRADE_ENTRY:
             _references_pass(store, assignment, spec_hash, manifest.seed, manifest.seed_mode, reference_root,
                              GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
                                           device=slots[0].device, sandbox=sandbox,  # type: ignore[arg-type]
                                           seed_mode=manifest.seed_mode, seed=manifest.seed,  # type: ignore[arg-type]
                                           build_cache=cache, batch=True, lang=lang))
-        graded, failures = _grade(store, to_grade, slots, job_timeout=job_timeout, progress=progress)
-        if failures and entry == GRADE_ENTRY:
+        try:
+            _grade(store, to_grade, slots, counts, job_timeout=job_timeout, progress=progress)
+        except KeyboardInterrupt:
+            if entry == GRADE_ENTRY:
+                sweep_dead_workers_containers()  # the killed workers' containers, before the batch exits
+            committed = sum(store.is_done(key) for key in plan)
+            store.log("batch_interrupted", committed=committed, total=len(plan))
+            raise BatchInterrupted(committed, len(plan), counts["graded"]) from None
+        if counts["failures"] and entry == GRADE_ENTRY:
             sweep_dead_workers_containers()
+    graded, failures = counts["graded"], counts["failures"]
     grading_seconds = time.monotonic() - started
 
     rows = []
     for key, (sub, job) in plan.items():
         result = store.load(key)
-        if result is None:  # plan-only: the cluster has not graded it yet
-            result = failure_result(job, Verdict.INTERNAL_ERROR, _("not graded yet"), max_score=points_possible)
+        if result is None:  # a cluster's plan this run collects, with the cluster not done with it yet
+            not_graded[sub.origin] = _("not graded yet: the cluster has not committed its result")
+            result = failure_result(job, Verdict.INTERNAL_ERROR, not_graded[sub.origin], max_score=points_possible)
         if not result.max_score:
             result.max_score = points_possible
         stored = store.result_path(key)
         rows.append(ClassRow(sub, result, store.run_dir(key) if store.run_dir(key).is_dir() else None,
-                             stored_as=f"{key}@{stored.stat().st_mtime_ns}" if stored.exists() else ""))
+                             stored_as=f"{key}@{stored.stat().st_mtime_ns}" if stored.exists() else "",
+                             not_graded=not_graded.get(sub.origin, "")))
     notes = write_exports(rows, store.root, title or assignment, info.columns)
     similar, similarity_notes = similarity_step(rows, assignment, store.root, similarity)
     notes += similarity_notes
@@ -333,16 +388,17 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
     write_dashboard(rows, store.root / "dashboard.html", assignment_title=title or assignment,
                     backend=backend, seed_mode=manifest.seed_mode, similarity=similar)
 
+    graded_rows = [r for r in rows if not r.not_graded]  # the others are listed apart, never averaged as zeros
     summary = BatchSummary(
         out_dir=store.root, assignment=assignment, total=len(rows), graded=graded, skipped=skipped,
-        worker_failures=failures, verdicts=dict(Counter(str(r.result.verdict) for r in rows)),
-        mean_score=sum(r.result.score for r in rows) / len(rows) if rows else 0.0,
+        worker_failures=failures, verdicts=dict(Counter(str(r.result.verdict) for r in graded_rows)),
+        mean_score=sum(r.result.score for r in graded_rows) / len(graded_rows) if graded_rows else 0.0,
         max_score=points_possible, wall_seconds=time.monotonic() - started,
         per_minute=60.0 * graded / grading_seconds if graded and grading_seconds > 0 else 0.0,
         outputs={**outputs, "gradebook": str(store.root / "gradebook.csv"), "canvas": str(store.root / "canvas.csv"),
                  "gradescope": str(store.root / "gradescope"), "reports": str(store.root / "reports"),
                  "dashboard": str(store.root / "dashboard.html")},
-        notes=notes, lang=lang)
+        notes=notes, lang=lang, not_graded=not_graded)
     atomic_write_text(store.root / "summary.json", json.dumps(asdict(summary), indent=2, default=str))
     store.log("batch_finished", graded=graded, skipped=skipped, failures=failures,
               seconds=round(summary.wall_seconds, 2))
@@ -364,11 +420,11 @@ def _references_pass(store: ResultStore, assignment: str, spec_hash: str, seed: 
     record_check(store.root, key, check)
 
 
-def _grade(store: ResultStore, jobs: list[GradeJob], slots: list[Slot], *, job_timeout: float,
-           progress: bool) -> tuple[int, int]:
-    """Runs `jobs` on the local pool with a live progress bar; returns (graded, worker failures)."""
+def _grade(store: ResultStore, jobs: list[GradeJob], slots: list[Slot], counts: dict[str, int], *,
+           job_timeout: float, progress: bool) -> None:
+    """Runs `jobs` on the local pool with a live progress bar, counting into `counts` (graded, failures) as
+    they finish. Ctrl-C stops the pool (its workers killed) and is re-raised."""
     bar, task = _progress_bar(len(jobs)) if progress else (None, None)
-    counts = {"graded": 0, "failures": 0}
     pool = WorkerPool(store, slots, job_timeout=job_timeout)
     broken: list[str] = []
 
@@ -399,4 +455,3 @@ def _grade(store: ResultStore, jobs: list[GradeJob], slots: list[Slot], *, job_t
         store.log("batch_stopped", reason=broken[0])
         raise BatchError(f"stopped: the first {counts['graded']} submissions all failed inside the grader "
                          f"({broken[0]}); fix that and rerun (internal errors are regraded)")
-    return counts["graded"], counts["failures"]

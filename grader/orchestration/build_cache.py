@@ -48,8 +48,8 @@ def compiled_content_hash(root: Path) -> str:
             continue
         if path.suffix.lower() in NOT_COMPILED_SUFFIXES:
             continue
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        digest.update(os.fsencode(path.relative_to(root)) + b"\0")  # names are bytes: any a student's tar holds
+        data = os.fsencode(os.readlink(path)) if path.is_symlink() else path.read_bytes()
         digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bang_harness.plan import BUILD_PLAN_FILE, OBJECT_DIR, PREBUILT_DIR, BuildPlan, cpp_object_name
 from bang_harness.protocol import ErrorKind, ExitCode
-from bang_harness.toolchains import COMPILER_CPU_ENV, CPU_LIMIT_SIGN
+from bang_harness.toolchains import COMPILER_CPU_ENV, CPU_LIMIT_SIGN, STALL_SIGN
 
 from grader import __version__
 from grader.atomic_file import atomic_write_text
@@ -159,6 +159,10 @@ class BuildStep:
         if outcome.timed_out:
             return Built(built, (Verdict.TIMEOUT, _("the build took longer than {seconds:.0f} s").format(
                 seconds=wall_seconds)))
+        if STALL_SIGN in log:  # forging it gains nothing: a timeout scores what a compile error does
+            return Built(built, (Verdict.TIMEOUT, _("a compiler made no progress (it was waiting, not compiling: an "
+                                                    "#include of a pipe, a device or /proc/self/fd?) and was "
+                                                    "stopped")))
         if CPU_LIMIT_SIGN in log:
             return Built(built, (Verdict.TIMEOUT, _("a compiler used more than {seconds:.0f} CPU-seconds on one "
                                                     "file").format(seconds=self.timeout_seconds)))

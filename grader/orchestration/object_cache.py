@@ -48,7 +48,7 @@ def object_key(plan: BuildPlan, source: str, root: Path, recipe: str) -> str | N
     names = sorted({str(p.relative_to(root)) for folder in inside for p in folder.rglob("*")
                     if p.suffix.lower() not in NOT_COMPILED_SUFFIXES and "__pycache__" not in p.parts})
     parts = [recipe, plan.extension, source, digest, *[str(f.relative_to(root)) for f in folders], "", *names]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+    return hashlib.sha256(os.fsencode("\0".join(parts))).hexdigest()[:32]  # names are bytes, not text
 
 
 def parse_depfile(text: str) -> list[str]:

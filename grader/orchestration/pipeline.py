@@ -133,8 +133,8 @@ def submission_hash(root: Path) -> str:
         for path in sorted(root.rglob("*")):
             if "__pycache__" in path.parts or not (path.is_symlink() or path.is_file()):
                 continue
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+            digest.update(os.fsencode(path.relative_to(root)) + b"\0")  # names are bytes, not text
+            data = os.fsencode(os.readlink(path)) if path.is_symlink() else path.read_bytes()
             digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest()
 

@@ -44,14 +44,18 @@ def load_spec(options: GradeOptions, submission: Submission) -> AssignmentSpec:
 def guess_spec(root: Path, options: GradeOptions) -> AssignmentSpec | None:
     """Best effort, for the record of an ungradable submission: which assignment it was meant for."""
     names = [options.assignment]
+    # Regular files only (is_file): a FIFO named grade.toml would block this read forever.
     try:
-        names.append(tomllib.loads((root / "grade.toml").read_text(encoding="utf-8")).get("assignment"))
+        if (root / "grade.toml").is_file():
+            names.append(tomllib.loads((root / "grade.toml").read_text(encoding="utf-8")).get("assignment"))
     except (OSError, ValueError):
         pass
     for name in names:
         if isinstance(name, str) and name in available_assignments():
             return load_assignment(name)
     try:
+        if not (root / "ops.py").is_file():
+            return None
         source = (root / "ops.py").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None

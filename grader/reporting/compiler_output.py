@@ -13,7 +13,9 @@ emulator does not declare, the cause is the grader's, and the view says so (`lim
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -101,6 +103,36 @@ def _header_name(path: str) -> str:
 
 Limitation = Literal["missing_builtin", "emulator", "toolchain"]
 
+# Directives that make the compiler print a location the source chose (#line, GNU linemarkers "# 12 "f""), also
+# spelled with the %: digraph or a comment between; lines spliced with a backslash are joined before matching.
+_LOCATION_DIRECTIVE = re.compile(rb"^[ \t]*(?:#|%:)(?:[ \t]|/\*.*?\*/)*(?:line\b|[0-9])", re.MULTILINE)
+_SCAN_FILES, _SCAN_BYTES = 2000, 4 << 20
+
+
+def locations_forgeable(submission_root: str | None) -> bool:
+    """Whether the compiler's output may name files the submission chose rather than the files it read: a
+    location directive in any of its files (`#line 212 "/opt/bang_emu/...h"`), or a file name holding a line
+    break (printed as is, it starts a line of its own). Without the submission to look at: assumed so."""
+    if not submission_root or not Path(submission_root).is_dir():
+        return True
+    seen = 0
+    for folder, dirs, files in os.walk(submission_root, followlinks=False):
+        if any(ord(c) < 32 for name in [*dirs, *files] for c in name):
+            return True
+        for name in files:
+            seen += 1
+            path = os.path.join(folder, name)
+            try:
+                if seen > _SCAN_FILES or not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
+                with open(path, "rb") as fh:
+                    text = fh.read(_SCAN_BYTES)
+            except OSError:
+                continue
+            if _LOCATION_DIRECTIVE.search(re.sub(rb"\\\r?\n", b"", text)):
+                return True
+    return False
+
 
 @dataclass(frozen=True)
 class StudentError:
@@ -147,6 +179,12 @@ def student_errors(output: str, submission_root: str | None = None, limit: int =
     errors: list[StudentError] = []
     seen: set[tuple[str, int]] = set()
     context: list[tuple[str, int]] = []
+    # The grader is blamed only on evidence the submission cannot write: the names g++ prints are believed
+    # when no file of the submission can choose them (locations_forgeable), and only before the first
+    # diagnostic at the submission's own code, whose message (a static_assert's, a #pragma message's) may
+    # carry lines of its own.
+    forgeable = locations_forgeable(submission_root)
+    blame_grader = not forgeable
     for i, row in enumerate(raw):
         match = _DIAG.match(row)
         if match is None:
@@ -154,10 +192,11 @@ def student_errors(output: str, submission_root: str | None = None, limit: int =
                 context.append((at["file"], int(at["line"])))
             continue
         chain, context = context, []
-        if match["sev"] not in ("error", "fatal error"):
-            continue
         path, line, message = match["file"], int(match["line"]), match["msg"].strip()
         origin = _origin(path, submission_root)
+        if match["sev"] not in ("error", "fatal error"):
+            blame_grader = blame_grader and origin != "student"
+            continue
         echoed = _SOURCE_ECHO.match(raw[i + 1]) if i + 1 < len(raw) else None
         reported_in: str | None = None
         limitation: Limitation | None = None
@@ -168,15 +207,17 @@ def student_errors(output: str, submission_root: str | None = None, limit: int =
             mine = next(((f, n) for f, n in chain if _origin(f, submission_root) == "student"), None)
             if mine is None:
                 file, column, source = _header_name(path), None, echoed["text"][1:] if echoed else None
-                limitation = "emulator" if origin == "emulator" or any(
-                    _origin(f, submission_root) == "emulator" for f, _ in chain) else "toolchain"
+                if blame_grader:
+                    limitation = "emulator" if origin == "emulator" or any(
+                        _origin(f, submission_root) == "emulator" for f, _ in chain) else "toolchain"
             else:
                 reported_in, column = _header_name(path), None
                 file, line, source = submission_relative(mine[0], submission_root), mine[1], None
         if source is None and limitation is None:
             source = _read_line(submission_root, file, line)
+        blame_grader = blame_grader and origin != "student"
         builtin = None
-        if (missing := _UNDECLARED_BUILTIN.search(message)) and limitation is None:
+        if (missing := _UNDECLARED_BUILTIN.search(message)) and limitation is None and not forgeable:
             hint = missing["hint"]
             if not hint or _edit_distance(missing["name"], hint) > 2:
                 limitation, builtin = "missing_builtin", missing["name"]

@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ from grader.sandbox.layout import (
     sandbox_user,
     writable_dirs,
 )
+from grader.sandbox.reaper import watch_this_process
 from grader.sandbox.watch import (
     FLOOD_FACTOR,
     NOTE_OUTPUT_FLOOD,
@@ -122,8 +124,10 @@ class DockerRunner(StartingRunner):
         self.cap_io = same_mount_namespace_as() if cap_io is None else cap_io
         self.io_note = ""
         try:
-            # Containers of graders that died (SIGKILL, SIGTERM without cleanup) are removed before we add ours.
+            # Containers of graders that died (SIGKILL, SIGTERM without cleanup) are removed before we add ours,
+            # and ours will be removed when this process dies, whatever kills it (grader.sandbox.reaper).
             sweep_leftovers(self.client, only_dead_owners=True)
+            watch_this_process()
             self.client.images.get(image)  # create() never pulls; checking here gives a clear message
             if self.runtime and self.runtime not in (self.client.info().get("Runtimes") or {}):
                 raise SandboxError(f"the Docker daemon has no runtime {self.runtime!r}: register it in "
@@ -297,15 +301,27 @@ def sweep_leftovers(client: docker.DockerClient | None = None, only_dead_owners:
 
     With `only_dead_owners`, containers whose creating grader process is still alive are left alone, so a
     concurrent batch run is not disturbed."""
-    client = client or docker.from_env(timeout=60)
+    def lost(labels: dict[str, str]) -> bool:
+        owner = labels.get(OWNER_LABEL, "")
+        return not only_dead_owners or (labels.get(HOST_LABEL) == socket.gethostname() and owner.isdigit()
+                                        and not _pid_alive(int(owner)))
+
+    return _remove_where(client or docker.from_env(timeout=60), RUN_LABEL, lost)
+
+
+def remove_containers_of(owner: int, client: docker.DockerClient | None = None) -> list[str]:
+    """Removes the containers the grader process `owner` of this host created (grader.sandbox.reaper, once it
+    is dead)."""
+    return _remove_where(client or docker.from_env(timeout=60), f"{OWNER_LABEL}={owner}",
+                         lambda labels: labels.get(HOST_LABEL) == socket.gethostname() and RUN_LABEL in labels)
+
+
+def _remove_where(client: docker.DockerClient, label: str, chosen: Callable[[dict[str, str]], bool]) -> list[str]:
     removed = []
     # The list endpoint's summaries, not containers.list(): that inspects each container afterwards, and one
     # that a concurrent grading removes in between would raise NotFound for the whole sweep.
-    for summary in client.api.containers(all=True, filters={"label": RUN_LABEL}):
-        labels = summary.get("Labels") or {}
-        owner = labels.get(OWNER_LABEL, "")
-        if only_dead_owners and (labels.get(HOST_LABEL) != socket.gethostname()
-                                 or not owner.isdigit() or _pid_alive(int(owner))):
+    for summary in client.api.containers(all=True, filters={"label": label}):
+        if not chosen(summary.get("Labels") or {}):
             continue
         try:
             client.api.remove_container(summary["Id"], force=True, v=True)

@@ -290,6 +290,7 @@ class Fixture:
     screening: list[str] = field(default_factory=list)
     student_name: str | None = None
     batch: bool = False
+    special: str = ""  # what git cannot hold, made by materialise() in a copy: "fifo", "nonutf8_name"
 
 
 FIXTURES = [
@@ -774,6 +775,50 @@ def matmul(a, b):
     return torch.matmul(a, b)
 """, mlu=DECOY_MLU, cpp=DECOY_CPP, extra={"mlu/decoy_touch.h": DECOY_H}, assignment="matmul", backend="mlu",
         slow=True, max_points=0),
+    # Issue 28: bytes from one student never stop the class or blame the grader. Each is graded alone and in a
+    # class beside honest students (tests/sandbox/test_adversarial_corpus.py).
+    Fixture(
+        "fifo_binding", "its C++ binding is a FIFO (made by materialise(): git cannot hold one); whatever opens it "
+        "to read waits forever (layout detection used to hang `grade submit` for good)",
+        "FIFOs, sockets and devices are refused by lstat before anything reads the submission",
+        "ungradable_layout", ["not a regular file", "adversarial_stub.cpp"],
+        """
+def sigmoid(x):
+    return torch.sigmoid(x)
+""", max_points=0, special="fifo"),
+    Fixture(
+        "nonutf8_file_name", "the vector reference plus a header named with bytes that are not UTF-8, "
+        "`mlu/notes_\\xff\\xfe.h` (made by materialise()); its hash crashed batch intake (UnicodeEncodeError) for "
+        "the whole class",
+        "file names are bytes wherever they are hashed (os.fsencode), text only where shown",
+        "REFERENCE", [], """
+import my_ops_ext
+
+
+def sigmoid(x):
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", special="nonutf8_name"),
+    Fixture(
+        "line_directive_blame", "`#line 212 \"/opt/bang_emu/include/bang_emu/builtins_vector.h\"` before a real "
+        "syntax error: g++ prints the emulator's header as the place, which the report called \"not your "
+        "mistake ... a grader limitation\"",
+        "the grader is blamed only when no file of the submission can choose the names g++ prints "
+        "(compiler_output.locations_forgeable) and before the first diagnostic at the student's code",
+        "compile_error", ["compile"],
+        """
+def sigmoid(x):
+    return torch.sigmoid(x)
+""", cpp=STUB_CPP + '#line 212 "/opt/bang_emu/include/bang_emu/builtins_vector.h"\nint broken( {\n',
+        message_excludes=["not your fault"], max_points=0),
+    Fixture(
+        "include_own_stdout", "`#include \"/proc/self/fd/1\"`: the compiler reads its own output pipe and waits "
+        "forever without using CPU, so the CPU limit never fires (the 900 s wall backstop would)",
+        "a compiler step that gains under 5 % of a CPU over 60 s is stopped (bang_harness/toolchains.run_step)",
+        "timeout", ["made no progress"],
+        """
+def sigmoid(x):
+    return torch.sigmoid(x)
+""", cpp='#include "/proc/self/fd/1"\n' + STUB_CPP, max_points=0, slow=True),
 ]
 
 
@@ -1046,12 +1091,32 @@ def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
         extra += "batch = true\n"
     if fixture.backend != "emu":
         extra += f"backend = {_toml_str(fixture.backend)}\n"
+    if fixture.special:
+        extra += f"special = {_toml_str(fixture.special)}\n"
     (target / "expected.toml").write_text(
         f"# {fixture.attacks}\n"
         f'assignment = "{fixture.assignment}"\n{verdict}message_contains = {_toml_list(fixture.message_contains)}\n{extra}'
         f"attacks = {_toml_str(fixture.attacks)}\ndefended_by = {_toml_str(fixture.defended_by)}\n"
         f"slow = {'true' if fixture.slow else 'false'}\n")
     return target
+
+
+def materialise(fixture_dir: Path, dest: Path) -> Path:
+    """A gradable copy of the fixture at `dest`, with what git cannot hold made in it (expected.toml `special`):
+    "fifo", its binding replaced by a FIFO; "nonutf8_name", a header named with bytes that are not UTF-8."""
+    import os
+    import tomllib
+
+    shutil.copytree(fixture_dir, dest, ignore=shutil.ignore_patterns("expected.toml"))
+    special = tomllib.loads((fixture_dir / "expected.toml").read_text()).get("special", "")
+    if special == "fifo":
+        binding = dest / "cpp" / "adversarial_stub.cpp"
+        binding.unlink()
+        os.mkfifo(binding)
+    elif special == "nonutf8_name":
+        with open(os.path.join(os.fsencode(dest / "mlu"), b"notes_\xff\xfe.h"), "wb") as fh:
+            fh.write(b"// notes, in a file whose name is not UTF-8\n")
+    return dest
 
 
 def main(argv: list[str] | None = None) -> None:

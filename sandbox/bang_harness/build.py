@@ -28,6 +28,7 @@ from .toolchains import (
     GXX,
     PCH_CODEGEN_FLAGS,
     PCH_HEADERS,
+    STALL_SIGN,
     BindingCompiler,
     StepOutcome,
     Toolchain,
@@ -158,7 +159,7 @@ class ExtensionBuilder:
             passed_over: list[str] = []
             for compiler, folder in precompiled:
                 step = run_step(cpp_command(compiler, src, obj, folder, forced=True))
-                if step.returncode == 0 or CPU_LIMIT_SIGN in step.output:
+                if step.returncode == 0 or CPU_LIMIT_SIGN in step.output or STALL_SIGN in step.output:
                     return obj, _noting(step, passed_over)
                 passed_over.append(compiler.command if compiler != GXX else "g++ with its PCH first")
             return obj, _noting(run_step(cpp_command(GXX, src, obj, gxx_pch, forced=False)), passed_over)

@@ -43,6 +43,7 @@ from .protocol import (
     round_key,
 )
 from .run import make_undumpable, take_trace_key
+from .toolchains import process_stats
 
 POLL_SECONDS = 0.01
 SWEEP_SECONDS = 5.0
@@ -89,19 +90,8 @@ def wait_for_job(round_dir: Path, master: bytes, index: int, wait_seconds: float
 
 def _process_table() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, state) of every process this sandbox can see."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # the name in parentheses may hold spaces
-        if len(fields) >= 2:
-            table[int(entry)] = (int(fields[1]), fields[0].decode("ascii", "replace"))
-    return table
+    return {pid: (int(fields[1]), fields[0].decode("ascii", "replace"))
+            for pid, fields in process_stats() if len(fields) >= 2}
 
 
 def sweep(spare: int) -> bool:

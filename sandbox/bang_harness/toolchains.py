@@ -21,7 +21,7 @@ import sysconfig
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -53,17 +53,76 @@ def _limit_cpu() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
 
 
+# A compiler that waits instead of computing (`#include "/proc/self/fd/1"` reads its own output pipe) uses no CPU,
+# so RLIMIT_CPU never fires: a step whose processes gain less than STALL_CPU_SHARE of a CPU over a window of
+# STALL_SECONDS (or of the CPU limit, when shorter) is stopped. A loaded host slows a compile; it does not starve
+# it to 5 %.
+STALL_SECONDS = 60.0
+STALL_CPU_SHARE = 0.05
+STALL_POLL_SECONDS = 2.0
+STALL_SIGN = "made no progress"  # what run_step adds to a stopped step's output (the host reads it: timeout)
+
+
+def process_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, fields after "pid (comm) ": state, ppid, pgrp, ...) of every process this /proc shows."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        yield int(entry), data[data.rfind(b")") + 2:].split()  # the name in parentheses may hold spaces
+
+
+def _group_cpu_seconds(pgid: int) -> float:
+    """CPU seconds of the live processes of group `pgid`, with their reaped children's."""
+    ticks = sum(sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+                for _pid, fields in process_stats() if len(fields) > 14 and int(fields[2]) == pgid)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _communicate_unless_stalled(proc: subprocess.Popen, window: float) -> tuple[bytes, bool]:
+    """The step's output, and whether it was stopped for making no progress (its process group killed)."""
+    mark_time, mark_cpu = time.monotonic(), 0.0
+    while True:
+        try:
+            return proc.communicate(timeout=STALL_POLL_SECONDS)[0], False
+        except subprocess.TimeoutExpired:
+            now = time.monotonic()
+            if now - mark_time < window:
+                continue
+            cpu = _group_cpu_seconds(proc.pid)
+            if abs(cpu - mark_cpu) >= STALL_CPU_SHARE * (now - mark_time):
+                mark_time, mark_cpu = now, cpu
+                continue
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return proc.communicate()[0], True
+
+
 def run_step(command: list[str]) -> StepOutcome:
-    limit = _limit_cpu if os.environ.get(COMPILER_CPU_ENV) else None
+    cpu_limit = float(os.environ.get(COMPILER_CPU_ENV) or 0)
     started = time.monotonic()
     try:
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
-                              preexec_fn=limit)
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                preexec_fn=_limit_cpu if cpu_limit else None, start_new_session=bool(cpu_limit))
     except OSError as exc:
         raise ToolMissing(f"cannot run {command[0]}: {exc}") from exc
-    output = proc.stdout.decode("utf-8", "replace")
+    if cpu_limit:
+        window = min(STALL_SECONDS, max(cpu_limit, STALL_POLL_SECONDS))
+        raw, stalled = _communicate_unless_stalled(proc, window)
+    else:
+        raw, stalled = proc.communicate()[0], False
+    output = raw.decode("utf-8", "replace")
     if proc.returncode == -signal.SIGXCPU:  # clang compiles in the driver's own process: nobody is left to say it
         output += f"\n{command[0]}: {CPU_LIMIT_SIGN}\n"
+    if stalled:
+        output += (f"\n{command[0]}: {STALL_SIGN} for {window:.0f} s (it was waiting, not compiling: an #include of "
+                   f"a pipe, a device or /proc/self/fd?) and was stopped\n")
     return StepOutcome(command, proc.returncode, output, time.monotonic() - started)
 
 

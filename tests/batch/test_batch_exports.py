@@ -117,6 +117,11 @@ def test_formula_cells_are_neutralised():
     for text in ("=HYPERLINK(\"http://x\",\"y\")", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx"):
         assert csv_cell(text) == "'" + text
     assert csv_cell("Ada Lovelace") == "Ada Lovelace" and csv_cell(10) == "10" and csv_cell(None) == ""
+    # Spreadsheets skip leading blanks before a formula: the first non-blank character decides (issue 28: class
+    # folders named "\n=1+2" and " =HYPERLINK(...)").
+    for text in ("\n=1+2", " =HYPERLINK(\"http://x\",\"y\")", "  +1", "\u3000@SUM(A1)", "\n\t-3"):
+        assert csv_cell(text) == "'" + text
+    assert csv_cell(" Ada") == " Ada" and csv_cell("a=b") == "a=b"
 
 
 def test_a_formula_in_a_name_or_message_reaches_no_spreadsheet_as_a_formula(class_rows):

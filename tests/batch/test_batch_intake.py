@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import zipfile
 from pathlib import Path
@@ -58,12 +59,13 @@ def test_folder_of_folders_and_archives(tmp_path):
     tar_of(class_dir / "dave.tar.gz", GOOD)
     (class_dir / "notes.txt").write_text("not a submission")
     subs = collect_submissions(class_dir, tmp_path / "unpacked")
-    assert [s.student_id for s in subs] == ["alice", "bob", "carol", "dave"]
-    assert all(s.problem is None for s in subs), [s.problem for s in subs]
+    assert [s.student_id for s in subs] == ["alice", "bob", "carol", "dave", "notes.txt"]
+    assert all(s.problem is None for s in subs[:4]), [s.problem for s in subs]
+    assert "not a folder or a .zip/.tar archive: notes.txt" in subs[4].problem  # listed, never silently dropped
     assert subs[1].path == class_dir / "bob" / "my_ops"
     assert (subs[2].path / "mlu" / "k.mlu").is_file() and (subs[3].path / "ops.py").is_file()
     # Same files wherever they sit: same content hash (that is what the build cache and scheduler rely on).
-    assert len({s.content_hash for s in subs}) == 1
+    assert len({s.content_hash for s in subs[:4]}) == 1
 
 
 def test_content_hash_sees_every_byte_and_ignores_junk(tmp_path):
@@ -170,3 +172,26 @@ def test_zip_symlinks_are_never_created(tmp_path):
     root = unpack_archive(archive, tmp_path / "out")
     assert (root / "ops.py").is_file()
     assert not (root / "mlu" / "secret.h").exists() and not (root / "mlu" / "secret.h").is_symlink()
+
+
+def test_every_entry_is_a_student_or_a_reason(tmp_path):
+    """Issue 28: archives the grader does not unpack and unreadable folders are rows with their reason, named
+    after the student; a tar member whose name is not UTF-8 is taken in like any other file."""
+    class_dir = tmp_path / "class"
+    write_submission(class_dir / "frank")
+    (class_dir / "dave.rar").write_bytes(b"Rar!\x1a\x07\x00")
+    (class_dir / "erin.7z").write_bytes(b"7z\xbc\xaf\x27\x1c")
+    locked = class_dir / "gina"
+    write_submission(locked)
+    (locked / "mlu").chmod(0)
+    tar_of(class_dir / "hank.tar.gz", {**GOOD, "my_ops/mlu/notes_\udcff\udcfe.h": b"// notes\n"})
+    try:
+        subs = {s.student_id: s for s in collect_submissions(class_dir, tmp_path / "unpacked")}
+    finally:
+        (locked / "mlu").chmod(0o755)
+    assert sorted(subs) == ["dave", "erin", "frank", "gina", "hank"]
+    assert "a .rar archive" in subs["dave"].problem and "a .7z archive" in subs["erin"].problem
+    assert subs["frank"].problem is None and subs["hank"].problem is None
+    assert (subs["hank"].path / "mlu" / "notes_\udcff\udcfe.h").is_file()
+    if os.geteuid() != 0:  # root reads anything
+        assert "cannot be read" in subs["gina"].problem

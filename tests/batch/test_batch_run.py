@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from conftest import HERE
 from grader.orchestration.batch import BatchError, run_batch
 
 ASSIGNMENT = "matmul"
+ASSIGNMENT_TITLE = "MatMul on the MLU: from scalar loops to a pipelined multi-core __bang_matmul"
 
 
 @pytest.fixture
@@ -50,10 +52,15 @@ def test_rerun_skips_changed_regrades_force_regrades_all(tmp_path, quick_env):
     out = tmp_path / "out"
     first = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
     assert (first.total, first.graded, first.skipped) == (4, 3, 0)
-    assert first.verdicts == {"passed": 1, "wrong_answer": 2, "ungradable_layout": 1}
+    assert first.verdicts == {"passed": 1, "wrong_answer": 2}  # dan.zip is listed apart: not graded
     book = {r["student_id"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
-    assert book["ben"]["total"] == "4" and book["dan"]["verdict"] == "ungradable_layout"
-    assert "traversal" in book["dan"]["message"]
+    assert book["ben"]["total"] == "4" and book["dan"]["verdict"] == "not_graded" and book["dan"]["total"] == ""
+    assert "traversal" in book["dan"]["message"] and "traversal" in first.not_graded["dan.zip"]
+    assert not first.complete  # an entry not graded: the command's exit status is not 0
+    canvas = {r["SIS User ID"]: r for r in csv.DictReader(open(out / "canvas.csv"))}
+    assert canvas["dan"][ASSIGNMENT_TITLE] == "" and canvas["ben"][ASSIGNMENT_TITLE] == "4"
+    assert not (out / "gradescope" / "dan").joinpath("results.json").exists()
+    assert any("dan.zip" in line for line in first.lines())
     assert json.loads((out / "gradescope" / "cat" / "results.json").read_text())["score"] == 7
     assert (out / "reports" / "ann.html").read_text() == "<p>10.0</p>"  # the report grading wrote
     assert (out / "dashboard.html").is_file() and json.loads((out / "summary.json").read_text())["graded"] == 3
@@ -105,7 +112,11 @@ def test_plan_only_then_indexed_workers_then_collect(tmp_path, quick_env):
     out = tmp_path / "out"
     planned = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, plan_only=True, image="reg/grader:1",
                         entry="entries:quick")
-    assert planned.graded == 0
+    assert planned.graded == 0 and planned.planned == 3
+    # No grade exists yet, so no export of one: nothing an LMS could import as a class of zeros.
+    for export in ("gradebook.csv", "canvas.csv", "gradescope", "dashboard.html", "summary.json", "reports"):
+        assert not (out / export).exists(), export
+    assert "nothing was graded or exported here" in planned.lines()[0] and "mean" not in " ".join(planned.lines())
     plan_lines = (out / "plan.jsonl").read_text().splitlines()
     assert len(plan_lines) == 3 and all(json.loads(line)["seed"] is None for line in plan_lines)
     manifests = json.loads((out / "k8s-job.json").read_text())
@@ -181,3 +192,25 @@ def test_the_batch_language_reaches_workers_results_and_summary(tmp_path, quick_
     en = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:explode", lang="en")
     assert (en.graded, en.skipped) == (2, 0)
     assert "2 students; graded 2 now" in "\n".join(en.lines())
+
+
+def test_ctrl_c_says_what_is_committed_and_how_to_resume(tmp_path, quick_env):
+    subs = tmp_path / "class"
+    for sid, delay in (("ann", 0), ("ben", 600), ("cat", 600)):
+        (subs / sid).mkdir(parents=True)
+        (subs / sid / "score.txt").write_text(f"10 {delay}")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "grader.cli", "batch", str(subs), "-a", ASSIGNMENT, "-o", str(out), "--workers",
+            "1", "--no-progress", "--entry", "entries:quick"]
+    batch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(started_students(out) if (out / "journal.jsonl").exists() else []) < 2:
+        assert batch.poll() is None and time.monotonic() < deadline, batch.communicate()
+        time.sleep(0.1)
+    batch.send_signal(signal.SIGINT)
+    stdout, stderr = batch.communicate(timeout=60)
+    assert batch.returncode == 130, stdout + stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "interrupted: 1 of 3 results committed (1 graded in this run)" in lines[0]
+    assert "run the same command again to grade the other 2" in lines[0] and f"grade batch {subs}" in lines[0]

@@ -139,7 +139,7 @@ def test_an_error_inside_the_emulators_header_is_pointed_back_at_the_launch(tmp_
 
 
 @needs_gxx
-def test_an_error_with_no_line_of_the_submission_is_the_emulators():
+def test_an_error_with_no_line_of_the_submission_is_the_emulators(tmp_path):
     # the emulator's own header compiled alone with a name it declares macro-expanded away: no student file in sight
     from bang_emu.toolchain import include_dirs
 
@@ -151,8 +151,10 @@ def test_an_error_with_no_line_of_the_submission_is_the_emulators():
     )
     if done.returncode == 0:
         pytest.skip("the emulator's header compiled with LaunchArg defined away")
-    errors = student_errors(done.stderr, "/nonexistent/submission")
+    errors = student_errors(done.stderr, str(tmp_path))  # a submission with no file that could name a header
     assert errors and all(e.limitation == "emulator" for e in errors)
+    assert not any(e.limitation for e in student_errors(done.stderr, "/nonexistent/submission")), \
+        "without the submission to look at, nothing proves the names g++ printed"
     assert all(e.file.startswith("bang_emu/") or e.file == "bang.h" for e in errors)
 
 
@@ -234,3 +236,32 @@ def test_the_cli_names_a_missing_builtin_as_not_the_students_mistake(tmp_path, l
     assert "mlu/sigmoid.mlu:11:" in text and "__bang_active_tanh(buf, buf, TILE);" in text
     assert ("not your mistake" if lang == "en" else "这不是你的错") in text
     assert "`__bang_active_tanh`" in text
+
+
+FORGED_HEADER = "/opt/bang_emu/include/bang_emu/builtins_vector.h"
+
+
+@needs_gxx
+def test_a_line_directive_cannot_make_the_students_error_the_graders(tmp_path):
+    """`#line 212 "<emulator header>"` before a real syntax error: g++ prints the emulator's header as the
+    place; the submission's own files say it could, so no "not your mistake"."""
+    for directive in (f'#line 212 "{FORGED_HEADER}"', f'# 212 "{FORGED_HEADER}"', f'%:line 212 "{FORGED_HEADER}"',
+                      f'#\\\nline 212 "{FORGED_HEADER}"', f'# /* x */ line 212 "{FORGED_HEADER}"'):
+        (tmp_path / "mlu").mkdir(exist_ok=True)
+        (tmp_path / "mlu" / "k.cpp").write_text(f"int ok;\n{directive}\nint f( {{ }}\n")
+        done = subprocess.run(["g++", "-fsyntax-only", str(tmp_path / "mlu" / "k.cpp")], capture_output=True,
+                              text=True)
+        assert FORGED_HEADER in done.stderr, (directive, done.stderr)
+        errors = student_errors(done.stderr, str(tmp_path))
+        assert errors and not any(e.limitation for e in errors), (directive, errors)
+
+
+def test_lines_a_students_diagnostic_carries_blame_nobody_else(tmp_path):
+    """A static_assert's message (or a #pragma message's) may hold whole lines, "In file included from" and an
+    error in an emulator header included: after a diagnostic at the student's code nothing blames the grader."""
+    forged = ("/submission/mlu/k.mlu:1:15: error: static assertion failed: x\n"
+              "In file included from <command-line>:\n"
+              "/opt/bang_emu/include/bang_emu/device.h:3:1: error: boom\n")
+    assert [e.limitation for e in student_errors(forged, str(tmp_path))] == [None, None]
+    real = "In file included from <command-line>:\n/opt/bang_emu/include/bang_emu/device.h:3:1: error: boom\n"
+    assert [e.limitation for e in student_errors(real, str(tmp_path))] == ["emulator"]

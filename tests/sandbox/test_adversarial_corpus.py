@@ -30,7 +30,7 @@ from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL
 CORPUS = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial"
 FIXTURES = sorted(p for p in CORPUS.iterdir() if (p / "expected.toml").is_file())
 NEVER = {"internal_error", "passed"}
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # spreadsheets skip blanks first: cells are checked lstripped
 FLOOD_RSS_GROWTH_MB = 200  # three million '{}' lines per call used to cost ~25x the file in host memory
 
 pytestmark = pytest.mark.docker
@@ -91,11 +91,13 @@ TRUST_ATTACKS = {"forged_trace", "decoy_kernel", "host_compute_binding", "no_san
                  "trace_infinity", "trace_flood", "csv_formula_name", "fallocate_fill", "mlu_decoy_matmul"}
 REPLAY_ATTACKS = {"key_from_frames", "key_from_memory", "decoy_resign", "output_file_swap", "warmup_detection",
                   "cached_clone"}  # issue 26: secrets and counters where student code runs
+# Issue 28: bytes from one student never stop the class or blame the grader.
+ODD_BYTES = {"fifo_binding", "nonutf8_file_name", "line_directive_blame", "include_own_stdout"}
 
 
 def test_corpus_is_complete():
     names = {p.name for p in FIXTURES}
-    assert SANDBOX_ATTACKS | TRUST_ATTACKS | REPLAY_ATTACKS <= names
+    assert SANDBOX_ATTACKS | TRUST_ATTACKS | REPLAY_ATTACKS | ODD_BYTES <= names
     readme = (CORPUS / "README.md").read_text()
     assert all(f"`{name}`" in readme for name in names), "reference_kernels/adversarial/README.md lists every fixture"
 
@@ -132,6 +134,33 @@ def _check_points(result, expected: dict, problems: list[str]) -> None:
             problems.append(f"the result's screening lacks {sorted(missing)} (found {sorted(found)})")
 
 
+def _gradable(fixture: Path, dest: Path) -> Path:
+    """The fixture as graded: itself, or a copy with what git cannot hold made in it (expected.toml `special`)."""
+    if not _expected(fixture).get("special"):
+        return fixture
+    return _materialise(fixture, dest)
+
+
+def _materialise(fixture: Path, dest: Path) -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", CORPUS / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.materialise(fixture, dest)
+
+
+def _check_blame(result, problems: list[str]) -> None:
+    """A compile error of an attack is never "not your mistake" (the grader's limitation)."""
+    from grader.reporting.compiler_output import student_errors
+
+    if result.build is not None and str(result.verdict) == "compile_error":
+        blamed = [e for e in student_errors(result.build.compiler_output, result.submission_path) if e.limitation]
+        if blamed:
+            problems.append(f"the grader is blamed for {blamed}")
+
+
 def _check_messages(result, expected: dict, problems: list[str]) -> None:
     text = result.to_json().lower()
     for word in expected.get("message_contains", []):
@@ -148,7 +177,7 @@ def _check_messages(result, expected: dict, problems: list[str]) -> None:
 def test_fixture_gets_its_verdict(fixture, expected, emu_image, tmp_path):
     started = time.monotonic()
     rss_before = _peak_rss_mb()
-    result = _grade(fixture, tmp_path / "out", expected.get("backend", "emu"))
+    result = _grade(_gradable(fixture, tmp_path / "submission"), tmp_path / "out", expected.get("backend", "emu"))
     problems: list[str] = []
     if "verdict_of_reference" in expected:
         reference = _grade(CORPUS.parent / expected["verdict_of_reference"], tmp_path / "reference")
@@ -165,6 +194,7 @@ def test_fixture_gets_its_verdict(fixture, expected, emu_image, tmp_path):
     _check_verdict(result, expected, problems)
     _check_points(result, expected, problems)
     _check_messages(result, expected, problems)
+    _check_blame(result, problems)
     if fixture.name == "trace_flood" and _peak_rss_mb() - rss_before > FLOOD_RSS_GROWTH_MB:
         problems.append(f"the host's peak memory grew by {_peak_rss_mb() - rss_before:.0f} MB reading the flood")
     if _our_containers():
@@ -193,10 +223,79 @@ def test_batch_exports_neutralise_the_fixture(fixture, expected, emu_image, tmp_
         rows = list(csv.reader(io.StringIO((out / export).read_text())))
         for row in rows[1:]:
             for cell in row:
-                if cell.startswith(FORMULA_STARTS):
+                if cell.lstrip().startswith(FORMULA_STARTS) or cell.startswith(FORMULA_STARTS):
                     problems.append(f"{export}: cell {cell!r} starts like a formula")
                 if "HYPERLINK" in cell and not cell.startswith("'"):
                     problems.append(f"{export}: the name from grade.toml reached a cell as is: {cell!r}")
     if _our_containers():
         problems.append(f"containers left behind: {_our_containers()}")
     assert not problems, f"{fixture.name}:\n  " + "\n  ".join(problems)
+
+
+ODD_NAMES = ("\n=1+2", " =HYPERLINK(\"evil.example\",\"x\")")  # class folder names that look like formulas
+
+
+@pytest.mark.slow
+def test_a_class_of_honest_students_is_graded_beside_every_odd_one(emu_image, tmp_path):
+    """Issue 28, one batch: honest students (the vector reference), a tar whose member's name is not UTF-8, a
+    FIFO binding, a `#line` forgery, a compile blocked on its own output, folders named like formulas, a .rar,
+    a .7z and a stray file. The honest ones are graded as the reference is; each odd one gets its own verdict
+    or is listed as not graded with its reason; the CSV cells stay text; no container is left."""
+    import subprocess
+    import sys
+    import tarfile
+
+    from grader.orchestration.batch import run_batch
+
+    honest = CORPUS.parent / "sigmoid" / "vector"
+    class_dir = tmp_path / "class"
+    class_dir.mkdir()
+    for name in ("alice", "bob", *ODD_NAMES):
+        shutil.copytree(honest, class_dir / name)
+    odd_bytes = _materialise(CORPUS / "nonutf8_file_name", tmp_path / "nonutf8")
+    with tarfile.open(class_dir / "hank.tar.gz", "w:gz") as tar:  # the name as a student's tar holds it
+        tar.add(odd_bytes, arcname="my_ops")
+    for name in ("fifo_binding", "line_directive_blame", "include_own_stdout"):
+        _materialise(CORPUS / name, class_dir / name)
+    (class_dir / "dave.rar").write_bytes(b"Rar!\x1a\x07\x00")
+    (class_dir / "erin.7z").write_bytes(b"7z\xbc\xaf\x27\x1c")
+    (class_dir / "notes.txt").write_text("grading notes")
+    out = tmp_path / "out"
+    summary = run_batch(class_dir, "sigmoid", out, workers=1, sandbox="docker", progress=False, seed="corpus")
+
+    book = {row["student_id"].removeprefix("'"): row  # the formula-like names come back quoted
+            for row in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
+    problems: list[str] = []
+    reference = book["alice"]["verdict"]
+    if reference in NEVER - {"passed"} or book["alice"]["total"] in ("", "0"):
+        problems.append(f"the honest student was not graded: {book['alice']}")
+    for honest_too in ("bob", "hank", *ODD_NAMES):
+        if (book[honest_too]["verdict"], book[honest_too]["total"]) != (reference, book["alice"]["total"]):
+            problems.append(f"{honest_too!r} graded {book[honest_too]['verdict']} {book[honest_too]['total']}, "
+                            f"the honest alice {reference} {book['alice']['total']}")
+    for student, verdict, words in (("fifo_binding", "ungradable_layout", "not a regular file"),
+                                    ("line_directive_blame", "compile_error", ""),
+                                    ("include_own_stdout", "timeout", "made no progress")):
+        if book[student]["verdict"] != verdict or words not in book[student]["message"]:
+            problems.append(f"{student}: {book[student]['verdict']} {book[student]['message']!r}, expected "
+                            f"{verdict} {words!r}")
+    for entry, why in (("dave.rar", "a .rar archive"), ("erin.7z", "a .7z archive"),
+                       ("notes.txt", "not a folder or a .zip/.tar archive")):
+        if why not in summary.not_graded.get(entry, ""):
+            problems.append(f"{entry} not listed as not graded: {summary.not_graded}")
+    if summary.complete or "not graded: 3 entries" not in "\n".join(summary.lines()):
+        problems.append(f"the summary does not say 3 entries were not graded: {summary.lines()}")
+    if "Not graded" not in (out / "dashboard.html").read_text() or "erin.7z" not in (out / "dashboard.html").read_text():
+        problems.append("the dashboard does not list the entries not graded")
+    for export in ("gradebook.csv", "canvas.csv"):
+        for row in list(csv.reader(io.StringIO((out / export).read_text())))[1:]:
+            for cell in row:
+                if cell.lstrip().startswith(FORMULA_STARTS) or cell.startswith(FORMULA_STARTS):
+                    problems.append(f"{export}: cell {cell!r} starts like a formula")
+    check = subprocess.run([sys.executable, "-c", "import docker, os; print([c.name for c in docker.from_env()"
+                            ".containers.list(all=True, filters={'label': 'org.bang-grader.sandbox'}) "
+                            "if not os.path.exists('/proc/' + c.labels.get('org.bang-grader.owner-pid', '0'))])"],
+                           capture_output=True, text=True)
+    if check.stdout.strip() not in ("[]", ""):
+        problems.append(f"containers of dead graders left: {check.stdout}")
+    assert not problems, "\n  ".join(problems)

@@ -266,3 +266,41 @@ def platform_release() -> str:
 def test_unknown_runtime_is_refused(emu_image):
     with pytest.raises(SandboxError, match="no runtime"):
         DockerRunner(emu_image, runtime="no-such-runtime")
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_killed_grader_leaves_no_container(emu_image, mounts, how):
+    """Issue 28: however the grader dies, its containers go with it (the reaper, grader/sandbox/reaper.py, for
+    SIGKILL, which no `finally` sees; SIGTERM unwinds through the run's `finally` as Ctrl-C does)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = f"""
+import signal, sys
+from pathlib import Path
+from grader.cli.app import _raise_keyboard_interrupt
+from grader.sandbox.base import Limits, Mounts, Phase
+from grader.sandbox.docker_runner import DockerRunner
+signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # as `grade` does
+runner = DockerRunner({emu_image!r})
+mounts = Mounts(Path({str(mounts.submission)!r}), Path({str(mounts.build)!r}), Path({str(mounts.io)!r}))
+runner.run(Phase.RUN, ["sleep", "600"], mounts, Limits(wall_seconds=600))
+"""
+    grader = subprocess.Popen([sys.executable, "-c", script])
+    client = docker.from_env(timeout=30)
+
+    def ours() -> list[str]:
+        return [c.name for c in client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={grader.pid}"})]
+
+    deadline = time.monotonic() + 120
+    while not ours():
+        assert grader.poll() is None and time.monotonic() < deadline, "the grader's container never started"
+        time.sleep(0.2)
+    grader.send_signal(getattr(signal, how))
+    grader.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while ours() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ours() == [], f"left behind after {how}"
