@@ -54,6 +54,7 @@ MAX_FILES = 200
 MAX_REGIONS = 12  # per pair, in the side-by-side view
 MAX_REGION_LINES = 40
 MAX_VIEWS = 60  # pairs with a side-by-side view in the dashboard (similarity.csv lists them all)
+MIN_COMMON = 3  # a passage this few submissions share is never template, however small the class
 
 
 # ------------------------------------------------------------------------------------------ settings
@@ -63,10 +64,11 @@ MAX_VIEWS = 60  # pairs with a side-by-side view in the dashboard (similarity.cs
 class SimilaritySettings:
     """How pairs are found and which are listed. Defaults match grader.spec.models.SimilaritySpec."""
 
-    threshold: float = 0.5  # a pair is listed when the larger of its two shares reaches this
+    threshold: float = 0.6  # a pair is listed when the larger of its two shares reaches this
     noise_threshold: int = 25  # k: shortest match counted, in filtered characters (copydetect noise_t)
     guarantee_threshold: int = 30  # matches this long are always found (copydetect guarantee_t)
     min_shared: int = 100  # filtered characters A and B must share before a pair is listed at all
+    common_share: float = 0.5  # a passage in more than this share of the class's submissions is template (MOSS -m)
 
     @property
     def window(self) -> int:
@@ -105,7 +107,8 @@ def settings_for(assignment: str, options: SimilarityOptions | None = None) -> t
     spec = load_assignment(assignment)
     declared = spec.similarity
     values: dict[str, Any] = {name: getattr(declared, name)
-                              for name in ("threshold", "noise_threshold", "guarantee_threshold", "min_shared")}
+                              for name in ("threshold", "noise_threshold", "guarantee_threshold", "min_shared",
+                                           "common_share")}
     if options.threshold is not None:
         values["threshold"] = options.threshold
     settings = SimilaritySettings(**values)
@@ -281,11 +284,56 @@ class Fingerprinter:
         return FileFingerprint(src.rel, src.language, fp, starts)
 
     def submission(self, sources: Iterable[SourceFile]) -> SubmissionPrints:
-        files = [self.file(s) for s in sources]
-        union: dict[str, set] = defaultdict(set)
-        for f in files:
-            union[f.language] |= f.fp.hashes
-        return SubmissionPrints(files, dict(union), sum(f.coverage for f in files))
+        return _prints([self.file(s) for s in sources])
+
+
+def _prints(files: list[FileFingerprint]) -> SubmissionPrints:
+    union: dict[str, set] = defaultdict(set)
+    for f in files:
+        union[f.language] |= f.fp.hashes
+    return SubmissionPrints(files, dict(union), sum(f.coverage for f in files))
+
+
+def common_limit(submissions: int, settings: SimilaritySettings) -> int:
+    """A passage held by more than this many distinct submissions is the class's template (MOSS's -m, as a
+    share of the class: a fill-in-the-blank lab's handout, or the one obvious way to fill a blank)."""
+    return max(MIN_COMMON, int(settings.common_share * submissions))
+
+
+def drop_common(prints: dict[str, SubmissionPrints], settings: SimilaritySettings) -> int:
+    """Every k-gram found in more than `common_limit` of the submissions becomes boilerplate, as the template's
+    are: removed from each file's fingerprints and from its own-code coverage. Counted over every k-gram, not
+    the winnowed ones, so a passage is recognised wherever winnowing happened to sample it. Returns how many
+    k-grams were dropped."""
+    import numpy as np
+    from copydetect.utils import get_token_coverage
+
+    limit = common_limit(len(prints), settings)
+    if len(prints) <= limit:
+        return 0
+    k = settings.noise_threshold
+    held: dict[str, list] = defaultdict(list)  # language -> each submission's distinct k-grams
+    for sub in prints.values():
+        for language in sub.union:
+            grams = [stable_kgram_hashes(f.fp.filtered_code, k) for f in sub.by_language(language)]
+            held[language].append(np.unique(np.concatenate(grams)))
+    common: dict[str, set] = {}
+    for language, arrays in held.items():
+        values, counts = np.unique(np.concatenate(arrays), return_counts=True)
+        common[language] = set(values[counts > limit].tolist())
+    done: set[int] = set()
+    for key, sub in prints.items():
+        for f in sub.files:
+            drop = common.get(f.language)
+            if not drop or id(f.fp) in done:
+                continue
+            done.add(id(f.fp))  # identical files share one fingerprint object
+            fp = f.fp
+            fp.hashes = {h for h in fp.hashes if int(h) not in drop}
+            fp.hash_idx = {h: i for h, i in fp.hash_idx.items() if int(h) not in drop}
+            fp.token_coverage = get_token_coverage(fp.hash_idx, k, len(fp.filtered_code))
+        prints[key] = _prints(sub.files)
+    return sum(len(c) for c in common.values())
 
 
 # ------------------------------------------------------------------------------------------ comparison
@@ -511,6 +559,9 @@ def compare_submissions(members: Sequence[Member], template_dirs: Sequence[Path]
     with stable_hashes():
         printer = Fingerprinter(settings, template_dirs)
         groups, prints, skipped, notes = _fingerprint_members(printer, members)
+        if drop_common(prints, settings):
+            notes.append(_("passages found in more than {limit} of the {n} distinct submissions count as template")
+                         .format(limit=common_limit(len(prints), settings), n=len(prints)))
     notes = printer.template_notes + notes
     phases = {"fingerprint": time.monotonic() - started}
 
