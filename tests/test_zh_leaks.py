@@ -40,6 +40,7 @@ RUN = re.compile(r"[A-Za-z][a-z]+(?:[ ,;:]+[A-Za-z][a-z]+){2,}")
 def english_runs(text: str) -> list[str]:
     """Runs of three or more English words with at least two not in ALLOWED."""
     leaks = []
+    text = re.sub(r"<<<[^>]*>>>|`[^`]*`|\b\w+\([^)]*\)", " ", text)  # code: launches, quoted, calls
     for line in text.splitlines():
         for m in RUN.finditer(line):
             words = [w.lower() for w in re.findall(r"[A-Za-z]+", m.group(0))]
@@ -179,3 +180,46 @@ def test_the_gradebook_keeps_a_layout_message_whole(rows):
     layout = rows[-1].result.model_copy(update={"message": "no ops.py found:\n  looked in my_ops/\n  put ops.py at the top"})
     line = next(r for r in gradebook_csv([ClassRow(rows[-1].submission, layout)]).splitlines() if "no ops.py" in r)
     assert "put ops.py at the top" in line and "looked in" in line
+
+
+def test_batch_progress_and_summary_speak_chinese():
+    from rich.progress import TextColumn
+
+    from grader.orchestration.batch import OUTPUT_LABELS, BatchSummary, _progress_bar
+
+    with use_language("zh"):
+        bar, _task = _progress_bar(3)
+    columns = " ".join(c.text_format for c in bar.columns if isinstance(c, TextColumn))
+    assert "评测" in columns and english_runs(columns.replace("{task.description}", "")) == [], columns
+    assert not re.search(r"\b(grading|elapsed|eta)\b", columns), columns
+    summary = BatchSummary(
+        out_dir=Path("/out"), assignment="sigmoid", total=3, graded=2, skipped=1, worker_failures=1,
+        verdicts={"passed": 2, "wrong_answer": 1}, mean_score=61.5, max_score=100, wall_seconds=12.0, per_minute=10.0,
+        outputs={name: f"/out/{name}" for name in OUTPUT_LABELS}, lang="zh")
+    text = "\n".join(summary.lines())
+    assert english_runs(text) == [], text
+    labels = [line.split(":")[0] for line in text.splitlines() if line.endswith(tuple(OUTPUT_LABELS))]
+    assert len(labels) == len(OUTPUT_LABELS) and not any(label in OUTPUT_LABELS for label in labels), labels
+
+
+@pytest.mark.parametrize("toml", ["assignment = \n", 'module = "not a name"\n', "colour = 1\n",
+                                  "[student]\nid = 1\n[entries]\nx = 3\n"])
+def test_grade_toml_errors_speak_chinese(tmp_path, toml):
+    import tomllib
+
+    from grader.layout import LayoutError, inspect_submission
+
+    (tmp_path / "grade.toml").write_text(toml)
+    (tmp_path / "ops.py").write_text("def sigmoid(x):\n    return x\n")
+    (tmp_path / "mlu").mkdir()
+    (tmp_path / "mlu" / "k.mlu").write_text("__mlu_global__ void k() {}\n")
+    (tmp_path / "cpp").mkdir()
+    (tmp_path / "cpp" / "b.cpp").write_text("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n")
+    with use_language("zh"), pytest.raises(LayoutError) as caught:
+        inspect_submission(tmp_path)
+    message = str(caught.value)
+    try:  # the TOML parser's own words are quoted as its own
+        tomllib.loads(toml)
+    except tomllib.TOMLDecodeError as exc:
+        message = message.replace(str(exc), "")
+    assert re.search(r"[\u4e00-\u9fff]", message) and english_runs(message) == [], message
