@@ -367,3 +367,28 @@ def test_matmul_fp16_only_keeps_the_fp32_sum_advice(tmp_path):
     result.submission_path = str(tmp_path)
     first = diagnose(result)[0]
     assert first.kind == "fp16_only" and "fp32" in first.advice and "products" in first.advice
+
+
+def test_the_terminal_carries_the_reports_diagnosis_and_next_step(tmp_path):
+    """The CLI's failure lines say what the report says (the finding's title, where, and its fix once), and its
+    next-step line is the report's, with its points at stake."""
+    import io
+
+    from rich.console import Console
+
+    from grader.cli.summary import print_summary
+    from grader.reporting.next_step import overall_next_step
+    from grader.reporting.render import render_report_html
+
+    result = _with_half_group(fp16_only_sigmoid(tmp_path), 10.0)
+    out = io.StringIO()
+    print_summary(result, Console(file=out, width=300, color_system=None))
+    text = out.getvalue()
+    finding = diagnose(result)[0]
+    failing = [c for c in result.cases if not c.passed]
+    assert len(failing) >= 2 and text.count(f"{finding.title} ({finding.where})") == len(failing), text
+    assert text.count("fix: " + finding.action) == 1
+    step = overall_next_step(result)
+    assert f"next step ({step.points:g} points at stake): [{step.stage_title}] {step.action}" in text, text
+    html = render_report_html(result)
+    assert f"{step.points:g} points at stake" in html and finding.title in html
