@@ -280,14 +280,15 @@ def _check_size(root: Path) -> None:
         if path.is_symlink():
             target = path.resolve()
             if not target.is_relative_to(root.resolve()):
-                raise LayoutError(f"{path.relative_to(root)} is a symlink pointing outside the submission",
-                                  show_layout=False)
+                raise LayoutError(_("{file} is a symlink pointing outside the submission").format(
+                    file=path.relative_to(root)), show_layout=False)
         if path.is_file():
             count += 1
             total += path.stat().st_size
     if count > MAX_FILES or total > MAX_BYTES:
-        raise LayoutError(f"the submission is too large ({count} files, {total >> 20} MiB; limits {MAX_FILES} files, "
-                          f"{MAX_BYTES >> 20} MiB): remove build outputs and data files", show_layout=False)
+        raise LayoutError(_("the submission is too large ({count} files, {mib} MiB; limits {max_files} files, "
+                            "{max_mib} MiB): remove build outputs and data files").format(
+            count=count, mib=total >> 20, max_files=MAX_FILES, max_mib=MAX_BYTES >> 20), show_layout=False)
 
 
 def _read_grade_toml(root: Path) -> dict:
