@@ -129,13 +129,28 @@ def rows() -> list[ClassRow]:
                      r) for i, r in enumerate(_results())]
 
 
-def _surfaces(rows: list[ClassRow]) -> dict[str, str]:
+def _similarity(root: Path):  # noqa: ANN202 - a SimilarityReport
+    """Two students with the same kernel and one with another, compared as the batch does (notes included)."""
+    import shutil
+
+    from grader.batch.similarity import Member, compare_submissions
+
+    reference = Path(__file__).resolve().parents[1] / "reference_kernels"
+    for sid, stage in (("s0", "sigmoid/vector"), ("s1", "sigmoid/vector"), ("s2", "matmul/vector")):
+        shutil.copytree(reference / stage, root / sid)
+    (root / "s1" / "mlu" / "extra.h").write_text("// s1's own note\n")
+    with use_language("zh"):
+        return compare_submissions([Member(p.name, p.name, p.name, p, p.name) for p in sorted(root.iterdir())])
+
+
+def _surfaces(rows: list[ClassRow], similarity=None) -> dict[str, str]:  # noqa: ANN001
     surfaces = {}
     for row in rows:
         surfaces[f"cli {row.result.verdict}"] = _cli(row.result)
         surfaces[f"report {row.result.verdict}"] = visible_text(render_report_html(row.result))
     with use_language("zh"):
-        stats = class_stats(rows, assignment_title="矩阵乘法", backend="emu", seed_mode="secret")
+        stats = class_stats(rows, assignment_title="矩阵乘法", backend="emu", seed_mode="secret",
+                            similarity=similarity)
         surfaces["dashboard"] = visible_text(render_dashboard(stats))
         surfaces["gradebook messages"] = "\n".join(line.split(",")[-3] for line in gradebook_csv(rows).splitlines()[2:])
     return surfaces
@@ -150,8 +165,12 @@ def _without_compiler_lines(text: str, rows: list[ClassRow]) -> str:
     return text
 
 
-def test_no_english_reaches_chinese_output(rows):
-    leaks = {name: english_runs(_without_compiler_lines(text, rows)) for name, text in _surfaces(rows).items()}
+def test_no_english_reaches_chinese_output(rows, tmp_path):
+    similarity = _similarity(tmp_path)
+    assert similarity.pairs  # the dashboard's similarity section
+    surfaces = _surfaces(rows, similarity)
+    assert "代码相似" in surfaces["dashboard"] or "相似" in surfaces["dashboard"], surfaces["dashboard"][-2000:]
+    leaks = {name: english_runs(_without_compiler_lines(text, rows)) for name, text in surfaces.items()}
     leaks = {name: found for name, found in leaks.items() if found}
     assert not leaks, "\n".join(f"{name}: {found[:6]}" for name, found in leaks.items())
 
