@@ -1,8 +1,9 @@
 """Derives "what to do next": the one change most likely to lift a submission to the next stage.
 
-Correctness comes first (a build error, an emulator check, a wrong answer). Once a stage is correct but
-slow, its emulator trace says where the modelled time goes, and the stage ladder of the course says what
-the usual next technique is: scalar GDRAM -> NRAM staging -> vector/tensor builtins -> many tasks ->
+A build error or any verdict that stops the grading comes first; otherwise every fix (an emulator check, a
+wrong answer) and every speed step competes on the points it puts at stake, correctness first on a tie. Once a
+stage is correct but slow, its emulator trace says where the modelled time goes, and the stage ladder of the
+course says what the usual next technique is: scalar GDRAM -> NRAM staging -> vector/tensor builtins -> many tasks ->
 async double buffering -> SRAM staging in a UNION1 launch.
 """
 
