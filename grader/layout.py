@@ -104,7 +104,8 @@ def inspect_submission(root: Path) -> Submission:
     extension = config.get("extension", DEFAULT_EXTENSION)
     for key, value in (("module", module), ("extension", extension)):
         if not isinstance(value, str) or not _IDENT.match(value):
-            raise LayoutError(f"grade.toml: {key} must be a Python identifier, got {value!r}", show_layout=False)
+            raise LayoutError(_("grade.toml: {key} must be a Python identifier, got {value}").format(
+                key=key, value=repr(value)), show_layout=False)
     problems = []
     _sources(root, "mlu", "mlu", _("your .mlu kernels go there"), problems)
     cpp = _sources(root, "cpp", "cpp", _("your PyTorch C++ bindings go there"), problems)
@@ -138,7 +139,8 @@ def _inspect_project(root: Path, layout: ProjectLayout, config: dict) -> Submiss
     module = config.get("module", "")
     for key, value in (("module", module or "ops"), ("extension", extension)):
         if not isinstance(value, str) or not _IDENT.match(value):
-            raise LayoutError(f"{key} must be a Python identifier, got {value!r}", show_layout=False)
+            raise LayoutError(_("{key} must be a Python identifier, got {value}").format(key=key, value=repr(value)),
+                              show_layout=False)
     plan = layout.plan(root, extension)
     if not any(_REGISTRATION.search((root / p).read_text(encoding="utf-8", errors="replace")) for p in plan.cpp_sources):
         raise LayoutError(_("no .cpp file of {layout} registers an operator: add PYBIND11_MODULE(...) or "
@@ -183,15 +185,15 @@ def _settings(config: dict) -> tuple[Student, dict[str, str], str | None]:
     """grade.toml's [student], [entries] and assignment, checked."""
     student_table = config.get("student", {})
     if not isinstance(student_table, dict):
-        raise LayoutError("grade.toml: [student] must be a table with id and name", show_layout=False)
+        raise LayoutError(_("grade.toml: [student] must be a table with id and name"), show_layout=False)
     student = Student(id=str(student_table.get("id", "anonymous")), name=str(student_table.get("name", "")))
     entries = config.get("entries", {})
     if not isinstance(entries, dict) or not all(isinstance(v, str) and _IDENT.match(v) for v in entries.values()):
-        raise LayoutError("grade.toml: [entries] maps stage names to function names, e.g. "
-                          'matmul_vector = "matmul_vector"', show_layout=False)
+        raise LayoutError(_("grade.toml: [entries] maps stage names to function names, e.g. "
+                            'matmul_vector = "matmul_vector"'), show_layout=False)
     assignment = config.get("assignment")
     if assignment is not None and not isinstance(assignment, str):
-        raise LayoutError("grade.toml: assignment must be a string, e.g. \"matmul\"", show_layout=False)
+        raise LayoutError(_("grade.toml: assignment must be a string, e.g. \"matmul\""), show_layout=False)
     return student, dict(entries), assignment
 
 
@@ -199,8 +201,8 @@ def resolve_entries(submission: Submission, spec: AssignmentSpec, known_stage_ke
     """Stage name -> entry function. Keys: '<assignment>_<stage>' or '<stage>'; '<assignment>' overrides the default."""
     unknown = sorted(set(submission.entries) - known_stage_keys)
     if unknown:
-        raise LayoutError(f"grade.toml [entries]: unknown key(s) {unknown}; valid keys are "
-                          f"{sorted(known_stage_keys)}", show_layout=False)
+        raise LayoutError(_("grade.toml [entries]: unknown key(s) {unknown}; valid keys are {valid}").format(
+            unknown=unknown, valid=sorted(known_stage_keys)), show_layout=False)
     default = submission.entries.get(spec.name, submission.entry_default or spec.entry)
     resolved = {}
     for stage in spec.stages:
@@ -302,14 +304,15 @@ def _check_size(root: Path) -> None:
         if path.is_symlink():
             target = path.resolve()
             if not target.is_relative_to(root.resolve()):
-                raise LayoutError(f"{path.relative_to(root)} is a symlink pointing outside the submission",
-                                  show_layout=False)
+                raise LayoutError(_("{file} is a symlink pointing outside the submission").format(
+                    file=path.relative_to(root)), show_layout=False)
         if path.is_file():
             count += 1
             total += path.stat().st_size
     if count > MAX_FILES or total > MAX_BYTES:
-        raise LayoutError(f"the submission is too large ({count} files, {total >> 20} MiB; limits {MAX_FILES} files, "
-                          f"{MAX_BYTES >> 20} MiB): remove build outputs and data files", show_layout=False)
+        raise LayoutError(_("the submission is too large ({count} files, {mib} MiB; limits {max_files} files, "
+                            "{max_mib} MiB): remove build outputs and data files").format(
+            count=count, mib=total >> 20, max_files=MAX_FILES, max_mib=MAX_BYTES >> 20), show_layout=False)
 
 
 def _read_grade_toml(root: Path) -> dict:
@@ -319,8 +322,9 @@ def _read_grade_toml(root: Path) -> dict:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise LayoutError(f"grade.toml is not valid TOML: {exc}", show_layout=False) from exc
+        raise LayoutError(_("grade.toml is not valid TOML: {error}").format(error=exc), show_layout=False) from exc
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
-        raise LayoutError(f"grade.toml: unknown key(s) {unknown}; known keys are {sorted(_TOP_KEYS)}", show_layout=False)
+        raise LayoutError(_("grade.toml: unknown key(s) {unknown}; known keys are {known}").format(
+            unknown=unknown, known=sorted(_TOP_KEYS)), show_layout=False)
     return data

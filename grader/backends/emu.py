@@ -9,6 +9,7 @@ import shutil
 from bang_emu import devices as device_table
 
 from grader.backends.base import Backend, first_output_line
+from grader.i18n import _
 
 
 class EmuBackend(Backend):
@@ -28,7 +29,7 @@ class EmuBackend(Backend):
             return False, "the emulator package bang_emu is not installed (pip install -e .)"
         if shutil.which("g++") is None:
             return False, "the emulator compiles BANG C with g++, which is not on PATH (apt-get install g++)"
-        return True, "emulated MLU on the CPU (times are modelled)"
+        return True, _("emulated MLU on the CPU (times are modelled)")
 
     def devices(self) -> list[str]:
         # devices.json, read by the standard library alone: listing devices imports no torch on the host

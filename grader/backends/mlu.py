@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from grader.backends.base import Backend, first_output_line
+from grader.i18n import _
 from grader.sandbox.docker_runner import mlu_device_nodes
 
 DEVICE_NODE_GLOB = "/dev/cambricon_dev*"
@@ -33,7 +34,7 @@ class MluBackend(Backend):
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("torch_mlu") is None:
-            return False, "torch_mlu is not importable here (Cambricon's PyTorch extension is needed for --backend mlu)"
+            return False, _("torch_mlu is not importable here (Cambricon's PyTorch extension is needed for --backend mlu)")
         if not self.devices():
             return False, f"no MLU card: nothing matches {DEVICE_NODE_GLOB}"
         return True, f"{len(self.devices())} MLU card(s) found"

@@ -137,6 +137,14 @@ def _kernel_label(row: ClassRow, source: str) -> str:
     return {"hardware": _("hardware"), "host_clock": _("host clock")}.get(source, source)
 
 
+def _kind_title(kind: str) -> str:
+    """An emulator check's kind as the report names it (its advice title, translated), else its machine name."""
+    from grader.reporting.advice import advice_for
+
+    advice = advice_for(kind.strip().lower().replace("-", "_"))
+    return f"{advice.title} ({kind})" if advice is not None else kind
+
+
 def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, seed_mode: str,
                 similarity: SimilarityReport | None = None) -> ClassStats:
     n = len(rows)
@@ -151,8 +159,9 @@ def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, se
     # Failure kinds below the verdict: emulator checks that fired, counted once per student.
     diag_students: Counter[str] = Counter()
     for r in rows:
-        kinds = {d.kind for c in r.result.cases for d in c.diagnostics if d.severity == "error"}
-        kinds |= {d.kind for s in r.result.stages if s.trace for d in s.trace.diagnostics if d.severity == "error"}
+        kinds = {_kind_title(d.kind) for c in r.result.cases for d in c.diagnostics if d.severity == "error"}
+        kinds |= {_kind_title(d.kind) for s in r.result.stages if s.trace for d in s.trace.diagnostics
+                  if d.severity == "error"}
         kinds |= {_("case verdict: {verdict}").format(verdict=verdict_label(c.verdict))
                   for c in r.result.cases if c.verdict != Verdict.PASSED}
         diag_students.update(kinds)

@@ -90,7 +90,7 @@ def gradebook_csv(rows: list[ClassRow], columns: tuple[dict[str, float], dict[st
         stage_points = {s.name: s.points for s in r.stages}
         max_score = r.max_score or max_total
         percent = 100.0 * r.score / max_score if max_score else 0.0
-        first_line = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
+        first_line = " ".join(line.strip() for line in r.message.strip().splitlines())[:400]  # a layout error's list too
         if row.not_graded:  # a row with its reason and no points, so no import reads it as a zero
             _writerow(writer, [row.submission.student_id, display_name(row.submission)]
                       + [""] * (len(groups) + len(stages)) + ["", _fmt(max_score), "", NOT_GRADED,

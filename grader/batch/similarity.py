@@ -14,6 +14,10 @@ adds on top:
 - **Template subtracted.** Every k-gram of the instructor's template (`--template DIR`, and the assignment's
   starter folder `assignments/<name>/<[similarity] starter>` when it exists) is copydetect boilerplate: it
   neither counts as shared nor as the student's own code.
+- **The class's common code subtracted** (MOSS's `-m`, as a share of the class): a passage held by more than
+  `common_share` of the distinct submissions is template too, so a fill-in-the-blank lab needs no `--template`;
+  below that, a passage weighs less the more submissions hold it (`drop_common`), and coverage, shares and
+  `min_shared` count weighted characters.
 - **Identical submissions** (same content hash, the build cache's key) are compared once and reported as
   identical (unless what they hold is the template and little else).
 - **Side by side.** For each listed pair, the matching regions are paired up (A's file:lines next to B's)
@@ -54,6 +58,7 @@ MAX_FILES = 200
 MAX_REGIONS = 12  # per pair, in the side-by-side view
 MAX_REGION_LINES = 40
 MAX_VIEWS = 60  # pairs with a side-by-side view in the dashboard (similarity.csv lists them all)
+MIN_COMMON = 3  # a passage this few submissions share is never template, however small the class
 
 
 # ------------------------------------------------------------------------------------------ settings
@@ -63,10 +68,11 @@ MAX_VIEWS = 60  # pairs with a side-by-side view in the dashboard (similarity.cs
 class SimilaritySettings:
     """How pairs are found and which are listed. Defaults match grader.spec.models.SimilaritySpec."""
 
-    threshold: float = 0.5  # a pair is listed when the larger of its two shares reaches this
+    threshold: float = 0.6  # a pair is listed when the larger of its two shares reaches this
     noise_threshold: int = 25  # k: shortest match counted, in filtered characters (copydetect noise_t)
     guarantee_threshold: int = 30  # matches this long are always found (copydetect guarantee_t)
-    min_shared: int = 100  # filtered characters A and B must share before a pair is listed at all
+    min_shared: int = 50  # weighted filtered characters A and B must share before a pair is listed at all
+    common_share: float = 0.5  # a passage in more than this share of the class's submissions is template (MOSS -m)
 
     @property
     def window(self) -> int:
@@ -105,7 +111,8 @@ def settings_for(assignment: str, options: SimilarityOptions | None = None) -> t
     spec = load_assignment(assignment)
     declared = spec.similarity
     values: dict[str, Any] = {name: getattr(declared, name)
-                              for name in ("threshold", "noise_threshold", "guarantee_threshold", "min_shared")}
+                              for name in ("threshold", "noise_threshold", "guarantee_threshold", "min_shared",
+                                           "common_share")}
     if options.threshold is not None:
         values["threshold"] = options.threshold
     settings = SimilaritySettings(**values)
@@ -281,11 +288,89 @@ class Fingerprinter:
         return FileFingerprint(src.rel, src.language, fp, starts)
 
     def submission(self, sources: Iterable[SourceFile]) -> SubmissionPrints:
-        files = [self.file(s) for s in sources]
-        union: dict[str, set] = defaultdict(set)
-        for f in files:
-            union[f.language] |= f.fp.hashes
-        return SubmissionPrints(files, dict(union), sum(f.coverage for f in files))
+        return _prints([self.file(s) for s in sources])
+
+
+def _prints(files: list[FileFingerprint]) -> SubmissionPrints:
+    union: dict[str, set] = defaultdict(set)
+    for f in files:
+        union[f.language] |= f.fp.hashes
+    return SubmissionPrints(files, dict(union), sum(f.coverage for f in files))
+
+
+def common_limit(submissions: int, settings: SimilaritySettings) -> int:
+    """A passage held by more than this many distinct submissions is the class's template (MOSS's -m, as a
+    share of the class: a fill-in-the-blank lab's handout, or the one obvious way to fill a blank)."""
+    return max(MIN_COMMON, int(settings.common_share * submissions))
+
+
+def drop_common(prints: dict[str, SubmissionPrints], settings: SimilaritySettings) -> int:
+    """The class's common code, by how many distinct submissions hold each k-gram (counted over every k-gram,
+    not the winnowed ones, so a passage is recognised wherever winnowing sampled it): a k-gram held by more
+    than `common_limit` of them becomes boilerplate, as the template's are (removed from the fingerprints and
+    from the own-code coverage); below that, a passage's weight as evidence fades as more of the class holds
+    it: 1 when only two submissions hold it, 1/(limit-1) at the limit. Each file's coverage and every share
+    are then counted in weighted characters (`fp.weights`, one per filtered character), so two honest answers
+    sharing the one obvious way to fill a blank score low, a copy (which shares the rare code too) high.
+    Returns how many k-grams were dropped."""
+    import numpy as np
+
+    limit = common_limit(len(prints), settings)
+    if len(prints) <= limit:
+        return 0
+    k = settings.noise_threshold
+    held: dict[str, list] = defaultdict(list)  # language -> each submission's distinct k-grams
+    for sub in prints.values():
+        for language in sub.union:
+            grams = [stable_kgram_hashes(f.fp.filtered_code, k) for f in sub.by_language(language)]
+            held[language].append(np.unique(np.concatenate(grams)))
+    counted = {language: np.unique(np.concatenate(arrays), return_counts=True) for language, arrays in held.items()}
+    done: set[int] = set()
+    for key, sub in prints.items():
+        for f in sub.files:
+            if id(f.fp) in done:
+                continue
+            done.add(id(f.fp))  # identical files share one fingerprint object
+            values, counts = counted[f.language]
+            grams = stable_kgram_hashes(f.fp.filtered_code, k)
+            holders = counts[np.searchsorted(values, grams)] if len(grams) else np.array([], dtype=np.int64)
+            fp = f.fp
+            drop = set(grams[holders > limit].tolist())
+            fp.hashes = {h for h in fp.hashes if int(h) not in drop}
+            fp.hash_idx = {h: i for h, i in fp.hash_idx.items() if int(h) not in drop}
+            gram_weight = np.clip(1.0 - (holders - 2) / max(1, limit - 1), 0.0, 1.0)
+            gram_weight[holders > limit] = 0.0
+            weights = np.zeros(len(fp.filtered_code))
+            for j in range(min(k, len(fp.filtered_code))):  # a character weighs as its weightiest k-gram
+                span = weights[j : j + len(gram_weight)]
+                np.maximum(span, gram_weight[: len(span)], out=span)
+            fp.weights = weights
+            fp.token_coverage = _weighted(fp, _covered_slices(fp, k))
+        prints[key] = _prints(sub.files)
+    return sum(int((c > limit).sum()) for _, c in counted.values())
+
+
+def _covered_slices(fp: Any, k: int):  # noqa: ANN202 - 2xN numpy array
+    """The stretches of `fp`'s filtered code under its (kept) fingerprints."""
+    from copydetect.utils import get_copied_slices
+
+    np = __import__("numpy")
+    idx = [i for positions in fp.hash_idx.values() for i in positions]
+    return get_copied_slices(np.array(idx, dtype=np.int64), k)
+
+
+def _weighted(fp: Any, slices) -> float:  # noqa: ANN001 - numpy
+    """Characters in `slices` of `fp`'s filtered code, each by its weight when the class's common code was
+    weighed (drop_common), else each 1."""
+    np = __import__("numpy")
+    if slices is None or slices.shape[1] == 0:
+        return 0.0
+    weights = getattr(fp, "weights", None)
+    if weights is None:
+        return float((slices[1] - slices[0]).sum())
+    cumulative = np.concatenate([[0.0], np.cumsum(weights)])
+    ends = np.minimum(slices[1].astype(np.int64), len(weights))
+    return float((cumulative[ends] - cumulative[slices[0].astype(np.int64)]).sum())
 
 
 # ------------------------------------------------------------------------------------------ comparison
@@ -378,9 +463,9 @@ def _shared_tokens(prints: SubmissionPrints, other: SubmissionPrints, k: int) ->
         slices = _copied_slices(f.fp, hashes, k)
         if slices is None or slices.shape[1] == 0:
             continue
-        total += int((slices[1] - slices[0]).sum())
+        total += _weighted(f.fp, slices)
         files.append(f.rel)
-    return total, files
+    return round(total), files
 
 
 def _to_raw(fp: Any, positions):  # noqa: ANN001, ANN202 - numpy in, numpy out
@@ -511,6 +596,9 @@ def compare_submissions(members: Sequence[Member], template_dirs: Sequence[Path]
     with stable_hashes():
         printer = Fingerprinter(settings, template_dirs)
         groups, prints, skipped, notes = _fingerprint_members(printer, members)
+        if drop_common(prints, settings):
+            notes.append(_("passages found in more than {limit} of the {n} distinct submissions count as template")
+                         .format(limit=common_limit(len(prints), settings), n=len(prints)))
     notes = printer.template_notes + notes
     phases = {"fingerprint": time.monotonic() - started}
 

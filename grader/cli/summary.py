@@ -7,7 +7,8 @@ from rich.table import Table
 
 from grader.i18n import N_, _, ngettext
 from grader.reporting.compiler_output import student_errors
-from grader.reporting.hints import case_hint, is_emulator_message
+from grader.reporting.hints import Finding, case_hint, case_label, diagnose, is_emulator_message
+from grader.reporting.next_step import overall_next_step
 from grader.results import GradeResult, Verdict, verdict_label
 
 # The report says the same at more length (reports/templates/report.html.j2); keys: compiler_output.Limitation.
@@ -80,11 +81,18 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
                 if s.next_step:
                     console.print("    " + _("to reach it: {step}").format(step=s.next_step), highlight=False,
                                   soft_wrap=True)
+    findings = diagnose(result)
+    covering: dict[str, Finding] = {label: f for f in reversed(findings) for label in f.cases}
+    explained: set[int] = set()
     failing = [c for c in result.cases if not c.passed]
     for case in failing[:failures_shown]:
         console.print(f"  [red]x[/] {case.name} ({case.entry}, {case.dtype}, "
                       f"{' '.join(f'{k}{v}' for k, v in case.shapes.items())}): {verdict_text(case.verdict)}")
         message = case.message.strip().replace("\n", "\n    ")[:1500]
+        finding = covering.get(case_label(case))
+        if finding is not None:  # the report's diagnosis of this case, its evidence and fix said once
+            _print_finding(console, finding, first=id(finding) not in explained)
+            explained.add(id(finding))
         if message and is_emulator_message(case):  # the kind's hint first, then the emulator's words, labelled
             console.print("    " + (case_hint(case, result.assignment) or ""), markup=False, highlight=False)
             console.print("    " + _("emulator's original output:"), style="dim", highlight=False, end=" ")
@@ -103,6 +111,23 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
                                       "... and {n} more failing cases (see the report)", more).format(n=more))
     if result.verdict not in (Verdict.PASSED,) and not result.cases and result.message:  # nothing ran: say why
         console.print(result.message, markup=False, highlight=False, soft_wrap=True)
+    step = overall_next_step(result, findings)
+    if step is not None and step.rule != "done":
+        head = _("next step ({points} points at stake):").format(points=f"{step.points:g}") if step.points \
+            else _("next step:")
+        where = f" [{step.stage_title}]" if step.stage_title else ""
+        console.print(f"\n[bold]{head}[/]{where} ", highlight=False, end="")
+        console.print(step.action, markup=False, highlight=False, soft_wrap=True)
+        if step.why:
+            console.print("  " + step.why, markup=False, highlight=False, soft_wrap=True)
     console.print("\n[bold]" + _("verdict:") + f"[/] {verdict_text(result.verdict)}   [bold]"
                   + _("score: {score} / {max}").format(score=f"{result.score:g}", max=f"{result.max_score:g}")
                   + "[/]")
+
+
+def _print_finding(console: Console, finding: Finding, first: bool) -> None:
+    where = f" ({finding.where})" if finding.where else ""
+    console.print("    " + finding.title + where, style="bold", markup=False, highlight=False, soft_wrap=True)
+    if first and finding.action:
+        console.print("    " + _("fix: {action}").format(action=finding.action), markup=False, highlight=False,
+                      soft_wrap=True)

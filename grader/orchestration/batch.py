@@ -33,7 +33,7 @@ from grader.batch.pool import Slot, WorkerPool
 from grader.batch.similarity import SimilarityOptions, similarity_step
 from grader.batch.similarity import check_options as check_similarity_options
 from grader.batch.store import KeyParts, ResultStore, seed_digest
-from grader.i18n import _, ngettext, resolve_language, use_language
+from grader.i18n import N_, _, ngettext, resolve_language, use_language
 from grader.orchestration.build_cache import default_build_cache
 from grader.orchestration.calibrate import REFERENCE_ROOT
 from grader.orchestration.options import GradeOptions
@@ -43,6 +43,10 @@ from grader.results import GradeResult, Verdict, verdict_label
 GRADE_ENTRY = "grader.orchestration.batch:grade_batch_job"  # the GradeFn real batches run (a test resolves it)
 BREAKER_FAILURES = 4  # consecutive grader failures from the start that stop the batch
 UNSANDBOXED = ("none", "process", "bwrap")  # bwrap has no cgroup limits: self-checks only
+# The summary's names for what the batch wrote (BatchSummary.outputs keys), shown in the batch's language.
+OUTPUT_LABELS = {"plan": N_("plan"), "kubernetes": N_("kubernetes"), "similarity": N_("similarity"),
+                 "gradebook": N_("gradebook"), "canvas": N_("canvas"), "dashboard": N_("dashboard"),
+                 "gradescope": N_("gradescope"), "reports": N_("reports")}
 
 
 class BatchError(Exception):
@@ -126,7 +130,8 @@ class BatchSummary:
             _("mean score {mean:.2f} / {max:g}").format(mean=self.mean_score, max=self.max_score),
             wall,
         ]
-        out += [f"{name}: {path}" for name, path in self.outputs.items()]
+        out += [f"{_(OUTPUT_LABELS[name]) if name in OUTPUT_LABELS else name}: {path}"
+                for name, path in self.outputs.items()]
         out += [_("note: {note}").format(note=n) for n in self.notes]
         return out + self._not_graded_lines()
 
@@ -222,8 +227,8 @@ def _progress_bar(total: int):  # noqa: ANN202 - (rich Progress, task id)
         TimeRemainingColumn,
     )
 
-    bar = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
-                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.description}"),
+    bar = Progress(TextColumn("[bold]" + _("grading")), BarColumn(), MofNCompleteColumn(), TextColumn(_("elapsed")),
+                   TimeElapsedColumn(), TextColumn(_("eta")), TimeRemainingColumn(), TextColumn("{task.description}"),
                    console=Console(stderr=True))
     return bar, bar.add_task("", total=total)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from grader.i18n import resolve_language
+from grader.i18n import _, resolve_language
 from grader.layout import LayoutError, Submission, offers
 from grader.orchestration.options import GradeOptions
 from grader.spec import AssignmentSpec, SpecError, available_assignments, load_assignment
@@ -31,14 +31,15 @@ def load_spec(options: GradeOptions, submission: Submission) -> AssignmentSpec:
         try:
             return load_assignment(submission.assignment)
         except SpecError as exc:
-            raise LayoutError(f"grade.toml: assignment {submission.assignment!r} is unknown (known: "
-                              f"{', '.join(available_assignments())})", show_layout=False) from exc
+            raise LayoutError(_("grade.toml: assignment {name} is unknown (known: {known})").format(
+                name=repr(submission.assignment), known=", ".join(available_assignments())),
+                show_layout=False) from exc
     fits = [s for s in all_specs() if offers(submission, s.entry)]
     if len(fits) == 1:
         return fits[0]
     known = ", ".join(available_assignments())
-    raise LayoutError(f"cannot tell which assignment this is: set assignment = \"...\" in grade.toml or pass "
-                      f"--assignment (known: {known})", show_layout=False)
+    raise LayoutError(_("cannot tell which assignment this is: set assignment = \"...\" in grade.toml or pass "
+                        "--assignment (known: {known})").format(known=known), show_layout=False)
 
 
 def guess_spec(root: Path, options: GradeOptions) -> AssignmentSpec | None:

@@ -1,14 +1,15 @@
 """Derives "what to do next": the one change most likely to lift a submission to the next stage.
 
-Correctness comes first (a build error, an emulator check, a wrong answer). Once a stage is correct but
-slow, its emulator trace says where the modelled time goes, and the stage ladder of the course says what
-the usual next technique is: scalar GDRAM -> NRAM staging -> vector/tensor builtins -> many tasks ->
+A build error or any verdict that stops the grading comes first; otherwise every fix (an emulator check, a
+wrong answer) and every speed step competes on the points it puts at stake, correctness first on a tie. Once a
+stage is correct but slow, its emulator trace says where the modelled time goes, and the stage ladder of the
+course says what the usual next technique is: scalar GDRAM -> NRAM staging -> vector/tensor builtins -> many tasks ->
 async double buffering -> SRAM staging in a UNION1 launch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from grader.i18n import _
 from grader.reporting.advice import SNIPPET_ASYNC, SNIPPET_TASKS, advice_for
@@ -27,6 +28,7 @@ class NextStep:
     location: SourceLocation | None = None
     how: str | None = None  # for fixes: how to make the change (trace rules let the snippet show it)
     finding: Finding | None = None  # the finding this step fixes, so the report shows it once
+    points: float | None = None  # the points at stake: what the ranking of overall_next_step weighed
 
 
 def _share(trace: TraceSummary, *keys: str) -> float:
@@ -193,8 +195,76 @@ def _from_finding(finding: Finding, stage: StageResult | None = None) -> NextSte
     )
 
 
+def ranked_steps(result: GradeResult, findings: list[Finding]) -> list[tuple[float, NextStep]]:
+    """Every fix and speed step the result calls for, with its points at stake, most first (stable: among equal
+    stakes, a wrong stage before a wrong case outside the stages before a slow stage, each in stage order)."""
+    cores = result.device_peaks.cores if result.device_peaks else None
+    steps: list[tuple[float, NextStep]] = []
+    used: set[int] = set()
+    for stage in result.stages:
+        if stage.correct:
+            continue
+        stage_cases = {case_label(c) for c in result.cases if c.entry == stage.entry}
+        relevant = [f for f in findings if not f.cases or stage_cases.intersection(f.cases)]
+        if relevant or findings:
+            finding = (relevant or findings)[0]
+            if id(finding) in used:  # one finding breaking several stages is one fix: its stake is summed below
+                continue
+            used.add(id(finding))
+            fixed = set(finding.cases)
+            stake = sum(_stake(s) for s in result.stages if not s.correct and (
+                not fixed or fixed & {case_label(c) for c in result.cases if c.entry == s.entry}))
+            steps.append((stake + _lost(result, fixed), _from_finding(finding, stage)))
+        else:
+            steps.append((_stake(stage) + _lost(result, stage_cases), NextStep(
+                rule="fix_correctness",
+                action=_("Make {stage} correct").format(stage=stage.title),
+                why=stage.message,
+                stage=stage.name,
+                stage_title=stage.title,
+            )))
+    # Cases that fail outside every stage's gating groups (an extension such as fp16) are still wrong answers,
+    # worth their groups' points.
+    for finding in findings:
+        if finding.cases and finding.severity == "error" and id(finding) not in used:
+            used.add(id(finding))
+            steps.append((_lost(result, set(finding.cases)), _from_finding(finding)))
+    speed: dict[str, tuple[float, NextStep]] = {}  # one change that lifts several slow stages counts for all
+    for stage in result.stages:
+        if not is_too_slow(stage):
+            continue
+        step = next_step_for_stage(stage, cores, result.submission_path, result.assignment)
+        if step is None and stage.next_step:
+            step = NextStep(rule="grader", action=stage.next_step, why=stage.message, stage=stage.name,
+                            stage_title=stage.title)
+        if step is None:
+            continue
+        key = step.rule if step.rule != "grader" else f"grader:{step.action}"
+        stake, first = speed.get(key, (0.0, step))
+        speed[key] = (stake + _stake(stage), first)
+    steps += list(speed.values())
+    return [(points, replace(step, points=points)) for points, step in sorted(steps, key=lambda item: -item[0])]
+
+
+def _lost(result: GradeResult, cases: set[str]) -> float:
+    """Points the failing `cases` cost in their groups: each group's lost points, in proportion to the part of
+    its failing cases among them."""
+    lost = 0.0
+    for group in result.groups:
+        failing = {case_label(c) for c in result.cases if c.group == group.name and not c.passed}
+        if failing and cases & failing:
+            lost += (group.points_possible - group.points) * len(cases & failing) / len(failing)
+    return lost
+
+
+def _stake(stage: StageResult) -> float:
+    return max(0.0, stage.points_possible - stage.points)
+
+
 def overall_next_step(result: GradeResult, findings: list[Finding] | None = None) -> NextStep | None:
-    """The single most useful change for the whole submission."""
+    """The single most useful change for the whole submission: the one with the most points at stake (a
+    stage's lost points, and the lost group points of the cases a fix makes pass); on a tie, correctness
+    before speed and earlier stages first."""
     findings = diagnose(result) if findings is None else findings
     blocking = {
         Verdict.ENVIRONMENT_ERROR,
@@ -208,39 +278,9 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
     }
     if result.verdict in blocking and findings:
         return _from_finding(findings[0])
-    cores = result.device_peaks.cores if result.device_peaks else None
-    # correctness before speed, over all stages: a slow early stage matters less than a wrong later one
-    for stage in result.stages:
-        if not stage.correct:
-            stage_cases = {case_label(c) for c in result.cases if c.entry == stage.entry}
-            relevant = [f for f in findings if not f.cases or stage_cases.intersection(f.cases)]
-            if relevant or findings:
-                return _from_finding((relevant or findings)[0], stage)
-            return NextStep(
-                rule="fix_correctness",
-                action=_("Make {stage} correct").format(stage=stage.title),
-                why=stage.message,
-                stage=stage.name,
-                stage_title=stage.title,
-            )
-    # Cases that fail outside every stage's gating groups (an extension such as fp16) are still wrong answers:
-    # correctness before speed, so their finding comes before any speed step.
-    failing_outside = [f for f in findings if f.cases and f.severity == "error"]
-    if failing_outside:
-        return _from_finding(failing_outside[0])
-    for stage in result.stages:
-        if is_too_slow(stage):
-            derived = next_step_for_stage(stage, cores, result.submission_path, result.assignment)
-            if derived is not None:
-                return derived
-            if stage.next_step:
-                return NextStep(
-                    rule="grader",
-                    action=stage.next_step,
-                    why=stage.message,
-                    stage=stage.name,
-                    stage_title=stage.title,
-                )
+    candidates = ranked_steps(result, findings)
+    if candidates:
+        return candidates[0][1]
     if findings:
         return _from_finding(findings[0])
     ungraded = [s for s in result.stages if s.correct and s.threshold_us is None]

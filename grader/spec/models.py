@@ -195,12 +195,16 @@ class IntegritySpec(_Strict):
 class SimilaritySpec(_Strict):
     """Code similarity across a batch (grader.batch.similarity): pairs listed on the dashboard for review."""
 
-    threshold: float = Field(0.5, gt=0, le=1, description="list a pair when this share of one student's own (non-"
+    threshold: float = Field(0.6, gt=0, le=1, description="list a pair when this share of one student's own (non-"
                              "template) code is found in the other's; `grade batch --similarity-threshold` overrides")
-    min_shared: int = Field(100, ge=0, description="filtered characters two students must share before a pair is "
+    min_shared: int = Field(50, ge=0, description="filtered characters (weighted by how few hold them: see "
+                            "common_share) two students must share before a pair is "
                             "listed at all (a few common lines are no evidence)")
     noise_threshold: int = Field(25, ge=5, description="shortest match counted, in filtered characters (copydetect k)")
     guarantee_threshold: int = Field(30, ge=5, description="matches at least this long are always found (>= noise)")
+    common_share: float = Field(0.5, gt=0, le=1, description="a passage found in more than this share of the class's "
+                                "submissions (and in more than 3) counts as template, as MOSS's -m does: a "
+                                "fill-in-the-blank lab needs no --template")
     starter: str = Field("starter", description="folder beside assignment.toml with the handout's files, subtracted "
                          "as template when it exists (besides `grade batch --template DIR`)")
 

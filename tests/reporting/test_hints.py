@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from grader.reporting.hints import case_kind, compile_error_advice, diagnose, is_tail_case
-from grader.results import EmuDiagnostic, Mismatch, SourceExcerpt, SourceLocation, Verdict
+from grader.results import (
+    EmuDiagnostic,
+    GradeResult,
+    GroupScore,
+    Mismatch,
+    SourceExcerpt,
+    SourceLocation,
+    Verdict,
+)
 
 from . import samples
 
@@ -285,19 +293,33 @@ def test_fp16_only_failures_with_a_float_only_binding_say_dispatch_on_the_dtype(
     assert "Dispatch on the dtype" in first.action
     # the emulator's out-of-bounds check in the fp16 cases is the consequence, not a second bug to clamp
     assert not any("Clamp" in f.action or f.kind in ("gdram_out_of_bounds", "tail_only") for f in findings)
-    step = overall_next_step(result, findings)
+    step = overall_next_step(_with_half_group(result, 20.0), findings)  # 20 points at stake, the speed 14
     assert step.rule == "fix_fp16_float_pointers" and step.action.startswith("Dispatch on the dtype")
     assert step.snippet and "scalar_type() == at::kHalf" in step.snippet
     assert step.location.file == "cpp/binding.cpp"
 
 
-def test_fp16_only_failures_come_before_speed_when_half_gates_no_stage(tmp_path):
-    # the stage is correct (half does not gate it) and slow: the failing fp16 cases still come first
+def _with_half_group(result: GradeResult, points_possible: float) -> GradeResult:
+    """The failing fp16 cases' group, all its points lost."""
+    half = {c.group for c in result.cases if not c.passed}
+    assert len(half) == 1
+    failing = sum(not c.passed for c in result.cases)
+    return result.model_copy(update={"groups": [*result.groups, GroupScore(
+        name=half.pop(), points=0.0, points_possible=points_possible, passed_cases=0, total_cases=failing)]})
+
+
+def test_the_next_step_is_the_one_with_the_most_points_at_stake(tmp_path):
+    # the stage is correct (half does not gate it) and slow, 14 of its points lost: the fp16 fix comes first
+    # when the half group is worth more, the speed step when it is worth less (issue 28: a 10-point extension
+    # headlined over 20 points lost to one core)
     from grader.reporting.next_step import overall_next_step
 
     result = fp16_only_sigmoid(tmp_path)
     assert result.stages[0].correct and result.stages[0].verdict == Verdict.TOO_SLOW
-    assert overall_next_step(result).rule == "fix_fp16_float_pointers"
+    first = overall_next_step(_with_half_group(result, 20.0))
+    assert (first.rule, first.points) == ("fix_fp16_float_pointers", 20.0)
+    first = overall_next_step(_with_half_group(result, 10.0))
+    assert (first.rule, first.points) == ("split_over_tasks", 14.0)
 
 
 def test_data_ptr_float_and_c_casts_count_comments_do_not(tmp_path):
@@ -364,3 +386,28 @@ def test_a_failure_within_the_builtins_documented_error_is_never_blamed_on_the_s
 def test_zeros_where_the_reference_is_not_tiny_are_still_the_students():
     result = samples.saturated_sigmoid(expected=4.5e-3)  # x = -5.4: above the saturation, a real zero is wrong
     assert kinds(result)[0] in ("tail_only", "zero_output") and "builtin_tolerance" not in kinds(result)
+
+
+def test_the_terminal_carries_the_reports_diagnosis_and_next_step(tmp_path):
+    """The CLI's failure lines say what the report says (the finding's title, where, and its fix once), and its
+    next-step line is the report's, with its points at stake."""
+    import io
+
+    from rich.console import Console
+
+    from grader.cli.summary import print_summary
+    from grader.reporting.next_step import overall_next_step
+    from grader.reporting.render import render_report_html
+
+    result = _with_half_group(fp16_only_sigmoid(tmp_path), 10.0)
+    out = io.StringIO()
+    print_summary(result, Console(file=out, width=300, color_system=None))
+    text = out.getvalue()
+    finding = diagnose(result)[0]
+    failing = [c for c in result.cases if not c.passed]
+    assert len(failing) >= 2 and text.count(f"{finding.title} ({finding.where})") == len(failing), text
+    assert text.count("fix: " + finding.action) == 1
+    step = overall_next_step(result)
+    assert f"next step ({step.points:g} points at stake): [{step.stage_title}] {step.action}" in text, text
+    html = render_report_html(result)
+    assert f"{step.points:g} points at stake" in html and finding.title in html
