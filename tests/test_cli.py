@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox_ready import emu_image_ready
+
 GRADE = [sys.executable, "-m", "grader.cli"]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -241,7 +243,7 @@ class TestOnTheEmulator(unittest.TestCase):
 
 
 def test_run_builds_nothing_without_setup_py_and_runs_the_projects_tests_in_the_sandbox(tmp_path):
-    if not _docker_image_ready():
+    if not emu_image_ready():
         pytest.skip("grade run's test needs Docker and the emulation image (grade setup)")
     project = tmp_path / "my_project"
     (project / "tests").mkdir(parents=True)
@@ -258,7 +260,7 @@ def test_run_builds_nothing_without_setup_py_and_runs_the_projects_tests_in_the_
 
 
 def test_run_passes_a_failed_setup_py_builds_status_on_and_skips_the_command(tmp_path):
-    if not _docker_image_ready():
+    if not emu_image_ready():
         pytest.skip("grade run's test needs Docker and the emulation image (grade setup)")
     (tmp_path / "setup.py").write_text("import sys\nprint('building')\nsys.exit(3)\n")
     proc = subprocess.run([*GRADE, "run", str(tmp_path), "--sandbox", "docker", "--no-setup", "--", "python", "-c",
@@ -266,13 +268,3 @@ def test_run_passes_a_failed_setup_py_builds_status_on_and_skips_the_command(tmp
     assert proc.returncode == 3 and "building" in proc.stdout and "command ran" not in proc.stdout
     assert "setup.py build_ext failed (exit status 3)" in proc.stderr
 
-
-def _docker_image_ready() -> bool:
-    try:
-        from grader.sandbox.images import emu_image_tag, image_exists
-        from grader.sandbox.select import docker_status
-
-        client, _why = docker_status()
-        return client is not None and image_exists(client, emu_image_tag())
-    except Exception:  # noqa: BLE001 -- no docker here
-        return False

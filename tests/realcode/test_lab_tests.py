@@ -13,6 +13,7 @@ from grader.orchestration.options import GradeOptions
 from grader.orchestration.project_run import run_project
 from tests.realcode import answers, lab_projects
 from tests.realcode.conftest import GRADE, require_mirror
+from tests.sandbox_ready import emu_image_ready
 
 pytestmark = pytest.mark.slow
 
@@ -20,17 +21,6 @@ pytestmark = pytest.mark.slow
 # with g++ for 1-3 minutes, so they run with the real gradings (REALCODE_GRADE=1).
 ALWAYS = {"yuichi1001"}
 VERBOSE_LINE = re.compile(r"^(\w+) \(([\w.]+)\) \.\.\. (ok|FAIL|ERROR)$", re.MULTILINE)
-
-
-def docker_image_ready() -> bool:
-    try:
-        from grader.sandbox.images import emu_image_tag, image_exists
-        from grader.sandbox.select import docker_status
-
-        client, _why = docker_status()
-        return client is not None and image_exists(client, emu_image_tag())
-    except Exception:  # noqa: BLE001 -- no docker here
-        return False
 
 
 def test_every_exp_5_1_project_with_tests_is_listed():
@@ -46,7 +36,7 @@ def test_the_projects_own_tests_on_the_emulator(key, tmp_path):
     require_mirror(project.answer)
     if key not in ALWAYS and not GRADE:
         pytest.skip("builds with the project's own setup.py run with REALCODE_GRADE=1 (1-3 minutes each)")
-    if not docker_image_ready():
+    if not emu_image_ready():
         pytest.skip("needs Docker and the emulation image (grade setup)")
     folder, _missing = lab_projects.export(project, tmp_path)
     done = run_project(folder, lab_projects.COMMAND, GradeOptions(sandbox="docker"))
