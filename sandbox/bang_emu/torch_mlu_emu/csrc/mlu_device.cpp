@@ -234,7 +234,10 @@ struct EmulatedMluHooks final : public at::PrivateUse1HooksInterface {
 // ATen kernels that must stay on the device (no CPU round trip).
 
 at::Tensor as_host_view(const at::Tensor& t) {
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  at::Tensor view = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  view._set_conj(t.is_conj());  // a lazily conjugated / negated view stays one: the CPU copy resolves it
+  view._set_neg(t.is_neg());
+  return view;
 }
 
 at::Tensor mlu_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -404,6 +407,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(mlu_has_compatible_shallow_copy_type));
   m.impl("convolution_backward_overrideable", TORCH_FN(mlu_convolution_backward));
 }
+
+// _copy_from resolves conjugate and negative views itself (as_host_view keeps the bits): the math fallbacks would
+// materialise them with clone(), whose copy_ calls _copy_from again with the same view, without end (a crash on
+// `torch.conj(x_mlu).cpu()`, found by torch_mlu's test_clone).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&mlu_cpu_fallback>());
