@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox_ready import emu_image_ready
+
 GRADE = [sys.executable, "-m", "grader.cli"]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -240,3 +242,59 @@ def test_doctor_in_chinese():
     proc = grade("doctor", "--lang", "zh")
     assert "类别" in proc.stdout and "沙箱" in proc.stdout and "后端" in proc.stdout, proc.stdout
     assert "area" not in proc.stdout and "status" not in proc.stdout
+
+
+_DEV_TEST = '''\
+import os, unittest
+import torch, torch_mlu
+
+
+class TestOnTheEmulator(unittest.TestCase):
+    def test_device_and_default_events(self):
+        start, end = torch.mlu.Event(), torch.mlu.Event()  # torch_mlu times events made with the defaults
+        start.record()
+        y = (torch.ones(4).to("mlu") * 2).cpu()
+        end.record()
+        end.synchronize()
+        self.assertEqual(y.tolist(), [2.0] * 4)
+        self.assertEqual(start.hardware_time(end), 0.0)  # no BANG kernel ran: no modelled time
+
+    def test_writes_stay_in_the_sandbox_copy(self):
+        open("written_by_the_test.txt", "w").write("x")
+
+    def test_no_network(self):
+        import socket
+        with self.assertRaises(OSError):
+            socket.create_connection(("1.1.1.1", 53), timeout=3)
+
+    def test_fails(self):
+        self.assertEqual(os.environ.get("BANG_EMU_DEVICE"), "no such device")
+'''
+
+
+def test_run_builds_nothing_without_setup_py_and_runs_the_projects_tests_in_the_sandbox(tmp_path):
+    if not emu_image_ready():
+        pytest.skip("grade run's test needs Docker and the emulation image (grade setup)")
+    project = tmp_path / "my_project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_dev.py").write_text(_DEV_TEST)
+    proc = subprocess.run([*GRADE, "run", str(project), "--sandbox", "docker", "--no-setup", "--", "python", "-m",
+                           "unittest", "discover", "-s", "tests", "-v"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr  # unittest's own status: one test fails on purpose
+    for name in ("test_device_and_default_events", "test_writes_stay_in_the_sandbox_copy", "test_no_network"):
+        assert f"{name} (test_dev.TestOnTheEmulator.{name}) ... ok" in proc.stderr, proc.stderr
+    assert "test_fails (test_dev.TestOnTheEmulator.test_fails) ... FAIL" in proc.stderr
+    assert "'mlu370-x8' != 'no such device'" in proc.stderr  # the emulated device profile reached the tests
+    assert "modelled times" in proc.stderr and "setup.py build_ext" not in proc.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["tests"]  # the student's folder is never written
+
+
+def test_run_passes_a_failed_setup_py_builds_status_on_and_skips_the_command(tmp_path):
+    if not emu_image_ready():
+        pytest.skip("grade run's test needs Docker and the emulation image (grade setup)")
+    (tmp_path / "setup.py").write_text("import sys\nprint('building')\nsys.exit(3)\n")
+    proc = subprocess.run([*GRADE, "run", str(tmp_path), "--sandbox", "docker", "--no-setup", "--", "python", "-c",
+                           "print('command ran')"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 3 and "building" in proc.stdout and "command ran" not in proc.stdout
+    assert "setup.py build_ext failed (exit status 3)" in proc.stderr
+

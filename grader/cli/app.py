@@ -1,4 +1,4 @@
-"""The `grade` command line: submit, batch, calibrate, doctor, setup, selftest, images build, spec check/schema.
+"""The `grade` command line: submit, run, batch, calibrate, doctor, setup, selftest, images build, spec check/schema.
 
 Thin by design: every command parses options, calls one function of the library and renders its result.
 Exit statuses: ExitCode, the one list (every --help shows it). A usage error (a path that is not there, an
@@ -23,6 +23,7 @@ from grader.backends import BACKENDS
 from grader.i18n import LANGUAGES, _, current_language, resolve_language, use_language
 from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
+from grader.orchestration.project_run import DEFAULT_TIMEOUT_SECONDS as RUN_TIMEOUT
 from grader.results import GradeResult, Verdict
 
 
@@ -116,6 +117,54 @@ def submit(
     with use_language(grading_language(submission, options)):  # the same language grade_submission picks
         _submit(submission, options, console, out_dir=out_dir, cache=cache, install=not no_setup,
                 gradescope=gradescope, json_output=json_output)
+
+
+@app.command()
+def run(
+    project: Annotated[Path, typer.Argument(help="your project folder (with its setup.py and tests/)")],
+    command: Annotated[list[str], typer.Argument(help="what to run in it, after --, e.g. -- python -m unittest "
+                                                      "discover -s tests")],
+    backend: BackendOpt = "emu",
+    device: DeviceOpt = None,
+    sandbox: SandboxOpt = "auto",
+    no_build: Annotated[bool, typer.Option("--no-build", help="do not run setup.py build_ext --inplace first")] = False,
+    timeout: Annotated[float, typer.Option(help="wall-clock limit in seconds, build included")] = RUN_TIMEOUT,
+    no_setup: Annotated[bool, typer.Option("--no-setup", help="never install or build anything first")] = False,
+    lang: LangOpt = None,
+) -> None:
+    """Run your own project as on a machine with a card: its setup.py built in place, then COMMAND (its own
+    tests), in the sandbox with the emulator's torch_mlu. Nothing is graded; the exit status is COMMAND's."""
+    from grader.orchestration.environment import UnavailableError
+    from grader.orchestration.project_run import run_project
+    from grader.orchestration.read_outputs import describe_outcome
+
+    _check_choice(backend, tuple(BACKENDS), "--backend")
+    _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
+    if lang is not None:
+        _check_choice(lang, LANGUAGES, "--lang")
+    if not project.is_dir():
+        raise typer.BadParameter(_("{path} is not a folder").format(path=project))
+    console = Console(stderr=True, highlight=False)
+    options = GradeOptions(backend=backend, device=device, sandbox=sandbox)  # type: ignore[arg-type]
+    with use_language(resolve_language(lang, None)):
+        _prepare(options, console, install=not no_setup)
+        console.print(_("running {command} in a copy of {project} ({backend} backend, {sandbox} sandbox; your "
+                        "folder is not changed)").format(command=" ".join(command), project=project,
+                                                         backend=backend, sandbox=options.sandbox))
+        try:
+            done = run_project(project, list(command), options, build=not no_build, timeout_seconds=timeout)
+        except UnavailableError as exc:
+            console.print("[red]" + _("cannot run here:") + f"[/] {exc}", highlight=False)
+            raise typer.Exit(2) from exc
+        sys.stdout.write(done.outcome.stdout_tail)
+        sys.stdout.flush()
+        sys.stderr.write(done.outcome.stderr_tail)
+        sys.stderr.flush()
+        if backend == "emu":
+            console.print(_("times from torch.mlu.Event are the emulator's modelled times, not measurements"))
+        if not done.outcome.ok and done.outcome.exit_code is None:
+            console.print("[red]" + _("stopped:") + "[/] " + describe_outcome(done.outcome), highlight=False)
+    raise typer.Exit(done.outcome.exit_code if done.outcome.exit_code is not None else 1)
 
 
 def _submit(submission: Path, options: GradeOptions, console: Console, *, out_dir: Path, cache: Path | None,

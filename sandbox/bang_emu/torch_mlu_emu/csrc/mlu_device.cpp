@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -168,6 +170,44 @@ void resize_bytes_mlu(c10::StorageImpl* storage, size_t size_bytes) {
   storage->set_nbytes(size_bytes);
 }
 
+// Pinned host memory (`pin_memory=True`, `.pin_memory()`): host memory from the CPU allocator whose ranges are
+// remembered, so `is_pinned()` is true for it and only for it, as on a card (the emulator's copies never need it).
+struct PinnedHostAllocator final : public c10::Allocator {
+  static std::mutex mutex;
+  static std::map<const char*, size_t> ranges;  // start -> bytes, of live pinned blocks
+
+  static void release(void* data) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ranges.erase(static_cast<const char*>(data));
+    }
+    c10::GetCPUAllocator()->raw_deallocate(data);
+  }
+
+  c10::DataPtr allocate(size_t bytes) override {
+    void* data = c10::GetCPUAllocator()->raw_allocate(bytes == 0 ? 1 : bytes);
+    std::lock_guard<std::mutex> lock(mutex);
+    ranges[static_cast<const char*>(data)] = bytes;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override { copy_bytes(dest, src, count); }
+
+  static bool contains(const void* pointer) {
+    const char* p = static_cast<const char*>(pointer);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = ranges.upper_bound(p);
+    if (it == ranges.begin()) return false;
+    --it;
+    return p < it->first + std::max<size_t>(it->second, 1);
+  }
+};
+std::mutex PinnedHostAllocator::mutex;
+std::map<const char*, size_t> PinnedHostAllocator::ranges;
+PinnedHostAllocator g_pinned_allocator;
+
 // ---------------------------------------------------------------------------------------------------
 // Hooks: what PyTorch asks of any PrivateUse1 backend (autograd engine, generators, pin_memory).
 
@@ -183,8 +223,8 @@ struct EmulatedMluHooks final : public at::PrivateUse1HooksInterface {
     return at::detail::createCPUGenerator();
   }
   at::Device getDeviceFromPtr(void* /*data*/) const override { return kMluDevice; }
-  bool isPinnedPtr(const void* /*data*/) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return PinnedHostAllocator::contains(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
     resize_bytes_mlu(storage.unsafeGetStorageImpl(), new_bytes);
   }
@@ -194,7 +234,10 @@ struct EmulatedMluHooks final : public at::PrivateUse1HooksInterface {
 // ATen kernels that must stay on the device (no CPU round trip).
 
 at::Tensor as_host_view(const at::Tensor& t) {
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  at::Tensor view = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  view._set_conj(t.is_conj());  // a lazily conjugated / negated view stays one: the CPU copy resolves it
+  view._set_neg(t.is_neg());
+  return view;
 }
 
 at::Tensor mlu_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -294,7 +337,56 @@ at::Scalar mlu_local_scalar_dense(const at::Tensor& self) {
   return as_host_view(self).item();
 }
 
+// PrivateUse1 convolutions dispatch to the *_overrideable ops, which the boxed fallback cannot reach (aten's
+// composite convolution picks them for any device it does not know): computed on CPU copies.
+at::Tensor mlu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                           at::IntArrayRef output_padding, int64_t groups) {
+  std::optional<at::Tensor> cpu_bias;
+  if (bias.has_value() && bias->defined()) cpu_bias = bias->cpu();
+  return at::convolution(input.cpu(), weight.cpu(), cpu_bias, stride, padding, dilation, transposed, output_padding,
+                         groups).to(input.device());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mlu_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  const int64_t channels = weight.size(transposed ? 1 : 0) * (transposed ? groups : 1);
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      grad_output.cpu(), input.cpu(), weight.cpu(), std::vector<int64_t>{channels}, stride, padding, dilation,
+      transposed, output_padding, groups, output_mask);
+  auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.device()) : t; };
+  return {back(grad_input), back(grad_weight), back(grad_bias)};
+}
+
+// `x_mlu.data = y_cpu` is allowed between mlu and CPU dense tensors, as in torch_mlu (c10 lists only its own dense
+// backends; a PrivateUse1 backend answers for itself, see OpenRegMinimal.cpp).
+bool mlu_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_here = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return dense_here(self) && dense_here(from);
+}
+
+// A kernel on the card refuses an mlu tensor beside a CPU one (a 0-dim CPU tensor is a scalar, allowed), as
+// torch_mlu's and CUDA's do; the CPU fallback would otherwise compute it (torch_mlu's test_device checks this).
+// Tensor lists (index's indices) are not checked: those may live on the CPU.
+void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
+  const auto count = op.schema().arguments().size();
+  bool mlu = false, cpu = false;
+  for (auto it = stack->end() - count; it != stack->end(); ++it) {
+    if (!it->isTensor() || !it->toTensor().defined()) continue;
+    const at::Tensor& t = it->toTensor();
+    mlu = mlu || t.device().type() == c10::DeviceType::PrivateUse1;
+    cpu = cpu || (t.device().is_cpu() && t.dim() > 0);
+  }
+  TORCH_CHECK(!(mlu && cpu), "Expected all tensors to be on the same device, but found at least two devices, "
+              "mlu:0 and cpu! (", op.schema().name(), ")");
+}
+
 void mlu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  check_same_device(op, stack);
   at::native::cpu_fallback(op, stack);
 }
 
@@ -311,7 +403,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(mlu_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(mlu_copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(mlu_local_scalar_dense));
+  m.impl("convolution_overrideable", TORCH_FN(mlu_convolution));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(mlu_has_compatible_shallow_copy_type));
+  m.impl("convolution_backward_overrideable", TORCH_FN(mlu_convolution_backward));
 }
+
+// _copy_from resolves conjugate and negative views itself (as_host_view keeps the bits): the math fallbacks would
+// materialise them with clone(), whose copy_ calls _copy_from again with the same view, without end (a crash on
+// `torch.conj(x_mlu).cpu()`, found by torch_mlu's test_clone).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&mlu_cpu_fallback>());

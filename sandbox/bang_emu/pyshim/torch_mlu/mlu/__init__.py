@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from bang_emu.torch_mlu_emu.build import load_device_library
 
+from torch_mlu.mlu._utils import _get_device_index
 from torch_mlu.mlu.streams import Event, Stream
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "initial_seed",
+    "is_bf16_supported",
     "is_available",
     "is_initialized",
     "manual_seed",
@@ -69,10 +72,8 @@ def current_device() -> int:
 
 
 def _check_index(device: Any) -> int:
-    if device is None:
-        return 0
-    index = device if isinstance(device, int) else torch.device(device).index
-    if index not in (None, 0, -1):
+    index = _get_device_index(device, optional=True)
+    if index not in (0, -1):
         raise RuntimeError(f"the emulated mlu backend has one device (mlu:0), got {device!r}")
     return 0
 
@@ -148,6 +149,10 @@ def manual_seed_all(seed: int) -> None:
     torch.default_generator.manual_seed(int(seed))
 
 
+def initial_seed() -> int:
+    return torch.initial_seed()
+
+
 def seed() -> None:
     torch.default_generator.seed()
 
@@ -162,6 +167,10 @@ def get_rng_state(device: Any = None) -> torch.Tensor:
 
 def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
     torch.default_generator.set_state(new_state)
+
+
+def is_bf16_supported() -> bool:
+    return True  # bfloat16 tensors are stored and copied like any other; their ops run on the CPU fallback
 
 
 def empty_cache() -> None:
