@@ -201,10 +201,12 @@ def ranked_steps(result: GradeResult, findings: list[Finding]) -> list[tuple[flo
     cores = result.device_peaks.cores if result.device_peaks else None
     steps: list[tuple[float, NextStep]] = []
     used: set[int] = set()
+    wrong_stage_cases: set[str] = set()  # a wrong stage is fixed by its first finding (diagnose's order)
     for stage in result.stages:
         if stage.correct:
             continue
         stage_cases = {case_label(c) for c in result.cases if c.entry == stage.entry}
+        wrong_stage_cases |= stage_cases
         relevant = [f for f in findings if not f.cases or stage_cases.intersection(f.cases)]
         if relevant or findings:
             finding = (relevant or findings)[0]
@@ -223,10 +225,11 @@ def ranked_steps(result: GradeResult, findings: list[Finding]) -> list[tuple[flo
                 stage=stage.name,
                 stage_title=stage.title,
             )))
-    # Cases that fail outside every stage's gating groups (an extension such as fp16) are still wrong answers,
-    # worth their groups' points.
+    # Cases that fail outside every wrong stage (an extension such as fp16 when the stages are right) are still
+    # wrong answers, worth their groups' points.
     for finding in findings:
-        if finding.cases and finding.severity == "error" and id(finding) not in used:
+        if (finding.cases and finding.severity == "error" and id(finding) not in used
+                and not wrong_stage_cases.intersection(finding.cases)):
             used.add(id(finding))
             steps.append((_lost(result, set(finding.cases)), _from_finding(finding)))
     speed: dict[str, tuple[float, NextStep]] = {}  # one change that lifts several slow stages counts for all

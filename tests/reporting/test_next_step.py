@@ -140,3 +140,20 @@ def test_same_shape_on_two_entries_is_told_apart():
         case.name = case.name.split("/")[1]  # the pipeline names cases by shape only
     finding = overall_next_step(result).finding
     assert finding.cases == ("matmul_multicore/127x256x128", "matmul_multicore/129x33x65")
+
+
+def test_a_wrong_stage_is_fixed_by_its_first_finding_however_many_cases_the_others_cover():
+    """diagnose() orders a wrong stage's findings (an emulator check before the wrong values it causes): a
+    later finding on the same stage is not a separate candidate, even when it covers more failing cases."""
+    from grader.reporting.hints import Finding, case_label
+
+    result = samples.failing_matmul()
+    for stage in result.stages:  # the wrong stages worth little, the failing groups much
+        if not stage.correct:
+            stage.points_possible = 1.0
+    failing = [case_label(c) for c in result.cases if not c.passed]
+    assert len(failing) >= 2
+    first = Finding("gdram_out_of_bounds", "GDRAM write out of bounds", "seen", "clamp", cases=(failing[0],))
+    wider = Finding("tail_only", "Only tails fail", "seen", "handle the remainder", cases=tuple(failing))
+    step = overall_next_step(result, [first, wider])
+    assert step.rule == "fix_gdram_out_of_bounds" and step.stage == "matmul_multicore"
