@@ -16,6 +16,7 @@ import io
 import os
 import resource
 import shutil
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -146,7 +147,7 @@ def _materialise(fixture: Path, dest: Path) -> Path:
 
     spec = importlib.util.spec_from_file_location("make_fixtures", CORPUS / "make_fixtures.py")
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))  # its dataclasses need it
     spec.loader.exec_module(module)
     return module.materialise(fixture, dest)
 
@@ -242,7 +243,6 @@ def test_a_class_of_honest_students_is_graded_beside_every_odd_one(emu_image, tm
     a .7z and a stray file. The honest ones are graded as the reference is; each odd one gets its own verdict
     or is listed as not graded with its reason; the CSV cells stay text; no container is left."""
     import subprocess
-    import sys
     import tarfile
 
     from grader.orchestration.batch import run_batch
