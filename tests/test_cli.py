@@ -245,7 +245,7 @@ def test_doctor_in_chinese():
 
 
 _DEV_TEST = '''\
-import os, unittest
+import os, pathlib, unittest
 import torch, torch_mlu
 
 
@@ -260,7 +260,7 @@ class TestOnTheEmulator(unittest.TestCase):
         self.assertEqual(start.hardware_time(end), 0.0)  # no BANG kernel ran: no modelled time
 
     def test_writes_stay_in_the_sandbox_copy(self):
-        open("written_by_the_test.txt", "w").write("x")
+        pathlib.Path("written_by_the_test.txt").write_text("x")
 
     def test_no_network(self):
         import socket
