@@ -147,6 +147,8 @@ def _kind_title(kind: str) -> str:
 
 def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, seed_mode: str,
                 similarity: SimilarityReport | None = None) -> ClassStats:
+    not_graded = [(r.submission.origin, r.not_graded) for r in rows if r.not_graded]
+    rows = [r for r in rows if not r.not_graded]  # listed apart, never a zero in the statistics
     n = len(rows)
     max_score = class_max_score(rows)
     scores = [r.result.score for r in rows]
@@ -211,7 +213,7 @@ def class_stats(rows: list[ClassRow], *, assignment_title: str, backend: str, se
         modelled=get_backend(backend).time_is_modelled, seed_mode=seed_mode,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), grader_version=grader.__version__,
         similarity=similarity_view(similarity) if similarity is not None else None,
-        not_graded=[(r.submission.origin, r.not_graded) for r in rows if r.not_graded])
+        not_graded=not_graded)
 
 
 def render_dashboard(stats: ClassStats) -> str:

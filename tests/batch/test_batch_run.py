@@ -64,6 +64,8 @@ def test_rerun_skips_changed_regrades_force_regrades_all(tmp_path, quick_env):
     assert json.loads((out / "gradescope" / "cat" / "results.json").read_text())["score"] == 7
     assert (out / "reports" / "ann.html").read_text() == "<p>10.0</p>"  # the report grading wrote
     assert (out / "dashboard.html").is_file() and json.loads((out / "summary.json").read_text())["graded"] == 3
+    dashboard = (out / "dashboard.html").read_text()
+    assert "dan.zip" in dashboard and "<b>7.0 / " in dashboard  # listed apart; the mean is of the three graded
 
     ann_report = (out / "reports" / "ann.html").stat().st_mtime_ns
     again = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
