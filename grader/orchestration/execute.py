@@ -27,7 +27,7 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.read_outputs import describe_outcome, read_call
-from grader.orchestration.replay import replay_round, write_trace_key
+from grader.orchestration.replay import RunRound, replay_round, write_trace_key
 from grader.orchestration.rounds import RoundRefused, RoundSandbox
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
 from grader.scoring.timing import MAX_ROUNDS
@@ -50,10 +50,14 @@ class Executor:
     facts: HostFacts | None = None  # what integrity checks compare the sandbox's claims against
     integrity_seconds: float = field(default=0.0)  # host cost of the checks, for the record
     _rounds: RoundSandbox | None = field(default=None, repr=False)  # the submission's run-phase sandbox, if up
+    _pending: list[RunRound] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
 
     def run(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
-            call_timeout: float | None = None) -> dict[str, CallOutcome]:
-        """One round: `io` names it (its folder when the round has a sandbox of its own)."""
+            call_timeout: float | None = None, defer_replay: bool = False) -> dict[str, CallOutcome]:
+        """One round: `io` names it (its folder when the round has a sandbox of its own). On the emulator the
+        round is then replayed (replay.py), together with any round whose replay was deferred: `defer_replay`
+        returns this round's outcomes read from the run alone (their error kinds, for the probe's decisions) and
+        replays it with the next round, which returns its outcomes again, complete (one replay sandbox less)."""
         if not calls:
             return {}
         # beside the round's folder, never inside a run sandbox's mount: the twin inputs stay unseen there
@@ -64,20 +68,31 @@ class Executor:
             outcome = self._run_alone(calls, io, progress_span, call_timeout)
         if not outcome.ok:
             self.notes.append(_("the run phase did not finish cleanly: {why}").format(why=describe_outcome(outcome)))
+        self._pending.append(RunRound(calls, io / "outputs", outcome, call_timeout or self.spec.call_timeout_seconds))
+        if defer_replay and self.backend.impl.kernel_trace:
+            return {call.id: read_call(call, io / "outputs", outcome, self.spec, self.backend, self.facts, None)[0]
+                    for call in calls}
+        return self.settle(replay_io)
+
+    def settle(self, replay_io: Path) -> dict[str, CallOutcome]:
+        """The rounds not read back yet, replayed (the emulator) and read: their calls' outcomes."""
+        rounds, self._pending = self._pending, []
+        if not rounds:
+            return {}
         replay = None
         if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
-            replay = replay_round(self.runner, self.backend, calls, io / "outputs", replay_io,
-                                  self.root, self.build_dir, call_timeout or self.spec.call_timeout_seconds)
+            replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir)
             if replay.outcome is not None and not replay.outcome.ok:
                 self.notes.append(_("the replay did not finish cleanly: {why}").format(
                     why=describe_outcome(replay.outcome)))
         results = {}
-        for call in calls:
-            results[call.id], seconds = read_call(call, io / "outputs", outcome, self.spec, self.backend,
-                                                  self.facts, replay)
-            self.integrity_seconds += seconds
-            # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
-            self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
+        for ran in rounds:
+            for call in ran.calls:
+                results[call.id], seconds = read_call(call, ran.outputs, ran.outcome, self.spec, self.backend,
+                                                      self.facts, replay)
+                self.integrity_seconds += seconds
+                # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
+                self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
         return results
 
     def drop_finished_rounds(self) -> None:

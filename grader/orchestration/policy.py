@@ -48,11 +48,13 @@ def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path) ->
     would fail every other call the same way, one full time limit each; those are not run."""
     probes = probe_calls(calls)
     executor.progress(_("probing {n} entry function(s)").format(n=len(probes)), 0.3)
-    outcomes = executor.run(probes, work / "io-probe", (0.3, 0.35), call_timeout=PROBE_TIMEOUT_SECONDS)
+    # The probe's replay is deferred into the next round's (its error kinds decide the dooms; one sandbox less).
+    outcomes = executor.run(probes, work / "io-probe", (0.3, 0.35), call_timeout=PROBE_TIMEOUT_SECONDS,
+                            defer_replay=True)
     doomed = {c.entry: outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
     rest = [c for c in calls if c.id not in outcomes and c.entry not in doomed and c.stage is None]
     executor.progress(_("running {n} correctness calls").format(n=len(rest)), 0.35)
-    outcomes |= executor.run(rest, work / "io", (0.35, 0.7))
+    outcomes |= executor.run(rest, work / "io", (0.35, 0.7)) if rest else executor.settle(work / "io-probe-replay")
     for call in calls:
         if call.id not in outcomes and call.entry in doomed and call.stage is None:
             first = doomed[call.entry].meta or {}

@@ -57,6 +57,16 @@ class ReplayedCall:
 
 
 @dataclass
+class RunRound:
+    """A round the run sandbox finished: its calls, the folder its outputs (and journals) are in, its outcome."""
+
+    calls: list[PlannedCall]
+    outputs: Path
+    outcome: RunOutcome
+    call_timeout: float
+
+
+@dataclass
 class ReplayRound:
     outputs: Path  # the replay's outputs: <call>.trace.jsonl (signed with `key`), .out.bin, .replay.json
     key: bytes
@@ -94,25 +104,29 @@ def write_trace_key(io: Path) -> bytes:
     return key
 
 
-def replay_round(runner: Runner, backend: ResolvedBackend, calls: list[PlannedCall], run_outputs: Path, io: Path,
-                 submission: Path, build_dir: Path, call_timeout: float) -> ReplayRound:
-    """Replays the round's journals in a sandbox of its own (see the module's docstring)."""
+def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound], io: Path, submission: Path,
+                 build_dir: Path) -> ReplayRound:
+    """Replays the rounds' journals in a sandbox of its own (see the module's docstring)."""
     shutil.rmtree(io, ignore_errors=True)
     (io / REPLAY_JOURNALS).mkdir(parents=True)
     (io / REPLAY_INPUTS).mkdir()
     (io / "outputs").mkdir()
-    journals = journals_by_worker(calls, run_outputs)
-    copied = {name: n for name, n in journals.items()
-              if copy_untrusted(run_outputs / name, io / REPLAY_JOURNALS / name, run_outputs.parent, JOURNAL_MAX_BYTES)}
-    for name in journals:  # out of the run sandbox's capped /io, which its later rounds share
-        (run_outputs / name).unlink(missing_ok=True)
+    copied: dict[str, int] = {}
+    seconds = 60.0
+    for ran in rounds:
+        journals = journals_by_worker(ran.calls, ran.outputs)
+        for name, calls in journals.items():
+            if copy_untrusted(ran.outputs / name, io / REPLAY_JOURNALS / name, ran.outputs.parent, JOURNAL_MAX_BYTES):
+                copied[name] = calls
+                seconds += min(REPLAY_SECONDS_PER_CALL, ran.call_timeout) * calls
+            (ran.outputs / name).unlink(missing_ok=True)  # out of the run sandbox's capped /io
+    calls = [call for ran in rounds for call in ran.calls]
     twins = {call.id: call.case.replay_twin() for call in calls}
     for call in calls:
         for index, array in enumerate(twins[call.id].make_inputs().values()):
             (io / REPLAY_INPUTS / f"{call.id}.{index}.bin").write_bytes(np.ascontiguousarray(array).tobytes())
     (io / REPLAY_JOB).write_text(json.dumps({"device": backend.device, "calls_per_journal": copied}))
     key = write_trace_key(io)
-    seconds = sum(min(REPLAY_SECONDS_PER_CALL, call_timeout) * n for n in copied.values()) + 60
     outcome = None
     if copied:
         outcome = runner.run(Phase.RUN, backend.impl.replay_argv(), Mounts(submission=submission.resolve(),
