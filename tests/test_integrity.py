@@ -291,8 +291,8 @@ def test_a_decoy_kernel_with_a_host_computed_answer_is_an_integrity_failure(tmp_
     (submission / "ops.py").write_text(DECOY_OPS)
     result = _grade(submission, stages=["vector"])
     assert result.verdict == Verdict.INTEGRITY and result.score == 0, result.message
-    # The host-side answer was never sealed (not device memory), and the sliver's work covers 64 elements.
-    assert any("case n4096: no output record" in line for line in result.integrity), result.integrity
-    assert any("n4096: counted work does not cover the output: kernels read 64 elements" in line
-               for line in result.integrity), result.integrity
+    # The host-side answer is a CPU tensor: the run never marked a device output, so the grader's replay of the
+    # kernels cannot stand for the call (issue 26: what the run's process records decides nothing).
+    assert any("case n4096: the grader's replay of your kernels could not stand for this call: the run never marked "
+               "the call's output" in line for line in result.integrity), result.integrity
     assert all(c.verdict == Verdict.INTEGRITY for c in result.cases)

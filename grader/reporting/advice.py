@@ -155,6 +155,18 @@ REGISTRY: dict[str, Advice] = {
         "On a real MLU the host cannot dereference a device pointer: move data with cnrtMemcpy (or the tensor's "
         ".cpu()/.to()) and compute in the kernel."),
         N_("Move data with cnrtMemcpy, never through a device pointer on the host")),
+    "kernel_store_outside_device": Advice(
+        "emulator", N_("Kernel code wrote outside device memory"),
+        N_("When the grader replays your kernels, a store of kernel code landed outside every device buffer, "
+        "on-chip array and the kernel's own locals (or on a stack frame's return address). A kernel can only "
+        "write device memory: check the pointer arithmetic, and pass device pointers, never host addresses."),
+        N_("Write only device memory from kernels")),
+    "forbidden_call": Advice(
+        "emulator", N_("Kernel code called a host function"),
+        N_("Kernel code called a function that device code cannot call (libc, a host helper, an allocation, "
+        "printf with %n). On the MLU a kernel calls only device functions (__mlu_func__) and builtins: move the "
+        "host work out of the kernel."),
+        N_("Call only device functions and builtins from kernels")),
     # -- patterns in the outputs (hints.py) --
     "unwritten_output": Advice(
         "output", N_("Part of the output is never written"),

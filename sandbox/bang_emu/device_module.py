@@ -105,7 +105,9 @@ def allowed(symbol: str) -> bool:
     if m:  # `_Z21__bang_active_sigmoidPfPKfi`: the builtins are C++ overloads; judge the name
         name = symbol[m.end():m.end() + int(m.group(1))]
     return (bool(_RUNTIME_ALLOWED.match(name)) or bool(_RUNTIME_ALLOWED.match(symbol)) or symbol in _UNWIND_ALLOWED
-            or symbol in _library_exports("libm.so.6"))
+            or symbol in _library_exports("libm.so.6")
+            # the compiler's own helpers (half conversions such as __extendhfsf2, 128-bit division), not unwinding
+            or (symbol in _library_exports("libgcc_s.so.1") and not symbol.startswith("_Unwind_")))
 
 
 def undefined_symbols(path: Path) -> list[str]:

@@ -178,7 +178,9 @@ class ExtensionBuilder:
         for _, step in sorted([*results, *device_results], key=lambda r: r[1].returncode != 0):
             self.log.add_step(step)
         if failed:
-            self.log.add(f"error: {len(failed)} of {len(results) + len(device_results)} compile steps failed")
+            broken = {src for src, (_, step) in zip([*mlu_sources, *cpp_sources, *mlu_sources],
+                                                     [*results, *device_results], strict=False) if step.returncode}
+            self.log.add(f"error: {len(broken)} of {len(results)} source files failed to compile")
             return False
         if device_results:
             step = self.toolchain.link_device_module([obj for obj, _ in device_results],

@@ -136,9 +136,13 @@ def test_rewrite_keeps_lines_and_translates_launches():
     res = rewrite.rewrite(text)
     assert res.text.count("\n") == text.count("\n")
     assert res.launches == 2
-    assert ('::bang_emu::launch_cfg("ns::kern<float,2>", "k.mlu", 3, dim,  CNRT_FUNC_TYPE_BLOCK,  q, '
-            '[](auto &...__bang_emu_a) { ns::kern<float, 2>\n     (__bang_emu_a...); }, a,\n') in res.text
-    assert '::bang_emu::launch_cfg2("k2", "k.mlu", 6, d,  t, [](auto &...__bang_emu_a) { k2(__bang_emu_a...); })' in res.text
+    # each site tagged by the file's hash, its line and its index (the trusted replay's key, device.h)
+    tag = f"{int.from_bytes(__import__('hashlib').sha256(b'k.mlu').digest()[:8], 'little')}ULL"
+    assert (f'::bang_emu::launch_cfg<::bang_emu::SiteTag<{tag}, 3, 0>>("ns::kern<float,2>", "k.mlu", 3, dim,  '
+            'CNRT_FUNC_TYPE_BLOCK,  q, [](auto &...__bang_emu_a) { ns::kern<float, 2>\n     (__bang_emu_a...); }, a,\n'
+            ) in res.text
+    assert (f'::bang_emu::launch_cfg2<::bang_emu::SiteTag<{tag}, 6, 1>>("k2", "k.mlu", 6, d,  t, '
+            '[](auto &...__bang_emu_a) { k2(__bang_emu_a...); })') in res.text
     assert '"<<<not a launch>>>"' in res.text
     assert [(d.name, d.line) for d in res.onchip] == [("x", 7), ("y", 7)]
     assert "thread_local float (&x)[4]" in res.text and "thread_local float (&y)[8]" in res.text
