@@ -160,9 +160,12 @@ def _docker_build(client: docker.DockerClient, ctx: Path, tag: str, buildargs: d
         raise RuntimeError(f"docker build of {tag} finished without producing the image")
 
 
-def _remove_stale(client: docker.DockerClient, repo: str, keep: str, log: Log, keep_recent: int = 2) -> None:
+def _remove_stale(client: docker.DockerClient, repo: str, keep: str, log: Log, keep_recent: int | None = None) -> None:
     """Drops older content-hash tags of one repository, so rebuilds do not pile up gigabytes. The newest few
-    stay: a grader started a moment ago may still be about to create a container from one of them."""
+    stay: a grader started a moment ago may still be about to create a container from one of them, and
+    several checkouts side by side (BANG_GRADER_KEEP_IMAGES) each keep their own."""
+    if keep_recent is None:
+        keep_recent = int(os.environ.get("BANG_GRADER_KEEP_IMAGES", "2"))
     others = [image for image in client.images.list(name=repo) if keep not in image.tags]
     others.sort(key=lambda image: image.attrs.get("Created", ""), reverse=True)
     for image in others[keep_recent:]:
