@@ -52,6 +52,23 @@ CNCC_HEADERS = re.compile(
     r"bang_runtime|bang_fusor|bang_device_functions\w*|bang_device_types|bang_math\w*|bang_host_functions\w*|__clang_bang_\w+)\.h$")
 BUILTIN = re.compile(r"^(__bang_\w+|__memcpy\w*|__sync\w*|__nramset\w*|__gdramset\w*|__memset\w*|__cn_\w+|"
                      r"__float2\w+|__half2\w+|__bfloat\w+|__is_\w+|__mluop_\w+|__bang\w*)$")
+# cnnl.h belongs to CNNL, Cambricon's separate neural-network library (not cncc, not the emulator's business): the
+# declarations mlu-ops' core/cnnl_helper.h needs, written to the sweep's own include directory (never to sandbox/),
+# so the kernels behind that helper are compiled. Types and calls only; nothing here runs.
+FOREIGN_STUBS = {"cnnl.h": """#pragma once
+typedef enum { CNNL_STATUS_SUCCESS = 0, CNNL_STATUS_NOT_INITIALIZED = 1, CNNL_STATUS_ALLOC_FAILED = 2,
+               CNNL_STATUS_BAD_PARAM = 3, CNNL_STATUS_INTERNAL_ERROR = 4, CNNL_STATUS_ARCH_MISMATCH = 5,
+               CNNL_STATUS_EXECUTION_FAILED = 6, CNNL_STATUS_NOT_SUPPORTED = 7 } cnnlStatus_t;
+typedef struct cnnlContext *cnnlHandle_t;
+typedef struct cnnlTensorStruct *cnnlTensorDescriptor_t;
+typedef struct cnnlOpTensorStruct *cnnlOpTensorDescriptor_t;
+typedef struct cnnlOpTensorStruct *cnnlOpTensorDesc_t;
+cnnlStatus_t cnnlCreate(cnnlHandle_t *handle);
+cnnlStatus_t cnnlDestroy(cnnlHandle_t handle);
+cnnlStatus_t cnnlSetQueue(cnnlHandle_t handle, void *queue);
+cnnlStatus_t cnnlCreateTensorDescriptor(cnnlTensorDescriptor_t *desc);
+cnnlStatus_t cnnlDestroyTensorDescriptor(cnnlTensorDescriptor_t desc);
+"""}
 FIRST_ERROR = re.compile(r"^(?P<loc>[^\s:][^:]*:\d+(?::\d+)?): (?:fatal )?error: (?P<msg>.*)$")
 MAX_HEADER_LOOKUPS = 12
 ANY_MISSING = re.compile(r"'(\w+)' (?:was not declared in this scope|has not been declared)|there are no arguments to "
@@ -191,10 +208,11 @@ class RepoHeaders:
         return self.root / best[: len(best) - len(name)]
 
 
-def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, headers: RepoHeaders) -> Result:
+def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, headers: RepoHeaders,
+                stubs: Path | None = None) -> Result:
     obj = work / "out.o"
     start = time.monotonic()
-    includes: list[str] = []
+    includes: list[str] = [f"-I{stubs}"] if stubs else []
     looked_up: set[str] = set()
     folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
     for _ in range(MAX_HEADER_LOOKUPS):
@@ -207,7 +225,8 @@ def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, head
                           time.monotonic() - start)
         obj.unlink(missing_ok=True)
         if proc.returncode == 0:
-            return Result(repo, rel, True, seconds=time.monotonic() - start, repo_includes=len(includes))
+            return Result(repo, rel, True, seconds=time.monotonic() - start,
+                          repo_includes=len(includes) - bool(stubs))
         group, loc, msg = classify(proc.stderr)
         missing = re.match(r"missing header (\S+) \(not in folder\)", group)
         if not missing or missing.group(1) in looked_up:
@@ -220,7 +239,8 @@ def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, head
             includes.append(f"-I{found}")
     if group.endswith("(not in folder)"):
         group = group.replace("(not in folder)", "(not in the repository)")
-    return Result(repo, rel, False, group, _shorten(loc, src.parent), msg, time.monotonic() - start, len(includes),
+    return Result(repo, rel, False, group, _shorten(loc, src.parent), msg, time.monotonic() - start,
+                  len(includes) - bool(stubs),
                   missing_builtins(proc.stderr))
 
 
@@ -247,6 +267,10 @@ def sweep(mirror_root: Path, jobs: int, timeout: float, only: list[str] | None) 
         names = [n for n in names if any(o in n for o in only)]
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="mlu-sweep-") as td, ThreadPoolExecutor(max_workers=jobs) as pool:
+        stubs = Path(td) / "foreign-stubs"
+        stubs.mkdir()
+        for name, text in FOREIGN_STUBS.items():
+            (stubs / name).write_text(text)
         futures = []
         for i, name in enumerate(names):
             mirror = mirror_root / name / "repo"
@@ -264,7 +288,7 @@ def sweep(mirror_root: Path, jobs: int, timeout: float, only: list[str] | None) 
                     continue
                 work = Path(td) / "obj" / f"{i}-{len(futures)}"
                 work.mkdir(parents=True)
-                futures.append(pool.submit(compile_one, repo, src, rel, work, timeout, headers))
+                futures.append(pool.submit(compile_one, repo, src, rel, work, timeout, headers, stubs))
         results += [f.result() for f in futures]
     return results
 

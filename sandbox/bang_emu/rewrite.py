@@ -456,13 +456,14 @@ def _apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
 
 def _strip_keywords(text: str) -> str:
     """Qualifiers left over (casts, parameter types, prototypes) mean nothing to g++; `__mlu_func__` is `inline`
-    unless the declaration says `inline` itself (cncc's `__mlu_func__` is an always_inline attribute)."""
+    unless the declaration says `inline` itself (cncc's `__mlu_func__` is an always_inline attribute); so is
+    `__mlu_vector__`."""
     src = _Source(text)
 
     def repl(m: re.Match) -> str:
         if src.in_literal[m.start()]:
             return m.group(0)
-        if m.group(0) != "__mlu_func__":
+        if m.group(0) not in ("__mlu_func__", "__mlu_vector__"):
             return ""
         a = max(text.rfind(";", 0, m.start()), text.rfind("}", 0, m.start()), text.rfind("{", 0, m.start()))
         b = text.find("(", m.end())
@@ -474,8 +475,10 @@ def _strip_keywords(text: str) -> str:
 
 # ------------------------------------------------------------------------------------------ functions
 _ANY_QUALIFIER = re.compile(r"\b(__nram__|__wram__|__mlu_shared__|__mlu_global__|__mlu_entry__|__mlu_func__|"
-                            r"__mlu_device__|__mlu_host__)\b")
-_DEVICE_QUALIFIER = re.compile(r"\b(__mlu_global__|__mlu_entry__|__mlu_func__|__mlu_device__)\b")
+                            r"__mlu_vector__|__mlu_device__|__mlu_host__)\b")
+# `__mlu_vector__`: mlu-ops' functions on vector registers (kernels/utils/common.h); device code inlined like
+# `__mlu_func__`
+_DEVICE_QUALIFIER = re.compile(r"\b(__mlu_global__|__mlu_entry__|__mlu_func__|__mlu_vector__|__mlu_device__)\b")
 _KERNEL_QUALIFIER = re.compile(r"\b(__mlu_global__|__mlu_entry__)\b")
 _SCOPE_CHAR = re.compile(r"[{};]")
 _IDENT_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")

@@ -323,6 +323,39 @@ void __memcpy(void *dst, const void *src, int size, mluMemcpyDirection_t dir, in
               int ss1, int seg1) {
   memcpy_impl(false, dst, src, size, dir, ds0, ss0, seg0, ds1, ss1, seg1, true, RET);
 }
+// The 3-D form with separate destination and source shapes (cncc's __clang_bang header: dst_stride0, dst_segnum1,
+// dst_stride1, dst_segnum2, src_stride0, src_segnum1, src_stride1, src_segnum2): (segnum1 + 1) * (segnum2 + 1)
+// segments of `size` bytes on each side, enumerated in the same order (mlu-ops broadcasts with a source stride of
+// 0: kernels/ms_deform_attn/ms_deform_attn_forward/ms_deform_attn_utils.h). Equal shapes are the 2-level copy;
+// different ones run segment by segment (each charged as its own copy: an over-estimate of the time).
+static void memcpy_3d(bool async, void *dst, const void *src, int size, int dir, int ds0, int dn1, int ds1, int dn2,
+                      int ss0, int sn1, int ss1, int sn2, const void *ret) {
+  if (dn1 == sn1 && dn2 == sn2) {
+    memcpy_impl(async, dst, src, size, dir, ds0, ss0, dn1, ds1, ss1, dn2, true, ret);
+    return;
+  }
+  if (dn1 < 0 || dn2 < 0 || sn1 < 0 || sn2 < 0)
+    kernel_error("invalid-argument", "__memcpy: negative segment count", ret);
+  long long total = (long long)(dn1 + 1) * (dn2 + 1);
+  if (total != (long long)(sn1 + 1) * (sn2 + 1))
+    kernel_error("invalid-argument",
+                 "__memcpy: the destination has " + std::to_string(total) + " segments, the source " +
+                     std::to_string((long long)(sn1 + 1) * (sn2 + 1)) + "; they must be equal",
+                 ret);
+  for (long long k = 0; k < total; ++k) {
+    char *d = static_cast<char *>(dst) + (k / (dn1 + 1)) * (long long)ds1 + (k % (dn1 + 1)) * (long long)ds0;
+    const char *s = static_cast<const char *>(src) + (k / (sn1 + 1)) * (long long)ss1 + (k % (sn1 + 1)) * (long long)ss0;
+    memcpy_impl(async, d, s, size, dir, 0, 0, 0, 0, 0, 0, true, ret);
+  }
+}
+void __memcpy(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int ds0, int dn1, int ds1, int dn2,
+              int ss0, int sn1, int ss1, int sn2) {
+  memcpy_3d(false, dst, src, size, dir, ds0, dn1, ds1, dn2, ss0, sn1, ss1, sn2, RET);
+}
+void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int ds0, int dn1, int ds1,
+                    int dn2, int ss0, int sn1, int ss1, int sn2) {
+  memcpy_3d(true, dst, src, size, dir, ds0, dn1, ds1, dn2, ss0, sn1, ss1, sn2, RET);
+}
 void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir) {
   memcpy_impl(true, dst, src, size, dir, 0, 0, 0, 0, 0, 0, false, RET);
 }
@@ -626,7 +659,34 @@ static unsigned int collect_impl(const char *name, T *dst, const T *src, const T
   return (unsigned int)picked.size();
 }
 
+// __bang_filter_bitindex(dst, src, bitmask, n): the elements of src whose bit is set, packed in order at dst (the
+// count returned). Bit order most significant first, element i <-> bit 7 - i % 8 of byte i / 8: mlu-ops' complex
+// abs (kernels/abs/abs_block.mlu) selects the real parts [re, im, re, im...] with 0xAA and the imaginary ones with
+// 0x55 (assumed from that use; no document seen).
+template <class T>
+static unsigned int filter_bitindex_impl(T *dst, const T *src, const void *bitmask, int n, const void *ret) {
+  const char *name = "__bang_filter_bitindex";
+  CoreCtx *c = core(name, ret);
+  check_count(n, name, ret);
+  if (n == 0 || mpu_skip(c)) return 0;
+  nram_in(c, src, sizeof(T) * n, name, "src", ret);
+  nram_in(c, bitmask, (size_t)(n + 7) / 8, name, "bitmask", ret);
+  const unsigned char *bits = static_cast<const unsigned char *>(bitmask);
+  thread_local std::vector<T> picked;
+  picked.clear();
+  for (int i = 0; i < n; ++i)
+    if (bits[i / 8] & (0x80u >> (i % 8))) picked.push_back(src[i]);
+  if (!picked.empty()) {
+    nram_out(c, dst, sizeof(T) * picked.size(), name, "dst", ret);
+    memmove(dst, picked.data(), sizeof(T) * picked.size());
+  }
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(T) * n, 2.0);
+  return (unsigned int)picked.size();
+}
+
 #define BANG_EMU_DEF_F(T)                                                                                          \
+  unsigned int __bang_filter_bitindex(T *d, const T *s, const void *m, int n) { return filter_bitindex_impl<T>(d, s, m, n, RET); } \
   void __bang_add(T *d, const T *a, const T *b, int n) { binary<T>("__bang_add", d, a, b, n, [](float x, float y) { return x + y; }, RET); } \
   void __bang_sub(T *d, const T *a, const T *b, int n) { binary<T>("__bang_sub", d, a, b, n, [](float x, float y) { return x - y; }, RET); } \
   void __bang_mul(T *d, const T *a, const T *b, int n) { binary<T>("__bang_mul", d, a, b, n, [](float x, float y) { return x * y; }, RET); } \
@@ -680,6 +740,12 @@ static unsigned int collect_impl(const char *name, T *dst, const T *src, const T
 BANG_EMU_DEF_F(float)
 BANG_EMU_DEF_F(half)
 #undef BANG_EMU_DEF_F
+
+// __cn_vector_hypot_f32(n, dst, a, b): dst[i] = hypot(a[i], b[i]), the vector form of libdevice's
+// __cn_scalar_hypot_f32 (argument order from mlu-ops' complex abs, kernels/abs/abs_block.mlu)
+void __cn_vector_hypot_f32(int n, float *d, const float *a, const float *b) {
+  binary<float>("__cn_vector_hypot_f32", d, a, b, n, [](float x, float y) { return std::hypot(x, y); }, RET);
+}
 
 // NRAM to NRAM on the vector unit (size in bytes): segnum segments of size bytes, segment i from src + i * src_stride
 // to dst + i * dst_stride (segnum counts the segments, unlike __memcpy's "minus one": assumed, README)

@@ -37,6 +37,7 @@
 #define __mlu_global__ __mlu_global__
 #define __mlu_entry__ __mlu_entry__
 #define __mlu_func__ __mlu_func__
+#define __mlu_vector__ __mlu_vector__
 #define __mlu_device__ __mlu_device__
 #define __mlu_host__ __mlu_host__
 #else
@@ -46,6 +47,7 @@
 #define __mlu_global__
 #define __mlu_entry__
 #define __mlu_func__ inline
+#define __mlu_vector__ inline
 #define __mlu_device__
 #define __mlu_host__
 #endif
@@ -327,6 +329,13 @@ void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t d
 void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride0,
                     int src_stride0, int segnum0, int dst_stride1, int src_stride1, int segnum1);
 
+/* 3-D form with its own shape on each side: dst_stride0, dst_segnum1, dst_stride1, dst_segnum2, then the source's */
+void __memcpy(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride0, int dst_segnum1,
+              int dst_stride1, int dst_segnum2, int src_stride0, int src_segnum1, int src_stride1, int src_segnum2);
+void __memcpy_async(void *dst, const void *src, int size, mluMemcpyDirection_t dir, int dst_stride0,
+                    int dst_segnum1, int dst_stride1, int dst_segnum2, int src_stride0, int src_segnum1,
+                    int src_stride1, int src_segnum2);
+
 /* ---- NRAM to NRAM on the vector unit (bytes); the strided form moves segnum segments (not segnum + 1) ---- */
 void __bang_move(void *dst, const void *src, int size);
 void __bang_move(void *dst, const void *src, int size, int dst_stride, int src_stride, int segnum);
@@ -438,6 +447,8 @@ BANG_EMU_DECL_T(char)
   void __bang_collect(T *dst, const T *src, const T *mask, int n);                                    \
   /* 3xx name of __bang_collect: also returns how many elements it selected */                        \
   unsigned int __bang_filter(T *dst, const T *src, const T *mask, int n);                             \
+  /* the elements whose bit (most significant first) is set in bitmask, packed; returns the count */   \
+  unsigned int __bang_filter_bitindex(T *dst, const T *src, const void *bitmask, int n);              \
   void __bang_maxpool(T *dst, const T *src, int channel, int height, int width, int kh, int kw);      \
   void __bang_maxpool(T *dst, const T *src, int channel, int height, int width, int kh, int kw,       \
                       int stride_w, int stride_h);                                                    \
@@ -446,6 +457,8 @@ BANG_EMU_DECL_T(char)
 BANG_EMU_DECL_F(float)
 BANG_EMU_DECL_F(half)
 #undef BANG_EMU_DECL_F
+/* libdevice's vector form of hypot: dst[i] = hypot(a[i], b[i]) */
+void __cn_vector_hypot_f32(int n, float *dst, const float *a, const float *b);
 
 /* ---- conversions: rounding modes rn (nearest, ties to even), rd (nearest, ties away from zero: cncc's "middle
  * round"), tz (toward zero), oz (away from zero), up (toward +inf), dn (toward -inf) ---- */
@@ -609,5 +622,6 @@ BANG_EMU_CONV_FIXED_TYPES(BANG_EMU_DECL_CONV)
 
 #include "rounding.h"
 #include "libdevice.h"
+#include "vector_regs.h"
 
 #endif /* BANG_EMU_DEVICE_H_ */
