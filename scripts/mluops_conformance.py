@@ -148,6 +148,7 @@ class Operator:
     params: Callable[[Case], list[float]]
     reference: Callable[[Case, list[np.ndarray]], list[np.ndarray]]
     uses: str  # the builtins it exercises (for the report)
+    arch: str = "mtp_372"  # the MLU370 of the course; div computes only on __BANG_ARCH__ >= 592 (div_union1.mlu)
 
 
 def _bytes(t: Tensor) -> int:
@@ -252,7 +253,7 @@ OPERATORS = {
                     "__bang_log2, __bang_mul_scalar, __bang_half2float, float->half"),
     "div": Operator("div", "kernels/div/div_union1.mlu", "kernels/div/div.h",
                     "Kernel5StagePipelineDiv(dim, ktype, q, dt, MLUOP_COMPUTATION_HIGH_PRECISION, in[0], in[1], out[0], "
-                    "n)", binary_union1, lambda c: [], ref_div, "__bang_div, SRAM 5-stage pipeline"),
+                    "n)", binary_union1, lambda c: [], ref_div, "__bang_div, SRAM 5-stage pipeline", "mtp_592"),
     "focal_loss_sigmoid_forward": Operator(
         "focal_loss_sigmoid_forward", "kernels/focal_loss_sigmoid/focal_loss_sigmoid_forward_union1.mlu",
         "kernels/focal_loss_sigmoid/focal_loss_sigmoid.h",
@@ -388,7 +389,7 @@ def build(op: Operator, src: Path, work: Path) -> tuple[Path | None, str, float]
     main.write_text(MAIN % {"header": op.header, "call": op.call})
     exe = work / f"{op.name}.exe"
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "bang_emu.driver", "--bang-mlu-arch=mtp_372", "-O2", f"-I{src}",
+    proc = subprocess.run([sys.executable, "-m", "bang_emu.driver", f"--bang-mlu-arch={op.arch}", "-O2", f"-I{src}",
                            str(src / op.mlu), str(main), "-o", str(exe)], capture_output=True, text=True,
                           env=_env(), timeout=1800)
     took = time.monotonic() - start

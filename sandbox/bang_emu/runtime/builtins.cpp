@@ -199,15 +199,19 @@ void memcpy_impl(bool async, void *dst, const void *src, int size, int dir, int 
   std::string sop = std::string("source (") + D.name + ")", dop = std::string("destination (") + D.name + ")";
   require(c, src, sext, D.src, bname, sop.c_str(), ret);
   const void *dbuf = require(c, dst, dext, D.dst, bname, dop.c_str(), ret);
-  touch(c, src, sext, false, bname, ret);
-  touch(c, dst, dext, true, bname, ret);
+  const int queue = (offchip(D.src) || offchip(D.dst)) ? 0 : 1;
+  if (!c->pending.empty()) {
+    uintptr_t s_lo = reinterpret_cast<uintptr_t>(src), d_lo = reinterpret_cast<uintptr_t>(dst);
+    check_pending_access(c, s_lo, s_lo + sext, false, ret, bname, queue);
+    check_pending_access(c, d_lo, d_lo + dext, true, ret, bname, queue);
+  }
 
   PendingCopy pc;
   pc.dst_lo = reinterpret_cast<uintptr_t>(dst);
   pc.dst_hi = pc.dst_lo + dext;
   pc.src_lo = reinterpret_cast<uintptr_t>(src);
   pc.src_hi = pc.src_lo + sext;
-  pc.queue = (offchip(D.src) || offchip(D.dst)) ? 0 : 1;
+  pc.queue = queue;
   pc.dst = dst;
   pc.src = src;
   pc.size = size;
@@ -442,12 +446,15 @@ static void transpose_impl(const char *name, bool rotate, T *dst, const T *src, 
   charge_vector(c, bytes, 2.0);
 }
 
+// the fills take any destination pointer and write elements of the value's type (cncc's __clang_bang header, arch
+// >= 200: `__bang_write_value(void *dst, int elem_count, char|short|half|int|float... value)`); mlu-ops writes a
+// byte mask into a float buffer with `__bang_write_value((float *)aux, n * sizeof(float), (int8_t)0xAA)`
 #define BANG_EMU_DEF_T(T)                                                                             \
-  void __bang_write_value(T *dst, int n, T v) { write_value_impl<T>("__bang_write_value", dst, n, v, RET); } \
+  void __bang_write_value(void *dst, int n, T v) { write_value_impl<T>("__bang_write_value", static_cast<T *>(dst), n, v, RET); } \
   void __bang_write_zero(T *dst, int n) { write_value_impl<T>("__bang_write_zero", dst, n, static_cast<T>(0), RET); }      \
-  void __memset_nram(T *dst, int n, T v) { write_value_impl<T>("__memset_nram", dst, n, v, RET); }            \
-  void __gdramset(T *dst, int n, T v) { gdramset_impl<T>(dst, n, v, RET); }                                   \
-  void __nramset(T *dst, int n, T v) { write_value_impl<T>("__nramset", dst, n, v, RET); }                    \
+  void __memset_nram(void *dst, int n, T v) { write_value_impl<T>("__memset_nram", static_cast<T *>(dst), n, v, RET); } \
+  void __gdramset(void *dst, int n, T v) { gdramset_impl<T>(static_cast<T *>(dst), n, v, RET); }             \
+  void __nramset(void *dst, int n, T v) { write_value_impl<T>("__nramset", static_cast<T *>(dst), n, v, RET); } \
   void __bang_transpose(T *dst, const T *src, int h, int w) { transpose_impl<T>("__bang_transpose", false, dst, src, h, w, RET); } \
   void __bang_rotate90(T *dst, const T *src, int h, int w) { transpose_impl<T>("__bang_rotate90", true, dst, src, h, w, RET); }
 BANG_EMU_DEF_T(float)

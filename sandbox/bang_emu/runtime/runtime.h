@@ -196,7 +196,7 @@ bool strict_confinement();
 void strict_check_local_range(CoreCtx *c, uintptr_t lo, size_t n, const char *what, const void *ret,
                               uintptr_t frame);
 void check_pending_access(CoreCtx *c, uintptr_t lo, uintptr_t hi, bool store, const void *ret,
-                          const char *what);
+                          const char *what, int same_queue = -1);
 
 // barriers (UNION jobs)
 enum BarrierKind { kBarCluster = 0, kBarAll = 1, kBarAllIpu = 2, kBarAllMpu = 3 };

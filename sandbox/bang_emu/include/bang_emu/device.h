@@ -363,12 +363,14 @@ void __sync_copy_sram_to_nram();
 void __sync_copy_nram_to_sram();
 
 /* ---- set memory: note the (dst, count, value) argument order ---- */
+/* the fills write elements of the value's type to any pointer (cncc, arch >= 200: `void *dst`); a value of another
+ * type than the buffer's picks the value's width: (float *)buf with (int8_t)0xAA writes bytes */
 #define BANG_EMU_DECL_T(T)                                                                            \
-  void __bang_write_value(T *dst, int elem_count, T value);                                           \
+  void __bang_write_value(void *dst, int elem_count, T value);                                        \
   void __bang_write_zero(T *dst, int elem_count);                                                     \
-  void __memset_nram(T *dst, int elem_count, T value);                                                \
-  void __gdramset(T *dst, int elem_count, T value);                                                   \
-  void __nramset(T *dst, int elem_count, T value);                                                    \
+  void __memset_nram(void *dst, int elem_count, T value);                                             \
+  void __gdramset(void *dst, int elem_count, T value);                                                \
+  void __nramset(void *dst, int elem_count, T value);                                                 \
   void __bang_transpose(T *dst, const T *src, int height, int width);                                 \
   /* src[height][width] rotated clockwise: dst[width][height] */                                      \
   void __bang_rotate90(T *dst, const T *src, int height, int width);
@@ -382,13 +384,13 @@ BANG_EMU_DECL_T(uint16_t)
 BANG_EMU_DECL_T(unsigned int)
 BANG_EMU_DECL_T(char)
 #undef BANG_EMU_DECL_T
-/* MLU100/270-era names of __nramset (cncc 5 __clang_bang_intrinsics.h maps each to __nramset on 2xx) */
-#define __nramset_half __nramset
-#define __nramset_float __nramset
-#define __nramset_int __nramset
-#define __nramset_unsigned_int __nramset
-#define __nramset_short __nramset
-#define __nramset_unsigned_short __nramset
+/* MLU100/270-era names of __nramset, typed (cncc's __clang_bang header, arch >= 200) */
+inline void __nramset_half(half *dst, int n, half v) { __nramset(dst, n, v); }
+inline void __nramset_float(float *dst, int n, float v) { __nramset(dst, n, v); }
+inline void __nramset_int(int *dst, int n, int v) { __nramset(dst, n, v); }
+inline void __nramset_unsigned_int(unsigned int *dst, int n, unsigned int v) { __nramset(dst, n, v); }
+inline void __nramset_short(short *dst, int n, short v) { __nramset(dst, n, v); }
+inline void __nramset_unsigned_short(unsigned short *dst, int n, unsigned short v) { __nramset(dst, n, v); }
 
 /* ---- vector builtins (operands in NRAM) ---- */
 #define BANG_EMU_DECL_F(T)                                                                            \
