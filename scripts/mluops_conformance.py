@@ -33,7 +33,6 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,6 +43,9 @@ from typing import Any
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+from public_mlu_sweep import export_folder  # noqa: E402  (one exporter of mirrors for both tools)
+
 DEFAULT_MIRROR = Path(os.environ.get("MLUOPS_MIRROR", "/work/.mirror/Cambricon+mlu-ops/repo"))
 ZOO = "test/mlu_op_gtest/pb_gtest/src/zoo"
 CLUSTERS, CORES_PER_CLUSTER = 4, 4  # the emulated MLU370-X8 (sandbox/bang_emu/devices.json)
@@ -357,27 +359,6 @@ class OperatorResult:
     cases: list[CaseResult] = field(default_factory=list)
 
 
-def export(mirror: Path, paths: list[str], into: Path) -> None:
-    """The mirror's folders, file by file where a blob is missing (the mirror is partial)."""
-    into.mkdir(parents=True, exist_ok=True)
-    tar_path = into / ".export.tar"
-    proc = subprocess.run(["git", "--git-dir", str(mirror), "archive", "-o", str(tar_path), "HEAD", "--", *paths],
-                          capture_output=True)
-    if proc.returncode == 0:
-        with tarfile.open(tar_path) as tar:
-            tar.extractall(into, filter="data")
-        tar_path.unlink()
-        return
-    tar_path.unlink(missing_ok=True)
-    listing = subprocess.run(["git", "--git-dir", str(mirror), "ls-tree", "-r", "-z", "--name-only", "HEAD", "--",
-                              *paths], capture_output=True).stdout.decode().split("\0")
-    for p in filter(None, listing):
-        blob = subprocess.run(["git", "--git-dir", str(mirror), "show", f"HEAD:{p}"], capture_output=True)
-        if blob.returncode == 0:
-            (into / p).parent.mkdir(parents=True, exist_ok=True)
-            (into / p).write_bytes(blob.stdout)
-
-
 def _env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT / "sandbox") + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -479,7 +460,8 @@ def run(mirror: Path, names: list[str], timeout: float = 600.0, keep: Path | Non
         if keep:
             td = str(keep)
         src, work = Path(td) / "src", Path(td) / "work"
-        export(mirror, ["mlu_op.h", "core", "kernels", *(f"{ZOO}/{n}/test_case" for n in names)], src)
+        for folder in ("", "core", "kernels", *(f"{ZOO}/{n}/test_case" for n in names)):
+            export_folder(mirror, folder, src)  # "": the root's own files (mlu_op.h)
         work.mkdir(exist_ok=True)
         for name in names:
             op = OPERATORS[name]

@@ -644,6 +644,23 @@ static unsigned int first_nonzero(const T *src, int n) {
   return 0xffffffffu;
 }
 
+// The elements of src that keep(i) selects, packed in order at dst (the rest of dst unchanged); their count.
+// Selected before dst is written, so the selector may read dst itself.
+template <class T, class K>
+static unsigned int pack_selected(CoreCtx *c, const char *name, T *dst, const T *src, int n, K keep, const void *ret) {
+  thread_local std::vector<T> picked;
+  picked.clear();
+  for (int i = 0; i < n; ++i)
+    if (keep(i)) picked.push_back(src[i]);
+  if (!picked.empty()) {
+    nram_out(c, dst, sizeof(T) * picked.size(), name, "dst", ret);
+    memmove(dst, picked.data(), sizeof(T) * picked.size());
+  }
+  count_elements(c, name, n);
+  charge_vector(c, sizeof(T) * n, 2.0);
+  return (unsigned int)picked.size();
+}
+
 // the elements of src whose mask is non-zero, packed in order at dst (the rest of dst is left unchanged); the
 // mask may be dst itself (MLU270 YOLOv3 lab code does this), so the selection is made before dst is written
 template <class T>
@@ -653,17 +670,7 @@ static unsigned int collect_impl(const char *name, T *dst, const T *src, const T
   if (n == 0 || mpu_skip(c)) return 0;
   nram_in(c, src, sizeof(T) * n, name, "src", ret);
   nram_in(c, mask, sizeof(T) * n, name, "mask", ret);
-  thread_local std::vector<T> picked;
-  picked.clear();
-  for (int i = 0; i < n; ++i)
-    if (float(mask[i]) != 0.0f) picked.push_back(src[i]);
-  if (!picked.empty()) {
-    nram_out(c, dst, sizeof(T) * picked.size(), name, "dst", ret);
-    memmove(dst, picked.data(), sizeof(T) * picked.size());
-  }
-  count_elements(c, name, n);
-  charge_vector(c, sizeof(T) * n, 2.0);
-  return (unsigned int)picked.size();
+  return pack_selected(c, name, dst, src, n, [mask](int i) { return float(mask[i]) != 0.0f; }, ret);
 }
 
 // __bang_filter_bitindex(dst, src, bitmask, n): the elements of src whose bit is set, packed in order at dst (the
@@ -679,17 +686,7 @@ static unsigned int filter_bitindex_impl(T *dst, const T *src, const void *bitma
   nram_in(c, src, sizeof(T) * n, name, "src", ret);
   nram_in(c, bitmask, (size_t)(n + 7) / 8, name, "bitmask", ret);
   const unsigned char *bits = static_cast<const unsigned char *>(bitmask);
-  thread_local std::vector<T> picked;
-  picked.clear();
-  for (int i = 0; i < n; ++i)
-    if (bits[i / 8] & (0x80u >> (i % 8))) picked.push_back(src[i]);
-  if (!picked.empty()) {
-    nram_out(c, dst, sizeof(T) * picked.size(), name, "dst", ret);
-    memmove(dst, picked.data(), sizeof(T) * picked.size());
-  }
-  count_elements(c, name, n);
-  charge_vector(c, sizeof(T) * n, 2.0);
-  return (unsigned int)picked.size();
+  return pack_selected(c, name, dst, src, n, [bits](int i) { return (bits[i / 8] & (0x80u >> (i % 8))) != 0; }, ret);
 }
 
 #define BANG_EMU_DEF_F(T)                                                                                          \
