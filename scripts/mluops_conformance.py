@@ -262,7 +262,8 @@ OPERATORS = {
         "(dt == MLUOP_DTYPE_HALF ? mluOpBlockKernelFocalLossSigmoidForwardHalf : "
         "mluOpBlockKernelFocalLossSigmoidForwardFloat)(dim, ktype, q, (focalLossSigmoidPreference_t)(int)P[0], in[0], "
         "in[1], nullptr, (int32_t)P[1], (int32_t)P[2], (float)P[3], (float)P[4], out[0])",
-        all_clusters, focal_params, ref_focal, "sigmoid/exp/log/pow via __bang_active_*, __bang_log, __bang_mul"),
+        all_clusters, focal_params, ref_focal, "sigmoid from __bang_pow2/__bang_recip, __bang_log2, __bang_lut, __bang_maxequal, __bang_band, "
+        "__memcpy_async ping-pong"),
 }
 
 # The host program: our own code; mlu-ops provides only the launcher's declaration (header) and types.
