@@ -13,8 +13,9 @@ Failures are grouped by their first error, classified as
   * missing header Y (cncc) -- a header real cncc/Neuware ships that the emulation headers lack
   * missing header Y (project) -- a header of the project itself that is not in the exported folder (the code's
     own packaging: mlu-ops internals, torch_mlu sources); classified, not fixed
-  * unsupported: ...       -- what the emulator does not model (inline assembly other than `sync`, the
-    vector-register functions `__mlu_vector__` of mlu-ops' common.h)
+  * unsupported: ...       -- what the emulator does not model (inline assembly other than `sync`)
+Headers of foreign libraries (CNNL's cnnl.h) are stubbed in the sweep's own temporary include directory
+(`FOREIGN_STUBS`), never in the emulator's.
   * code: ...              -- anything else, with the compiler's message (names and types normalised)
 """
 
@@ -152,8 +153,6 @@ def classify(stderr: str) -> tuple[str, str, str]:
         return "code: " + tail[0][:120], "", tail[0]
     if "inline assembly is not supported" in msg:
         return "unsupported: inline assembly", loc, msg
-    if "'__mlu_vector__' does not name a type" in msg:  # vector-register functions (vv_float, __vv_*): not emulated
-        return "unsupported: __mlu_vector__ functions (vector registers)", loc, msg
     header = re.match(r"(\S+): No such file or directory", msg)
     if header:
         name = header.group(1)
