@@ -7,12 +7,14 @@ visibly without the mirror."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from emu_helpers import REPO, run
+from emu_helpers import REPO, cncc, run
 
 KERNEL = r"""
 #include <bang.h>
@@ -135,11 +137,15 @@ def _conformance():
     return mod
 
 
-def test_mluops_abs_matches_its_cpu_reference() -> None:
-    conf = _conformance()
+def _require_mirror(conf) -> None:
     if not (conf.DEFAULT_MIRROR / "HEAD").exists():
         pytest.skip(f"no mirror of Cambricon/mlu-ops at {conf.DEFAULT_MIRROR} (fetch github:Cambricon/mlu-ops, or "
                     "set MLUOPS_MIRROR to its git directory)")
+
+
+def test_mluops_abs_matches_its_cpu_reference() -> None:
+    conf = _conformance()
+    _require_mirror(conf)
     [result] = conf.run(conf.DEFAULT_MIRROR, ["abs"])
     assert result.built, result.build_error
     by_case = {c.case: c for c in result.cases}
@@ -149,3 +155,85 @@ def test_mluops_abs_matches_its_cpu_reference() -> None:
         assert case.status == "passed", (case.detail, case.diffs)
         assert case.diffs["DIFF1"] <= case.thresholds["DIFF1"] and case.diffs["DIFF2"] <= case.thresholds["DIFF2"]
     assert all(c.status == "skipped" for n, c in by_case.items() if "stride" in n)
+
+
+FFT_PROBE = r"""// mlu-ops' own first-stage butterfly (a complex matmul through __bang_reshape_filter + __bang_matmul), driven
+// with a random W and X; our program, mlu-ops' header from the mirror.
+#include <bang.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "kernels/kernel.h"
+__wram__ int8_t wram_buffer[MAX_WRAM_SIZE];
+// not reached for radix 16 and N a multiple of 64 (the probe keeps the padding path out)
+__mlu_func__ void __bang_pad(float *, float *, int, int, int, int, int, int, int) { printf("pad reached\n"); }
+#include "kernels/fft/fft_optm_device/fft_generic_butterfly.h"
+#define RADIX 16
+#ifndef BN
+#define BN 64
+#endif
+__mlu_global__ void probe(float *out, const float *w, const float *x) {
+  __nram__ float in_r[RADIX * BN], in_i[RADIX * BN], out_r[RADIX * BN * 2], out_i[RADIX * BN];
+  __nram__ float dft[2 * RADIX * RADIX];
+  __nram__ float scratch[4 * 16 * 2 * BN * 2 + 4096];
+  __memcpy(dft, w, sizeof(dft), GDRAM2NRAM);
+  __memcpy(in_r, x, sizeof(in_r), GDRAM2NRAM);
+  __memcpy(in_i, x + RADIX * BN, sizeof(in_i), GDRAM2NRAM);
+  computeGenericButterflyFirststageMat<float>(out_r, out_i, in_r, in_i, scratch, dft, 1, BN, BN, 1, RADIX);
+  __memcpy(out, out_r, RADIX * BN * sizeof(float), NRAM2GDRAM);
+  __memcpy(out + RADIX * BN, out_i, RADIX * BN * sizeof(float), NRAM2GDRAM);
+}
+int main() {
+  static float w[2 * RADIX * RADIX], x[2 * RADIX * BN], o[2 * RADIX * BN];
+  srand(7);
+  for (float &v : w) v = (float)(rand() % 17 - 8);
+  for (float &v : x) v = (float)(rand() % 17 - 8);
+  float *dw, *dx, *dout;
+  cnrtMalloc((void **)&dw, sizeof w); cnrtMalloc((void **)&dx, sizeof x); cnrtMalloc((void **)&dout, sizeof o);
+  cnrtMemcpy(dw, w, sizeof w, cnrtMemcpyHostToDev); cnrtMemcpy(dx, x, sizeof x, cnrtMemcpyHostToDev);
+  cnrtQueue_t q; cnrtQueueCreate(&q);
+  cnrtDim3_t dim = {1, 1, 1};
+  probe<<<dim, cnrtFuncTypeBlock, q>>>(dout, dw, dx);
+  if (cnrtQueueSync(q) != cnrtSuccess) return 1;
+  cnrtMemcpy(o, dout, sizeof o, cnrtMemcpyDevToHost);
+  // out[b][k] = sum_j W[k][j] X[j][b] (complex), W = w[0:R*R] + i w[R*R:], X = x[0:R*BN] + i x[R*BN:]
+  int bad = 0;
+  for (int b = 0; b < BN; b++)
+    for (int k = 0; k < RADIX; k++) {
+      double re = 0, im = 0;
+      for (int j = 0; j < RADIX; j++) {
+        double wr = w[k * RADIX + j], wi = w[RADIX * RADIX + k * RADIX + j];
+        double xr = x[j * BN + b], xi = x[RADIX * BN + j * BN + b];
+        re += wr * xr - wi * xi; im += wr * xi + wi * xr;
+      }
+      if (o[b * RADIX + k] != re || o[RADIX * BN + b * RADIX + k] != im) bad++;
+    }
+  printf("BN=%d N=%d mismatches %d of %d\n", BN, 2 * BN, bad, BN * RADIX);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("butterflies", [32, 64])
+def test_mluops_fft_butterfly_reads_the_matmul_rhs_in_reshape_filter_order(tmp_path: Path, butterflies: int) -> None:
+    """mlu-ops' own first FFT stage (fft_generic_butterfly.h) is a complex matmul whose right matrix, N = 2 x
+    butterflies rows of K, goes through __bang_reshape_filter before NRAM2WRAM. With N = 64 the interleave is the
+    identity and the emulator's default layout computes it exactly; with N = 128 only BANG_EMU_MATMUL_RHS=filter
+    does (DESIGN.md: what mlu-ops says about the WRAM layouts)."""
+    conf = _conformance()
+    _require_mirror(conf)
+    src = tmp_path / "src"
+    conf.export_folder(conf.DEFAULT_MIRROR, "kernels", src)
+    probe = tmp_path / "probe.mlu"
+    probe.write_text(FFT_PROBE)
+    exe = tmp_path / "probe"
+    proc = cncc("--bang-mlu-arch=mtp_372", "-O2", f"-DBN={butterflies}", f"-I{src}", probe, "-o", exe)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {}
+    for layout in ("nk", "kn", "filter"):
+        out = run(exe, env={**os.environ, "BANG_EMU_MATMUL_RHS": layout})
+        assert out.returncode == 0, out.stderr[-2000:]
+        results[layout] = int(re.search(r"mismatches (\d+) of", out.stdout).group(1))
+    assert "pad reached" not in out.stdout
+    assert results["filter"] == 0 and results["kn"] > 0
+    assert (results["nk"] == 0) == (butterflies == 32)

@@ -848,13 +848,18 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void gemm_kn(float *
 }
 
 // rhs layout in WRAM: N rows of K (Cambricon's "column-major right matrix", the project's contract) unless
-// BANG_EMU_MATMUL_RHS=kn asks for K rows of N (the right matrix as the AICS lab copies it); README.
-bool rhs_is_nk() {
-  static const bool nk = [] {
+// BANG_EMU_MATMUL_RHS=kn asks for K rows of N (the right matrix as the AICS lab copies it), or =filter for N rows
+// of K in __bang_reshape_filter's line order (column n in line n % 64, slot n / 64; N % 64 == 0): what mlu-ops'
+// FFT writes before every __bang_matmul (fft_generic_butterfly.h), experimental; README.
+enum RhsLayout { kRhsNK, kRhsKN, kRhsFilter };
+RhsLayout rhs_layout() {
+  static const RhsLayout layout = [] {
     const char *e = getenv("BANG_EMU_MATMUL_RHS");
-    return !(e && !strcmp(e, "kn"));
+    if (e && !strcmp(e, "kn")) return kRhsKN;
+    if (e && !strcmp(e, "filter")) return kRhsFilter;
+    return kRhsNK;
   }();
-  return nk;
+  return layout;
 }
 
 template <class TD, class TL, class TR>
@@ -876,7 +881,13 @@ void matmul_impl(TD *dst, const TL *lhs, const TR *rhs, int M, int K, int N, dou
   b.resize((size_t)K * N);
   out.resize((size_t)M * N);
   for (size_t i = 0; i < a.size(); ++i) a[i] = float(lhs[i]);
-  if (rhs_is_nk()) {
+  RhsLayout layout = rhs_layout();
+  if (layout == kRhsFilter && N % 64 == 0) {
+    for (int n = 0; n < N; ++n) {
+      size_t row = (size_t)(n % 64) * (N / 64) + n / 64;
+      for (int k = 0; k < K; ++k) b[(size_t)k * N + n] = float(rhs[row * K + k]);
+    }
+  } else if (layout != kRhsKN) {
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < K; ++k) b[(size_t)k * N + n] = float(rhs[(size_t)n * K + k]);
   } else {
