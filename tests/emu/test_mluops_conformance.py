@@ -1,8 +1,9 @@
 """mlu-ops as the builtins' conformance suite (issue 29): what the sweep of its kernels made the emulator add
 (`__mlu_vector__` functions on vector registers, `__bang_filter_bitindex`, `__cn_vector_hypot_f32`, the 3-D
-`__memcpy` with its own shape on each side) checked against numpy on a program of ours; then mlu-ops' own abs
-kernel driven by its own GTest cases against its CPU reference (scripts/mluops_conformance.py), which skips
-visibly without the mirror."""
+`__memcpy` with its own shape on each side, the value-typed fills, a refill behind a store on one DMA queue)
+checked against numpy on a program of ours; then, from the mirror (skipped visibly without it), mlu-ops' own abs
+kernel driven by its own GTest cases against its CPU reference (scripts/mluops_conformance.py), and its FFT
+butterfly, which settles the order `__bang_matmul` reads its right matrix in."""
 
 from __future__ import annotations
 
