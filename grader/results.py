@@ -99,6 +99,36 @@ class EmuDiagnostic(BaseModel):
     location: SourceLocation = Field(default_factory=SourceLocation)
 
 
+TIMELINE_LANES = ("issue", "compute", "io", "move")  # per core: scalar stream, vector/tensor queue, DMA queues
+TIMELINE_KINDS = ("scalar", "load", "store", "move", "vector", "tensor", "sync", "barrier")
+TIMELINE_MAX_EVENTS = 2000  # the emulator's own cap per launch record (runtime/exec.cpp kLaunchEvents)
+
+
+class TimelineEvent(NamedTuple):
+    core: int
+    lane: str  # one of TIMELINE_LANES
+    kind: str  # one of TIMELINE_KINDS
+    start: int  # cycles from the launch's first task (launch overhead excluded)
+    end: int
+
+
+class Timeline(BaseModel):
+    """The modelled per-core timeline of one launch (a stage's longest), from the replay's verified trace: busy
+    intervals of each core's units. UNIONn cores are numbered cluster * 5 + role (role 4: the memory core)."""
+
+    kernel: str
+    clock_mhz: float
+    makespan_cycles: int
+    merged_within_cycles: int = Field(0, description="same-kind neighbours closer than this were merged (0: none)")
+    union: int = Field(0, description="0 for BLOCK, n for UNIONn")
+    cores: int = Field(description="cores on the card, as numbered in events")
+    events: list[TimelineEvent] = Field(default_factory=list)
+
+    def core_label(self, core: int) -> tuple[int | None, int | None]:
+        """(cluster, core in cluster; 4 = memory core) for UNIONn; (None, core) for BLOCK."""
+        return (core // 5, core % 5) if self.union else (None, core)
+
+
 class TraceSummary(BaseModel):
     """Per-launch emulator trace, summarised (the emulator's trace JSON, read on the host under a size cap)."""
 
@@ -115,6 +145,7 @@ class TraceSummary(BaseModel):
     cores_used: int = 1
     launches: int = 1
     diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
+    timeline: Timeline | None = Field(None, description="modelled per-core timeline of the longest launch")
 
 
 class ScreeningFinding(BaseModel):
