@@ -41,10 +41,16 @@ def _stage_events(pid: int, stage: StageResult, timeline: Timeline, device: str)
         events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                        "args": {"name": f"{core_name(timeline, core)} · {lane_name(lane)}"}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
-    for ev in timeline.events:
-        events.append({"ph": "X", "name": ev.kind, "cat": _CATEGORY.get(ev.kind, "other"), "pid": pid,
-                       "tid": ev.core * len(TIMELINE_LANES) + TIMELINE_LANES.index(ev.lane) + 1,
-                       "ts": round(ev.start / clock, 3), "dur": round((ev.end - ev.start) / clock, 3)})
+    # A unit's work is sequential (its queue is in order): complete events on one thread must not overlap, so
+    # a start rounded before the previous end is moved up to it.
+    ends: dict[int, int] = {}
+    for ev in sorted(timeline.events, key=lambda ev: (ev.core, ev.lane, ev.start)):
+        tid = ev.core * len(TIMELINE_LANES) + TIMELINE_LANES.index(ev.lane) + 1
+        start = max(ev.start, ends.get(tid, 0))
+        end = max(ev.end, start)
+        ends[tid] = end
+        events.append({"ph": "X", "name": ev.kind, "cat": _CATEGORY.get(ev.kind, "other"), "pid": pid, "tid": tid,
+                       "ts": round(start / clock, 3), "dur": round(round(end / clock, 3) - round(start / clock, 3), 3)})
     return events
 
 

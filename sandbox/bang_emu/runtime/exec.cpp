@@ -1028,18 +1028,26 @@ static std::string timeline_json(const Executed &E, const LaunchState &L, const 
     if (a.e.lane != b.e.lane) return a.e.lane < b.e.lane;
     return a.e.start < b.e.start;
   });
+  // Neighbours on a lane closer than the quantum become one box of the kind that kept it busiest (a lane's work
+  // is sequential, so boxes never overlap); past the makespan every lane is one box, so this ends.
   double quantum = 0;
-  for (double q = makespan / 4096; ev.size() > kLaunchEvents && q > 0; q *= 2) {
+  for (double q = makespan / 4096; ev.size() > kLaunchEvents && q > 0 && quantum <= makespan; q *= 2) {
     std::vector<PlacedEvent> merged;
+    std::vector<std::array<double, kEvKinds>> busy;
     for (const PlacedEvent &p : ev) {
       if (!merged.empty()) {
         PlacedEvent &m = merged.back();
-        if (m.core == p.core && m.e.lane == p.e.lane && m.e.kind == p.e.kind && p.e.start <= m.e.end + q) {
+        if (m.core == p.core && m.e.lane == p.e.lane && p.e.start <= m.e.end + q) {
+          std::array<double, kEvKinds> &b = busy.back();
+          b[p.e.kind] += p.e.end - p.e.start;
           m.e.end = std::max(m.e.end, p.e.end);
+          if (b[p.e.kind] > b[m.e.kind]) m.e.kind = p.e.kind;
           continue;
         }
       }
       merged.push_back(p);
+      busy.push_back({});
+      busy.back()[p.e.kind] = p.e.end - p.e.start;
     }
     ev.swap(merged);
     quantum = q;
