@@ -469,6 +469,7 @@ class TimelineRow:
     label: str
     y: float  # top of the row's first track
     idle: bool  # a row standing for one or more cores with no work
+    same: str = ""  # the cores this row also stands for ("core 1 – core 15"), whose work is identical
 
 
 @dataclass(frozen=True)
@@ -531,16 +532,30 @@ def _shown_cores(timeline: Timeline) -> list[int]:
     return [c * 5 + k for c in clusters for k in range(5)]
 
 
+def _box(span: list[float], y: float, h: float) -> TimelineBox:
+    kind = TIMELINE_LEGEND[int(span[2])]
+    if kind == "wait":  # waiting is the absence of work: a thin band, not a block
+        return TimelineBox(span[0], y + h / 3, max(span[1] - span[0], 0.6), h / 3, kind)
+    return TimelineBox(span[0], y, max(span[1] - span[0], 0.6), h, kind)
+
+
 def timeline_chart(timeline: Timeline) -> TimelineChart | None:
     """Rows of cores, each with its DMA, compute and scalar tracks, on one modelled time axis; runs of idle
     cores fold into one row. Boxes closer than half a unit merge, so the SVG stays small whatever the kernel."""
     if not timeline.events or timeline.makespan_cycles <= 0:
         return None
     busy = {ev.core for ev in timeline.events}
+    work: dict[int, list[tuple[str, str, int, int]]] = {}
+    for ev in timeline.events:
+        work.setdefault(ev.core, []).append((ev.lane, ev.kind, ev.start, ev.end))
     rows_of: list[tuple[str, list[int], bool]] = []  # label, cores, idle
     for core in _shown_cores(timeline):
         if core in busy:
-            rows_of.append((core_name(timeline, core), [core], False))
+            previous = rows_of[-1][1][0] if rows_of and not rows_of[-1][2] else None
+            if previous is not None and sorted(work[previous]) == sorted(work[core]):
+                rows_of[-1][1].append(core)  # the same work at the same times: drawn once
+            else:
+                rows_of.append((core_name(timeline, core), [core], False))
         elif rows_of and rows_of[-1][2]:
             rows_of[-1][1].append(core)
         else:
@@ -565,7 +580,9 @@ def timeline_chart(timeline: Timeline) -> TimelineChart | None:
             rows.append(TimelineRow(text, y, True))
             y += idle_h + row_gap
             continue
-        rows.append(TimelineRow(label, y, False))
+        same = "" if len(cores) == 1 else (core_name(timeline, cores[1]) if len(cores) == 2 else _(
+            "{first} – {last}").format(first=core_name(timeline, cores[1]), last=core_name(timeline, cores[-1])))
+        rows.append(TimelineRow(label, y, False, same))
         for t, track in enumerate(TIMELINE_TRACKS):
             ty = y + t * (track_h + track_gap)
             mine = sorted((ev for ev in timeline.events if ev.core == cores[0] and _TRACK_OF_LANE[ev.lane] == track),
@@ -578,13 +595,11 @@ def timeline_chart(timeline: Timeline) -> TimelineChart | None:
                     last[1] = max(last[1], bend)
                     continue
                 if last is not None:
-                    boxes.append(TimelineBox(last[0], ty, max(last[1] - last[0], 0.6), track_h,
-                                             TIMELINE_LEGEND[int(last[2])]))
+                    boxes.append(_box(last, ty, track_h))
                 last = [bx, bend, float(TIMELINE_LEGEND.index(kind))]
             if last is not None:
-                boxes.append(TimelineBox(last[0], ty, max(last[1] - last[0], 0.6), track_h,
-                                         TIMELINE_LEGEND[int(last[2])]))
-        y += busy_h + row_gap
+                boxes.append(_box(last, ty, track_h))
+        y += busy_h + row_gap + (8 if same else 0)  # room for the label's second line
     axis_y = y + 2
     span_us = span / timeline.clock_mhz
     ticks = [Tick(sx(t * timeline.clock_mhz), fmt_time_us(t) if t else "0")

@@ -36,7 +36,7 @@ def test_the_timeline_spans_the_modelled_time_on_the_cores_in_use(build, tmp_pat
     for core in range(3):  # one unit's work is sequential: its queue is in order
         for lane in ("issue", "compute", "io", "move"):
             mine = sorted((ev.start, ev.end) for ev in timeline.events if ev.core == core and ev.lane == lane)
-            assert all(a[1] <= b[0] + 1 for a, b in zip(mine, mine[1:])), (core, lane)
+            assert all(a[1] <= b[0] + 1 for a, b in zip(mine, mine[1:], strict=False)), (core, lane)
 
 
 def test_a_pipeline_overlaps_dma_and_compute_and_a_serial_kernel_does_not(build, tmp_path):
