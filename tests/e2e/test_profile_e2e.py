@@ -16,7 +16,7 @@ import pytest
 from grader.reporting.charts import dma_compute_overlap
 from grader.reporting.profile import chrome_trace
 from grader.results import GradeResult, Timeline
-from tests.e2e.conftest import BUILD_CACHE, ROOT, e2e_sandbox, graded
+from tests.e2e.conftest import BUILD_CACHE, ROOT, e2e_sandbox, graded, submitted_example
 from tests.reporting.browser import Chromium, missing
 
 pytestmark = pytest.mark.slow
@@ -116,3 +116,20 @@ def test_the_report_draws_the_timeline(tmp_path):
         assert drawn["width"] > 400
         page.page.query_selector(".timeline").screenshot(path=str(tmp_path / "timeline.png"))
         assert (tmp_path / "timeline.png").stat().st_size > 2000
+
+
+def test_every_timed_stage_of_the_example_has_a_timeline_and_union_cores_are_clusters():
+    """The README's demo grading (shared with test_submit_e2e): a timeline for each of the six matmul stages, the
+    UNION1 stage's cores named by cluster, its memory core waiting at the cluster's barriers."""
+    _, result, _, out = submitted_example()
+    for stage in result.stages:
+        assert stage.trace is not None and stage.trace.timeline is not None, stage.name
+    union = stage_timeline(result, "sram_union")
+    assert union.union == 1
+    roles = {union.core_label(ev.core)[1] for ev in union.events}
+    assert 4 in roles and {0, 1, 2, 3} <= roles  # the memory core only reaches the barriers; four cores compute
+    assert any(ev.kind == "barrier" for ev in union.events)
+    assert any(ev.kind == "tensor" for ev in union.events)
+    scalar = stage_timeline(result, "scalar_gdram")
+    assert {ev.kind for ev in scalar.events} <= {"scalar", "sync", "load", "store"}
+    check_perfetto_json(chrome_trace(result))
