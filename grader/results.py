@@ -101,7 +101,7 @@ class EmuDiagnostic(BaseModel):
 
 TIMELINE_LANES = ("issue", "compute", "io", "move")  # per core: scalar stream, vector/tensor queue, DMA queues
 TIMELINE_KINDS = ("scalar", "load", "store", "move", "vector", "tensor", "sync", "barrier")
-TIMELINE_MAX_EVENTS = 2000  # the emulator's own cap per launch record (runtime/exec.cpp kLaunchEvents)
+TIMELINE_MAX_EVENTS = 1000  # the emulator's own cap per launch record (runtime/exec.cpp kLaunchEvents)
 
 
 class TimelineEvent(NamedTuple):

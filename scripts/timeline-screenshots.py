@@ -24,9 +24,10 @@ KERNELS = {"pipeline": "pipeline", "vector": "vector"}  # reference kernel -> th
 LANGS = ("en", "zh")
 
 
-def grade(kernel: str, lang: str, out: Path) -> Path:
+def grade(kernel: str, lang: str, out: Path, sandbox: str) -> Path:
     proc = subprocess.run([str(ROOT / "grade"), "submit", str(ROOT / "reference_kernels" / "sigmoid" / kernel),
-                           "--stages", KERNELS[kernel], "--lang", lang, "--profile", "--out", str(out), "--no-setup"],
+                           "--stages", KERNELS[kernel], "--lang", lang, "--profile", "--out", str(out), "--no-setup",
+                           "--sandbox", sandbox],
                           cwd=ROOT, capture_output=True, text=True, check=False)
     report = out / "report.html"
     if not report.is_file() or not (out / "profile.json").is_file():
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--reuse", type=Path, help="folder holding <kernel>-<lang>/report.html")
     parser.add_argument("--work", type=Path, default=Path("/tmp/timeline-screenshots"), help="gradings go here")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--sandbox", default="auto", help="grade submit's --sandbox")
     args = parser.parse_args()
     if why := missing():
         sys.exit(f"cannot take screenshots: {why}")
@@ -48,7 +50,8 @@ def main() -> None:
         for kernel in KERNELS:
             for lang in LANGS:
                 name = f"{kernel}-{lang}"
-                report = (args.reuse / name / "report.html") if args.reuse else grade(kernel, lang, args.work / name)
+                report = (args.reuse / name / "report.html") if args.reuse else grade(kernel, lang, args.work / name,
+                                                                                      args.sandbox)
                 for scheme in ("light", "dark"):
                     page = browser.open(report, width=DESKTOP[0], height=DESKTOP[1], scheme=scheme)
                     try:

@@ -986,7 +986,7 @@ static Schedule schedule(const std::vector<TaskResult> &results, const LaunchSta
 // approximation). BLOCK cores are the schedule's slots; UNIONn cores are cluster * 5 + role (4 = memory core).
 // At most kLaunchEvents events: beyond, same-kind neighbours on a lane closer than a quantum merge, the quantum
 // doubling until the timeline fits (the record stays far below the trace's line cap).
-static constexpr size_t kLaunchEvents = 2000;
+static constexpr size_t kLaunchEvents = 1000;
 
 struct PlacedEvent {
   int core;
