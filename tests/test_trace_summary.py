@@ -11,8 +11,8 @@ from signed_trace import new_key, signed_lines, write_signed
 
 from grader.checks.requirements import check_requirements
 from grader.orchestration.trace_summary import read_trace, summarise_records
-from grader.spec import load_assignment
 from grader.results import TIMELINE_MAX_EVENTS
+from grader.spec import load_assignment
 
 summarise_trace = summarise_records
 
