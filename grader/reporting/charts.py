@@ -455,6 +455,16 @@ def core_name(timeline: Timeline, core: int) -> str:
     return _("cluster {cluster} core {n}").format(cluster=cluster, n=index)
 
 
+def core_range(timeline: Timeline, first: int, last: int) -> str:
+    """A run of cores for a row label, short enough for it: "cores 1–15", "cluster 0 cores 2–3"."""
+    (c1, k1), (c2, k2) = timeline.core_label(first), timeline.core_label(last)
+    if c1 is None:
+        return _("cores {first}–{last}").format(first=k1, last=k2)
+    if c1 == c2 and k2 != 4:
+        return _("cluster {cluster} cores {first}–{last}").format(cluster=c1, first=k1, last=k2)
+    return _("{first} – {last}").format(first=core_name(timeline, first), last=core_name(timeline, last))
+
+
 @dataclass(frozen=True)
 class TimelineBox:
     x: float
@@ -560,7 +570,7 @@ def timeline_chart(timeline: Timeline) -> TimelineChart | None:
             rows_of[-1][1].append(core)
         else:
             rows_of.append(("", [core], True))
-    width, x0, x1 = 760, 132.0, 748.0
+    width, x0, x1 = 760, 150.0 if timeline.union else 132.0, 748.0
     track_h, track_gap, row_gap = 6.0, 1.0, 6.0
     busy_h = len(TIMELINE_TRACKS) * track_h + (len(TIMELINE_TRACKS) - 1) * track_gap
     idle_h = 12.0
@@ -574,14 +584,13 @@ def timeline_chart(timeline: Timeline) -> TimelineChart | None:
     y = 6.0
     for label, cores, idle in rows_of:
         if idle:
-            first, last = core_name(timeline, cores[0]), core_name(timeline, cores[-1])
-            text = _("{core}: idle").format(core=first) if len(cores) == 1 else _(
-                "{first} – {last}: idle").format(first=first, last=last)
+            text = (_("{core}: idle").format(core=core_name(timeline, cores[0])) if len(cores) == 1
+                    else _("{cores}: idle").format(cores=core_range(timeline, cores[0], cores[-1])))
             rows.append(TimelineRow(text, y, True))
             y += idle_h + row_gap
             continue
-        same = "" if len(cores) == 1 else (core_name(timeline, cores[1]) if len(cores) == 2 else _(
-            "{first} – {last}").format(first=core_name(timeline, cores[1]), last=core_name(timeline, cores[-1])))
+        same = "" if len(cores) == 1 else (core_name(timeline, cores[1]) if len(cores) == 2
+                                           else core_range(timeline, cores[1], cores[-1]))
         rows.append(TimelineRow(label, y, False, same))
         for t, track in enumerate(TIMELINE_TRACKS):
             ty = y + t * (track_h + track_gap)
