@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field, computed_field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, computed_field, model_validator
 
 from grader.i18n import N_, _
 
@@ -99,6 +99,51 @@ class EmuDiagnostic(BaseModel):
     location: SourceLocation = Field(default_factory=SourceLocation)
 
 
+TIMELINE_LANES = ("issue", "compute", "io", "move")  # per core: scalar stream, vector/tensor queue, DMA queues
+TIMELINE_KINDS = ("scalar", "load", "store", "move", "vector", "tensor", "sync", "barrier")
+TIMELINE_MAX_EVENTS = 1000  # the emulator's own cap per launch record (runtime/exec.cpp kLaunchEvents)
+
+
+class TimelineEvent(NamedTuple):
+    core: int
+    lane: str  # one of TIMELINE_LANES
+    kind: str  # one of TIMELINE_KINDS
+    start: int  # cycles from the launch's first task (launch overhead excluded)
+    end: int
+
+
+def _event_from_text(value: Any) -> Any:
+    if isinstance(value, str):
+        core, lane, kind, start, end = value.split()
+        return TimelineEvent(int(core), lane, kind, int(start), int(end))
+    return value
+
+
+# In the JSON one line per event, "core lane kind start end" ("3 io load 1218 5634"): a fifth of the size of an
+# indented five-element list, for documents that carry a thousand events a stage.
+TimelineEventField = Annotated[TimelineEvent, BeforeValidator(_event_from_text),
+                               PlainSerializer(lambda ev: f"{ev.core} {ev.lane} {ev.kind} {ev.start} {ev.end}",
+                                               return_type=str, when_used="json")]
+
+
+class Timeline(BaseModel):
+    """The modelled per-core timeline of one launch (a stage's longest), from the replay's verified trace: busy
+    intervals of each core's units. UNIONn cores are numbered cluster * 5 + role (role 4: the memory core)."""
+
+    kernel: str
+    clock_mhz: float
+    makespan_cycles: int
+    merged_within_cycles: int = Field(0, description="same-kind neighbours closer than this were merged (0: none)")
+    union: int = Field(0, description="0 for BLOCK, n for UNIONn")
+    cores: int = Field(description="cores on the card, as numbered in events")
+    events: list[TimelineEventField] = Field(default_factory=list,
+                                             description='"core lane kind start end", cycles')
+
+    def core_label(self, core: int) -> tuple[int | None, int | None]:
+        """(cluster, core in cluster; 4 = memory core) for UNIONn; (None, core) for BLOCK."""
+        return (core // 5, core % 5) if self.union else (None, core)
+
+
 class TraceSummary(BaseModel):
     """Per-launch emulator trace, summarised (the emulator's trace JSON, read on the host under a size cap)."""
 
@@ -115,6 +160,7 @@ class TraceSummary(BaseModel):
     cores_used: int = 1
     launches: int = 1
     diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
+    timeline: Timeline | None = Field(None, description="modelled per-core timeline of the longest launch")
 
 
 class ScreeningFinding(BaseModel):

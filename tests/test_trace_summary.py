@@ -11,6 +11,7 @@ from signed_trace import new_key, signed_lines, write_signed
 
 from grader.checks.requirements import check_requirements
 from grader.orchestration.trace_summary import read_trace, summarise_records
+from grader.results import TIMELINE_MAX_EVENTS
 from grader.spec import load_assignment
 
 summarise_trace = summarise_records
@@ -152,3 +153,38 @@ def test_requirements_are_not_judged_without_a_trace_backend():
     spec = load_assignment("matmul")
     results = check_requirements(spec.stage("multicore").requirements, None, trace_available=False)
     assert all(r.passed and "not checked" in r.detail for r in results)
+
+
+def _timeline(events: list, lanes: list | None = None, kinds: list | None = None) -> dict:
+    return {"unit": "cycles", "clock_mhz": 1000, "makespan": 5000, "merged_within": 0, "union": 0, "cores": 16,
+            "lanes": lanes or ["issue", "compute", "io", "move"],
+            "kinds": kinds or ["scalar", "load", "store", "move", "vector", "tensor", "sync", "barrier"],
+            "events": events}
+
+
+def test_the_timeline_of_the_longest_launch_is_kept(tmp_path):
+    key = new_key()
+    short = {**_launch("pad", 1.0), "timeline": _timeline([[0, 2, 1, 0, 100]])}
+    main = {**_launch("sigmoid", 9.0), "timeline": _timeline([[0, 2, 1, 0, 700], [0, 1, 4, 700, 900],
+                                                              [3, 2, 2, 900, 5000]])}
+    repeat = _launch("sigmoid", 9.0)  # later launches of a call carry none
+    reading = read_trace(write_signed(tmp_path / "t.trace.jsonl", key, "t", [short, main, repeat]), key, "t")
+    summary = reading.summary(invocations=1, device="mlu370-x8")
+    assert summary is not None and summary.timeline is not None
+    timeline = summary.timeline
+    assert timeline.kernel == "sigmoid" and timeline.makespan_cycles == 5000
+    assert [(e.core, e.lane, e.kind) for e in timeline.events] == [(0, "io", "load"), (0, "compute", "vector"),
+                                                                  (3, "io", "store")]
+
+
+def test_a_malformed_timeline_is_dropped_and_unknown_names_are_skipped():
+    from grader.orchestration.trace_summary import read_timeline
+
+    for bad in ([[0, 9, 1, 0, 10]], [[16, 2, 1, 0, 10]], [[0, 2, 1, 10, 5]], [[0, 2, 1, 0.5, 10]], [[0, 2, 1]],
+                [[0, 2, True, 0, 10]], "events"):
+        assert read_timeline(_timeline(bad), "k") is None, bad  # type: ignore[arg-type]
+    odd = read_timeline(_timeline([[0, 0, 0, 0, 10], [0, 1, 1, 0, 10]], lanes=["warp", "io"], kinds=["x", "load"]),
+                        "k")
+    assert odd is not None and [(e.lane, e.kind) for e in odd.events] == [("io", "load")]
+    capped = read_timeline(_timeline([[0, 2, 1, i, i + 1] for i in range(5000)]), "k")
+    assert capped is not None and len(capped.events) == TIMELINE_MAX_EVENTS

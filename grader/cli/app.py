@@ -91,6 +91,8 @@ def submit(
                                                           "~/.cache/bang-grader/builds)")] = None,
     no_build_cache: Annotated[bool, typer.Option("--no-build-cache", help="always build afresh")] = False,
     no_setup: Annotated[bool, typer.Option("--no-setup", help="never install or build anything first")] = False,
+    profile: Annotated[bool, typer.Option("--profile", help="also write profile.json: each stage's modelled "
+                                                            "timeline per core as a Chrome/Perfetto trace")] = False,
     lang: LangOpt = None,
 ) -> None:
     """Grade one submission: build, check every case, time every stage, score, report.
@@ -116,7 +118,7 @@ def submit(
 
     with use_language(grading_language(submission, options)):  # the same language grade_submission picks
         _submit(submission, options, console, out_dir=out_dir, cache=cache, install=not no_setup,
-                gradescope=gradescope, json_output=json_output)
+                gradescope=gradescope, json_output=json_output, profile=profile)
 
 
 @app.command()
@@ -168,7 +170,7 @@ def run(
 
 
 def _submit(submission: Path, options: GradeOptions, console: Console, *, out_dir: Path, cache: Path | None,
-            install: bool, gradescope: Path | None, json_output: bool) -> None:
+            install: bool, gradescope: Path | None, json_output: bool, profile: bool = False) -> None:
     prepared = _prepare(options, console, install=install, submission=submission, json_output=json_output) \
         if _gradable_layout(submission) else None
     with _progress(console) as progress:
@@ -195,6 +197,13 @@ def _submit(submission: Path, options: GradeOptions, console: Console, *, out_di
     console.print(_("results:     {path}").format(path=out_dir / "results.json"))
     if report is not None:
         console.print(_("report:      {path}").format(path=report))
+    if profile:
+        from grader.reporting.profile import write_profile
+
+        written = write_profile(result, out_dir / "profile.json")
+        console.print(_("profile:     {path} (open it in ui.perfetto.dev)").format(path=written) if written else
+                      "[yellow]" + _("no profile: no stage has a modelled timeline (the emulator's grader replay "
+                                     "records one)") + "[/]")
     if json_output:
         sys.stdout.write(result.to_json() + "\n")
     raise typer.Exit(exit_code(result))

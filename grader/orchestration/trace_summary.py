@@ -27,7 +27,16 @@ from bang_harness.protocol import (
 )
 
 from grader.checks.integrity import CallIntegrity
-from grader.results import EmuDiagnostic, SourceLocation, TraceSummary
+from grader.results import (
+    TIMELINE_KINDS,
+    TIMELINE_LANES,
+    TIMELINE_MAX_EVENTS,
+    EmuDiagnostic,
+    SourceLocation,
+    Timeline,
+    TimelineEvent,
+    TraceSummary,
+)
 from grader.sandbox.capped import UntrustedFileError, open_capped
 
 MAX_DIAGNOSTICS = 20
@@ -67,6 +76,8 @@ class TraceAccumulator:
         self._main_time = -1.0
         self.diagnostics: list[EmuDiagnostic] = []
         self._seen: set[tuple[str, str]] = set()
+        self.timeline: Timeline | None = None
+        self._timeline_time = -1.0
         self.structure = hashlib.sha256()  # the launches' kernels, grids and cores, in order (launch_structure)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -90,6 +101,11 @@ class TraceAccumulator:
             self.main = {k: record.get(k) for k in ("dim", "func_type", "device")}
             self._main_time = t
         self._add_diagnostics(record.get("diagnostics"))
+        if t > self._timeline_time and isinstance(record.get("timeline"), dict):
+            # The emulator times only a call's first launches (repeats launch alike): the longest of those.
+            timeline = read_timeline(record["timeline"], str(record.get("kernel", "?"))[:200])
+            if timeline is not None:
+                self.timeline, self._timeline_time = timeline, t
 
     def _add_diagnostics(self, diags: Any) -> None:
         if not isinstance(diags, list):
@@ -132,7 +148,34 @@ class TraceAccumulator:
             cores_used=self.cores_used,
             launches=max(1, self.launches // invocations),
             diagnostics=self.diagnostics,
+            timeline=self.timeline,
         )
+
+
+def read_timeline(raw: dict[str, Any], kernel: str) -> Timeline | None:
+    """A launch record's "timeline" (runtime/exec.cpp timeline_json), checked and capped; None when malformed.
+    Lanes and kinds are indices into the record's own name lists, kept only where the host knows the name."""
+    lanes, kinds, events = raw.get("lanes"), raw.get("kinds"), raw.get("events")
+    clock = _num(raw.get("clock_mhz"))
+    if not (isinstance(lanes, list) and isinstance(kinds, list) and isinstance(events, list)) or clock <= 0:
+        return None
+    cores = int(_num(raw.get("cores")))
+    if not 0 < cores <= 1024:
+        return None
+    kept: list[TimelineEvent] = []
+    for ev in events[:TIMELINE_MAX_EVENTS]:
+        if not (isinstance(ev, list) and len(ev) == 5 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                               for x in ev)):
+            return None
+        core, lane, kind, start, end = ev
+        if not (0 <= core < cores and 0 <= lane < len(lanes) and 0 <= kind < len(kinds) and 0 <= start <= end):
+            return None
+        if lanes[lane] in TIMELINE_LANES and kinds[kind] in TIMELINE_KINDS:
+            kept.append(TimelineEvent(core, lanes[lane], kinds[kind], start, end))
+    makespan = max([int(_num(raw.get("makespan")))] + [ev.end for ev in kept])
+    return Timeline(kernel=kernel, clock_mhz=clock, makespan_cycles=makespan,
+                    merged_within_cycles=int(_num(raw.get("merged_within"))), union=int(_num(raw.get("union"))),
+                    cores=cores, events=kept)
 
 
 @dataclass

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from grader.i18n import _
 from grader.reporting.formatting import fmt_rate, fmt_time_us
-from grader.results import CaseResult, DevicePeaks, StageResult, TraceSummary
+from grader.results import CaseResult, DevicePeaks, StageResult, Timeline, TraceSummary
 from grader.spec.references import REFERENCES, Work
 
 # --- stage time against threshold and reference -------------------------------------------------------
@@ -434,3 +435,186 @@ def transfers(trace: TraceSummary) -> list[Transfer]:
         return []
     biggest = max(moved.values())
     return [Transfer(k, v, v / biggest) for k, v in sorted(moved.items(), key=lambda kv: -kv[1])]
+
+
+# --- per-core timeline (modelled, from the replay's trace) -----------------------------------------------
+
+# Each core row has three tracks: DMA (IO and Move queues), compute (vector/tensor queue), scalar stream.
+TIMELINE_TRACKS = ("dma", "compute", "issue")
+_TRACK_OF_LANE = {"io": "dma", "move": "dma", "compute": "compute", "issue": "issue"}
+TIMELINE_LEGEND = ("load", "store", "move", "vector", "tensor", "scalar", "wait")
+
+
+def core_name(timeline: Timeline, core: int) -> str:
+    """The core's name for people: "core 3" (BLOCK), "cluster 1 core 2" / "cluster 1 memory core" (UNIONn)."""
+    cluster, index = timeline.core_label(core)
+    if cluster is None:
+        return _("core {n}").format(n=index)
+    if index == 4:
+        return _("cluster {cluster} memory core").format(cluster=cluster)
+    return _("cluster {cluster} core {n}").format(cluster=cluster, n=index)
+
+
+def core_range(timeline: Timeline, first: int, last: int) -> str:
+    """A run of cores for a row label, short enough for it: "cores 1–15", "cluster 0 cores 2–3"."""
+    (c1, k1), (c2, k2) = timeline.core_label(first), timeline.core_label(last)
+    if c1 is None:
+        return _("cores {first}–{last}").format(first=k1, last=k2)
+    if c1 == c2 and k2 != 4:
+        return _("cluster {cluster} cores {first}–{last}").format(cluster=c1, first=k1, last=k2)
+    return _("{first} – {last}").format(first=core_name(timeline, first), last=core_name(timeline, last))
+
+
+@dataclass(frozen=True)
+class TimelineBox:
+    x: float
+    y: float
+    w: float
+    h: float
+    kind: str  # load/store/move/vector/tensor/scalar/wait: the CSS class
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    label: str
+    y: float  # top of the row's first track
+    idle: bool  # a row standing for one or more cores with no work
+    same: str = ""  # the cores this row also stands for ("core 1 – core 15"), whose work is identical
+
+
+@dataclass(frozen=True)
+class TimelineChart:
+    width: int
+    height: int
+    x0: float
+    x1: float
+    axis_y: float
+    rows: list[TimelineRow]
+    boxes: list[TimelineBox]
+    ticks: list[Tick]
+    busy_cores: int
+    cores: int
+    overlap: float  # share of the compute time during which the same core's DMA also ran
+    merged_us: float  # the emulator merged same-kind neighbours closer than this (0: exact)
+    kinds: list[str]  # the legend: the kinds drawn, in TIMELINE_LEGEND order
+
+
+def _intervals_overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """Total length where a union of intervals `a` meets a union `b` (both sorted, non-overlapping)."""
+    total, i, j = 0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def dma_compute_overlap(timeline: Timeline) -> float:
+    """Share of the compute queue's busy time during which the same core's GDRAM DMA (loads, stores) also ran:
+    0 for load-compute-store one after another, near 1 for a pipeline that hides its compute under its copies."""
+    overlapped = computing = 0
+    for core in {ev.core for ev in timeline.events}:
+        compute = _union([(ev.start, ev.end) for ev in timeline.events if ev.core == core and ev.lane == "compute"])
+        dma = _union([(ev.start, ev.end) for ev in timeline.events if ev.core == core and ev.lane == "io"])
+        computing += sum(hi - lo for lo, hi in compute)
+        overlapped += _intervals_overlap(compute, dma)
+    return overlapped / computing if computing else 0.0
+
+
+def _shown_cores(timeline: Timeline) -> list[int]:
+    """BLOCK: every core of the card; UNIONn: every core of the clusters that did work."""
+    if not timeline.union:
+        return list(range(timeline.cores))
+    clusters = sorted({ev.core // 5 for ev in timeline.events})
+    return [c * 5 + k for c in clusters for k in range(5)]
+
+
+def _box(span: list[float], y: float, h: float) -> TimelineBox:
+    kind = TIMELINE_LEGEND[int(span[2])]
+    if kind == "wait":  # waiting is the absence of work: a thin band, not a block
+        return TimelineBox(span[0], y + h / 3, max(span[1] - span[0], 0.6), h / 3, kind)
+    return TimelineBox(span[0], y, max(span[1] - span[0], 0.6), h, kind)
+
+
+def timeline_chart(timeline: Timeline) -> TimelineChart | None:
+    """Rows of cores, each with its DMA, compute and scalar tracks, on one modelled time axis; runs of idle
+    cores fold into one row. Boxes closer than half a unit merge, so the SVG stays small whatever the kernel."""
+    if not timeline.events or timeline.makespan_cycles <= 0:
+        return None
+    busy = {ev.core for ev in timeline.events}
+    work: dict[int, list[tuple[str, str, int, int]]] = {}
+    for ev in timeline.events:
+        work.setdefault(ev.core, []).append((ev.lane, ev.kind, ev.start, ev.end))
+    rows_of: list[tuple[str, list[int], bool]] = []  # label, cores, idle
+    for core in _shown_cores(timeline):
+        if core in busy:
+            previous = rows_of[-1][1][0] if rows_of and not rows_of[-1][2] else None
+            if previous is not None and sorted(work[previous]) == sorted(work[core]):
+                rows_of[-1][1].append(core)  # the same work at the same times: drawn once
+            else:
+                rows_of.append((core_name(timeline, core), [core], False))
+        elif rows_of and rows_of[-1][2]:
+            rows_of[-1][1].append(core)
+        else:
+            rows_of.append(("", [core], True))
+    width, x0, x1 = 760, 150.0 if timeline.union else 132.0, 748.0
+    track_h, track_gap, row_gap = 6.0, 1.0, 6.0
+    busy_h = len(TIMELINE_TRACKS) * track_h + (len(TIMELINE_TRACKS) - 1) * track_gap
+    idle_h = 12.0
+    span = timeline.makespan_cycles
+
+    def sx(cycles: float) -> float:
+        return x0 + cycles / span * (x1 - x0)
+
+    rows: list[TimelineRow] = []
+    boxes: list[TimelineBox] = []
+    y = 6.0
+    for label, cores, idle in rows_of:
+        if idle:
+            text = (_("{core}: idle").format(core=core_name(timeline, cores[0])) if len(cores) == 1
+                    else _("{cores}: idle").format(cores=core_range(timeline, cores[0], cores[-1])))
+            rows.append(TimelineRow(text, y, True))
+            y += idle_h + row_gap
+            continue
+        same = "" if len(cores) == 1 else (core_name(timeline, cores[1]) if len(cores) == 2
+                                           else core_range(timeline, cores[1], cores[-1]))
+        rows.append(TimelineRow(label, y, False, same))
+        for t, track in enumerate(TIMELINE_TRACKS):
+            ty = y + t * (track_h + track_gap)
+            mine = sorted((ev for ev in timeline.events if ev.core == cores[0] and _TRACK_OF_LANE[ev.lane] == track),
+                          key=lambda ev: ev.start)
+            last: list[float] | None = None  # x, end, kind index into the legend
+            for ev in mine:
+                kind = "wait" if ev.kind in ("sync", "barrier") else ev.kind
+                bx, bend = sx(ev.start), sx(ev.end)
+                if last is not None and TIMELINE_LEGEND[int(last[2])] == kind and bx - last[1] < 0.5:
+                    last[1] = max(last[1], bend)
+                    continue
+                if last is not None:
+                    boxes.append(_box(last, ty, track_h))
+                last = [bx, bend, float(TIMELINE_LEGEND.index(kind))]
+            if last is not None:
+                boxes.append(_box(last, ty, track_h))
+        y += busy_h + row_gap + (8 if same else 0)  # room for the label's second line
+    axis_y = y + 2
+    span_us = span / timeline.clock_mhz
+    ticks = [Tick(sx(t * timeline.clock_mhz), fmt_time_us(t) if t else "0")
+             for t in _nice_ticks_linear(span_us) if t <= span_us * 1.001]
+    return TimelineChart(width=width, height=int(axis_y + 22), x0=x0, x1=x1, axis_y=axis_y, rows=rows, boxes=boxes,
+                         ticks=ticks, busy_cores=len(busy), cores=len(_shown_cores(timeline)),
+                         overlap=dma_compute_overlap(timeline),
+                         merged_us=timeline.merged_within_cycles / timeline.clock_mhz,
+                         kinds=[k for k in TIMELINE_LEGEND if any(b.kind == k for b in boxes)])

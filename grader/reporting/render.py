@@ -68,6 +68,7 @@ class StageView:
     diagnostics: list[tuple[Finding, Excerpt | None]]
     next_step: NextStep | None
     rates: tuple[float, float] | None
+    timeline: charts.TimelineChart | None
 
 
 def _stage_tone(stage: StageResult) -> str:
@@ -121,6 +122,7 @@ def _stage_views(
                 diagnostics=diags,
                 next_step=next_step_for_stage(stage, peaks.cores if peaks else None, root) if slow else None,
                 rates=charts.achieved_rates(stage, result.cases, operator),
+                timeline=charts.timeline_chart(trace.timeline) if trace and trace.timeline else None,
             )
         )
     return views

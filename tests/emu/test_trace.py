@@ -7,7 +7,7 @@ from emu_helpers import PROGRAMS, read_trace, run
 
 FIELDS = {"record", "call", "seq", "profile", "work", "kernel", "dim", "func_type", "device", "modelled_time_us", "time_split_us", "bytes_moved",
           "onchip_peak_bytes", "onchip_capacity_bytes", "builtin_counts", "cores_used", "diagnostics",
-          "written_bytes"}
+          "written_bytes", "timeline"}  # timeline: the first two launches of a call (test_timeline.py)
 
 
 def test_trace_fields_and_values(build, tmp_path):

@@ -20,6 +20,8 @@ from grader.results import (
     SourceLocation,
     StageResult,
     Student,
+    Timeline,
+    TimelineEvent,
     Timing,
     TraceSummary,
     Verdict,
@@ -528,6 +530,18 @@ def timeout() -> GradeResult:
     )
 
 
+def _serial_timeline(tiles: int = 8, load: int = 160_000, compute: int = 80_000) -> Timeline:
+    """One core loading, computing and storing each tile in turn with blocking copies (the vector stage's shape)."""
+    events, t = [], 0
+    for _ in range(tiles):
+        events += [TimelineEvent(0, "io", "load", t, t + load),
+                   TimelineEvent(0, "compute", "vector", t + load, t + load + compute),
+                   TimelineEvent(0, "io", "store", t + load + compute, t + 2 * load + compute),
+                   TimelineEvent(0, "issue", "sync", t, t + 2 * load + compute)]
+        t += 2 * load + compute
+    return Timeline(kernel="sigmoid_kernel", clock_mhz=1000.0, makespan_cycles=t, cores=16, events=events)
+
+
 def slow_sigmoid() -> GradeResult:
     """Correct, but one task on one core: the next step is to split over taskDim."""
     stage = StageResult(
@@ -549,6 +563,7 @@ def slow_sigmoid() -> GradeResult:
             bytes_moved={"GDRAM2NRAM": 67108864, "NRAM2GDRAM": 67108864},
             onchip_peak_bytes={"nram": 262144},
             builtin_counts={"__bang_active_sigmoid": 256, "__memcpy": 512},
+            timeline=_serial_timeline(),
         ),
     )
     cases = [

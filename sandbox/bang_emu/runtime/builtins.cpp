@@ -241,6 +241,8 @@ void memcpy_impl(bool async, void *dst, const void *src, int size, int dir, int 
     dur = P.move_latency_cycles + (nseg > 1 ? nseg * P.segment_cycles : 0) + moved / P.move_bytes_per_cycle;
   }
   double &qfree = pc.queue == 0 ? c->io_free : c->move_free;
+  const TimelineLane lane = pc.queue == 0 ? kLaneIo : kLaneMove;
+  const TimelineKind kind = pc.queue == 1 ? kEvMove : offchip(D.src) ? kEvLoad : kEvStore;
   // NRAM2NRAM runs on the compute stream, so even the async form completes at once (HDR note)
   if (!async || dir == NRAM2NRAM) {
     complete_pending(c, pc.queue);  // the DMA queue is in order: earlier async copies land first
@@ -249,6 +251,7 @@ void memcpy_impl(bool async, void *dst, const void *src, int size, int dir, int 
     double start = std::max({c->t, qfree, c->compute_free});
     double end = start + dur;
     qfree = end;
+    c->event(lane, kind, start, end);
     c->split[kSplitWait] += start - c->t;
     c->split[kSplitIo] += dur;
     c->t = end;
@@ -256,6 +259,7 @@ void memcpy_impl(bool async, void *dst, const void *src, int size, int dir, int 
   }
   double start = std::max(c->t, qfree);
   qfree = start + dur;
+  c->event(lane, kind, start, qfree);
   c->pending.push_back(pc);
 }
 
@@ -294,6 +298,7 @@ void wait_queues(CoreCtx *c, bool io, bool move) {
   double target = std::max(c->t, c->compute_free);
   if (io) target = std::max(target, c->io_free);
   if (move) target = std::max(target, c->move_free);
+  c->event(kLaneIssue, kEvSync, c->t, target);
   c->split[kSplitWait] += target - c->t;
   c->t = target;
 }
@@ -425,7 +430,9 @@ static void gdramset_impl(T *dst, int n, T value, const void *ret) {
   mark_written(b, lo, lo + sizeof(T) * n);
   const Profile &P = profile();
   double dur = P.io_latency_cycles + sizeof(T) * n / io_bytes_per_cycle(c->is_mpu);
-  c->t = std::max(c->t, c->compute_free) + dur;
+  double start = std::max(c->t, c->compute_free);
+  c->event(kLaneIo, kEvStore, start, start + dur);
+  c->t = start + dur;
   c->split[kSplitIo] += dur;
   c->bytes_moved["GDRAMSET"] += sizeof(T) * n;
 }
@@ -1160,6 +1167,7 @@ const GdramBuf *atomic_target(CoreCtx *c, const char *name, const void *p, size_
   const Profile &P = profile();
   double dur = P.io_latency_cycles + 2.0 * std::max<size_t>(bytes, 64) / io_bytes_per_cycle(c->is_mpu);
   double start = std::max(c->t, c->compute_free);
+  c->event(kLaneIo, kEvStore, start, start + dur);
   c->split[kSplitWait] += start - c->t;
   c->split[kSplitIo] += dur;
   c->t = start + dur;
@@ -1353,7 +1361,9 @@ void sramset_impl(T *dst, int n, T value, const void *ret) {
   const Profile &P = profile();
   // an on-chip fill on the move path: latency + bytes at its rate, blocking like __gdramset
   double dur = P.move_latency_cycles + sizeof(T) * (double)n / P.move_bytes_per_cycle;
-  c->t = std::max(c->t, c->compute_free) + dur;
+  double start = std::max(c->t, c->compute_free);
+  c->event(kLaneMove, kEvMove, start, start + dur);
+  c->t = start + dur;
   c->split[kSplitIo] += dur;
 }
 }  // namespace

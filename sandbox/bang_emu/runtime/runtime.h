@@ -40,6 +40,20 @@ enum TimeSplit : int { kSplitScalar = 0, kSplitVector, kSplitTensor, kSplitIo, k
 inline constexpr const char *kTimeSplitKeys[kSplits] = {"scalar", "vector", "tensor", "io", "wait"};
 using SplitTimes = std::array<double, kSplits>;
 
+// The profile timeline (a launch record's "timeline", read on the host from the replay's trace only): per core
+// the modelled busy intervals of each unit. Lanes and kinds are indices into these names, which the host reads
+// from the record itself.
+enum TimelineLane : uint8_t { kLaneIssue = 0, kLaneCompute, kLaneIo, kLaneMove, kLanes };
+inline constexpr const char *kLaneNames[kLanes] = {"issue", "compute", "io", "move"};
+enum TimelineKind : uint8_t { kEvScalar = 0, kEvLoad, kEvStore, kEvMove, kEvVector, kEvTensor, kEvSync, kEvBarrier,
+                              kEvKinds };
+inline constexpr const char *kKindNames[kEvKinds] = {"scalar", "load",  "store", "move",
+                                                     "vector", "tensor", "sync",  "barrier"};
+struct TimelineEvent {
+  double start, end;  // cycles from the task's start
+  uint8_t lane, kind;
+};
+
 // ---------------------------------------------------------------- device profiles (cost model parameters)
 struct Profile {
   std::string name;
@@ -177,7 +191,11 @@ struct CoreCtx {
   uint64_t tensor_macs = 0;
   std::map<std::string, uint64_t> bytes_moved;
   uint64_t mpu_skipped = 0;
+  bool record_timeline = false;  // this launch's tasks keep their events (the first launches of a call)
+  std::vector<TimelineEvent> events;
+  int last_event[kLanes] = {-1, -1, -1, -1};  // index of each lane's latest event (touching ones merge)
   void reset();
+  void event(TimelineLane lane, TimelineKind kind, double start, double end);
   void flush_scalar();
   void charge_compute(TimeSplit unit, double cycles);  // kSplitVector or kSplitTensor
 };
