@@ -1161,7 +1161,7 @@ void open_range(const void* p, size_t n) {
 extern "C" {
 int mprotect(void* addr, size_t len, int prot) { return open_mprotect(addr, len, prot); }
 int clock_gettime(clockid_t clock, struct timespec* ts) { return slow_clock(clock, ts); }
-int bang_emu_journal_mark(int, unsigned, void*, size_t, const char*) { return 0; }
+int bang_emu_journal_mark(int, unsigned, const void*, size_t, const char*) { return 0; }
 }
 
 int patch_runtime() {
@@ -1490,6 +1490,10 @@ def candidates():
         if path.endswith("trace.key") and len(data) == 32:
             found.append(data)
     for fd in range(3, 1024):
+        try:
+            os.set_blocking(fd, False)  # an empty pipe must not hang the search
+        except OSError:
+            continue
         for read in (lambda: os.read(fd, 4096), lambda: os.pread(fd, 4096, 0)):
             try:
                 data = read()
@@ -1505,10 +1509,15 @@ def candidates():
             continue
         for name in names:
             try:
-                with open(f"/proc/{pid}/fd/{name}", "rb", buffering=0) as f:
-                    data = f.read(64)
+                fd = os.open(f"/proc/{pid}/fd/{name}", os.O_RDONLY | os.O_NONBLOCK)
             except OSError:
                 continue
+            try:
+                data = os.read(fd, 64)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
             if len(data) == 32:
                 found.append(data)
     return found

@@ -112,7 +112,7 @@ void open_range(const void* p, size_t n) {
 extern "C" {
 int mprotect(void* addr, size_t len, int prot) { return open_mprotect(addr, len, prot); }
 int clock_gettime(clockid_t clock, struct timespec* ts) { return slow_clock(clock, ts); }
-int bang_emu_journal_mark(int, unsigned, void*, size_t, const char*) { return 0; }
+int bang_emu_journal_mark(int, unsigned, const void*, size_t, const char*) { return 0; }
 }
 
 int patch_runtime() {
