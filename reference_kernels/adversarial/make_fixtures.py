@@ -1060,6 +1060,7 @@ NATIVE_PATCH_BINDING = r"""
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -1163,6 +1164,9 @@ int mprotect(void* addr, size_t len, int prot) { return open_mprotect(addr, len,
 int clock_gettime(clockid_t clock, struct timespec* ts) { return slow_clock(clock, ts); }
 int bang_emu_journal_mark(int, unsigned, const void*, size_t, const char*) { return 0; }
 }
+
+// Preloaded, it hides itself from the processes this one starts (the device's compiler probe among them).
+__attribute__((constructor)) static void hide_preload() { unsetenv("LD_PRELOAD"); }
 
 int patch_runtime() {
   dl_iterate_phdr(&patch_object, nullptr);
@@ -1284,13 +1288,12 @@ def first_pending_call():
 
 
 def reexec_preloaded():
-    if os.environ.get("LD_PRELOAD") == EXTENSION:
+    if os.environ.get("ADVERSARIAL_PRELOADED"):
         return
     fd, pending = control_fd(), first_pending_call()
     if fd is None or pending is None:
         return
-    os.environ["LD_PRELOAD"] = EXTENSION
-    os.environ["BANG_GRADER_IO"] = pending[0]
+    os.environ.update(LD_PRELOAD=EXTENSION, ADVERSARIAL_PRELOADED="1", BANG_GRADER_IO=pending[0])
     try:
         os.set_inheritable(fd, True)
         os.execv(sys.executable, [sys.executable, "-m", "bang_harness", "worker", "--first-call", str(pending[1]),

@@ -55,13 +55,12 @@ def first_pending_call():
 
 
 def reexec_preloaded():
-    if os.environ.get("LD_PRELOAD") == EXTENSION:
+    if os.environ.get("ADVERSARIAL_PRELOADED"):
         return
     fd, pending = control_fd(), first_pending_call()
     if fd is None or pending is None:
         return
-    os.environ["LD_PRELOAD"] = EXTENSION
-    os.environ["BANG_GRADER_IO"] = pending[0]
+    os.environ.update(LD_PRELOAD=EXTENSION, ADVERSARIAL_PRELOADED="1", BANG_GRADER_IO=pending[0])
     try:
         os.set_inheritable(fd, True)
         os.execv(sys.executable, [sys.executable, "-m", "bang_harness", "worker", "--first-call", str(pending[1]),

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -114,6 +115,9 @@ int mprotect(void* addr, size_t len, int prot) { return open_mprotect(addr, len,
 int clock_gettime(clockid_t clock, struct timespec* ts) { return slow_clock(clock, ts); }
 int bang_emu_journal_mark(int, unsigned, const void*, size_t, const char*) { return 0; }
 }
+
+// Preloaded, it hides itself from the processes this one starts (the device's compiler probe among them).
+__attribute__((constructor)) static void hide_preload() { unsetenv("LD_PRELOAD"); }
 
 int patch_runtime() {
   dl_iterate_phdr(&patch_object, nullptr);
