@@ -74,7 +74,7 @@ def fork_worker(paths: HarnessPaths, job: Job, first_index: int, control_write: 
         code = 1
         try:
             keep = {0, 1, 2, control_write, stderr_write} | ({key_read} if key_read is not None else set())
-            _close_all_but(keep)  # the keeper's pipe above all: it carries the next round's key
+            _close_all_but(keep)  # the keeper's pipe above all: it carries the next round's job
             os.dup2(stderr_write, 2)
             os.close(stderr_write)
             null = os.open(os.devnull, os.O_RDONLY)
