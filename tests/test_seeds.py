@@ -92,3 +92,21 @@ def test_a_cases_reference_is_computed_once_read_only_and_per_reference_and_seed
             assert not np.array_equal(other.expected("sigmoid"), kept)
     matmul = correctness_cases(load_assignment("matmul"), SeedPlan.create("public"))[0]
     assert matmul.expected("matmul").shape == tuple(matmul.output_shape)
+
+
+def test_a_replay_twin_cannot_be_computed_from_the_public_case_alone():
+    """Issue 26: with the public master a case's seed is anyone's, so a twin derived from it alone would let a
+    run compute the twin's answer and upload it for its kernel to copy. The twin needs the host's salt too."""
+    import numpy as np
+
+    from grader.orchestration.replay import TWIN_SALT
+    from grader.spec import load_assignment
+    from grader.spec.cases import correctness_cases
+
+    case = max(correctness_cases(load_assignment("sigmoid"), SeedPlan.create("public")),
+               key=lambda c: c.shapes["x"])  # one element is always a special value: 1 in 11 alike
+    unsalted = int.from_bytes(hashlib.sha256(b"bang-grader-replay:%d" % case.seed).digest()[:8], "little")
+    twin = case.replay_twin(TWIN_SALT)
+    assert twin.seed not in (case.seed, unsalted)
+    assert twin.seed == case.replay_twin(TWIN_SALT).seed != case.replay_twin(b"another grader").seed
+    assert twin.shapes == case.shapes and not np.array_equal(twin.make_inputs()["x"], case.make_inputs()["x"])

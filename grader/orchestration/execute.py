@@ -1,5 +1,5 @@
-"""Executing planned calls, one round at a time: inputs and the job into the round's folder, a fresh trace key
-per round, progress from the outputs as they appear, then each call's outcome read back.
+"""Executing planned calls, one round at a time: inputs and the job into the round's folder, progress from the
+outputs as they appear, then each call's outcome read back (from the trusted replay: replay.py).
 
 Rounds share one run-phase sandbox per submission when the runner can leave one running (rounds.py and
 bang_harness.session: torch is imported once, not once per round); otherwise, or with the environment variable

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,9 @@ from grader.spec import ConcreteCase
 
 JOURNAL_MAX_BYTES = (1 << 30) + (1 << 20)  # the runtime stops a journal at 1 GiB (runtime/journal.h)
 REPLAY_JOB = "replay.json"  # bang_harness/replay.py
+# Drawn once per grader process and never written anywhere a sandbox reads: the twins cannot be computed
+# from a case's seed (public with the public master seed) by the run they check.
+TWIN_SALT = secrets.token_bytes(32)
 
 
 @dataclass
@@ -121,7 +125,7 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
                 seconds += min(REPLAY_SECONDS_PER_CALL, ran.call_timeout) * calls
             (ran.outputs / name).unlink(missing_ok=True)  # out of the run sandbox's capped /io
     calls = [call for ran in rounds for call in ran.calls]
-    twins = {call.id: call.case.replay_twin() for call in calls}
+    twins = {call.id: call.case.replay_twin(TWIN_SALT) for call in calls}
     for call in calls:
         for index, array in enumerate(twins[call.id].make_inputs().values()):
             (io / REPLAY_INPUTS / f"{call.id}.{index}.bin").write_bytes(np.ascontiguousarray(array).tobytes())

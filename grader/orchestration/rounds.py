@@ -28,7 +28,6 @@ from bang_harness.protocol import (
     ROUNDS_DIR,
     done_mark,
     job_mac,
-    round_key,
 )
 
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, Started, StartingRunner
@@ -45,11 +44,11 @@ class RoundRefused(RuntimeError):
 
 @dataclass
 class Round:
-    """One round as the host reads it back: its folder, the runner's outcome and its trace key."""
+    """One round as the host reads it back: its folder and the runner's outcome (no key: the workers sign
+    nothing that is believed, DESIGN.md "Threat model")."""
 
     io: Path
     outcome: RunOutcome
-    key: bytes
     sandbox_alive: bool  # False: the sandbox ended (or was ended) during the round
 
 
@@ -94,23 +93,22 @@ class RoundSandbox:
         began = time.monotonic()
         if self.started is None:
             self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
-        key = round_key(self.master, index)
         expected = done_mark(self.master, index).encode("ascii")
         while True:
             ended = self.started.wait(POLL_SECONDS)
             if self._done(round_dir, expected):
                 if ended is not None:
                     self.alive = False
-                return Round(round_dir, RunOutcome(exit_code=0, wall_seconds=time.monotonic() - began), key,
+                return Round(round_dir, RunOutcome(exit_code=0, wall_seconds=time.monotonic() - began),
                              self.alive)
             if ended is not None:
                 self.alive = False
-                return Round(round_dir, ended, key, False)
+                return Round(round_dir, ended, False)
             if time.monotonic() - began > wall_seconds:
                 self.alive = False
                 outcome = self.started.stop(f"wall-clock limit of {wall_seconds:g} s reached")
                 return Round(round_dir, dataclasses.replace(outcome, timed_out=True, exit_code=None,
-                                                            wall_seconds=time.monotonic() - began), key, False)
+                                                            wall_seconds=time.monotonic() - began), False)
 
     def close(self) -> None:
         if self.started is not None and self.alive:

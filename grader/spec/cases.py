@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,10 +81,12 @@ class ConcreteCase:
 
         return dict(_DRAWN.kept(self._inputs_key, drawn))
 
-    def replay_twin(self) -> ConcreteCase:
-        """The same case with other inputs, from a seed derived from this one: what the grader's replay of the
-        kernels computes on (orchestration/replay.py). The run never sees them."""
-        digest = hashlib.sha256(b"bang-grader-replay:%d" % self.seed).digest()
+    def replay_twin(self, salt: bytes) -> ConcreteCase:
+        """The same case with other inputs, from a seed derived from this one and a `salt` only the host holds:
+        what the grader's replay of the kernels computes on (orchestration/replay.py). The run never sees them,
+        and cannot compute them either: with the public seed a case's own seed is known to anyone, so a twin
+        derived from it alone would let a run upload the twin's answer for its kernel to copy (issue 26)."""
+        digest = hmac.new(salt, b"bang-grader-replay:%d" % self.seed, hashlib.sha256).digest()
         return dataclasses.replace(self, seed=int.from_bytes(digest[:8], "little"))
 
     def expected(self, reference: str) -> np.ndarray:

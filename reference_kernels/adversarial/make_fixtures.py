@@ -1042,6 +1042,500 @@ def sigmoid(x):
 ]
 
 
+# -- issue 26, the attacks on the run's process from native code and from the system ------------------------------
+# got_patching and preload_interposition share this binding (one build): the vector reference's, plus what a
+# student would add to make the runtime stop guarding device memory and slow its clock, and a host loop that
+# then writes the answer straight into the output's device memory beside a one-element launch.
+NATIVE_PATCH_BINDING = r"""
+// Adversarial fixtures got_patching and preload_interposition (not a solution). The kernel runs on one element;
+// the runtime is patched so it neither locks device memory against the host nor keeps true time, and a host
+// loop writes every element of the answer into the output's device memory.
+#include <torch/extension.h>
+
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "aten/operators/bang/bang_kernel.h"
+#include "aten/operators/bang/internal/bang_internal.h"
+#include "../mlu/sigmoid_vector.h"
+
+using namespace torch_mlu;
+
+namespace {
+constexpr uintptr_t kDeviceLow = 0x300000000000ULL;  // where the emulator maps device buffers
+constexpr uintptr_t kPage = 4096;
+
+long real_mprotect(void* addr, size_t len, int prot) { return syscall(SYS_mprotect, addr, len, prot); }
+
+// The runtime's mprotect: device buffers always stay readable and writable from the host.
+int open_mprotect(void* addr, size_t len, int prot) {
+  if (reinterpret_cast<uintptr_t>(addr) >= kDeviceLow) prot |= PROT_READ | PROT_WRITE;
+  return static_cast<int>(real_mprotect(addr, len, prot));
+}
+
+// The runtime's clock: runs a thousand times slower than the real one.
+int slow_clock(clockid_t clock, struct timespec* ts) {
+  struct timespec now;
+  long r = syscall(SYS_clock_gettime, clock, &now);
+  if (r != 0 || ts == nullptr) return static_cast<int>(r);
+  const long double ns = (now.tv_sec * 1e9L + now.tv_nsec) / 1000.0L;
+  ts->tv_sec = static_cast<time_t>(ns / 1e9L);
+  ts->tv_nsec = static_cast<long>(ns - ts->tv_sec * 1e9L);
+  return 0;
+}
+
+struct Patch {
+  const char* name;
+  void* replacement;
+  int slots;
+};
+Patch g_patches[] = {{"mprotect", reinterpret_cast<void*>(&open_mprotect), 0},
+                     {"clock_gettime", reinterpret_cast<void*>(&slow_clock), 0},
+                     {nullptr, nullptr, 0}};
+
+uintptr_t at(uintptr_t base, ElfW(Addr) value) { return value < base ? base + value : value; }
+
+void patch_relocations(uintptr_t base, const ElfW(Rela)* rel, size_t bytes, const ElfW(Sym)* symtab,
+                       const char* strtab) {
+  for (size_t i = 0; rel != nullptr && i < bytes / sizeof(ElfW(Rela)); ++i) {
+    const char* name = strtab + symtab[ELF64_R_SYM(rel[i].r_info)].st_name;
+    for (Patch* p = g_patches; p->name != nullptr; ++p) {
+      if (std::strcmp(name, p->name) != 0) continue;
+      void** slot = reinterpret_cast<void**>(base + rel[i].r_offset);
+      real_mprotect(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(slot) & ~(kPage - 1)), kPage,
+                    PROT_READ | PROT_WRITE);  // RELRO: the GOT is read-only after relocation
+      *slot = p->replacement;
+      ++p->slots;
+    }
+  }
+}
+
+// dl_iterate_phdr callback: the emulator runtime's GOT entries for the functions above now point here.
+int patch_object(struct dl_phdr_info* info, size_t, void*) {
+  if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "libbang_emu") == nullptr) return 0;
+  const uintptr_t base = info->dlpi_addr;
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(base + info->dlpi_phdr[i].p_vaddr);
+    }
+  }
+  const ElfW(Sym)* symtab = nullptr;
+  const char* strtab = nullptr;
+  const ElfW(Rela)*jmprel = nullptr, *rela = nullptr;
+  size_t jmprel_bytes = 0, rela_bytes = 0;
+  for (; dyn != nullptr && dyn->d_tag != DT_NULL; ++dyn) {
+    switch (dyn->d_tag) {
+      case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(at(base, dyn->d_un.d_ptr)); break;
+      case DT_STRTAB: strtab = reinterpret_cast<const char*>(at(base, dyn->d_un.d_ptr)); break;
+      case DT_JMPREL: jmprel = reinterpret_cast<const ElfW(Rela)*>(at(base, dyn->d_un.d_ptr)); break;
+      case DT_PLTRELSZ: jmprel_bytes = dyn->d_un.d_val; break;
+      case DT_RELA: rela = reinterpret_cast<const ElfW(Rela)*>(at(base, dyn->d_un.d_ptr)); break;
+      case DT_RELASZ: rela_bytes = dyn->d_un.d_val; break;
+      default: break;
+    }
+  }
+  if (symtab == nullptr || strtab == nullptr) return 0;
+  patch_relocations(base, jmprel, jmprel_bytes, symtab, strtab);
+  patch_relocations(base, rela, rela_bytes, symtab, strtab);
+  return 0;
+}
+
+void open_range(const void* p, size_t n) {
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~(kPage - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n + kPage - 1) & ~(kPage - 1);
+  real_mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE);
+}
+}  // namespace
+
+// Interposers by the runtime's and libc's own names: whoever binds to this library first (LD_PRELOAD, or
+// RTLD_GLOBAL ahead of them) gets device memory the host may write, a slow clock, and inputs never marked.
+extern "C" {
+int mprotect(void* addr, size_t len, int prot) { return open_mprotect(addr, len, prot); }
+int clock_gettime(clockid_t clock, struct timespec* ts) { return slow_clock(clock, ts); }
+int bang_emu_journal_mark(int, unsigned, const void*, size_t, const char*) { return 0; }
+}
+
+// Preloaded, it hides itself from the processes this one starts (the device's compiler probe among them).
+__attribute__((constructor)) static void hide_preload() { unsetenv("LD_PRELOAD"); }
+
+int patch_runtime() {
+  dl_iterate_phdr(&patch_object, nullptr);
+  int slots = 0;
+  for (Patch* p = g_patches; p->name != nullptr; ++p) slots += p->slots;
+  return slots;
+}
+
+torch::Tensor sigmoid_vector(torch::Tensor x) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf, "float32 or float16 expected");
+  auto input = torch_mlu::cnnl_contiguous(x);
+  auto output = at::empty_like(input);
+  if (input.numel() == 0) return output;
+  cnrtQueue_t queue = getCurQueue();
+  const bool is_half = input.scalar_type() == at::kHalf;
+  void* in = getMluTensorImpl(input)->mlu_data_ptr();
+  void* out = getMluTensorImpl(output)->mlu_data_ptr();
+  sigmoid_vector_entry(queue, in, out, 1, is_half);  // a launch for the trace
+  TORCH_BANGC_KERNEL_LAUNCH_CHECK();
+  const int64_t n = input.numel();
+  open_range(in, n * input.element_size());
+  open_range(out, n * input.element_size());
+  if (is_half) {
+    auto* src = static_cast<const at::Half*>(in);
+    auto* dst = static_cast<at::Half*>(out);
+    for (int64_t i = 0; i < n; ++i) dst[i] = at::Half(1.0f / (1.0f + std::exp(-static_cast<float>(src[i]))));
+  } else {
+    auto* src = static_cast<const float*>(in);
+    auto* dst = static_cast<float*>(out);
+    for (int64_t i = 0; i < n; ++i) dst[i] = 1.0f / (1.0f + std::exp(-src[i]));
+  }
+  return output;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("sigmoid_vector", &sigmoid_vector, "one element on the device, the rest on the host (adversarial fixture)");
+  m.def("patch_runtime", &patch_runtime, "points the emulator runtime's GOT entries at this library");
+}
+""".lstrip("\n")
+
+# The attacks below that look for a way out of the run's process give up with "contained: ..." (runtime_error)
+# when the sandbox refused every attempt; any attempt that got through leaves torch's answer beside a one-element
+# launch, which only the trusted replay can tell from a kernel's.
+HOST_ANSWER = """
+
+def host_answer(x):
+    my_ops_ext.sigmoid_vector(x[:1].contiguous())  # a launch for the trace
+    return torch.sigmoid(x.cpu().float()).to(x.dtype).to(x.device)
+"""
+
+FIXTURES += [
+    Fixture(
+        "got_patching", "the C++ binding walks dl_iterate_phdr to the emulator runtime, makes its GOT writable "
+        "with mprotect and points its mprotect and clock_gettime entries at its own (device memory stays "
+        "host-writable, the clock runs 1000x slow), then writes the whole answer into the output's device memory "
+        "with a host loop beside a one-element launch",
+        "trusted replay: the run's process and its runtime decide nothing; host writes the runtime never saw are "
+        "not in the journal, so the replay's output on twin inputs is the kernel's one element",
+        "integrity", [],
+        """
+PATCHED = [my_ops_ext.patch_runtime()]
+
+
+def sigmoid(x):
+    if not PATCHED[0]:
+        PATCHED[0] = my_ops_ext.patch_runtime()
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", replace={"cpp/sigmoid_binding.cpp": NATIVE_PATCH_BINDING}, slow=True,
+        max_points=0, stage_points=0),
+    Fixture(
+        "preload_interposition", "the binding exports mprotect, clock_gettime and the runtime's "
+        "bang_emu_journal_mark; ops.py binds it RTLD_GLOBAL, then sets LD_PRELOAD to it and re-execs the worker "
+        "(`python -m bang_harness worker` on its own control pipe) so the preloaded library interposes them from "
+        "the start; the host loop writes the answer beside a one-element launch",
+        "trusted replay: whatever the run's process binds, the replay loads only the runtime and the screened "
+        "device module in a sandbox of its own; without the run's input marks or kernel work its output on twin "
+        "inputs is wrong",
+        "", [],
+        """
+import ctypes
+import json
+
+EXTENSION = my_ops_ext.__file__
+ctypes.CDLL(EXTENSION, mode=os.RTLD_GLOBAL | os.RTLD_NOW)  # its names ahead of any library loaded from now on
+
+
+def control_fd():
+    \"\"\"The worker's control pipe: the one pipe this process holds open for writing besides stdout/stderr.\"\"\"
+    for name in sorted(os.listdir("/proc/self/fd"), key=int):
+        fd = int(name)
+        if fd < 3:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            flags = int(open(f"/proc/self/fdinfo/{fd}").read().split("flags:")[1].split()[0], 8)
+        except (OSError, IndexError, ValueError):
+            continue
+        if target.startswith("pipe:") and flags & 3 == os.O_WRONLY:
+            return fd
+    return None
+
+
+def first_pending_call():
+    \"\"\"The round's folder (/io, or the newest /io/rounds/<n>) and the index of its first call without a result.\"\"\"
+    folders = ["/io"]
+    if os.path.isdir("/io/rounds"):
+        folders = sorted((os.path.join("/io/rounds", n) for n in os.listdir("/io/rounds")), key=os.path.getmtime,
+                         reverse=True) + folders
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "job.json")) as f:
+                calls = json.load(f)["calls"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for index, call in enumerate(calls):
+            if not os.path.exists(os.path.join(folder, "outputs", call["id"] + ".json")):
+                return folder, index
+    return None
+
+
+def reexec_preloaded():
+    if os.environ.get("ADVERSARIAL_PRELOADED"):
+        return
+    fd, pending = control_fd(), first_pending_call()
+    if fd is None or pending is None:
+        return
+    os.environ.update(LD_PRELOAD=EXTENSION, ADVERSARIAL_PRELOADED="1", BANG_GRADER_IO=pending[0])
+    try:
+        os.set_inheritable(fd, True)
+        os.execv(sys.executable, [sys.executable, "-m", "bang_harness", "worker", "--first-call", str(pending[1]),
+                                  "--control-fd", str(fd)])
+    except OSError:
+        pass
+
+
+reexec_preloaded()
+
+
+def sigmoid(x):
+    return my_ops_ext.sigmoid_vector(x)
+""", from_reference="sigmoid/vector", replace={"cpp/sigmoid_binding.cpp": NATIVE_PATCH_BINDING}, slow=True,
+        verdict_one_of=["integrity", "crash", "runtime_error"], max_points=0, stage_points=0),
+    Fixture(
+        "ptrace_siblings", "answers with torch beside a one-element launch, then goes after every other process "
+        "of the sandbox (the keeper with the run's key, the fork server, earlier workers): PTRACE_ATTACH and "
+        "PTRACE_SEIZE, process_vm_readv of their writable memory for a 32-byte key, process_vm_writev and "
+        "PTRACE_POKEDATA back into them, PTRACE_TRACEME under its parent; re-signs its records with what it found",
+        "seccomp (ptrace and process_vm_* refused), the keeper and fork server non-dumpable, pid namespace; and "
+        "behind that the trusted replay on twin inputs",
+        "", [],
+        RESIGN_HELPERS + HOST_ANSWER + """
+import ctypes
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+PTRACE_TRACEME, PTRACE_PEEKDATA, PTRACE_POKEDATA, PTRACE_ATTACH, PTRACE_DETACH = 0, 2, 5, 16, 17
+PTRACE_SEIZE = 0x4206
+
+
+class IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def writable_regions(pid):
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            for line in maps:
+                span, perms = line.split()[:2]
+                if perms.startswith("rw"):
+                    lo, hi = (int(v, 16) for v in span.split("-"))
+                    yield lo, min(hi, lo + (1 << 20))
+    except OSError:
+        return
+
+
+def attack(pid, log):
+    for request in (PTRACE_ATTACH, PTRACE_SEIZE):
+        if LIBC.ptrace(request, pid, None, None) == 0:
+            log.append(f"ptrace({request}) {pid}")
+            LIBC.ptrace(PTRACE_DETACH, pid, None, None)
+    found = None
+    for lo, hi in writable_regions(pid):
+        buf = ctypes.create_string_buffer(hi - lo)
+        local, remote = IOVec(ctypes.cast(buf, ctypes.c_void_p), hi - lo), IOVec(lo, hi - lo)
+        got = LIBC.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got > 0:
+            log.append(f"readv {pid} {got}")
+            found = found or buf.raw[:32]
+            if LIBC.process_vm_writev(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) > 0:
+                log.append(f"writev {pid}")
+            if LIBC.ptrace(PTRACE_POKEDATA, pid, ctypes.c_void_p(lo), ctypes.c_void_p(0)) == 0:
+                log.append(f"poke {pid}")
+        break  # one region proves the point
+    return found
+
+
+def sigmoid(x):
+    y = host_answer(x)
+    log = []
+    if LIBC.ptrace(PTRACE_TRACEME, 0, None, None) == 0:
+        log.append("traceme")
+    key = None
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            key = attack(int(name), log) or key
+    if not log:
+        raise RuntimeError("contained: ptrace and process_vm_* refused for every process")
+    resign_call(key)
+    return y
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["runtime_error", "integrity"], max_points=0,
+        stage_points=0, screening=["ctypes"]),
+    Fixture(
+        "fd_overwrite", "answers with torch beside a one-element launch, then writes forged results (ok, right "
+        "answer, a kernel launch record) into every descriptor it inherited (0..1023, the worker's control pipe "
+        "among them), and dup2s a pipe of its own over stdout and stderr",
+        "the supervisor reads the control pipe as claims about call order only; results and grades come from the "
+        "host's reading of raw outputs and the trusted replay",
+        "", [],
+        TRACE_HELPERS + HOST_ANSWER + """
+FORGED = json.dumps({"ok": True, "error_kind": None, "verdict": "passed", "call_done": True,
+                     "record": "launch", **{k: v for k, v in LAUNCH.items() if k != "record"}}).encode() + b"\\n"
+
+
+def overwrite_descriptors():
+    written = 0
+    for fd in range(0, 1024):
+        try:
+            written += os.write(fd, FORGED * 4)
+        except OSError:
+            pass
+    read, write = os.pipe()
+    os.dup2(write, 1)
+    os.dup2(write, 2)
+    return written
+
+
+def sigmoid(x):
+    y = host_answer(x)
+    overwrite_descriptors()
+    forge(LAUNCH)
+    return y
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["integrity", "crash", "runtime_error"],
+        max_points=0, stage_points=0, screening=["protocol_path"]),
+    Fixture(
+        "torch_files_overwrite", "rewrites torch/__init__.py (torch.allclose always true), numpy's and the "
+        "harness's own Python files, drops sitecustomize.py/usercustomize.py and a .pth into every sys.path "
+        "folder, and copies its extension over the device module the replay loads, so that later workers or the "
+        "replay would run a patched torch; answers with torch beside a one-element launch",
+        "read-only root filesystem and read-only build mount in the run; the replay is a fresh container of the "
+        "image with its own /io and /tmp, reading nothing the run wrote but the capped journals",
+        "", [],
+        HOST_ANSWER + """
+import glob
+import shutil
+import site
+
+import numpy
+
+PATCH = "\\nimport torch as _t\\n_t.allclose = lambda *a, **k: True\\n"
+
+
+def targets():
+    import bang_harness
+
+    files = [torch.__file__, numpy.__file__, os.path.join(os.path.dirname(torch.__file__), "testing", "__init__.py")]
+    files += glob.glob(os.path.join(os.path.dirname(bang_harness.__file__), "*.py"))
+    folders = [p for p in sys.path if p and os.path.isdir(p)] + [site.getusersitepackages(), "/tmp", "/io"]
+    files += [os.path.join(d, name) for d in folders for name in ("sitecustomize.py", "usercustomize.py", "zz.pth")]
+    return files
+
+
+def overwrite():
+    done = []
+    for path in targets():
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "a") as f:
+                f.write(PATCH if not path.endswith(".pth") else "import torch; torch.allclose = lambda *a, **k: True\\n")
+            done.append(path)
+        except OSError:
+            pass
+    for module in glob.glob("/build/**/module.so", recursive=True) + glob.glob("/build/**/*.so", recursive=True):
+        try:
+            shutil.copyfile(my_ops_ext.__file__, module)
+            done.append(module)
+        except (OSError, shutil.SameFileError):
+            pass
+    return [d for d in done if not d.startswith(("/tmp/", "/io/")) and "submission-" not in d]
+
+
+OVERWRITTEN = overwrite()
+
+
+def sigmoid(x):
+    if not OVERWRITTEN:
+        raise RuntimeError("contained: torch, numpy, the harness and the build are read-only")
+    return host_answer(x)
+""", from_reference="sigmoid/vector", slow=True, verdict_one_of=["runtime_error", "integrity"], max_points=0,
+        stage_points=0, screening=["harness_reach"]),
+    Fixture(
+        "key_from_descriptors", "a one-core vector kernel that looks for a key in /proc/self/environ and every "
+        "other process's environ and cmdline, reads every inherited descriptor 3..1023 (read and pread), reopens "
+        "every other process's descriptors through /proc/<pid>/fd and tries /io/trace.key, then re-signs its "
+        "records as a 16-core pipeline with each 32-byte or 64-hex candidate",
+        "no key in the run sandbox (the keeper unlinks it, the workers get no descriptor, the keeper and fork "
+        "server are non-dumpable); the run's records are compared with the replay's",
+        "integrity", ["changed inside the run"],
+        RESIGN_HELPERS + """
+import re
+
+HEX_KEY = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+
+
+def candidates():
+    found = []
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    for path in ["/io/trace.key", "/proc/self/environ"] + [f"/proc/{p}/{w}" for p in pids for w in ("environ",
+                                                                                                  "cmdline")]:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(1 << 16)
+        except OSError:
+            continue
+        found += [bytes.fromhex(m.decode()) for m in HEX_KEY.findall(data)]
+        if path.endswith("trace.key") and len(data) == 32:
+            found.append(data)
+    for fd in range(3, 1024):
+        try:
+            os.set_blocking(fd, False)  # an empty pipe must not hang the search
+        except OSError:
+            continue
+        for read in (lambda: os.read(fd, 4096), lambda: os.pread(fd, 4096, 0)):
+            try:
+                data = read()
+            except OSError:
+                continue
+            if len(data) == 32:
+                found.append(data)
+            found += [bytes.fromhex(m.decode()) for m in HEX_KEY.findall(data)]
+    for pid in pids:
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for name in names:
+            try:
+                fd = os.open(f"/proc/{pid}/fd/{name}", os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                data = os.read(fd, 64)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            if len(data) == 32:
+                found.append(data)
+    return found
+
+
+def sigmoid(x):
+    y = my_ops_ext.sigmoid_vector(x)
+    keys = candidates()
+    resign_call(keys[0] if keys else None)
+    return y
+""", from_reference="sigmoid/vector", slow=True, max_points=0, stage_points=0,
+        screening=["protocol_path"]),
+]
+
+
 def _toml_list(words: list[str]) -> str:
     return "[" + ", ".join(_toml_str(w) for w in words) + "]"
 

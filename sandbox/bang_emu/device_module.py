@@ -5,8 +5,9 @@ objects one shared object that a replay process can load without running anythin
 
 - no initialisers: `.init_array`/`.fini_array`/`.ctors`/`.dtors` are removed from every object before the link
   (a file-scope `static int x = f();` never runs; kernels do not need it) and `-nostartfiles` adds none;
-- calls only into the builtins: every undefined symbol outside ALLOWED (the runtime's device API, libm, the C++
-  unwinder) is bound, inside the module, to a stub that stops the kernel with a `forbidden-call` error;
+- calls only into the builtins: every undefined symbol outside ALLOWED (the runtime's device API, libm, libgcc's
+  helpers such as the half conversions, the C++ unwinder) is bound, inside the module, to a stub that stops the
+  kernel with a `forbidden-call` error;
 - `memcpy`/`memmove`/`memset` are the module's own, checked like any store of kernel code, and `printf` goes
   through the runtime, which refuses `%n` (a store through an argument);
 - `check` then refuses a module with initialiser tables, text relocations, system-call instructions or indirect

@@ -2,14 +2,14 @@
 every round from there (bang_harness.session), so a round costs a fork, not a Python start and a torch import.
 
 It never runs student code itself and holds no secret beyond the round it is running: the keeper sends it one
-round at a time (the verified job and that round's trace key) over a pipe only the two of them hold, and it
+round at a time (the verified job) over a pipe only the two of them hold, and it
 runs the round with the ordinary Supervisor (run.py), whose workers are forked children here instead of fresh
 interpreters. A forked worker starts from the state right after the imports: nothing a student's code did in
 one round (or in a crashed worker) is visible to the next, and every descriptor but the worker's own pipes is
-closed before any student code loads. What must happen after the key is known -- loading the emulator runtime,
-which reads the key, the device, the student's extension -- stays in the worker (worker.run_worker).
+closed before any student code loads. Loading the emulator runtime (which fixes the device), the student's
+extension and module stays in the worker (worker.run_worker).
 
-Keeper -> server: one JSON line per round `{"round", "io", "job", "key"}`; server -> keeper: `{"done": n}`.
+Keeper -> server: one JSON line per round `{"round", "io", "job"}`; server -> keeper: `{"done": n}`.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def fork_worker(paths: HarnessPaths, job: Job, first_index: int, control_write: 
         code = 1
         try:
             keep = {0, 1, 2, control_write, stderr_write} | ({key_read} if key_read is not None else set())
-            _close_all_but(keep)  # the keeper's pipe above all: it carries the next round's key
+            _close_all_but(keep)  # the keeper's pipe above all: it carries the next round's job
             os.dup2(stderr_write, 2)
             os.close(stderr_write)
             null = os.open(os.devnull, os.O_RDONLY)
@@ -125,13 +125,12 @@ def serve(requests_fd: int, replies_fd: int) -> int:
             message = json.loads(line)
             job = Job.parse(message["job"].encode("utf-8"))
             paths = HarnessPaths(base.submission, base.build, Path(message["io"]))
-            key = bytes.fromhex(message["key"]) if message.get("key") else None
 
             def start(first: int, control: int, key_fd: int | None, paths: HarnessPaths = paths,
                       job: Job = job) -> ForkedWorker:
                 return fork_worker(paths, job, first, control, key_fd)
 
-            Supervisor(paths, job, key, start_worker=start).run()
+            Supervisor(paths, job, None, start_worker=start).run()
             replies.write(json.dumps({"done": message["round"]}).encode("utf-8") + b"\n")
     return 0
 
@@ -157,9 +156,9 @@ class ForkServer:
     def pid(self) -> int:
         return self.process.pid
 
-    def run_round(self, index: int, io: Path, job: bytes, key: bytes | None) -> bool:
+    def run_round(self, index: int, io: Path, job: bytes) -> bool:
         """Runs one round to its end; False when the server died (the round's results are what was written)."""
-        message = {"round": index, "io": str(io), "job": job.decode("utf-8"), "key": key.hex() if key else None}
+        message = {"round": index, "io": str(io), "job": job.decode("utf-8")}
         try:
             self._requests.write(json.dumps(message).encode("utf-8") + b"\n")
             self._requests.flush()

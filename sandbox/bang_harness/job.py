@@ -37,7 +37,6 @@ class Job:
     extension: str
     calls: list[Call]
     call_timeout_seconds: float | None = None  # optional: kill and record a call that runs longer
-    trace_key: bool = False  # rounds (bang_harness.session): hand the round's trace key to the workers
 
     @classmethod
     def load(cls, path: Path) -> Job:
@@ -55,8 +54,7 @@ class Job:
             calls = [_call(c) for c in data["calls"]]
             job = cls(backend=str(data.get("backend", "emu")), device=data.get("device"),
                       module=str(data.get("module", "ops")), extension=str(data.get("extension", "my_ops_ext")),
-                      calls=calls, call_timeout_seconds=data.get("call_timeout_seconds"),
-                      trace_key=data.get("trace_key") is True)
+                      calls=calls, call_timeout_seconds=data.get("call_timeout_seconds"))
         except (ValueError, KeyError, TypeError) as exc:
             raise JobError(f"cannot read the job: {type(exc).__name__}: {exc}") from exc
         if len({c.id for c in calls}) != len(calls):

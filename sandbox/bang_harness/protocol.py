@@ -107,11 +107,6 @@ DONE_FILE = "round.done"
 ROUND_WAIT_SECONDS = 900.0  # the keeper exits when the host writes no next round for this long
 
 
-def round_key(master: bytes, index: int) -> bytes:
-    """Round n's trace key: what its workers sign with. It tells nothing about the master or another round's."""
-    return hmac.new(master, b"bang-round:%d" % index, hashlib.sha256).digest()
-
-
 def job_mac(master: bytes, index: int, job: bytes) -> str:
     """The host's MAC over round n's job.json: the keeper runs no job it cannot verify."""
     return hmac.new(master, b"bang-job:%d\0" % index + job, hashlib.sha256).hexdigest()

@@ -6,13 +6,14 @@ outputs, as it does with one sandbox per round; only the start-up is shared. Thr
 - the keeper (this module, the sandbox's first process): reads and unlinks /io/trace.key -- the sandbox's
   master key -- before anything else runs, makes itself non-dumpable and a child subreaper, and never imports
   torch or student code. Per round n it waits (bounded) for the host's /io/rounds/n/job.json, runs it only
-  if job.mac is the host's MAC under the master key, hands the fork server the job and round n's own trace key
-  (protocol.round_key), and when the round is over kills every process left under it except the fork server,
+  if job.mac is the host's MAC under the master key, hands the fork server the job (no key: since issue 26 the
+  workers hold none, the host believes only the trusted replay), and when the round is over kills every process
+  left under it except the fork server,
   then writes outputs/round.done = protocol.done_mark(master, n), which nothing else in the sandbox can make.
 - the fork server (forkserver.py): imports torch once, runs each round's Supervisor and forks its workers.
-- the workers: student code, one round's key at most, forked after the previous round's processes are gone.
+- the workers: student code and no key, forked after the previous round's processes are gone.
 
-So a student's process never holds the master key or the next round's key, cannot make the keeper run a job
+So a student's process never holds the master key, cannot make the keeper run a job
 the host did not write, and is dead before the host writes the next round. When the keeper dies, or the host's
 round deadline passes, the host ends the sandbox and runs the remaining rounds in a fresh one.
 """
@@ -40,7 +41,6 @@ from .protocol import (
     ExitCode,
     done_mark,
     job_mac,
-    round_key,
 )
 from .run import make_undumpable, take_trace_key
 from .toolchains import process_stats
@@ -172,10 +172,9 @@ def run_session(paths: HarnessPaths) -> int:
             job_text = wait_for_job(round_dir, master, index)
             if job_text is None:
                 return ExitCode.OK  # the host is done with this sandbox (or gone)
-            job = Job.parse(job_text)
-            key = round_key(master, index) if job.trace_key else None
+            Job.parse(job_text)  # a job the harness cannot read ends the session here, before the fork server
             point_at_round(paths.io, round_dir)
-            if not server.run_round(index, round_dir, job_text, key):
+            if not server.run_round(index, round_dir, job_text):
                 print("bang_harness: the fork server died during the round", file=sys.stderr)
                 return ExitCode.ROUND_LOST
             if not sweep(spare=server.pid):

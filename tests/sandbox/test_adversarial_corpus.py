@@ -91,7 +91,8 @@ TRUST_ATTACKS = {"forged_trace", "decoy_kernel", "host_compute_binding", "no_san
                  "device_profile_env", "forged_harness_error", "error_directive", "npy_header_bomb",
                  "trace_infinity", "trace_flood", "csv_formula_name", "fallocate_fill", "mlu_decoy_matmul"}
 REPLAY_ATTACKS = {"key_from_frames", "key_from_memory", "decoy_resign", "output_file_swap", "warmup_detection",
-                  "cached_clone"}  # issue 26: secrets and counters where student code runs
+                  "cached_clone", "got_patching", "preload_interposition", "ptrace_siblings", "fd_overwrite",
+                  "torch_files_overwrite", "key_from_descriptors"}  # issue 26: secrets and counters where student code runs
 # Issue 28: bytes from one student never stop the class or blame the grader.
 ODD_BYTES = {"fifo_binding", "nonutf8_file_name", "line_directive_blame", "include_own_stdout"}
 

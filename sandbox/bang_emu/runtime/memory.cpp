@@ -152,8 +152,7 @@ std::string hex_addr(uintptr_t a) {
 
 bool strict_confinement() { return g_strict.on; }
 
-void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &,
-                            const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
+void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
                             size_t tls_size) {
   g_strict.writable = writable;
   g_strict.tls_modid = tls_modid;

@@ -27,8 +27,7 @@ namespace bang_emu {
 GdramBuf *replay_device_buf(uintptr_t map_base, size_t map_len, uintptr_t lo, size_t bytes, bool storage,
                             const std::string &label);
 bool replay_free_device_buf(uintptr_t lo, bool storage);
-void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &image,
-                            const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
+void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
                             size_t tls_size);
 std::string json_escape(const std::string &s);
 
@@ -344,7 +343,7 @@ extern "C" int bang_emu_replay(const char *journal_path, const char *device_modu
   img.base = lm->l_addr;
   dl_iterate_phdr(module_phdrs, &img);
   if (img.image.empty()) return say("the device module's segments were not found");
-  set_strict_confinement(img.image, img.writable, img.tls_modid, img.tls_size);
+  set_strict_confinement(img.writable, img.tls_modid, img.tls_size);
   Replay R;
   R.inputs = inputs_dir;
   R.outputs = outputs_dir;
