@@ -140,7 +140,7 @@ def machine(monkeypatch):
 
     monkeypatch.setattr(environment, "_is_root", lambda: state["root"])
     monkeypatch.setattr(environment, "_docker_ready", lambda: (state["docker"], "no Docker daemon answers"))
-    monkeypatch.setattr(environment, "_image_state", lambda: (state["image"], state["base"], "bang-grader-emu:test"))
+    monkeypatch.setattr(environment, "_image_state", lambda _backend: (state["image"], state["base"], "bang-grader-emu:test"))
     monkeypatch.setattr(environment, "bwrap_works", lambda: (state["bwrap"], "ok" if state["bwrap"] else "no bwrap"))
     monkeypatch.setattr(environment, "run_setup_script", setup_script)
     monkeypatch.setattr("grader.sandbox.images.ensure_emu_image", build_image)

@@ -31,9 +31,7 @@ def diagnose() -> list[MachineCheck]:
     for name, cls in BACKENDS.items():
         backend = cls()
         ok, why = backend.available()
-        fix = {"emu": "./bootstrap.sh   (apt-get install g++; pip install -e .)",
-               "mlu": _("needs a Cambricon MLU host with the driver, Neuware and torch_mlu")}.get(name, "")
-        out.append(MachineCheck("backend", name, ok, why, "" if ok else fix))
+        out.append(MachineCheck("backend", name, ok, why, "" if ok else backend.unavailable_fix()))
         if ok:
             out.append(MachineCheck("devices", name, True, ", ".join(backend.devices()) or _("none")))
             out.append(MachineCheck("toolchain", name, True, backend.toolchain_version()))
@@ -65,18 +63,22 @@ def _sandboxes() -> list[MachineCheck]:
     out = []
     try:
         from grader.sandbox.bwrap_runner import bwrap_available
-        from grader.sandbox.images import emu_image_tag, image_exists
+        from grader.sandbox.images import image_exists
         from grader.sandbox.select import docker_status
     except ImportError as exc:
         return [MachineCheck("sandbox", _("runners"), False, _("sandbox modules missing: {error}").format(error=exc))]
     client, why = docker_status()
     out.append(MachineCheck("sandbox", "docker", client is not None, _("daemon answers") if client else why,
                             "" if client else _("sudo ./grade setup   (installs and starts dockerd, builds the image)")))
-    if client is not None:
-        tag = emu_image_tag()
+    for name, cls in BACKENDS.items() if client is not None else ():
+        backend = cls()
+        if not backend.available()[0]:
+            continue  # its image would not help here
+        tag = backend.image_tag()
         built = image_exists(client, tag)
-        out.append(MachineCheck("sandbox", _("emu image"), built, tag if built else _("{tag} not built").format(tag=tag),
-                                "" if built else _("./grade setup   (or: grade images build)")))
+        out.append(MachineCheck("sandbox", _("{backend} image").format(backend=name), built,
+                                tag if built else _("{tag} not built").format(tag=tag),
+                                "" if built else _("./grade setup   (or: {command})").format(command=backend.image_fix())))
     bwrap = bwrap_available()
     out.append(MachineCheck("sandbox", "bwrap", bwrap, "bubblewrap + prlimit + setpriv" if bwrap else _("missing"),
                        "" if bwrap else "apt-get install -y bubblewrap util-linux"))

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 @dataclass
 class GradeOptions:
     assignment: str | None = None  # None: from grade.toml, else the only assignment the submission fits
-    backend: Literal["emu", "mlu"] = "emu"
+    backend: str = "emu"  # a name of grader.backends.BACKENDS
     device: str | None = None  # device profile (emu) or card index (mlu); None: backend default
     sandbox: Literal["auto", "docker", "bwrap", "none"] = "auto"
     seed_mode: Literal["public", "secret"] = "public"

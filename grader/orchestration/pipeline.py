@@ -67,8 +67,7 @@ from grader.results import (
     Versions,
     worst,
 )
-from grader.sandbox.base import Runner
-from grader.sandbox.docker_runner import SandboxError
+from grader.sandbox.base import Runner, SandboxError
 from grader.scoring import group_scores, load_thresholds
 from grader.spec import AssignmentSpec, SeedPlan, SpecError
 
