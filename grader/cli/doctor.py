@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from grader.backends import BACKENDS
+from grader.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from grader.checks import self_test_all
 from grader.i18n import N_, _
 from grader.scoring.thresholds import thresholds_path
@@ -50,10 +50,11 @@ def diagnose() -> list[MachineCheck]:
         except SpecError as exc:
             out.append(MachineCheck("assignment", name, False, str(exc).splitlines()[0], f"grade spec check {name}"))
             continue
-        path = thresholds_path(spec, "emu", "mlu370-x8")
+        default = get_backend(DEFAULT_BACKEND)
+        path = thresholds_path(spec, default.name, default.default_device)
         out.append(MachineCheck("assignment", name, True, _("{cases} cases, {stages} stages, {points} points").format(
             cases=len(spec.cases), stages=len(spec.stages), points=f"{spec.max_score:g}")))
-        out.append(MachineCheck("thresholds", f"{name} emu-mlu370-x8", path.is_file(),
+        out.append(MachineCheck("thresholds", f"{name} {default.name}-{default.default_device}", path.is_file(),
                            str(path.relative_to(path.parents[3])) if path.is_file() else _("not calibrated"),
                            "" if path.is_file() else f"grade calibrate --assignment {name}"))
     return out
