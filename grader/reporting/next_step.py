@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from bang_emu import devices
+
 from grader.i18n import _
 from grader.reporting.advice import SNIPPET_ASYNC, SNIPPET_TASKS, advice_for
 from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding, lower_first
-from grader.results import GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
+from grader.results import DevicePeaks, GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ __sync_cluster();                       // every core, and the memory core, reac
 if (__is_ipu()) { __memcpy(right_wram, right_sram, bytes, SRAM2WRAM); /* ... */ }"""
 
 
+def _table_cores(trace: TraceSummary) -> int:
+    """The cores of the trace's device in the device table (the default device's for one it does not know)."""
+    peaks = DevicePeaks.for_device(trace.device_profile) or DevicePeaks.for_device(devices.default_device())
+    return peaks.cores if peaks is not None and peaks.cores else 1
+
+
 def next_step_for_stage(
     stage: StageResult, device_cores: int | None = None, submission_root: str | None = None,
     assignment: str | None = None,
@@ -99,6 +107,7 @@ def next_step_for_stage(
     scalar = _share(trace, "scalar")
     io_wait = _share(trace, "io", "wait")
     tasks = _task_count(trace)
+    cores = device_cores or _table_cores(trace)
 
     if scalar >= 0.5 and not _staged_on_chip(trace):
         return NextStep(
@@ -120,12 +129,12 @@ def next_step_for_stage(
             snippet=builtin.snippet,
             **base,
         )
-    if tasks == 1 and trace.cores_used <= 1 and (device_cores or 16) > 1:
+    if tasks == 1 and trace.cores_used <= 1 and cores > 1:
         return NextStep(
             rule="split_over_tasks",
             action=_("Split the rows over taskDim and launch one task per core"),
             why=_("The kernel ran as a single task on one core (dim {dim}); the device has {cores} cores, so the "
-                  "others idle.").format(dim=list(trace.dim), cores=device_cores or 16),
+                  "others idle.").format(dim=list(trace.dim), cores=cores),
             snippet=SNIPPET_TASKS,
             **base,
         )
