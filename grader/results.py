@@ -186,6 +186,15 @@ class DevicePeaks(BaseModel):
         return rates.get(dtype) or (max(known) if known else None)
 
 
+class CaseFinding(BaseModel):
+    """A failed check on one case: which check (grader.checks.CHECKS' NAME), what it found (an advice registry
+    kind: unwritten_output, nan_output, zero_output, precision, wrong_values ...) and its message."""
+
+    check: str
+    kind: str
+    message: str = ""
+
+
 class Mismatch(BaseModel):
     index: list[int]
     expected: float | None
@@ -206,6 +215,7 @@ class CaseResult(BaseModel):
     max_abs_error: float | None = None
     unwritten_fraction: float | None = None
     nan_inf_mismatch: int = 0
+    findings: list[CaseFinding] = Field(default_factory=list, description="the failed checks, in the order they ran")
     mismatches: list[Mismatch] = Field(default_factory=list, description="first few, in index order")
     mismatch_count: int | None = Field(None, description="all mismatching elements, not just the listed ones")
     element_count: int | None = Field(None, description="elements in the output")

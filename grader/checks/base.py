@@ -12,11 +12,16 @@ from grader.spec.models import MLU_OPS_TH
 
 @dataclass
 class CheckFinding:
+    """One check's verdict on one output. `check` is the check's NAME, `kind` (when it failed) the failure kind
+    the advice registry (grader/reporting/advice.py) names: each check says what it found, nobody guesses it
+    back from numbers."""
+
     check: str
     passed: bool
     message: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     bad_mask: np.ndarray | None = None  # elements this check blames, for the mismatch listing
+    kind: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ import numpy as np
 from grader.checks import metrics, nan_inf, unwritten, zero_guard
 from grader.checks.base import CheckFinding
 from grader.i18n import _
-from grader.results import Mismatch
+from grader.results import CaseFinding, Mismatch
 from grader.spec.models import CheckPolicy, Tolerance
+
+SHAPE_CHECK = "shape"  # compare's own first check: the output's shape and dtype are the reference's
 
 
 @dataclass
@@ -21,18 +23,19 @@ class CheckOutcome:
     unwritten_fraction: float = 0.0
     nan_inf_mismatch: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
+    findings: list[CaseFinding] = field(default_factory=list)  # the failed checks, in the order they ran
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tolerance,
             policy: CheckPolicy) -> CheckOutcome:
     if actual.shape != tuple(expected.shape):
-        return CheckOutcome(False, _("output shape {actual} but expected {expected}").format(
+        return _refused(_("output shape {actual} but expected {expected}").format(
             actual=list(actual.shape), expected=list(expected.shape)))
     if actual.dtype.kind != "f":
-        return CheckOutcome(False, _("output dtype {actual} but expected {expected}").format(
+        return _refused(_("output dtype {actual} but expected {expected}").format(
             actual=actual.dtype, expected=dtype))
     if str(actual.dtype) != dtype:
-        return CheckOutcome(False, _("output dtype {actual} but expected {expected} (same as the inputs)").format(
+        return _refused(_("output dtype {actual} but expected {expected} (same as the inputs)").format(
             actual=actual.dtype, expected=dtype))
     a = actual.astype(np.float64)
     b = np.asarray(expected, dtype=np.float64)  # the reference is float64 already (and read-only: kept, shared)
@@ -47,21 +50,31 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
     findings.append(accuracy)
     if policy.zero_guard:
         findings.append(zero_guard.check(a, b, policy.zero_guard_ratio, policy.zero_guard_floor))
+    by_name = {f.check: f for f in findings}
     failed = [f for f in findings if not f.passed]
     outcome = CheckOutcome(
         passed=not failed,
         message="; ".join(f.message for f in failed),
         metrics=accuracy.metrics,
-        unwritten_fraction=unwritten_finding.metrics["unwritten_fraction"] if unwritten_finding else 0.0,
-        nan_inf_mismatch=int(findings[1 if unwritten_finding else 0].metrics["nan_inf_mismatch"]),
+        unwritten_fraction=by_name[unwritten.NAME].metrics["unwritten_fraction"] if unwritten_finding else 0.0,
+        nan_inf_mismatch=int(by_name[nan_inf.NAME].metrics["nan_inf_mismatch"]),
     )
     if failed:
-        outcome.mismatches = first_mismatches(a, b, dtype, tolerance, policy.max_mismatches)
+        bad, errors = _blamed(a, b, dtype, tolerance)
+        outcome.mismatches = first_mismatches(a, b, bad, errors, policy.max_mismatches)
+        if not accuracy.passed:
+            accuracy.kind = metrics.failure_kind(a, b, bad)
+        outcome.findings = [CaseFinding(check=f.check, kind=f.kind, message=f.message) for f in failed]
     return outcome
 
 
-def first_mismatches(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolerance, limit: int) -> list[Mismatch]:
-    """The first elements (in index order) that are clearly wrong; the worst ones when no single element is."""
+def _refused(message: str) -> CheckOutcome:
+    """An output of the wrong shape or dtype: no check can read it, so its values are wrong as a whole."""
+    return CheckOutcome(False, message, findings=[CaseFinding(check=SHAPE_CHECK, kind=metrics.KIND, message=message)])
+
+
+def _blamed(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolerance) -> tuple[np.ndarray, np.ndarray]:
+    """(the elements that are clearly wrong, every element's scaled error)."""
     nonfinite = nan_inf.kind_mismatch(a, b)
     both = np.isfinite(a) & np.isfinite(b)
     errors = np.zeros(a.shape)
@@ -73,6 +86,11 @@ def first_mismatches(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolera
         bad = nonfinite | (both & (np.abs(a - b) > tolerance.diff3_2))
     else:
         bad = nonfinite | (both & (errors > per_element))
+    return bad, errors
+
+
+def first_mismatches(a: np.ndarray, b: np.ndarray, bad: np.ndarray, errors: np.ndarray, limit: int) -> list[Mismatch]:
+    """The first elements (in index order) that are clearly wrong; the worst ones when no single element is."""
     flat = np.flatnonzero(bad)[:limit]
     if flat.size == 0:
         flat = np.sort(np.argsort(errors.reshape(-1))[::-1][:limit])

@@ -8,6 +8,9 @@ import numpy as np
 from grader.checks.base import CheckFinding, SelfTest, run_self_tests
 from grader.i18n import ngettext
 
+NAME = "unwritten"
+KIND = "unwritten_output"
+
 
 def mask(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return np.isnan(actual) & np.isfinite(expected)
@@ -26,7 +29,7 @@ def check(actual: np.ndarray, expected: np.ndarray) -> CheckFinding:
                            "{count} of {total} output elements were never written ({fraction:.1%}; still hold the "
                            "NaN poison), first at index {first}", count).format(count=count, total=bad.size,
                                                                                 fraction=fraction, first=first)
-    return CheckFinding("unwritten", count == 0, message, {"unwritten_fraction": fraction}, bad)
+    return CheckFinding(NAME, count == 0, message, {"unwritten_fraction": fraction}, bad, "" if count == 0 else KIND)
 
 
 def _partly(n_unwritten: int) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,9 @@ import numpy as np
 from grader.checks.base import CheckFinding, SelfTest, run_self_tests
 from grader.i18n import _
 
+NAME = "zero_guard"
+KIND = "zero_output"
+
 
 def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> CheckFinding:
     """`floor`: reference magnitudes below it may legitimately come back as zero and do not count."""
@@ -21,10 +24,10 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
     ref_mass = float(np.abs(b).sum())
     out_mass = float(np.abs(a).sum())
     if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
-        return CheckFinding("zero_guard", True)
-    return CheckFinding("zero_guard", False,
-                       _("the output is (almost) all zeros (sum|out| = {out:.3g}, reference {ref:.3g})").format(
-                           out=out_mass, ref=ref_mass))
+        return CheckFinding(NAME, True)
+    return CheckFinding(NAME, False,
+                        _("the output is (almost) all zeros (sum|out| = {out:.3g}, reference {ref:.3g})").format(
+                            out=out_mass, ref=ref_mass), kind=KIND)
 
 
 SELF_TESTS = [

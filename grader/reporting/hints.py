@@ -263,6 +263,14 @@ def case_kind(case: CaseResult, assignment: str | None = None) -> str | None:
         return diagnostic_kind(errors[0])
     if case.verdict not in (Verdict.WRONG_ANSWER, Verdict.PASSED, Verdict.TOO_SLOW):
         return case.verdict.value
+    if case.findings:  # the checks said what they found (grader.checks): the first failed one is the kind
+        return case.findings[0].kind
+    return _legacy_kind(case)
+
+
+def _legacy_kind(case: CaseResult) -> str:
+    """A document from before checks recorded their findings: the kind read back from its counters and listed
+    mismatches, as the report did then."""
     if _unwritten(case) != 0.0:
         return "unwritten_output"
     if case.nan_inf_mismatch or any(
