@@ -8,6 +8,7 @@ for any kind in its assignment.toml `[feedback.advice.<kind>]`, so a new assignm
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Literal
@@ -16,7 +17,7 @@ from grader.i18n import N_, _
 from grader.spec import SpecError, load_assignment
 from grader.spec.models import FeedbackSpec
 
-Origin = Literal["emulator", "output", "verdict", "speed"]
+Origin = Literal["emulator", "output", "verdict", "speed", "compile"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,10 @@ template void kernel_entry(cnrtQueue_t, half *, half *, int);"""
 _BARRIERS = N_("Not every core reached the same __sync_cluster()/__sync_all(). In a UNION kernel the memory core "
                "(coreId 0x80) runs the kernel too: if it returns early, no core may call a cluster barrier after "
                "that point. Make every participant execute the same sequence of barriers.")
+
+def _compile(advice: str) -> Advice:
+    return Advice("compile", N_("Compile error"), advice, N_("Fix the compile error"))
+
 
 REGISTRY: dict[str, Advice] = {
     # -- the emulator's diagnostics (runtime kernel_error / kernel_warning / "bang-emu: error: <kind>:") --
@@ -274,6 +279,31 @@ REGISTRY: dict[str, Advice] = {
         "speed", N_("Many small copies"),
         N_("Copy larger tiles: each copy pays a fixed latency, so fewer, bigger copies move the data faster."),
         N_("Use larger tiles so each copy moves more data")),
+    # -- compile errors: the first pattern of COMPILE_PATTERNS a compiler message matches names its kind --
+    "compile_unknown_builtin": _compile(
+        N_("That builtin is unknown: check its spelling and that the file includes <bang.h>."),
+    ),
+    "compile_undeclared": _compile(
+        N_("Declare the name before use (or include the header that declares it); a typo in a variable or "
+        "a missing taskId/taskDim-derived variable is the usual cause."),
+    ),
+    "compile_builtin_arguments": _compile(
+        N_("The builtin exists but not with these argument types: check the pointer types (float* into "
+        "__nram__/__wram__ arrays), the argument order and the direction constant."),
+    ),
+    "compile_onchip_too_large": _compile(
+        N_("An on-chip array is larger than the memory it lives in; tile the data so each buffer fits."),
+    ),
+    "compile_undefined_reference": _compile(
+        N_("A function is declared but never defined or its name does not match between the .mlu and the "
+        '.cpp (check extern "C", the template instantiation and the exact signature).'),
+    ),
+    "compile_syntax": _compile(
+        N_("A syntax error: look at the line shown and the one before it (a missing ';' or bracket)."),
+    ),
+    "compile_type_mismatch": _compile(
+        N_("A type mismatch: check pointer types between host tensors, GDRAM pointers and on-chip arrays."),
+    ),
     # -- verdicts without cases --
     "ungradable_layout": Advice(
         "verdict", N_("The submission layout is not gradable"),
@@ -314,6 +344,21 @@ REGISTRY: dict[str, Advice] = {
         N_("This is not your fault: the grader itself hit an error. Tell the course staff and quote the submission "
         "hash at the top of this report."),
         N_("Report this run to the course staff")),
+}
+
+
+# A compiler message's kind: the first pattern it matches, in this order (hints.compile_error_advice).
+COMPILE_PATTERNS: dict[str, re.Pattern[str]] = {
+    "compile_unknown_builtin": re.compile(
+        r"['‘`](__bang_\w+|__memcpy\w*|__sync\w*)['’] was not declared|undeclared identifier ['‘](__bang|__memcpy)"),
+    "compile_undeclared": re.compile(r"was not declared in this scope|undeclared identifier"),
+    "compile_builtin_arguments": re.compile(r"no matching function for call to ['‘](__bang_\w+|__memcpy\w*)"),
+    "compile_onchip_too_large": re.compile(
+        r"(?i)(nram|wram|sram).*(exceed|too large|overflow)|(exceed|too large).*(nram|wram|sram)"),
+    "compile_undefined_reference": re.compile(r"undefined reference to|undefined symbol"),
+    "compile_syntax": re.compile(
+        r"expected ['‘][;)}\]]['’]|expected (primary-)?expression|expected unqualified-id"),
+    "compile_type_mismatch": re.compile(r"cannot convert|invalid conversion"),
 }
 
 
