@@ -20,4 +20,5 @@ def device_peaks(result: GradeResult) -> DevicePeaks | None:
     """The peaks to draw: the ones the grading run recorded, else the device table's, else none."""
     if result.device_peaks is not None:
         return result.device_peaks
-    return DEVICE_PEAKS.get(result.device_profile.lower())
+    device = result.device_profile.lower()
+    return DEVICE_PEAKS.get(device) or DevicePeaks.for_device(device)
