@@ -69,3 +69,65 @@ def test_a_device_with_on_chip_sizes_other_than_its_architecture_is_refused(tmp_
     finally:
         monkeypatch.undo()
         devices._document.cache_clear()
+
+
+TOY_CHECK = '''"""A toy check: the output's first element must not be negative."""
+
+import numpy as np
+
+from grader.checks.base import CheckContext, CheckFinding, SelfTest, run_self_tests
+
+NAME = "toy_first_sign"
+KIND = "toy_negative_first"
+ORDER = 50
+
+
+def check(actual, expected):
+    bad = np.zeros(actual.shape, bool)
+    bad.flat[0] = actual.flat[0] < 0 <= expected.flat[0]
+    return CheckFinding(NAME, not bad.any(), "first element negative" if bad.any() else "", {}, bad,
+                        KIND if bad.any() else "")
+
+
+def run(actual, expected, ctx: CheckContext):
+    return check(actual, expected)
+
+
+def self_test():
+    return run_self_tests(check, [SelfTest("good", lambda: (np.ones(4), np.ones(4)), True),
+                                  SelfTest("bad", lambda: (-np.ones(4), np.ones(4)), False)])
+'''
+
+TOY_SCRIPT = '''
+import numpy as np
+from grader.checks import compare, self_test_all
+from grader.spec.models import CheckPolicy, Tolerance
+
+expected = np.linspace(0.0, 1.0, 64)
+actual = expected.astype(np.float32)
+actual[0] = -1e-12  # far below every tolerance: only the toy check can see it
+tolerance = Tolerance(diff1=1e-5, diff2=1e-5)
+default = compare(actual, expected, "float32", tolerance, CheckPolicy())
+chosen = compare(actual, expected, "float32", tolerance, CheckPolicy(run=["unwritten", "accuracy"]))
+print([(f.check, f.kind) for f in default.findings], default.passed, chosen.passed, sorted(self_test_all()))
+'''
+
+
+def test_a_new_check_is_its_module(tmp_path):
+    """A toy check dropped into a copy of grader/checks is found, run in its ORDER, named in its finding with its
+    kind, self-tested, and left out when the spec's `[checks] run` does not name it."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "grader", tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__", "locales"))
+    shutil.copytree(root / "grader" / "locales", tmp_path / "grader" / "locales")
+    (tmp_path / "grader" / "checks" / "toy.py").write_text(TOY_CHECK, encoding="utf-8")
+    env = {"PYTHONPATH": f"{tmp_path}:{root / 'sandbox'}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", TOY_SCRIPT], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("[('toy_first_sign', 'toy_negative_first')] False True "
+                                   "['accuracy', 'nan_inf', 'toy_first_sign', 'unwritten', 'zero_guard']")

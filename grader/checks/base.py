@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from grader.spec.models import MLU_OPS_TH
+from grader.spec.models import MLU_OPS_TH, CheckPolicy, Tolerance
 
 
 @dataclass
@@ -22,6 +22,16 @@ class CheckFinding:
     metrics: dict[str, float] = field(default_factory=dict)
     bad_mask: np.ndarray | None = None  # elements this check blames, for the mismatch listing
     kind: str = ""
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What compare() gives every check's `run` besides the two float64 arrays."""
+
+    dtype: str
+    tolerance: Tolerance
+    policy: CheckPolicy
+    blamed: np.ndarray | None = None  # elements an earlier check already blamed: not blamed twice
 
 
 @dataclass(frozen=True)

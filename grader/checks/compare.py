@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
+from functools import cache
+from types import ModuleType
 
 import numpy as np
 
-from grader.checks import metrics, nan_inf, unwritten, zero_guard
-from grader.checks.base import CheckFinding
+from grader.checks import metrics, nan_inf, unwritten
+from grader.checks.base import CheckContext, CheckFinding
 from grader.i18n import _
 from grader.results import CaseFinding, Mismatch
 from grader.spec.models import CheckPolicy, Tolerance
@@ -39,25 +43,25 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
             actual=actual.dtype, expected=dtype))
     a = actual.astype(np.float64)
     b = np.asarray(expected, dtype=np.float64)  # the reference is float64 already (and read-only: kept, shared)
+    registry = checks()
     findings: list[CheckFinding] = []
-    unwritten_finding = unwritten.check(a, b) if policy.unwritten else None
-    if unwritten_finding:
-        findings.append(unwritten_finding)
-    exclude = unwritten_finding.bad_mask if unwritten_finding else None
-    findings.append(nan_inf.check(a, b, policy.nan_inf, exclude=exclude))
-    limits = {"diff1": tolerance.diff1, "diff2": tolerance.diff2, "diff3": tolerance.diff3, "diff3_2": tolerance.diff3_2}
-    accuracy = metrics.check(a, b, dtype, limits, tolerance.tiny)
-    findings.append(accuracy)
-    if policy.zero_guard:
-        findings.append(zero_guard.check(a, b, policy.zero_guard_ratio, policy.zero_guard_floor))
+    blamed: np.ndarray | None = None
+    for name in selected(policy):
+        finding = registry[name].run(a, b, CheckContext(dtype, tolerance, policy, blamed))
+        if finding is None:  # switched off by the policy
+            continue
+        findings.append(finding)
+        if not finding.passed and finding.bad_mask is not None:
+            blamed = finding.bad_mask if blamed is None else blamed | finding.bad_mask
     by_name = {f.check: f for f in findings}
+    accuracy = by_name[metrics.NAME]
     failed = [f for f in findings if not f.passed]
     outcome = CheckOutcome(
         passed=not failed,
         message="; ".join(f.message for f in failed),
         metrics=accuracy.metrics,
-        unwritten_fraction=by_name[unwritten.NAME].metrics["unwritten_fraction"] if unwritten_finding else 0.0,
-        nan_inf_mismatch=int(by_name[nan_inf.NAME].metrics["nan_inf_mismatch"]),
+        unwritten_fraction=by_name[unwritten.NAME].metrics["unwritten_fraction"] if unwritten.NAME in by_name else 0.0,
+        nan_inf_mismatch=int(by_name[nan_inf.NAME].metrics["nan_inf_mismatch"]) if nan_inf.NAME in by_name else 0,
     )
     if failed:
         bad, errors = _blamed(a, b, dtype, tolerance)
@@ -66,6 +70,30 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
             accuracy.kind = metrics.failure_kind(a, b, bad)
         outcome.findings = [CaseFinding(check=f.check, kind=f.kind, message=f.message) for f in failed]
     return outcome
+
+
+@cache
+def checks() -> dict[str, ModuleType]:
+    """Every output check, found by discovery: a module of grader.checks with NAME, KIND, ORDER, run(actual,
+    expected, ctx) and self_test() -- adding a check adds its module, nothing else. In ORDER."""
+    found: dict[str, ModuleType] = {}
+    for info in pkgutil.iter_modules(importlib.import_module("grader.checks").__path__):
+        module = importlib.import_module(f"grader.checks.{info.name}")
+        if all(hasattr(module, attr) for attr in ("NAME", "KIND", "ORDER", "run", "self_test")):
+            if module.NAME in found:
+                raise ImportError(f"two checks named {module.NAME!r}: {found[module.NAME]} and {module}")
+            found[module.NAME] = module
+    return dict(sorted(found.items(), key=lambda item: item[1].ORDER))
+
+
+def selected(policy: CheckPolicy) -> list[str]:
+    """The checks the spec runs, by name, in order (CheckPolicy.run; default: all); accuracy always runs."""
+    registry = checks()
+    names = list(policy.run) if policy.run is not None else list(registry)
+    unknown = [name for name in names if name not in registry]
+    if unknown:
+        raise ValueError(f"[checks] run names unknown checks {unknown}; known: {', '.join(registry)}")
+    return names if metrics.NAME in names else [*names, metrics.NAME]
 
 
 def _refused(message: str) -> CheckOutcome:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckFinding, SelfTest, eps_threshold, run_self_tests
+from grader.checks.base import CheckContext, CheckFinding, SelfTest, eps_threshold, run_self_tests
 
 EPSILON = 1e-9
 
 
 NAME = "accuracy"
 KIND = "wrong_values"
+ORDER = 30  # always run: its metrics are the case's DIFF1/2/3
 PRECISION_SHARE = 2e-2  # every blamed element within 2% of the reference: a precision problem, not a logic one
 
 
@@ -64,6 +65,12 @@ def check(actual: np.ndarray, expected: np.ndarray, dtype: str = "float32",
     values = compute(actual, expected, dtype, tiny)
     over = [f"{k.upper()} {values[k]:.3g} > {v:g}" for k, v in limits.items() if v is not None and values[k] > v]
     return CheckFinding(NAME, not over, "; ".join(over), values, kind="" if not over else KIND)
+
+
+def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding:
+    t = ctx.tolerance
+    return check(actual, expected, ctx.dtype, {"diff1": t.diff1, "diff2": t.diff2, "diff3": t.diff3, "diff3_2": t.diff3_2},
+                 t.tiny)
 
 
 def failure_kind(a: np.ndarray, b: np.ndarray, bad: np.ndarray) -> str:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckFinding, SelfTest, run_self_tests
+from grader.checks.base import CheckContext, CheckFinding, SelfTest, run_self_tests
 from grader.i18n import _
 
 NAME = "zero_guard"
 KIND = "zero_output"
+ORDER = 40
 
 
 def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> CheckFinding:
@@ -28,6 +29,11 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
     return CheckFinding(NAME, False,
                         _("the output is (almost) all zeros (sum|out| = {out:.3g}, reference {ref:.3g})").format(
                             out=out_mass, ref=ref_mass), kind=KIND)
+
+
+def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding | None:
+    policy = ctx.policy
+    return check(actual, expected, policy.zero_guard_ratio, policy.zero_guard_floor) if policy.zero_guard else None
 
 
 SELF_TESTS = [
