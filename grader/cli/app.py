@@ -453,15 +453,17 @@ def images_build(rebuild: Annotated[bool, typer.Option(help="rebuild even when u
 @spec_app.command("check", epilog=EXIT_CODES_HELP)
 def spec_check(paths: Annotated[list[str], typer.Argument(help="assignment names or folders")]) -> None:
     """Validate assignment specs; prints every problem with where it is."""
+    from grader.checks.compare import selected
     from grader.spec import SpecError, load_assignment
 
     failed = False
     for path in paths:
         try:
             spec = load_assignment(path)
-        except SpecError as exc:
+            selected(spec.checks)  # [checks] run names only checks that exist (the spec cannot know them)
+        except (SpecError, ValueError) as exc:
             failed = True
-            print(f"{exc}\n")
+            print(f"{path}: {exc}\n" if isinstance(exc, ValueError) else f"{exc}\n")
             continue
         print(f"{path}: ok ({len(spec.groups)} groups, {len(spec.cases)} cases, {len(spec.stages)} stages, "
               f"{spec.max_score:g} points)")
