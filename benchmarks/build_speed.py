@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from bang_harness.toolchains import GXX_ONLY_ENV  # noqa: E402
 
-from grader.backends import get_backend  # noqa: E402
+from grader.backends import DEFAULT_BACKEND, get_backend  # noqa: E402
 from grader.sandbox.base import Limits, Mounts, Phase  # noqa: E402
 from grader.sandbox.select import select_runner  # noqa: E402
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sandbox = "docker"
         runner = DockerRunner(args.image)
     else:
-        runner = select_runner(args.sandbox, batch=False)  # type: ignore[arg-type]
+        runner = select_runner(args.sandbox, batch=False, backend=get_backend(DEFAULT_BACKEND))  # type: ignore[arg-type]
     if args.sandbox == "none":  # the one-off host PCH build is not part of any timed build
         from grader.sandbox.process import ProcessRunner, ensure_host_pch
 

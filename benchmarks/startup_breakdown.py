@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grader.backends import get_backend  # noqa: E402
+from grader.backends import DEFAULT_BACKEND, get_backend  # noqa: E402
 from grader.orchestration import GradeOptions, grade_submission  # noqa: E402
 from grader.sandbox.base import Limits, Mounts, Phase  # noqa: E402
 from grader.sandbox.select import select_runner  # noqa: E402
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
         runner = DockerRunner(args.image)
     else:
-        runner = select_runner(args.sandbox, batch=False)  # type: ignore[arg-type]
+        runner = select_runner(args.sandbox, batch=False, backend=get_backend(DEFAULT_BACKEND))  # type: ignore[arg-type]
     report: dict[str, object] = {"sandbox": args.sandbox}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         times: dict[str, list[float]] = {label: [] for label, _ in PROBES}

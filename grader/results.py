@@ -207,6 +207,21 @@ class DevicePeaks(BaseModel):
                    vector_gflops=figures["vector_bytes_per_cycle"] / 4 * cores * ghz,  # one fp32 element per lane
                    clock_ghz=ghz, cores=cores, source=source)
 
+    @classmethod
+    def for_device(cls, device: str) -> DevicePeaks | None:
+        """The peaks no kernel beats on `device` (bang_emu.devices.peaks: per figure the higher of the published
+        card's and the cost model's, e.g. the MLU370-X8 at its top 1.3 GHz although the model runs at the lab's
+        1.0 GHz): what the roofline floor scores with, what a result records, what the report draws. None: a
+        device the table does not know (a card index)."""
+        from bang_emu import devices  # standard library only; the emulator sits below everything
+
+        figures = devices.peaks(device)
+        if figures is None:
+            return None
+        source = devices.published(device).get("source", "")
+        return cls.from_figures(figures, f"devices.json at {figures['clock_mhz'] / 1e3:.1f} GHz, the higher of "
+                                         f"published and model; {source}")
+
     def unit_gflops(self, unit: str, dtype: str) -> float | None:
         """The peak of the tensor or vector unit for a dtype (half: twice the fp32 lanes; unknown: the highest)."""
         if unit == "tensor":
@@ -215,6 +230,15 @@ class DevicePeaks(BaseModel):
             rates = {"float32": self.vector_gflops, "float16": 2 * self.vector_gflops if self.vector_gflops else None}
         known = [r for r in rates.values() if r]
         return rates.get(dtype) or (max(known) if known else None)
+
+
+class CaseFinding(BaseModel):
+    """A failed check on one case: which check (grader.checks.CHECKS' NAME), what it found (an advice registry
+    kind: unwritten_output, nan_output, zero_output, precision, wrong_values ...) and its message."""
+
+    check: str
+    kind: str
+    message: str = ""
 
 
 class Mismatch(BaseModel):
@@ -237,6 +261,7 @@ class CaseResult(BaseModel):
     max_abs_error: float | None = None
     unwritten_fraction: float | None = None
     nan_inf_mismatch: int = 0
+    findings: list[CaseFinding] = Field(default_factory=list, description="the failed checks, in the order they ran")
     mismatches: list[Mismatch] = Field(default_factory=list, description="first few, in index order")
     mismatch_count: int | None = Field(None, description="all mismatching elements, not just the listed ones")
     element_count: int | None = Field(None, description="elements in the output")

@@ -35,6 +35,43 @@ def test_every_strategy_passes_its_self_tests():
     assert self_test_all() == {"accuracy": [], "nan_inf": [], "unwritten": [], "zero_guard": []}
 
 
+@pytest.mark.parametrize(("bug", "findings"), [
+    ("tail_unwritten", [("unwritten", "unwritten_output")]),
+    ("one_inf", [("nan_inf", "nan_output")]),
+    ("all_zeros", [("accuracy", "zero_output"), ("zero_guard", "zero_output")]),
+    ("tail_zeros", [("accuracy", "zero_output")]),
+    ("two_percent_bias", [("accuracy", "wrong_values")]),
+    ("one_percent_bias", [("accuracy", "precision")]),
+    ("offset_by_one", [("accuracy", "wrong_values")]),
+    ("wrong_shape", [("shape", "wrong_values")]),
+])
+def test_each_failed_check_names_itself_and_what_it_found(bug, findings):
+    """Typed findings (issue 30): the check's name and the failure kind, in the order the checks ran; the
+    report reads the kind from here and never guesses it back from the mismatches' numbers."""
+    x, expected = _sigmoid_case(1000)
+    out = expected.astype(np.float32)
+    if bug == "tail_unwritten":
+        out[-7:] = np.nan
+    elif bug == "one_inf":
+        out[500] = np.inf
+    elif bug == "all_zeros":
+        out[:] = 0.0
+    elif bug == "tail_zeros":
+        out[-7:] = 0.0
+    elif bug == "two_percent_bias":
+        out = out * 1.05
+    elif bug == "one_percent_bias":
+        out = out * 1.019
+    elif bug == "offset_by_one":
+        out[1:] = out[:-1].copy()
+    elif bug == "wrong_shape":
+        out = out[:-1]
+    outcome = _check_sigmoid(out, expected)
+    assert [(f.check, f.kind) for f in outcome.findings] == findings
+    assert all(f.message for f in outcome.findings)
+    assert _check_sigmoid(expected.astype(np.float32), expected).findings == []
+
+
 def test_sigmoid_with_one_percent_noise_and_saturation_passes():
     x, expected = _sigmoid_case()
     outcome = _check_sigmoid(hardware_like_sigmoid(x), expected)

@@ -47,8 +47,11 @@ def test_spec_check_reports_every_problem_and_fails(tmp_path):
     (bad / "assignment.toml").write_text("bogus = 1\n" + text)
     (tmp_path / "bad2").mkdir()
     (tmp_path / "bad2" / "assignment.toml").write_text(text.replace('group = "tiny"', 'group = "tinny"', 1))
-    proc = grade("spec", "check", str(bad), str(tmp_path / "bad2"), "sigmoid")
+    (tmp_path / "bad3").mkdir()  # checks are chosen by name: a name no check module has is refused here
+    (tmp_path / "bad3" / "assignment.toml").write_text(text.replace("[checks]\n", '[checks]\nrun = ["nan_inf", "typo"]\n'))
+    proc = grade("spec", "check", str(bad), str(tmp_path / "bad2"), str(tmp_path / "bad3"), "sigmoid")
     assert proc.returncode == 1
+    assert "bad3: [checks] run names unknown checks ['typo']" in proc.stdout
     assert "bad/assignment.toml: invalid assignment spec:\n  - bogus: unknown key (typo?)" in proc.stdout
     assert "case 'n1': group 'tinny' is not declared in [[groups]]" in proc.stdout
     assert "sigmoid: ok" in proc.stdout
@@ -140,7 +143,7 @@ def machine(monkeypatch):
 
     monkeypatch.setattr(environment, "_is_root", lambda: state["root"])
     monkeypatch.setattr(environment, "_docker_ready", lambda: (state["docker"], "no Docker daemon answers"))
-    monkeypatch.setattr(environment, "_image_state", lambda: (state["image"], state["base"], "bang-grader-emu:test"))
+    monkeypatch.setattr(environment, "_image_state", lambda _backend: (state["image"], state["base"], "bang-grader-emu:test"))
     monkeypatch.setattr(environment, "bwrap_works", lambda: (state["bwrap"], "ok" if state["bwrap"] else "no bwrap"))
     monkeypatch.setattr(environment, "run_setup_script", setup_script)
     monkeypatch.setattr("grader.sandbox.images.ensure_emu_image", build_image)

@@ -395,7 +395,7 @@ def test_a_replay_that_fails_by_itself_is_the_graders_fault_not_the_students(tmp
                         lambda step, fraction: None, notes=[])
     seeds = SeedPlan.create("public", None)
     calls = plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), EMU.impl)
-    from grader.sandbox.docker_runner import SandboxError
+    from grader.sandbox.base import SandboxError
 
     try:
         with pytest.raises(SandboxError, match="replay of the kernels failed"):  # internal_error in the pipeline

@@ -29,8 +29,9 @@ def _discover() -> dict[str, type[Backend]]:
 
 
 BACKENDS: dict[str, type[Backend]] = _discover()
+DEFAULT_BACKEND = "emu"  # what --backend and GradeOptions default to: every machine can grade on it
 
-__all__ = ["BACKENDS", "Backend", "TimingSource", "get_backend"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "TimingSource", "get_backend"]
 
 
 def get_backend(name: str) -> Backend:

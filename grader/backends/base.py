@@ -5,17 +5,23 @@ from __future__ import annotations
 import os
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from grader.results import TimingSource
 from grader.sandbox.base import Phase
+
+Log = Callable[[str], None]
 
 __all__ = ["Backend", "TimingSource", "first_output_line"]
 
 
 class Backend(ABC):
+    """One backend, whole: its harness side (harness_argv, sandbox/bang_harness/backends/<name>.py), its sandbox
+    image (image_tag, ensure_image, ready_image: the tag is in every build's cache key), its devices and its
+    `grade doctor` lines. It is a grader.sandbox.base.SandboxTarget: the sandbox asks it, never names it."""
+
     name: str  # the module name under grader/backends and bang_harness/backends, and --backend
     timing_source: TimingSource
     default_device: str
@@ -52,6 +58,30 @@ class Backend(ABC):
     @abstractmethod
     def toolchain_version(self) -> str:
         """Toolchain name and version for the report's reproducibility section."""
+
+    @abstractmethod
+    def image_tag(self) -> str:
+        """The tag this backend's sandbox image has for the current sources (cheap: hashes, builds nothing). It
+        is part of every build's cache key, image sandbox or not (without one the harness runs these sources)."""
+
+    @abstractmethod
+    def ensure_image(self, rebuild: bool = False, log: Log | None = None) -> str:
+        """Builds what is missing of this backend's image (`grade images build --backend NAME`); its tag."""
+
+    def ready_image(self, client: Any) -> str | None:
+        """The image's tag when it is on this Docker daemon (or was made so in seconds), else None."""
+        from grader.sandbox.images import image_exists
+
+        tag = self.image_tag()
+        return tag if image_exists(client, tag) else None
+
+    def image_fix(self) -> str:
+        """The command that builds this backend's image (the sandbox says it when the image is missing)."""
+        return f"grade images build --backend {self.name}"
+
+    def unavailable_fix(self) -> str:
+        """What makes this backend available on a machine where available() says no (`grade doctor`)."""
+        return ""
 
     @property
     def time_is_modelled(self) -> bool:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import shutil
+from typing import Any
 
 from bang_emu import devices as device_table
 
-from grader.backends.base import Backend, first_output_line
+from grader.backends.base import Backend, Log, first_output_line
 from grader.i18n import _
+from grader.sandbox import images
 
 
 class EmuBackend(Backend):
@@ -30,6 +32,23 @@ class EmuBackend(Backend):
         if shutil.which("g++") is None:
             return False, "the emulator compiles BANG C with g++, which is not on PATH (apt-get install g++)"
         return True, _("emulated MLU on the CPU (times are modelled)")
+
+    def unavailable_fix(self) -> str:
+        return "./bootstrap.sh   (apt-get install g++; pip install -e .)"
+
+    def image_tag(self) -> str:
+        return images.emu_image_tag()
+
+    def ensure_image(self, rebuild: bool = False, log: Log | None = None) -> str:
+        return images.ensure_emu_image(rebuild=rebuild, log=log)
+
+    def ready_image(self, client: Any) -> str | None:
+        tag = self.image_tag()
+        if images.image_exists(client, tag):
+            return tag
+        if images.image_exists(client, images.base_image_tag()):
+            return images.ensure_emu_image()  # only the thin layer is stale (sandbox/ sources changed): seconds
+        return None
 
     def devices(self) -> list[str]:
         # devices.json, read by the standard library alone: listing devices imports no torch on the host

@@ -10,12 +10,26 @@ import re
 from pathlib import Path
 from types import MappingProxyType
 
-from grader.backends.base import Backend, first_output_line
+from grader.backends.base import Backend, Log, first_output_line
 from grader.i18n import _
-from grader.sandbox.docker_runner import mlu_device_nodes
+from grader.sandbox import images
 
 DEVICE_NODE_GLOB = "/dev/cambricon_dev*"
 MLU_RESOURCE = "cambricon.com/mlu"  # Cambricon's Kubernetes device plugin
+# The Cambricon PyTorch image the MLU image is built on: `docker load`ed by the instructor, never pulled
+# (sandbox/images/mlu/README.md); another release is named by this variable.
+CAMBRICON_IMAGE_ENV = "BANG_GRADER_CAMBRICON_IMAGE"
+DEFAULT_CAMBRICON_IMAGE = "yellow.hub.cambricon.com/pytorch/pytorch:v1.17.0-torch1.13.1-ubuntu20.04-py310"
+
+
+def mlu_device_nodes(card: int, dev: Path = Path("/dev")) -> list[str]:
+    """Exactly one card's nodes, those that exist: dev + ctl + ipcm (MLU370), as Cambricon's device plugin."""
+    names = [f"cambricon_dev{card}", "cambricon_ctl", f"cambricon_ipcm{card}"]
+    return [str(dev / n) for n in names if (dev / n).exists()]
+
+
+def cambricon_image() -> str:
+    return os.environ.get(CAMBRICON_IMAGE_ENV) or DEFAULT_CAMBRICON_IMAGE
 
 
 class MluBackend(Backend):
@@ -38,6 +52,15 @@ class MluBackend(Backend):
         if not self.devices():
             return False, f"no MLU card: nothing matches {DEVICE_NODE_GLOB}"
         return True, f"{len(self.devices())} MLU card(s) found"
+
+    def unavailable_fix(self) -> str:
+        return _("needs a Cambricon MLU host with the driver, Neuware and torch_mlu")
+
+    def image_tag(self) -> str:
+        return images.mlu_image_tag(cambricon_image())
+
+    def ensure_image(self, rebuild: bool = False, log: Log | None = None) -> str:
+        return images.ensure_mlu_image(cambricon_image(), rebuild=rebuild, log=log)
 
     def devices(self) -> list[str]:
         indices = []

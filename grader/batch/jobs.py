@@ -31,7 +31,7 @@ class GradeJob:
     student_name: str
     submission: str  # folder to grade
     assignment: str
-    backend: Literal["emu", "mlu"]
+    backend: str  # a name of grader.backends.BACKENDS
     device: str | None  # emu: device profile; mlu: card index. None: backend default / the slot's device
     sandbox: str
     seed_mode: Literal["public", "secret"]

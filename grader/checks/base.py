@@ -7,16 +7,31 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from grader.spec.models import MLU_OPS_TH
+from grader.spec.models import MLU_OPS_TH, CheckPolicy, Tolerance
 
 
 @dataclass
 class CheckFinding:
+    """One check's verdict on one output. `check` is the check's NAME, `kind` (when it failed) the failure kind
+    the advice registry (grader/reporting/advice.py) names: each check says what it found, nobody guesses it
+    back from numbers."""
+
     check: str
     passed: bool
     message: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     bad_mask: np.ndarray | None = None  # elements this check blames, for the mismatch listing
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What compare() gives every check's `run` besides the two float64 arrays."""
+
+    dtype: str
+    tolerance: Tolerance
+    policy: CheckPolicy
+    blamed: np.ndarray | None = None  # elements an earlier check already blamed: not blamed twice
 
 
 @dataclass(frozen=True)

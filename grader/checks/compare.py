@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
+from functools import cache
+from types import ModuleType
 
 import numpy as np
 
-from grader.checks import metrics, nan_inf, unwritten, zero_guard
-from grader.checks.base import CheckFinding
+from grader.checks import metrics, nan_inf, unwritten
+from grader.checks.base import CheckContext, CheckFinding
 from grader.i18n import _
-from grader.results import Mismatch
+from grader.results import CaseFinding, Mismatch
 from grader.spec.models import CheckPolicy, Tolerance
+
+SHAPE_CHECK = "shape"  # compare's own first check: the output's shape and dtype are the reference's
 
 
 @dataclass
@@ -21,47 +27,82 @@ class CheckOutcome:
     unwritten_fraction: float = 0.0
     nan_inf_mismatch: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
+    findings: list[CaseFinding] = field(default_factory=list)  # the failed checks, in the order they ran
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tolerance,
             policy: CheckPolicy) -> CheckOutcome:
     if actual.shape != tuple(expected.shape):
-        return CheckOutcome(False, _("output shape {actual} but expected {expected}").format(
+        return _refused(_("output shape {actual} but expected {expected}").format(
             actual=list(actual.shape), expected=list(expected.shape)))
     if actual.dtype.kind != "f":
-        return CheckOutcome(False, _("output dtype {actual} but expected {expected}").format(
+        return _refused(_("output dtype {actual} but expected {expected}").format(
             actual=actual.dtype, expected=dtype))
     if str(actual.dtype) != dtype:
-        return CheckOutcome(False, _("output dtype {actual} but expected {expected} (same as the inputs)").format(
+        return _refused(_("output dtype {actual} but expected {expected} (same as the inputs)").format(
             actual=actual.dtype, expected=dtype))
     a = actual.astype(np.float64)
     b = np.asarray(expected, dtype=np.float64)  # the reference is float64 already (and read-only: kept, shared)
+    registry = checks()
     findings: list[CheckFinding] = []
-    unwritten_finding = unwritten.check(a, b) if policy.unwritten else None
-    if unwritten_finding:
-        findings.append(unwritten_finding)
-    exclude = unwritten_finding.bad_mask if unwritten_finding else None
-    findings.append(nan_inf.check(a, b, policy.nan_inf, exclude=exclude))
-    limits = {"diff1": tolerance.diff1, "diff2": tolerance.diff2, "diff3": tolerance.diff3, "diff3_2": tolerance.diff3_2}
-    accuracy = metrics.check(a, b, dtype, limits, tolerance.tiny)
-    findings.append(accuracy)
-    if policy.zero_guard:
-        findings.append(zero_guard.check(a, b, policy.zero_guard_ratio, policy.zero_guard_floor))
+    blamed: np.ndarray | None = None
+    for name in selected(policy):
+        finding = registry[name].run(a, b, CheckContext(dtype, tolerance, policy, blamed))
+        if finding is None:  # switched off by the policy
+            continue
+        findings.append(finding)
+        if not finding.passed and finding.bad_mask is not None:
+            blamed = finding.bad_mask if blamed is None else blamed | finding.bad_mask
+    by_name = {f.check: f for f in findings}
+    accuracy = by_name[metrics.NAME]
     failed = [f for f in findings if not f.passed]
     outcome = CheckOutcome(
         passed=not failed,
         message="; ".join(f.message for f in failed),
         metrics=accuracy.metrics,
-        unwritten_fraction=unwritten_finding.metrics["unwritten_fraction"] if unwritten_finding else 0.0,
-        nan_inf_mismatch=int(findings[1 if unwritten_finding else 0].metrics["nan_inf_mismatch"]),
+        unwritten_fraction=by_name[unwritten.NAME].metrics["unwritten_fraction"] if unwritten.NAME in by_name else 0.0,
+        nan_inf_mismatch=int(by_name[nan_inf.NAME].metrics["nan_inf_mismatch"]) if nan_inf.NAME in by_name else 0,
     )
     if failed:
-        outcome.mismatches = first_mismatches(a, b, dtype, tolerance, policy.max_mismatches)
+        bad, errors = _blamed(a, b, dtype, tolerance)
+        outcome.mismatches = first_mismatches(a, b, bad, errors, policy.max_mismatches)
+        if not accuracy.passed:
+            accuracy.kind = metrics.failure_kind(a, b, bad)
+        outcome.findings = [CaseFinding(check=f.check, kind=f.kind, message=f.message) for f in failed]
     return outcome
 
 
-def first_mismatches(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolerance, limit: int) -> list[Mismatch]:
-    """The first elements (in index order) that are clearly wrong; the worst ones when no single element is."""
+@cache
+def checks() -> dict[str, ModuleType]:
+    """Every output check, found by discovery: a module of grader.checks with NAME, KIND, ORDER, run(actual,
+    expected, ctx) and self_test() -- adding a check adds its module, nothing else. In ORDER."""
+    found: dict[str, ModuleType] = {}
+    for info in pkgutil.iter_modules(importlib.import_module("grader.checks").__path__):
+        module = importlib.import_module(f"grader.checks.{info.name}")
+        if all(hasattr(module, attr) for attr in ("NAME", "KIND", "ORDER", "run", "self_test")):
+            if module.NAME in found:
+                raise ImportError(f"two checks named {module.NAME!r}: {found[module.NAME]} and {module}")
+            found[module.NAME] = module
+    return dict(sorted(found.items(), key=lambda item: item[1].ORDER))
+
+
+def selected(policy: CheckPolicy) -> list[str]:
+    """The checks the spec runs, by name, in order (CheckPolicy.run; default: all); accuracy always runs."""
+    registry = checks()
+    names = list(policy.run) if policy.run is not None else list(registry)
+    unknown = [name for name in names if name not in registry]
+    if unknown:
+        raise ValueError(f"[checks] run names unknown checks {unknown}; known: {', '.join(registry)}")
+    return names if metrics.NAME in names else [*names, metrics.NAME]
+
+
+def _refused(message: str) -> CheckOutcome:
+    """An output of the wrong shape or dtype: no check can read it, so its values are wrong as a whole."""
+    return CheckOutcome(False, message, findings=[CaseFinding(check=SHAPE_CHECK, kind=metrics.KIND, message=message)])
+
+
+def _blamed(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolerance) -> tuple[np.ndarray, np.ndarray]:
+    """(the elements that are clearly wrong, every element's scaled error)."""
     nonfinite = nan_inf.kind_mismatch(a, b)
     both = np.isfinite(a) & np.isfinite(b)
     errors = np.zeros(a.shape)
@@ -73,6 +114,11 @@ def first_mismatches(a: np.ndarray, b: np.ndarray, dtype: str, tolerance: Tolera
         bad = nonfinite | (both & (np.abs(a - b) > tolerance.diff3_2))
     else:
         bad = nonfinite | (both & (errors > per_element))
+    return bad, errors
+
+
+def first_mismatches(a: np.ndarray, b: np.ndarray, bad: np.ndarray, errors: np.ndarray, limit: int) -> list[Mismatch]:
+    """The first elements (in index order) that are clearly wrong; the worst ones when no single element is."""
     flat = np.flatnonzero(bad)[:limit]
     if flat.size == 0:
         flat = np.sort(np.argsort(errors.reshape(-1))[::-1][:limit])

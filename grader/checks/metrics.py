@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckFinding, SelfTest, eps_threshold, run_self_tests
+from grader.checks.base import CheckContext, CheckFinding, SelfTest, eps_threshold, run_self_tests
 
 EPSILON = 1e-9
+
+
+NAME = "accuracy"
+KIND = "wrong_values"
+ORDER = 30  # always run: its metrics are the case's DIFF1/2/3
+PRECISION_SHARE = 2e-2  # every blamed element within 2% of the reference: a precision problem, not a logic one
 
 
 def point_errors(actual: np.ndarray, expected: np.ndarray, dtype: str) -> np.ndarray:
@@ -58,7 +64,28 @@ def check(actual: np.ndarray, expected: np.ndarray, dtype: str = "float32",
     limits = limits if limits is not None else {"diff1": 1e-5, "diff2": 1e-5}
     values = compute(actual, expected, dtype, tiny)
     over = [f"{k.upper()} {values[k]:.3g} > {v:g}" for k, v in limits.items() if v is not None and values[k] > v]
-    return CheckFinding("accuracy", not over, "; ".join(over), values)
+    return CheckFinding(NAME, not over, "; ".join(over), values, kind="" if not over else KIND)
+
+
+def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding:
+    t = ctx.tolerance
+    return check(actual, expected, ctx.dtype, {"diff1": t.diff1, "diff2": t.diff2, "diff3": t.diff3, "diff3_2": t.diff3_2},
+                 t.tiny)
+
+
+def failure_kind(a: np.ndarray, b: np.ndarray, bad: np.ndarray) -> str:
+    """What an accuracy failure is, from every element the check blames (`bad`), not from a few listed ones:
+    zero_output (each written one is 0 where the reference is not), precision (all within 2% of the reference)
+    or wrong_values. With no single element clearly wrong (the sums are over), every differing element counts."""
+    written = (bad if bad.any() else a != b) & np.isfinite(a)
+    if not written.any():
+        return KIND
+    got, want = a[written], b[written]
+    if not got.any() and want.any():
+        return "zero_output"
+    if float((np.abs(got - want) / np.maximum(np.abs(want), 1e-6)).max()) < PRECISION_SHARE:
+        return "precision"
+    return KIND
 
 
 def _noisy(rel: float) -> tuple[np.ndarray, np.ndarray]:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckFinding, SelfTest, run_self_tests
+from grader.checks.base import CheckContext, CheckFinding, SelfTest, run_self_tests
 from grader.i18n import ngettext
+
+NAME = "nan_inf"
+KIND = "nan_output"
+ORDER = 20
 
 
 def kind_mismatch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -32,7 +36,11 @@ def check(actual: np.ndarray, expected: np.ndarray, mode: str = "strict", exclud
     message = ngettext("{count} element with NaN/Inf where the reference differs",
                        "{count} elements with NaN/Inf where the reference differs", count).format(count=count) \
         if count else ""
-    return CheckFinding("nan_inf", count == 0, message, {"nan_inf_mismatch": float(count)}, bad)
+    return CheckFinding(NAME, count == 0, message, {"nan_inf_mismatch": float(count)}, bad, "" if count == 0 else KIND)
+
+
+def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding:
+    return check(actual, expected, ctx.policy.nan_inf, exclude=ctx.blamed)
 
 
 def _with(value: float, in_actual: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckFinding, SelfTest, run_self_tests
+from grader.checks.base import CheckContext, CheckFinding, SelfTest, run_self_tests
 from grader.i18n import ngettext
+
+NAME = "unwritten"
+KIND = "unwritten_output"
+ORDER = 10  # first: an element never written is blamed as that, not again as NaN or as wrong
 
 
 def mask(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -26,7 +30,11 @@ def check(actual: np.ndarray, expected: np.ndarray) -> CheckFinding:
                            "{count} of {total} output elements were never written ({fraction:.1%}; still hold the "
                            "NaN poison), first at index {first}", count).format(count=count, total=bad.size,
                                                                                 fraction=fraction, first=first)
-    return CheckFinding("unwritten", count == 0, message, {"unwritten_fraction": fraction}, bad)
+    return CheckFinding(NAME, count == 0, message, {"unwritten_fraction": fraction}, bad, "" if count == 0 else KIND)
+
+
+def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding | None:
+    return check(actual, expected) if ctx.policy.unwritten else None
 
 
 def _partly(n_unwritten: int) -> tuple[np.ndarray, np.ndarray]:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckFinding, SelfTest, run_self_tests
+from grader.checks.base import CheckContext, CheckFinding, SelfTest, run_self_tests
 from grader.i18n import _
+
+NAME = "zero_guard"
+KIND = "zero_output"
+ORDER = 40
 
 
 def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> CheckFinding:
@@ -21,10 +25,15 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
     ref_mass = float(np.abs(b).sum())
     out_mass = float(np.abs(a).sum())
     if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
-        return CheckFinding("zero_guard", True)
-    return CheckFinding("zero_guard", False,
-                       _("the output is (almost) all zeros (sum|out| = {out:.3g}, reference {ref:.3g})").format(
-                           out=out_mass, ref=ref_mass))
+        return CheckFinding(NAME, True)
+    return CheckFinding(NAME, False,
+                        _("the output is (almost) all zeros (sum|out| = {out:.3g}, reference {ref:.3g})").format(
+                            out=out_mass, ref=ref_mass), kind=KIND)
+
+
+def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding | None:
+    policy = ctx.policy
+    return check(actual, expected, policy.zero_guard_ratio, policy.zero_guard_floor) if policy.zero_guard else None
 
 
 SELF_TESTS = [

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from grader.backends import BACKENDS
+from grader.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from grader.i18n import LANGUAGES, _, current_language, resolve_language, use_language
 from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
@@ -51,7 +51,8 @@ spec_app = typer.Typer(no_args_is_help=True, help="Validate and document assignm
 app.add_typer(images_app, name="images")
 app.add_typer(spec_app, name="spec")
 
-BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="emu (emulator, modelled time) or mlu (real card)")]
+BackendOpt = Annotated[str, typer.Option("--backend", "-b", help=f"one of {', '.join(BACKENDS)} (emu: emulator, "
+                                         "modelled time; mlu: real card)")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", "-d", help="emu: device profile (mlu370-x8 ...); mlu: card")]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto, docker, bwrap or none (unsandboxed: own code only)")]
 LangOpt = Annotated[str | None, typer.Option("--lang", help="language of the feedback: zh or en (default: "
@@ -78,7 +79,7 @@ def _progress(console: Console) -> Progress:
 def submit(
     submission: Annotated[Path, typer.Argument(help="the submission folder (my_ops/)")],
     assignment: Annotated[str | None, typer.Option("--assignment", "-a", help="default: grade.toml's")] = None,
-    backend: BackendOpt = "emu",
+    backend: BackendOpt = DEFAULT_BACKEND,
     device: DeviceOpt = None,
     sandbox: SandboxOpt = "auto",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="folder for results.json and report.html")] = None,
@@ -126,7 +127,7 @@ def run(
     project: Annotated[Path, typer.Argument(help="your project folder (with its setup.py and tests/)")],
     command: Annotated[list[str], typer.Argument(help="what to run in it, after --, e.g. -- python -m unittest "
                                                       "discover -s tests")],
-    backend: BackendOpt = "emu",
+    backend: BackendOpt = DEFAULT_BACKEND,
     device: DeviceOpt = None,
     sandbox: SandboxOpt = "auto",
     no_build: Annotated[bool, typer.Option("--no-build", help="do not run setup.py build_ext --inplace first")] = False,
@@ -162,7 +163,7 @@ def run(
         sys.stdout.flush()
         sys.stderr.write(done.outcome.stderr_tail)
         sys.stderr.flush()
-        if backend == "emu":
+        if get_backend(backend).time_is_modelled:
             console.print(_("times from torch.mlu.Event are the emulator's modelled times, not measurements"))
         if not done.outcome.ok and done.outcome.exit_code is None:
             console.print("[red]" + _("stopped:") + "[/] " + describe_outcome(done.outcome), highlight=False)
@@ -316,7 +317,7 @@ def batch(
     assignment: Annotated[str, typer.Option("--assignment", "-a")],
     out: Annotated[Path, typer.Option("--out", "-o")] = Path("out/batch"),
     workers: Annotated[int | None, typer.Option(help="parallel workers (default: per device slot)")] = None,
-    backend: BackendOpt = "emu",
+    backend: BackendOpt = DEFAULT_BACKEND,
     device: DeviceOpt = None,
     sandbox: SandboxOpt = "auto",
     force: Annotated[bool, typer.Option(help="regrade everything, ignoring stored results")] = False,
@@ -376,7 +377,7 @@ def batch(
 @app.command(epilog=EXIT_CODES_HELP)
 def calibrate(
     assignment: Annotated[str, typer.Option("--assignment", "-a")],
-    backend: BackendOpt = "emu",
+    backend: BackendOpt = DEFAULT_BACKEND,
     device: DeviceOpt = None,
     sandbox: SandboxOpt = "auto",
     reference: Annotated[Path | None, typer.Option(help="one submission serving every stage (default: "
@@ -421,7 +422,7 @@ def doctor(lang: LangOpt = None) -> None:
             status = "[green]" + _("ok") + "[/]" if f.ok else "[red]" + _("missing") + "[/]"
             table.add_row(_(AREAS.get(f.area, f.area)), f.item, status, f.detail, f.fix)
         console.print(table)
-    emu_ok = any(f.area == "backend" and f.item == "emu" and f.ok for f in findings)
+    emu_ok = any(f.area == "backend" and f.item == DEFAULT_BACKEND and f.ok for f in findings)
     raise typer.Exit(ExitCode.OK if emu_ok else ExitCode.NOT_PASSED)
 
 
@@ -450,26 +451,28 @@ def setup(tests: Annotated[bool, typer.Option("--tests", help="also what the tes
 
 
 @images_app.command("build", epilog=EXIT_CODES_HELP)
-def images_build(rebuild: Annotated[bool, typer.Option(help="rebuild even when up to date")] = False) -> None:
-    """Build (or confirm) the emulation sandbox image."""
-    from grader.sandbox.images import ensure_emu_image
-
-    tag = ensure_emu_image(rebuild=rebuild, log=lambda line: print(line, file=sys.stderr))
+def images_build(rebuild: Annotated[bool, typer.Option(help="rebuild even when up to date")] = False,
+                 backend: BackendOpt = DEFAULT_BACKEND) -> None:
+    """Build (or confirm) a backend's sandbox image (emu: built here; mlu: on a loaded Cambricon image)."""
+    _check_choice(backend, tuple(BACKENDS), "--backend")
+    tag = get_backend(backend).ensure_image(rebuild=rebuild, log=lambda line: print(line, file=sys.stderr))
     print(tag)
 
 
 @spec_app.command("check", epilog=EXIT_CODES_HELP)
 def spec_check(paths: Annotated[list[str], typer.Argument(help="assignment names or folders")]) -> None:
     """Validate assignment specs; prints every problem with where it is."""
+    from grader.checks.compare import selected
     from grader.spec import SpecError, load_assignment
 
     failed = False
     for path in paths:
         try:
             spec = load_assignment(path)
-        except SpecError as exc:
+            selected(spec.checks)  # [checks] run names only checks that exist (the spec cannot know them)
+        except (SpecError, ValueError) as exc:
             failed = True
-            print(f"{exc}\n")
+            print(f"{path}: {exc}\n" if isinstance(exc, ValueError) else f"{exc}\n")
             continue
         print(f"{path}: ok ({len(spec.groups)} groups, {len(spec.cases)} cases, {len(spec.stages)} stages, "
               f"{spec.max_score:g} points)")

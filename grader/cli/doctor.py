@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from grader.backends import BACKENDS
+from grader.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from grader.checks import self_test_all
 from grader.i18n import N_, _
 from grader.scoring.thresholds import thresholds_path
@@ -31,9 +31,7 @@ def diagnose() -> list[MachineCheck]:
     for name, cls in BACKENDS.items():
         backend = cls()
         ok, why = backend.available()
-        fix = {"emu": "./bootstrap.sh   (apt-get install g++; pip install -e .)",
-               "mlu": _("needs a Cambricon MLU host with the driver, Neuware and torch_mlu")}.get(name, "")
-        out.append(MachineCheck("backend", name, ok, why, "" if ok else fix))
+        out.append(MachineCheck("backend", name, ok, why, "" if ok else backend.unavailable_fix()))
         if ok:
             out.append(MachineCheck("devices", name, True, ", ".join(backend.devices()) or _("none")))
             out.append(MachineCheck("toolchain", name, True, backend.toolchain_version()))
@@ -52,10 +50,11 @@ def diagnose() -> list[MachineCheck]:
         except SpecError as exc:
             out.append(MachineCheck("assignment", name, False, str(exc).splitlines()[0], f"grade spec check {name}"))
             continue
-        path = thresholds_path(spec, "emu", "mlu370-x8")
+        default = get_backend(DEFAULT_BACKEND)
+        path = thresholds_path(spec, default.name, default.default_device)
         out.append(MachineCheck("assignment", name, True, _("{cases} cases, {stages} stages, {points} points").format(
             cases=len(spec.cases), stages=len(spec.stages), points=f"{spec.max_score:g}")))
-        out.append(MachineCheck("thresholds", f"{name} emu-mlu370-x8", path.is_file(),
+        out.append(MachineCheck("thresholds", f"{name} {default.name}-{default.default_device}", path.is_file(),
                            str(path.relative_to(path.parents[3])) if path.is_file() else _("not calibrated"),
                            "" if path.is_file() else f"grade calibrate --assignment {name}"))
     return out
@@ -65,18 +64,22 @@ def _sandboxes() -> list[MachineCheck]:
     out = []
     try:
         from grader.sandbox.bwrap_runner import bwrap_available
-        from grader.sandbox.images import emu_image_tag, image_exists
+        from grader.sandbox.images import image_exists
         from grader.sandbox.select import docker_status
     except ImportError as exc:
         return [MachineCheck("sandbox", _("runners"), False, _("sandbox modules missing: {error}").format(error=exc))]
     client, why = docker_status()
     out.append(MachineCheck("sandbox", "docker", client is not None, _("daemon answers") if client else why,
                             "" if client else _("sudo ./grade setup   (installs and starts dockerd, builds the image)")))
-    if client is not None:
-        tag = emu_image_tag()
+    for name, cls in BACKENDS.items() if client is not None else ():
+        backend = cls()
+        if not backend.available()[0]:
+            continue  # its image would not help here
+        tag = backend.image_tag()
         built = image_exists(client, tag)
-        out.append(MachineCheck("sandbox", _("emu image"), built, tag if built else _("{tag} not built").format(tag=tag),
-                                "" if built else _("./grade setup   (or: grade images build)")))
+        out.append(MachineCheck("sandbox", _("{backend} image").format(backend=name), built,
+                                tag if built else _("{tag} not built").format(tag=tag),
+                                "" if built else _("./grade setup   (or: {command})").format(command=backend.image_fix())))
     bwrap = bwrap_available()
     out.append(MachineCheck("sandbox", "bwrap", bwrap, "bubblewrap + prlimit + setpriv" if bwrap else _("missing"),
                        "" if bwrap else "apt-get install -y bubblewrap util-linux"))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import grader
 from grader.atomic_file import atomic_write_text
-from grader.backends import BACKENDS, get_backend
+from grader.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from grader.batch.dashboard import write_dashboard
 from grader.batch.distributed import make_self_contained, write_kubernetes_job, write_plan
 from grader.batch.exports import ClassRow, write_exports
@@ -253,7 +253,7 @@ def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str,
 
 
 def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int | None = None,
-              backend: str = "emu", sandbox: str = "auto", force: bool = False, seed: str | None = None,
+              backend: str = DEFAULT_BACKEND, sandbox: str = "auto", force: bool = False, seed: str | None = None,
               progress: bool = True, device: str | None = None, build_cache: Path | None = None,
               job_timeout: float = 1800.0, limits: IntakeLimits | None = None, plan_only: bool = False,
               image: str | None = None, entry: str = GRADE_ENTRY,

@@ -25,7 +25,6 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.read_outputs import describe_outcome, output_tail, read_json, read_text
 from grader.results import BuildInfo, Verdict
 from grader.sandbox.base import Limits, Mounts, Phase, Runner
-from grader.sandbox.images import emu_image_tag
 
 COMPILER_OUTPUT_CHARS = 64_000
 COMPILE_ERROR_FILE = "compile-error.json"  # beside build.json; written by the host only
@@ -71,7 +70,7 @@ class BuildStep:
         once: the toolchain's version runs the compiler)."""
         # Without an image (process, bwrap runners) the harness and emulator run from these sources: their
         # hash (the tag an image of them would have) stands in for the image's.
-        toolchain = f"{self.backend.toolchain()}|{self.image or emu_image_tag()}|{__version__}"
+        toolchain = f"{self.backend.toolchain()}|{self.image or self.backend.impl.image_tag()}|{__version__}"
         return build_cache.build_recipe(toolchain, self.backend.name, self.backend.env)
 
     def folder(self, work: Path) -> Path:

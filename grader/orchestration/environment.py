@@ -14,11 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from bang_harness.toolchains import GXX_ONLY_ENV
 
-from grader.backends import get_backend
+from grader.backends import DEFAULT_BACKEND, TimingSource, get_backend
 from grader.backends.base import Backend
 from grader.i18n import _
 from grader.orchestration.options import GradeOptions
@@ -36,12 +35,12 @@ class UnavailableError(Exception):
 class ResolvedBackend:
     """A backend picked for one grading run: its implementation with the device resolved."""
 
-    name: Literal["emu", "mlu"]
+    name: str
     device: str
     impl: Backend
 
     @property
-    def time_source(self) -> Literal["modelled", "hardware"]:
+    def time_source(self) -> TimingSource:
         return self.impl.timing_source
 
     @property
@@ -146,12 +145,12 @@ def _docker_ready() -> tuple[bool, str]:
     return client is not None, why
 
 
-def _image_state() -> tuple[bool, bool, str]:
-    """(emulation image built, base image built, tag) -- with a daemon that answers."""
-    from grader.sandbox.images import base_image_tag, docker_client, emu_image_tag, image_exists
+def _image_state(backend: Backend) -> tuple[bool, bool, str]:
+    """(the backend's image built, the heavy base built, tag) -- with a daemon that answers."""
+    from grader.sandbox.images import base_image_tag, docker_client, image_exists
 
     client = docker_client(timeout=30)
-    tag = emu_image_tag()
+    tag = backend.image_tag()
     return image_exists(client, tag), image_exists(client, base_image_tag()), tag
 
 
@@ -170,8 +169,11 @@ def bwrap_works() -> tuple[bool, str]:
     return True, "ok"
 
 
-def setup_docker_sandbox(log: Log, tests: bool = False, install: bool = True) -> tuple[bool, str]:
-    """Makes the docker sandbox usable: system packages + dockerd (root), then the image. (ok, why not)."""
+def setup_docker_sandbox(log: Log, tests: bool = False, install: bool = True,
+                         backend: Backend | None = None) -> tuple[bool, str]:
+    """Makes the docker sandbox usable: system packages + dockerd (root), then the backend's image (default:
+    grader.backends.DEFAULT_BACKEND's). (ok, why not)."""
+    backend = backend or get_backend(DEFAULT_BACKEND)
     ready, why = _docker_ready()
     if not ready:
         if not install:
@@ -189,20 +191,18 @@ def setup_docker_sandbox(log: Log, tests: bool = False, install: bool = True) ->
         ok, tail = run_setup_script(log, tests=True)  # the test tools (chromium ...) beside a running daemon
         if not ok:
             return False, _("scripts/setup-system.sh failed:\n{output}").format(output=tail)
-    built, base_built, tag = _image_state()
+    built, base_built, tag = _image_state(backend)
     if built:
         return True, "ok"
     if not base_built and not _is_root():
         return False, _("the sandbox image {tag} is not built, and its base (debootstrap) needs root").format(tag=tag)
     if not base_built and not install:
         return False, _("the sandbox image {tag} is not built").format(tag=tag)
-    from grader.sandbox.images import ensure_emu_image
-
     _say(log, (_("building the sandbox image {tag} (a few minutes)") if base_built
                else _("building the sandbox image {tag} (5-15 minutes, once)")).format(tag=tag))
     started = time.monotonic()
     try:
-        ensure_emu_image(log=lambda line: _image_progress(line, log))
+        backend.ensure_image(log=lambda line: _image_progress(line, log))
     except Exception as exc:  # noqa: BLE001 -- any failure here is the machine's, reported as such
         return False, _("building the sandbox image failed: {error}").format(
             error=f"{type(exc).__name__}: {str(exc)[-2000:]}")
@@ -232,14 +232,15 @@ def prepare_environment(options: GradeOptions, log: Log | None = None, install: 
             raise EnvironmentProblem(_("the bubblewrap sandbox is not usable: {why}").format(why=why),
                                      "sudo apt-get install -y bubblewrap util-linux")
         return Prepared("bwrap", notes)
-    if get_backend(options.backend).passes_device:
-        ok, why = setup_docker_sandbox(log, install=False)  # the MLU image is the instructor's to build
+    backend = get_backend(options.backend)
+    if backend.passes_device:
+        ok, why = setup_docker_sandbox(log, install=False, backend=backend)  # its image is the instructor's to build
         if not _docker_ready()[0]:
             raise EnvironmentProblem(_("the {backend} backend needs the docker sandbox: {why}").format(
                 backend=options.backend, why=why),
                                      "sudo scripts/setup-system.sh")
         return Prepared("docker", notes)
-    ok, why = setup_docker_sandbox(log, install=install)
+    ok, why = setup_docker_sandbox(log, install=install, backend=backend)
     if ok:
         return Prepared("docker", notes)
     if options.sandbox == "docker" or options.batch:

@@ -118,7 +118,8 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
     return CaseResult(**base, verdict=verdict, passed=passed,
                       diff1=m.get("diff1"), diff2=m.get("diff2"), diff3=m.get("diff3"),
                       max_abs_error=m.get("diff3_2"), unwritten_fraction=outcome.unwritten_fraction,
-                      nan_inf_mismatch=outcome.nan_inf_mismatch, mismatches=outcome.mismatches,
+                      nan_inf_mismatch=outcome.nan_inf_mismatch, findings=outcome.findings,
+                      mismatches=outcome.mismatches,
                       message=message, diagnostics=diagnostics)
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from grader.backends import DEFAULT_BACKEND
+
 if TYPE_CHECKING:
     from grader.sandbox.base import Runner
 
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
 @dataclass
 class GradeOptions:
     assignment: str | None = None  # None: from grade.toml, else the only assignment the submission fits
-    backend: Literal["emu", "mlu"] = "emu"
+    backend: str = DEFAULT_BACKEND  # a name of grader.backends.BACKENDS
     device: str | None = None  # device profile (emu) or card index (mlu); None: backend default
     sandbox: Literal["auto", "docker", "bwrap", "none"] = "auto"
     seed_mode: Literal["public", "secret"] = "public"

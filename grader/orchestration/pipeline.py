@@ -67,9 +67,8 @@ from grader.results import (
     Versions,
     worst,
 )
-from grader.sandbox.base import Runner
-from grader.sandbox.docker_runner import SandboxError
-from grader.scoring import group_scores, load_thresholds
+from grader.sandbox.base import Runner, SandboxError
+from grader.scoring import group_scores, load_thresholds, roofline
 from grader.spec import AssignmentSpec, SeedPlan, SpecError
 
 
@@ -193,6 +192,7 @@ class _Grading:
             submission_hash=submission_hash(self.root),
             backend=self.options.backend,
             device_profile=backend.device if backend else (self.options.device or _default_device(self.options.backend)),
+            device_peaks=roofline.device_peaks(backend.device) if backend else None,  # what the floor scored with
             time_source=_time_source(self.options.backend),
             sandbox=self.runner_name,
             verdict=verdict,

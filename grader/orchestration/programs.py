@@ -49,9 +49,8 @@ from grader.programs.captures import (
 )
 from grader.programs.spec import ProgramsSpec, ProgramStage, load_programs
 from grader.results import BuildInfo, GradeResult, StageResult, Timing, TraceSummary, Verdict, Versions, worst
-from grader.sandbox.base import Limits, Mounts, Phase, Runner
+from grader.sandbox.base import Limits, Mounts, Phase, Runner, SandboxError
 from grader.sandbox.capped import UntrustedFileError, read_json_capped
-from grader.sandbox.docker_runner import SandboxError
 from grader.spec import REFERENCES, AssignmentSpec, SeedPlan
 
 BUILD_SECONDS = 900.0

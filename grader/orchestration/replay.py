@@ -38,9 +38,8 @@ from bang_harness.protocol import (
 from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.plan import PlannedCall
-from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
+from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
 from grader.sandbox.capped import UntrustedFileError, read_bytes_capped, read_json_capped
-from grader.sandbox.docker_runner import SandboxError
 from grader.sandbox.layout import sandbox_user
 from grader.spec import ConcreteCase
 

@@ -8,6 +8,7 @@ for any kind in its assignment.toml `[feedback.advice.<kind>]`, so a new assignm
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Literal
@@ -16,7 +17,7 @@ from grader.i18n import N_, _
 from grader.spec import SpecError, load_assignment
 from grader.spec.models import FeedbackSpec
 
-Origin = Literal["emulator", "output", "verdict", "speed"]
+Origin = Literal["emulator", "output", "verdict", "speed", "compile"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,19 @@ for (int i = 0; i < n_tiles; ++i) {
 }
 __sync_io();"""
 
+_SNIPPET_NRAM = """\
+__nram__ float buf[CHUNK];                 // on-chip copy of one chunk
+__memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
+/* compute on buf[0..len) */
+__memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);"""
+
+_SNIPPET_SRAM = """\
+// launch {4, clusters, 1} with CNRT_FUNC_TYPE_UNION1; the memory core loads once per cluster
+__mlu_shared__ float right_sram[N * K];
+if (__is_mpu()) { __memcpy(right_sram, right, bytes, GDRAM2SRAM); }
+__sync_cluster();                       // every core, and the memory core, reaches this
+if (__is_ipu()) { __memcpy(right_wram, right_sram, bytes, SRAM2WRAM); /* ... */ }"""
+
 _SNIPPET_REMAINDER = """\
 for (int start = 0; start < n; start += CHUNK) {
   int len = n - start < CHUNK ? n - start : CHUNK;   // the last piece is shorter
@@ -67,6 +81,10 @@ template void kernel_entry(cnrtQueue_t, half *, half *, int);"""
 _BARRIERS = N_("Not every core reached the same __sync_cluster()/__sync_all(). In a UNION kernel the memory core "
                "(coreId 0x80) runs the kernel too: if it returns early, no core may call a cluster barrier after "
                "that point. Make every participant execute the same sequence of barriers.")
+
+def _compile(advice: str) -> Advice:
+    return Advice("compile", N_("Compile error"), advice, N_("Fix the compile error"))
+
 
 REGISTRY: dict[str, Advice] = {
     # -- the emulator's diagnostics (runtime kernel_error / kernel_warning / "bang-emu: error: <kind>:") --
@@ -235,11 +253,57 @@ REGISTRY: dict[str, Advice] = {
         "with `sizeof(T)`. If you only support float32, the fp16 cases cost their own points only."),
         N_("Dispatch on the dtype: give half tensors a half kernel instead of casting them to float*"),
         _SNIPPET_DTYPE_DISPATCH),
-    # -- a correct but slow stage (next_step.py): the assignment names its builtin --
+    # -- a correct but slow stage (next_step.py decides which from the trace; the text is here) --
+    "stage_in_nram": Advice(
+        "speed", N_("Every element access goes out to GDRAM"),
+        N_("Copy each chunk to NRAM with __memcpy, compute there, and copy the results back."),
+        N_("Stage the data in NRAM with __memcpy before computing"), _SNIPPET_NRAM),
+    # the assignment names its builtin
     "use_builtin": Advice(
         "speed", N_("Scalar code where a builtin does a whole tile"),
         N_("Replace the scalar loop over on-chip data with the vector or tensor builtin for the operation."),
         N_("Replace the scalar loop with a BANG builtin")),
+    "split_over_tasks": Advice(
+        "speed", N_("One task on one core"),
+        N_("Launch one task per core and give each task its own rows, remainder included."),
+        N_("Split the rows over taskDim and launch one task per core"), SNIPPET_TASKS),
+    "double_buffer": Advice(
+        "speed", N_("The compute units idle while each tile moves"),
+        N_("Load the next tile with __memcpy_async while computing on the current one."),
+        N_("Double-buffer with __memcpy_async so loads overlap compute"), SNIPPET_ASYNC),
+    "sram_staging": Advice(
+        "speed", N_("Every task loads the shared operand from GDRAM"),
+        N_("Load the operand every task shares into SRAM once per cluster and copy it on chip from there."),
+        N_("Stage the shared right matrix in SRAM once per cluster (UNION1 launch)"), _SNIPPET_SRAM),
+    "bigger_tiles": Advice(
+        "speed", N_("Many small copies"),
+        N_("Copy larger tiles: each copy pays a fixed latency, so fewer, bigger copies move the data faster."),
+        N_("Use larger tiles so each copy moves more data")),
+    # -- compile errors: the first pattern of COMPILE_PATTERNS a compiler message matches names its kind --
+    "compile_unknown_builtin": _compile(
+        N_("That builtin is unknown: check its spelling and that the file includes <bang.h>."),
+    ),
+    "compile_undeclared": _compile(
+        N_("Declare the name before use (or include the header that declares it); a typo in a variable or "
+        "a missing taskId/taskDim-derived variable is the usual cause."),
+    ),
+    "compile_builtin_arguments": _compile(
+        N_("The builtin exists but not with these argument types: check the pointer types (float* into "
+        "__nram__/__wram__ arrays), the argument order and the direction constant."),
+    ),
+    "compile_onchip_too_large": _compile(
+        N_("An on-chip array is larger than the memory it lives in; tile the data so each buffer fits."),
+    ),
+    "compile_undefined_reference": _compile(
+        N_("A function is declared but never defined or its name does not match between the .mlu and the "
+        '.cpp (check extern "C", the template instantiation and the exact signature).'),
+    ),
+    "compile_syntax": _compile(
+        N_("A syntax error: look at the line shown and the one before it (a missing ';' or bracket)."),
+    ),
+    "compile_type_mismatch": _compile(
+        N_("A type mismatch: check pointer types between host tensors, GDRAM pointers and on-chip arrays."),
+    ),
     # -- verdicts without cases --
     "ungradable_layout": Advice(
         "verdict", N_("The submission layout is not gradable"),
@@ -280,6 +344,21 @@ REGISTRY: dict[str, Advice] = {
         N_("This is not your fault: the grader itself hit an error. Tell the course staff and quote the submission "
         "hash at the top of this report."),
         N_("Report this run to the course staff")),
+}
+
+
+# A compiler message's kind: the first pattern it matches, in this order (hints.compile_error_advice).
+COMPILE_PATTERNS: dict[str, re.Pattern[str]] = {
+    "compile_unknown_builtin": re.compile(
+        r"['‘`](__bang_\w+|__memcpy\w*|__sync\w*)['’] was not declared|undeclared identifier ['‘](__bang|__memcpy)"),
+    "compile_undeclared": re.compile(r"was not declared in this scope|undeclared identifier"),
+    "compile_builtin_arguments": re.compile(r"no matching function for call to ['‘](__bang_\w+|__memcpy\w*)"),
+    "compile_onchip_too_large": re.compile(
+        r"(?i)(nram|wram|sram).*(exceed|too large|overflow)|(exceed|too large).*(nram|wram|sram)"),
+    "compile_undefined_reference": re.compile(r"undefined reference to|undefined symbol"),
+    "compile_syntax": re.compile(
+        r"expected ['‘][;)}\]]['’]|expected (primary-)?expression|expected unqualified-id"),
+    "compile_type_mismatch": re.compile(r"cannot convert|invalid conversion"),
 }
 
 

@@ -16,8 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from grader.i18n import N_, _, ngettext
-from grader.reporting.advice import REGISTRY, Advice, advice_for, feedback
+from grader.i18n import _, ngettext
+from grader.reporting.advice import COMPILE_PATTERNS, REGISTRY, Advice, advice_for, feedback
 from grader.reporting.compiler_output import CompilerMessage, parse_compiler_output, submission_relative
 from grader.results import CaseResult, EmuDiagnostic, GradeResult, SourceLocation, Verdict, verdict_label
 from grader.spec import SpecError, load_assignment
@@ -108,51 +108,16 @@ def _advised(kind: str, assignment: str | None, evidence: str, cases: tuple[str,
 
 # --- compile errors -----------------------------------------------------------------------------------
 
-_COMPILE_RULES: list[tuple[re.Pattern[str], str]] = [
-    (
-        re.compile(
-            r"['‘`](__bang_\w+|__memcpy\w*|__sync\w*)['’] was not declared|undeclared identifier ['‘](__bang|__memcpy)"
-        ),
-        N_("That builtin is unknown: check its spelling and that the file includes <bang.h>."),
-    ),
-    (
-        re.compile(r"was not declared in this scope|undeclared identifier"),
-        N_("Declare the name before use (or include the header that declares it); a typo in a variable or "
-           "a missing taskId/taskDim-derived variable is the usual cause."),
-    ),
-    (
-        re.compile(r"no matching function for call to ['‘](__bang_\w+|__memcpy\w*)"),
-        N_("The builtin exists but not with these argument types: check the pointer types (float* into "
-           "__nram__/__wram__ arrays), the argument order and the direction constant."),
-    ),
-    (
-        re.compile(r"(?i)(nram|wram|sram).*(exceed|too large|overflow)|(exceed|too large).*(nram|wram|sram)"),
-        N_("An on-chip array is larger than the memory it lives in; tile the data so each buffer fits."),
-    ),
-    (
-        re.compile(r"undefined reference to|undefined symbol"),
-        N_("A function is declared but never defined or its name does not match between the .mlu and the "
-           '.cpp (check extern "C", the template instantiation and the exact signature).'),
-    ),
-    (
-        re.compile(r"expected ['‘][;)}\]]['’]|expected (primary-)?expression|expected unqualified-id"),
-        N_("A syntax error: look at the line shown and the one before it (a missing ';' or bracket)."),
-    ),
-    (
-        re.compile(r"cannot convert|invalid conversion"),
-        N_("A type mismatch: check pointer types between host tensors, GDRAM pointers and on-chip arrays."),
-    ),
-]
 
 
 _SUGGESTION = re.compile(r"did you mean ['‘`]([^'’`]+)['’`]")
 
 
-def compile_error_advice(message: str) -> str:
+def compile_error_advice(message: str, assignment: str | None = None) -> str:
     advice = _("Fix the first error first: later errors are often consequences of it.")
-    for pattern, rule_advice in _COMPILE_RULES:
-        if pattern.search(message):
-            advice = _(rule_advice)
+    for kind, pattern in COMPILE_PATTERNS.items():
+        if pattern.search(message) and (entry := advice_for(kind, assignment)) is not None:
+            advice = entry.advice
             break
     if suggestion := _SUGGESTION.search(message):
         advice = _("The compiler suggests `{name}`. {advice}").format(name=suggestion.group(1), advice=advice)
@@ -182,7 +147,7 @@ def _compile_findings(result: GradeResult) -> list[Finding]:
                 kind="compile_error",
                 title=_("Compile error"),
                 evidence=err.message,
-                advice=compile_error_advice(err.message),
+                advice=compile_error_advice(err.message, result.assignment),
                 action=_("Fix the compile error at {where}").format(where=f"{err.file}:{err.line}"),
                 location=SourceLocation(
                     file=submission_relative(err.file, result.submission_path), line=err.line
@@ -263,6 +228,14 @@ def case_kind(case: CaseResult, assignment: str | None = None) -> str | None:
         return diagnostic_kind(errors[0])
     if case.verdict not in (Verdict.WRONG_ANSWER, Verdict.PASSED, Verdict.TOO_SLOW):
         return case.verdict.value
+    if case.findings:  # the checks said what they found (grader.checks): the first failed one is the kind
+        return case.findings[0].kind
+    return _legacy_kind(case)
+
+
+def _legacy_kind(case: CaseResult) -> str:
+    """A document from before checks recorded their findings: the kind read back from its counters and listed
+    mismatches, as the report did then."""
     if _unwritten(case) != 0.0:
         return "unwritten_output"
     if case.nan_inf_mismatch or any(

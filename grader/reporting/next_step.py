@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from bang_emu import devices
+
 from grader.i18n import _
-from grader.reporting.advice import SNIPPET_ASYNC, SNIPPET_TASKS, advice_for
+from grader.reporting.advice import advice_for
 from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding, lower_first
-from grader.results import GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
+from grader.results import DevicePeaks, GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
 
 
 @dataclass(frozen=True)
@@ -68,18 +70,13 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-_SNIPPET_NRAM = """\
-__nram__ float buf[CHUNK];                 // on-chip copy of one chunk
-__memcpy(buf, x + start, len * sizeof(float), GDRAM2NRAM);
-/* compute on buf[0..len) */
-__memcpy(y + start, buf, len * sizeof(float), NRAM2GDRAM);"""
 
-_SNIPPET_SRAM = """\
-// launch {4, clusters, 1} with CNRT_FUNC_TYPE_UNION1; the memory core loads once per cluster
-__mlu_shared__ float right_sram[N * K];
-if (__is_mpu()) { __memcpy(right_sram, right, bytes, GDRAM2SRAM); }
-__sync_cluster();                       // every core, and the memory core, reaches this
-if (__is_ipu()) { __memcpy(right_wram, right_sram, bytes, SRAM2WRAM); /* ... */ }"""
+
+
+def _table_cores(trace: TraceSummary) -> int:
+    """The cores of the trace's device in the device table (the default device's for one it does not know)."""
+    peaks = DevicePeaks.for_device(trace.device_profile) or DevicePeaks.for_device(devices.default_device())
+    return peaks.cores if peaks is not None and peaks.cores else 1
 
 
 def next_step_for_stage(
@@ -99,62 +96,50 @@ def next_step_for_stage(
     scalar = _share(trace, "scalar")
     io_wait = _share(trace, "io", "wait")
     tasks = _task_count(trace)
+    cores = device_cores or _table_cores(trace)
 
     if scalar >= 0.5 and not _staged_on_chip(trace):
-        return NextStep(
-            rule="stage_in_nram",
-            action=_("Stage the data in NRAM with __memcpy before computing"),
+        return _speed_step(
+            "stage_in_nram", assignment,
             why=_("{share} of the modelled time is scalar code and nothing is copied from GDRAM to on-chip "
                   "memory: every element access goes out to GDRAM.").format(share=_pct(scalar)),
-            snippet=_SNIPPET_NRAM,
             **base,
         )
     if scalar >= 0.5 and not _uses_compute_builtin(trace):
-        builtin = advice_for("use_builtin", assignment)
-        assert builtin is not None
-        return NextStep(
-            rule="use_builtin",
-            action=builtin.action,
+        return _speed_step(
+            "use_builtin", assignment,
             why=_("The data is on chip, but {share} of the modelled time is still scalar code: one element per "
                   "instruction where the vector or tensor unit does a whole tile.").format(share=_pct(scalar)),
-            snippet=builtin.snippet,
             **base,
         )
-    if tasks == 1 and trace.cores_used <= 1 and (device_cores or 16) > 1:
-        return NextStep(
-            rule="split_over_tasks",
-            action=_("Split the rows over taskDim and launch one task per core"),
+    if tasks == 1 and trace.cores_used <= 1 and cores > 1:
+        return _speed_step(
+            "split_over_tasks", assignment,
             why=_("The kernel ran as a single task on one core (dim {dim}); the device has {cores} cores, so the "
-                  "others idle.").format(dim=list(trace.dim), cores=device_cores or 16),
-            snippet=SNIPPET_TASKS,
+                  "others idle.").format(dim=list(trace.dim), cores=cores),
             **base,
         )
     if io_wait >= 0.5 and not _uses(trace, "memcpy_async"):
-        return NextStep(
-            rule="double_buffer",
-            action=_("Double-buffer with __memcpy_async so loads overlap compute"),
+        return _speed_step(
+            "double_buffer", assignment,
             why=_("IO and waiting take {share} of the modelled time and every copy is synchronous: the compute "
                   "units idle while each tile moves.").format(share=_pct(io_wait)),
-            snippet=SNIPPET_ASYNC,
             **base,
         )
     right_loads = trace.bytes_moved.get("GDRAM2WRAM", 0)  # each task loads the shared (right) operand itself
     if right_loads and trace.func_type.upper() == "BLOCK" and io_wait >= 0.4:
-        return NextStep(
-            rule="sram_staging",
-            action=_("Stage the shared right matrix in SRAM once per cluster (UNION1 launch)"),
+        return _speed_step(
+            "sram_staging", assignment,
             why=_("IO and waiting are still {share} of the modelled time; each of the {tasks} tasks loads the "
                   "whole right matrix from GDRAM ({moved} GDRAM->WRAM in total).").format(
                 share=_pct(io_wait), tasks=tasks, moved=_fmt_bytes(right_loads)),
-            snippet=_SNIPPET_SRAM,
             **base,
         )
     nram_peak = trace.onchip_peak_bytes.get("nram", 0)
     nram_cap = trace.onchip_capacity_bytes.get("nram", 0)
     if io_wait >= 0.4 and nram_cap and nram_peak < 0.25 * nram_cap:
-        return NextStep(
-            rule="bigger_tiles",
-            action=_("Use larger tiles so each copy moves more data"),
+        return _speed_step(
+            "bigger_tiles", assignment,
             why=_("IO and waiting are {share} of the modelled time while only {used} of {capacity} NRAM is in "
                   "use: many small copies pay the per-copy latency.").format(
                 share=_pct(io_wait), used=_fmt_bytes(nram_peak), capacity=_fmt_bytes(nram_cap)),
@@ -171,6 +156,14 @@ def next_step_for_stage(
             part=biggest, share=_pct(_share(trace, biggest))),
         **base,
     )
+
+
+def _speed_step(rule: str, assignment: str | None, why: str, **base: str | None) -> NextStep:
+    """A speed rule's step: the trace says which rule and why; the advice registry (with the assignment's
+    [feedback.advice.<rule>] in place of the generic) says what to do and shows how."""
+    entry = advice_for(rule, assignment)
+    assert entry is not None, f"speed rule {rule} is not in the advice registry"
+    return NextStep(rule=rule, action=entry.action, why=why, snippet=entry.snippet, **base)
 
 
 def is_too_slow(stage: StageResult) -> bool:

@@ -120,7 +120,8 @@ def _stage_views(
                 memory=charts.memory_use(trace) if trace else [],
                 transfers=charts.transfers(trace) if trace else [],
                 diagnostics=diags,
-                next_step=next_step_for_stage(stage, peaks.cores if peaks else None, root) if slow else None,
+                next_step=next_step_for_stage(stage, peaks.cores if peaks else None, root, result.assignment)
+                if slow else None,  # the assignment's [feedback] wording, as the summary's next step has
                 rates=charts.achieved_rates(stage, result.cases, operator),
                 timeline=charts.timeline_chart(trace.timeline) if trace and trace.timeline else None,
             )

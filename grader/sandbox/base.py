@@ -4,16 +4,39 @@ mounts, limits and outcome."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Phase(StrEnum):
     BUILD = "build"
     RUN = "run"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (no daemon, no image): an internal error, never the student's fault."""
+
+
+class SandboxTarget(Protocol):
+    """What choosing and starting a runner needs from the backend it runs (grader.backends.Backend is one):
+    the sandbox asks these and never names a backend, so it imports none."""
+
+    name: str
+    default_device: str
+    passes_device: bool  # a card's device nodes must go in: only the docker sandbox can
+    pod_runtime_class: str | None  # a Kubernetes phase pod's RuntimeClass (None: the cluster's default)
+    pod_resources: Mapping[str, str]  # extended resources a Kubernetes phase pod requests
+
+    def device_nodes(self, device: str | None) -> list[str]: ...
+
+    def image_tag(self) -> str: ...
+
+    def ready_image(self, client: Any) -> str | None: ...
+
+    def image_fix(self) -> str: ...
 
 
 # Paths as the harness sees them inside the sandbox (DESIGN.md, "Harness protocol").

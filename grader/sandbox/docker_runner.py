@@ -37,6 +37,7 @@ from grader.sandbox.base import (
     Mounts,
     Phase,
     RunOutcome,
+    SandboxError,
     Started,
     StartingRunner,
 )
@@ -84,16 +85,6 @@ def seccomp_option(profile: Path = SECCOMP_PROFILE) -> str:
     except OSError as exc:
         raise SandboxError(f"seccomp profile {profile} is missing: {exc}") from exc
     return "seccomp=" + text
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (no daemon, no image): an internal error, never the student's fault."""
-
-
-def mlu_device_nodes(card: int, dev: Path = Path("/dev")) -> list[str]:
-    """Exactly one card's nodes, those that exist: dev + ctl + ipcm (MLU370), as Cambricon's device plugin."""
-    names = [f"cambricon_dev{card}", "cambricon_ctl", f"cambricon_ipcm{card}"]
-    return [str(dev / n) for n in names if (dev / n).exists()]
 
 
 @dataclass

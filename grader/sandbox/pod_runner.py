@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.backends import get_backend
 from grader.sandbox.base import (
     SANDBOX_BUILD,
     SANDBOX_IO,
@@ -33,8 +32,9 @@ from grader.sandbox.base import (
     Mounts,
     Phase,
     RunOutcome,
+    SandboxError,
+    SandboxTarget,
 )
-from grader.sandbox.docker_runner import SandboxError  # the pipeline's "not your fault" error
 from grader.sandbox.layout import (
     MAX_NEW_ENTRIES,
     check_mounts,
@@ -121,17 +121,18 @@ def sub_path(path: Path, root: Path) -> str:
 
 
 def phase_pod(name: str, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
-              env: dict[str, str] | None, settings: PodSettings, backend: str,
+              env: dict[str, str] | None, settings: PodSettings, target: SandboxTarget | None,
               uid: int, gid: int) -> dict[str, Any]:
-    """The Pod manifest of one phase (a plain dict the API accepts; tests check it field by field)."""
+    """The Pod manifest of one phase (a plain dict the API accepts; tests check it field by field); `target`:
+    the backend, for its runtime class and extra resources (None: neither)."""
     resources: dict[str, Any] = {
         "cpu": f"{max(1, math.ceil(limits.cpus * 1000))}m",
         "memory": str(int(limits.memory_bytes)),
         # /tmp (an emptyDir on the node's disk) plus the container log up to the flood trip-wire
         "ephemeral-storage": str(int(limits.tmpfs_bytes + limits.log_bytes * FLOOD_FACTOR)),
     }
-    facts = get_backend(backend)
-    resources.update(facts.pod_resources)  # the card, for a backend that needs one
+    runtime_class = target.pod_runtime_class if target is not None else None
+    resources.update(target.pod_resources if target is not None else {})  # the card, for a backend that needs one
     volume_mounts = [
         {"name": "batch", "mountPath": SANDBOX_SUBMISSION, "subPath": sub_path(mounts.submission,
                                                                                settings.claim_root),
@@ -152,7 +153,7 @@ def phase_pod(name: str, phase: Phase, argv: list[str], mounts: Mounts, limits: 
         "kind": "Pod",
         "metadata": metadata,
         "spec": {
-            **({"runtimeClassName": facts.pod_runtime_class} if facts.pod_runtime_class else {}),
+            **({"runtimeClassName": runtime_class} if runtime_class else {}),
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,  # no service addresses in the environment either
@@ -204,9 +205,10 @@ def kubeconfig_api() -> Any:
 class PodRunner:
     name = "kubernetes"
 
-    def __init__(self, settings: PodSettings, backend: str = "emu", api: Any = None) -> None:
+    def __init__(self, settings: PodSettings, target: SandboxTarget | None = None, api: Any = None) -> None:
         self.settings = settings
-        self.backend = backend
+        self.target = target
+        self.backend = target.name if target is not None else ""
         self.image = settings.image
         from kubernetes.client import CoreV1Api, V1Pod
         from kubernetes.client.exceptions import ApiException
@@ -225,7 +227,7 @@ class PodRunner:
         watched = writable_dirs(phase, mounts)
         base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
         name = f"bang-grader-{phase}-{uuid.uuid4().hex[:12]}"
-        body = phase_pod(name, phase, argv, mounts, limits, env, self.settings, self.backend, uid, gid)
+        body = phase_pod(name, phase, argv, mounts, limits, env, self.settings, self.target, uid, gid)
         ns = self.settings.namespace
         notes: list[str] = []
         kill = KillSwitch(lambda: self._delete(name), notes)

@@ -10,13 +10,10 @@ import docker
 import docker.errors
 import requests
 
-from grader.backends import Backend
-from grader.backends.emu import EmuBackend
 from grader.i18n import _
-from grader.sandbox.base import Runner
+from grader.sandbox.base import Runner, SandboxError, SandboxTarget
 from grader.sandbox.bwrap_runner import BwrapRunner, bwrap_available
-from grader.sandbox.docker_runner import DockerRunner, SandboxError
-from grader.sandbox.images import base_image_tag, emu_image_tag, ensure_emu_image, image_exists
+from grader.sandbox.docker_runner import DockerRunner
 from grader.sandbox.pod_runner import PodRunner, PodSettings, in_cluster
 
 SandboxKind = Literal["auto", "docker", "bwrap", "none"]
@@ -36,11 +33,8 @@ def docker_status() -> tuple[docker.DockerClient | None, str]:
         return None, _("no Docker daemon answers ({error})").format(error=type(exc).__name__)
 
 
-def select_runner(kind: SandboxKind, batch: bool, backend: Backend | None = None, device: str | None = None,
-                  image: str | None = None) -> Runner:
-    """`backend` (default: the emulator) on `device`; `image` overrides the emulation image (the MLU backend
-    needs the tag of `grade images build --mlu`)."""
-    backend = backend or EmuBackend()
+def select_runner(kind: SandboxKind, batch: bool, backend: SandboxTarget, device: str | None = None) -> Runner:
+    """A runner for `backend` (grader.backends.get_backend(name)) on `device`, in the backend's own image."""
     if kind == "none":
         if batch:
             raise SandboxRefused(_("batch grading refuses to run student code unsandboxed (--sandbox none): "
@@ -56,23 +50,21 @@ def select_runner(kind: SandboxKind, batch: bool, backend: Backend | None = None
             backend=backend.name))
     if kind in ("docker", "auto"):
         client, why = docker_status()
-        tag = image or emu_image_tag()
-        if client is not None and image is None and not image_exists(client, tag) \
-                and image_exists(client, base_image_tag()):
-            tag = ensure_emu_image()  # only the thin layer is stale (sandbox/ sources changed): seconds
-        if client is not None and image_exists(client, tag):
+        tag = backend.ready_image(client) if client is not None else None
+        if tag is not None:
             devices = backend.device_nodes(device)
             if backend.passes_device and not devices:
                 raise SandboxRefused(_("no device nodes of {backend} device {device} on this host").format(
                     backend=backend.name, device=device or backend.default_device))
             return DockerRunner(tag, client=client, devices=devices)
         if client is not None:
-            why = _("the sandbox image {tag} is not built (run `grade images build`)").format(tag=tag)
+            why = _("the sandbox image {tag} is not built (run `{fix}`)").format(tag=backend.image_tag(),
+                                                                                fix=backend.image_fix())
         else:
             cluster, cluster_why = in_cluster()
             if cluster:  # a grading pod: no daemon, but the API server can start a pod per phase
                 try:
-                    return PodRunner(PodSettings.from_env(), backend=backend.name)
+                    return PodRunner(PodSettings.from_env(), backend)
                 except SandboxError as exc:
                     raise SandboxRefused(_("pod sandbox unavailable: {error}").format(error=exc)) from exc
             why = _("{first}; {second}").format(first=why, second=cluster_why)

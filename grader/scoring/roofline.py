@@ -11,17 +11,14 @@ from __future__ import annotations
 
 from functools import cache
 
-from bang_emu import devices
-
 from grader.results import DevicePeaks
 from grader.spec.references import Work
 
 
 @cache
 def device_peaks(device: str) -> DevicePeaks | None:
-    """The whole card's peaks at its top clock; None for a device the table does not know."""
-    figures = devices.peaks(device)
-    return DevicePeaks.from_figures(figures, "devices.json: the higher of published and model") if figures else None
+    """The whole card's peaks at its top clock (DevicePeaks.for_device); None for a device the table does not know."""
+    return DevicePeaks.for_device(device)
 
 
 def floor_us(work: Work, dtype: str, device: str) -> float | None:

@@ -95,6 +95,10 @@ class CheckPolicy(_Strict):
         "hardware legitimately flushes to zero (sigmoid saturates to 0 below x = -7.75, sigmoid(-7.75) = 4.3e-4)")
     unwritten: bool = Field(True, description="elements still holding the NaN poison where the reference is finite fail")
     max_mismatches: int = Field(5, ge=1, le=100, description="first mismatches reported per case")
+    run: list[str] | None = Field(
+        None, description="the checks to run, by name (grader.checks.CHECKS, e.g. ['unwritten', 'nan_inf', "
+        "'accuracy', 'zero_guard']), in this order; none: every check in its own order, less those switched off "
+        "above. 'accuracy' always runs (its metrics are the case's DIFF1/2/3)")
 
 
 class GroupSpec(_Strict):

@@ -37,7 +37,32 @@ def _document() -> dict:
     if doc.get("default") not in devices:
         raise ValueError(f"{DEVICES_JSON}: 'default' names no device")
     _check_published(doc.get("published", {}), devices)
+    _check_architectures(doc.get("architectures"), devices)
     return doc
+
+
+ON_CHIP = ("nram_bytes", "wram_bytes", "sram_bytes")
+
+
+def _check_architectures(architectures: object, devices: dict) -> None:
+    """Every architecture has its number and on-chip sizes; every device has exactly its architecture's."""
+    if not isinstance(architectures, dict):
+        raise ValueError(f"{DEVICES_JSON}: no 'architectures' object")
+    by_number = {}
+    for name, entry in architectures.items():
+        if name.startswith("_"):
+            continue
+        if not isinstance(entry, dict) or any(not isinstance(entry.get(k), int) or isinstance(entry.get(k), bool)
+                                              or entry[k] <= 0 for k in ("arch", *ON_CHIP)):
+            raise ValueError(f"{DEVICES_JSON}: architectures.{name} needs positive integers arch, {', '.join(ON_CHIP)}")
+        by_number[entry["arch"]] = name
+    for name, entry in devices.items():
+        arch = by_number.get(entry["arch"])
+        if arch is None:
+            raise ValueError(f"{DEVICES_JSON}: {name}.arch {entry['arch']} is no architecture of the table")
+        for key in ON_CHIP:
+            if entry[key] != architectures[arch][key]:
+                raise ValueError(f"{DEVICES_JSON}: {name}.{key} differs from its architecture {arch}'s")
 
 
 def _check_published(published: object, devices: dict) -> None:
@@ -75,6 +100,11 @@ def default_device() -> str:
 
 def names() -> list[str]:
     return list(_document()["devices"])
+
+
+def architectures() -> dict[str, dict[str, int]]:
+    """{--bang-mlu-arch name: {"arch": number, "nram_bytes": ..., "wram_bytes": ..., "sram_bytes": ...}}."""
+    return {name: dict(entry) for name, entry in _document()["architectures"].items() if not name.startswith("_")}
 
 
 def published(device: str) -> dict[str, float | str]:

@@ -25,18 +25,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bang_emu import devices, spaces, toolchain
 from bang_emu import rewrite as rw
-from bang_emu import spaces, toolchain
 
-# capacities in KiB per --bang-mlu-arch (BANG header MLISA.cpp; mtp_592 unconfirmed, see README)
+# capacities in KiB per --bang-mlu-arch: the device table's architectures (devices.json)
 _N, _W, _S = spaces.NRAM, spaces.WRAM, spaces.SRAM
-ARCH_CAPACITY_KB = {
-    "mtp_270": {_N: 512, _W: 1024, _S: 2048},
-    "mtp_290": {_N: 512, _W: 512, _S: 2048},
-    "mtp_372": {_N: 768, _W: 1024, _S: 4096},
-    "mtp_592": {_N: 448, _W: 512, _S: 2048},
-}
-ARCH_NUMBER = {"mtp_270": 270, "mtp_290": 290, "mtp_372": 372, "mtp_592": 592}
+ARCH_CAPACITY_KB = {name: {_N: a["nram_bytes"] // 1024, _W: a["wram_bytes"] // 1024, _S: a["sram_bytes"] // 1024}
+                    for name, a in devices.architectures().items()}
+ARCH_NUMBER = {name: a["arch"] for name, a in devices.architectures().items()}
 VIRTUAL_ARCH = {"compute_20": "mtp_270", "compute_30": "mtp_372", "compute_50": "mtp_592"}
 # board names the MLU100/270-era cncc took for --bang-mlu-arch (e.g. `--bang-mlu-arch=MLU200` in the 2019 labs)
 BOARD_ARCH = {"MLU100": "mtp_270", "MLU200": "mtp_270", "MLU220": "mtp_270", "MLU270": "mtp_270",

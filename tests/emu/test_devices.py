@@ -61,3 +61,33 @@ def test_malformed_tables_are_refused(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         devices._document.cache_clear()
+
+
+def _refused(tmp_path, monkeypatch, doc: dict, match: str) -> None:
+    bad = tmp_path / "devices.json"
+    bad.write_text(json.dumps(doc))
+    monkeypatch.setattr(devices, "DEVICES_JSON", bad)
+    devices._document.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=match):
+            devices.load()
+    finally:
+        monkeypatch.undo()
+        devices._document.cache_clear()
+
+
+def test_on_chip_sizes_are_the_architectures_and_the_driver_reads_them(tmp_path, monkeypatch):
+    """One place for NRAM/WRAM/SRAM: cncc-emu's limits are the table's architectures, and a device whose sizes
+    differ from its architecture's is refused when the table loads."""
+    from bang_emu import driver
+
+    archs = devices.architectures()
+    assert driver.ARCH_CAPACITY_KB["mtp_372"] == {driver._N: 768, driver._W: 1024, driver._S: 4096}
+    assert driver.ARCH_CAPACITY_KB["mtp_270"] == {driver._N: 512, driver._W: 1024, driver._S: 2048}
+    assert set(driver.ARCH_CAPACITY_KB) == set(archs) and driver.ARCH_NUMBER["mtp_592"] == 592
+    doc = json.loads(devices.DEVICES_JSON.read_text())
+    doc["devices"]["mlu270"]["sram_bytes"] = 4194304
+    _refused(tmp_path, monkeypatch, doc, "mlu270.sram_bytes differs from its architecture mtp_270")
+    doc = json.loads(devices.DEVICES_JSON.read_text())
+    doc["devices"]["mlu270"]["arch"] = 271
+    _refused(tmp_path, monkeypatch, doc, "no architecture")

@@ -10,14 +10,13 @@ import socket
 import docker
 import pytest
 
-from grader.sandbox.base import Phase
+from grader.backends.mlu import mlu_device_nodes
+from grader.sandbox.base import Phase, SandboxError
 from grader.sandbox.docker_runner import (
     HOST_LABEL,
     OWNER_LABEL,
     RUN_LABEL,
     DockerRunner,
-    SandboxError,
-    mlu_device_nodes,
     sweep_leftovers,
 )
 from tests.sandbox.conftest import SMALL, run_code

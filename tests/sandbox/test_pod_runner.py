@@ -25,8 +25,7 @@ from grader.batch.distributed import (
     write_kubernetes_job,
 )
 from grader.batch.store import ResultStore
-from grader.sandbox.base import Limits, Mounts, Phase
-from grader.sandbox.docker_runner import SandboxError
+from grader.sandbox.base import Limits, Mounts, Phase, SandboxError
 from grader.sandbox.pod_runner import (
     ENV_CLAIM,
     ENV_CLAIM_ROOT,
@@ -71,7 +70,7 @@ def container_of(pod: dict) -> dict:
 def test_phase_pod_is_hardened_and_derived_from_limits(tmp_path, limits):
     mounts = claim_mounts(tmp_path)
     pod = phase_pod("p", Phase.RUN, ["python3", "-m", "bang_harness", "run"], mounts, limits, {"X": "1"},
-                    settings(tmp_path), "emu", 10001, 10002)
+                    settings(tmp_path), get_backend("emu"), 10001, 10002)
     spec, container = pod["spec"], container_of(pod)
     assert spec["runtimeClassName"] == EmuBackend.pod_runtime_class == "gvisor"
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
@@ -108,7 +107,8 @@ def test_phase_pod_is_hardened_and_derived_from_limits(tmp_path, limits):
 
 def test_build_phase_writes_build_and_mlu_gets_one_card_without_gvisor(tmp_path):
     mounts = claim_mounts(tmp_path)
-    pod = phase_pod("p", Phase.BUILD, ["true"], mounts, Limits(), None, settings(tmp_path, owner=True), "mlu",
+    pod = phase_pod("p", Phase.BUILD, ["true"], mounts, Limits(), None, settings(tmp_path, owner=True),
+                    get_backend("mlu"),
                     10001, 10001)
     assert "runtimeClassName" not in pod["spec"]  # gVisor passes no Cambricon device through
     assert container_of(pod)["resources"]["limits"][MLU_RESOURCE] == "1"
@@ -121,7 +121,7 @@ def test_build_phase_writes_build_and_mlu_gets_one_card_without_gvisor(tmp_path)
 def test_a_folder_off_the_claim_is_refused(tmp_path):
     mounts = claim_mounts(tmp_path / "elsewhere")
     with pytest.raises(SandboxError, match="not on the batch volume"):
-        phase_pod("p", Phase.RUN, ["true"], mounts, Limits(), None, settings(tmp_path / "claim"), "emu", 1, 1)
+        phase_pod("p", Phase.RUN, ["true"], mounts, Limits(), None, settings(tmp_path / "claim"), get_backend("emu"), 1, 1)
 
 
 def test_rlimit_shim_sets_the_limits_then_execs():
@@ -150,7 +150,7 @@ def test_manifest_set_has_rbac_networkpolicy_and_a_token_only_for_the_worker(tmp
     assert policy["policyTypes"] == ["Ingress", "Egress"] and policy["ingress"] == [] and policy["egress"] == []
     (selector,) = policy["podSelector"]["matchExpressions"]
     pod = phase_pod("p", Phase.BUILD, ["true"], claim_mounts(store.root), Limits(), None, settings(store.root),
-                    "emu", 1, 1)
+                    get_backend("emu"), 1, 1)
     assert selector == {"key": PHASE_LABEL, "operator": "Exists"} and PHASE_LABEL in pod["metadata"]["labels"]
     worker = kinds["Job"]["spec"]["template"]["spec"]
     assert worker["serviceAccountName"] == SERVICE_ACCOUNT and worker["automountServiceAccountToken"] is True
@@ -196,7 +196,7 @@ def test_outside_a_cluster_batch_without_docker_is_refused(no_docker):
     from grader.sandbox.select import SandboxRefused, select_runner
 
     with pytest.raises(SandboxRefused, match="KUBERNETES_SERVICE_HOST unset"):
-        select_runner("auto", batch=True)
+        select_runner("auto", batch=True, backend=get_backend("emu"))
 
 
 def test_a_pod_without_a_loadable_service_account_is_refused(no_docker, tmp_path):
@@ -206,7 +206,7 @@ def test_a_pod_without_a_loadable_service_account_is_refused(no_docker, tmp_path
     no_docker.setenv("KUBERNETES_SERVICE_PORT", "443")
     no_docker.setenv(ENV_SA_DIR, str(tmp_path / "absent"))
     with pytest.raises(SandboxRefused, match="in-cluster config does not load"):
-        select_runner("docker", batch=True)
+        select_runner("docker", batch=True, backend=get_backend("emu"))
 
 
 @pytest.mark.parametrize("backend", ["emu", "mlu"])
@@ -226,7 +226,7 @@ def test_in_a_pod_without_the_manifest_settings_is_refused(no_docker, tmp_path):
 
     in_a_pod(no_docker, tmp_path, configured=False)
     with pytest.raises(SandboxRefused, match=f"{ENV_NAMESPACE}.*unset"):
-        select_runner("auto", batch=True)
+        select_runner("auto", batch=True, backend=get_backend("emu"))
 
 
 # --- a real cluster ---------------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def test_every_manifest_round_trips_the_clients_models(tmp_path):
     api = ApiClient()
     store = ResultStore(tmp_path / "batch")
     pod = phase_pod("p", Phase.BUILD, ["true"], claim_mounts(store.root), Limits(), None,
-                    settings(store.root, owner=True), "mlu", 1, 1)
+                    settings(store.root, owner=True), get_backend("mlu"), 1, 1)
     items = [*sandbox_manifests(), kubernetes_job(store, [], backend="emu", parallelism=1), pod]
     for item in items:
         model = getattr(kubernetes.client, f"V1{item['kind']}").from_dict(item)  # as PodRunner sends a pod
