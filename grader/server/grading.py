@@ -22,7 +22,7 @@ from grader.batch.jobs import GradeJob
 from grader.batch.store import ResultStore
 from grader.batch.worker import grade_job
 from grader.i18n import resolve_language
-from grader.orchestration.batch import GRADE_ENTRY, job_options
+from grader.orchestration.batch import GRADE_ENTRY, job_options, sweep_dead_workers_containers
 from grader.orchestration.build_cache import default_build_cache
 from grader.results import GradeResult
 from grader.server.db import Assignment, Database, Result, Student, Submission, now
@@ -75,6 +75,7 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
     name, backend, device, seed, student_id, student_name = job_spec
     device = slot_device or device  # the slot's card, as a batch worker's --device
     work_root.mkdir(parents=True, exist_ok=True)
+    sweep_dead_workers_containers()  # the sandboxes of a grading process killed before this one, as a batch does
     unpack_dir = Path(tempfile.mkdtemp(prefix=f"upload-{submission_id}-", dir=work_root))
     try:
         result = _grade(db, submission_id, archive, unpack_dir, work_root, name=name, backend=backend,

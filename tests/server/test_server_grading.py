@@ -1,0 +1,95 @@
+"""Real grading through the server: `grade serve` (uvicorn), a real redis-server, two Celery worker nodes
+grading on the emulator in Docker. One student submits with `grade submit --server` (the CLI's summary,
+report.html and exit status); the other's grading process is SIGKILLed mid-run: the broker hands the job out
+again, it is graded again and its result is committed once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from cluster import REPO, pool_children, sigkill, start_server
+from sqlalchemy import create_engine, text
+
+from grader.server.uploads import pack_folder
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
+
+
+@pytest.fixture(scope="module")
+def sandbox_image():
+    try:
+        from grader.sandbox.images import docker_client, ensure_emu_image
+
+        docker_client(timeout=10).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the daemon means: no docker here
+        pytest.skip(f"needs a running Docker daemon: {exc}")
+    return ensure_emu_image()
+
+
+def wait_ready(log, timeout: float = 60) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and " ready." in log.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"worker not ready: {log.read_text(errors='replace')[-2000:] if log.exists() else ''}")
+
+
+def test_two_nodes_a_killed_grading_counted_once(sandbox_image, redis_url: str, tmp_path) -> None:  # noqa: ANN001
+    server = start_server(tmp_path / "server", redis_url, ["dee", "eli"])
+    try:
+        nodes = {name: server.add_worker(name) for name in ("nodeA", "nodeB")}
+        for name in nodes:
+            wait_ready(server.data / f"{name}.log")
+        with server.client("dee") as dee:
+            r = dee.post("/api/submissions", data={"assignment": "sigmoid", "mode": "test"},
+                         files={"archive": ("s.tar.gz", pack_folder(SIGMOID), "application/gzip")})
+            assert r.status_code == 201, r.text
+            sub_id = r.json()["id"]
+            # eli submits with the CLI at the same time: the other node grades it
+            env = {**os.environ, "BANG_GRADER_TOKEN": server.tokens["eli"]}
+            cli = subprocess.Popen([sys.executable, "-m", "grader.cli", "submit", "--server", server.url,
+                                    str(SIGMOID), "--out", str(tmp_path / "eli")], env=env, cwd=REPO,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            # SIGKILL dee's grading process once its build is done: mid-run
+            deadline = time.monotonic() + 240
+            seen_running: set[str] = set()
+            killed = None
+            while time.monotonic() < deadline:
+                state = dee.get(f"/api/submissions/{sub_id}").json()
+                with server.client("teacher") as teacher:
+                    seen_running |= {s["worker"] for s in teacher.get("/api/dashboard").json()["submissions"]
+                                     if s["status"] == "running"}
+                if killed is None and state["status"] == "running" and state["phases"]["built"]:
+                    node = nodes[state["worker"].split("@")[0]]
+                    children = pool_children(node.pid)
+                    assert len(children) == 1, children
+                    assert dee.get(f"/api/submissions/{sub_id}").json()["status"] == "running"
+                    sigkill(children[0])
+                    killed = state["worker"]
+                if state["status"] == "done":
+                    break
+                time.sleep(0.3)
+            assert killed is not None, f"never saw the grading mid-run: {state}"
+            assert state["status"] == "done", state
+            assert state["grade_runs"] == 2 and state["verdict"] == "passed", state
+            assert dee.get(f"/api/submissions/{sub_id}/result").json()["verdict"] == "passed"
+        out, _ = cli.communicate(timeout=240)
+        assert cli.returncode == 0, out
+        assert "queued" in out and "verdict: passed" in out, out
+        assert (tmp_path / "eli" / "report.html").read_text().lower().startswith("<!doctype html>")
+        assert len({w.split("@")[0] for w in seen_running}) == 2, seen_running  # both nodes graded at once
+        engine = create_engine(server.db_url)
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT submission_pk, count(*) FROM results GROUP BY submission_pk")).all()
+        engine.dispose()
+        assert sorted(n for _pk, n in rows) == [1, 1], rows  # two submissions, each counted once
+        lost = "".join((server.data / f"{n}.log").read_text(errors="replace") for n in nodes)
+        assert "WorkerLostError" in lost
+    finally:
+        server.stop()
