@@ -248,12 +248,23 @@ def serve(
                                                                                      "(repeatable)")] = None,
     instructor: Annotated[str | None, typer.Option(help="create (or re-key) this instructor account and print "
                                                         "its token")] = None,
+    close: Annotated[list[str] | None, typer.Option("--close", help="close this assignment to uploads "
+                                                                    "(repeatable)")] = None,
+    export: Annotated[Path | None, typer.Option(help="write the --assignment's exports of final results "
+                                                     "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
 ) -> None:
     """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
     from grader.server.db import Database, migrate, sqlite_url
     from grader.server.run import serve as run_server
     from grader.server.run import start_slots
-    from grader.server.service import Refused, add_account, ensure_assignment, import_roster
+    from grader.server.service import (
+        Refused,
+        add_account,
+        ensure_assignment,
+        export_finals,
+        import_roster,
+        set_open,
+    )
 
     _check_choice(backend, tuple(BACKENDS), "--backend")
     url = db or sqlite_url(data.resolve())
@@ -266,10 +277,19 @@ def serve(
         tokens = import_roster(database, roster) if roster is not None else {}
         if instructor:
             tokens[instructor] = add_account(database, instructor, role="instructor")
+        for name in close or []:
+            set_open(database, name, False)
     except Refused as exc:
         raise _usage_error(str(exc)) from exc
     for who, token in tokens.items():
         print(f"{who}\t{token}")
+    if export is not None:
+        if len(assignment or []) != 1:
+            raise _usage_error(_("--export needs one --assignment"))
+        for note in export_finals(database, (assignment or [""])[0], export):
+            print(note)
+        print(export)
+        raise typer.Exit(ExitCode.OK)
     if worker_only:
         if not broker:
             raise _usage_error(_("--worker-only needs --broker (and --db)"))

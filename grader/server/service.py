@@ -249,3 +249,39 @@ def leaderboard(db: Database, assignment: str) -> dict[str, list[BoardRow]]:
 def set_leaderboard(db: Database, student: Student, on: bool) -> None:
     with db.session() as s:
         s.get(Student, student.id).on_leaderboard = on  # type: ignore[union-attr]
+
+
+def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
+    """The batch's exports (gradebook, Canvas, Gradescope, per-student reports; grader.batch.exports) of each
+    student's latest graded `final` submission; test and benchmark runs never reach a gradebook. Returns
+    the exports' notes."""
+    from grader.batch.exports import ClassRow, write_exports
+    from grader.batch.intake import StudentSubmission
+    from grader.orchestration.batch import assignment_fingerprint
+
+    info = assignment_fingerprint(assignment)
+    latest: dict[str, tuple[Student, Submission, str]] = {}
+    with db.session() as s:
+        rows = s.execute(select(Student, Submission, Result.document)
+                         .join(Submission, Submission.student_pk == Student.id)
+                         .join(Result, Result.submission_pk == Submission.id)
+                         .join(Assignment, Submission.assignment_pk == Assignment.id)
+                         .where(Assignment.name == assignment, Submission.mode == "final")
+                         .order_by(Submission.id)).all()
+    for student, sub, document in rows:
+        latest[student.student_id] = (student, sub, document)  # ordered by id: the last one wins
+    class_rows = [ClassRow(StudentSubmission(student.student_id, student.name, f"submission #{sub.id}", None,
+                                             content_hash=sub.content_hash),
+                           GradeResult.from_json(document), stored_as=f"submission-{sub.id}")
+                  for student, sub, document in latest.values()]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return write_exports(class_rows, out_dir, info.title or assignment, info.columns)
+
+
+def set_open(db: Database, assignment: str, is_open: bool) -> None:
+    """Opens or closes an assignment: a closed one refuses uploads (a 403 that is no attempt)."""
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+        found.is_open = is_open
