@@ -134,19 +134,11 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
 
     @app.get("/api/submissions/{submission_id}/result")
     def result(submission_id: int, user: Annotated[Student, Depends(api_user)]) -> Response:
-        service.submission_of(db, submission_id, user)
-        done = service.result_of(db, submission_id)
-        if done is None:
-            raise Refused(_("not graded yet"), 404)
-        return Response(done[0], media_type="application/json")
+        return Response(service.result_of(db, submission_id, user)[0], media_type="application/json")
 
     @app.get("/api/submissions/{submission_id}/report")
     def report(submission_id: int, user: Annotated[Student, Depends(api_user)]) -> HTMLResponse:
-        service.submission_of(db, submission_id, user)
-        done = service.result_of(db, submission_id)
-        if done is None:
-            raise Refused(_("not graded yet"), 404)
-        return HTMLResponse(done[1])
+        return HTMLResponse(service.result_of(db, submission_id, user)[1])
 
     @app.post("/api/submissions/{submission_id}/regrade")
     def regrade_api(submission_id: int, _user: Annotated[Student, Depends(instructor)]) -> dict:
@@ -178,8 +170,11 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
         user = service.authenticate(db, token.strip())
         if user is None:
             return render(request, "login.html.j2", error=_("wrong token"))
-        request.session.clear()  # a fresh session (and CSRF token) on login
+        lang = request.session.get("lang")
+        request.session.clear()  # a fresh session (and CSRF token) on login; the language chosen stays
         request.session.update(token_hash=user.token_hash, csrf=secrets.token_urlsafe(24))
+        if lang in LANGUAGES:
+            request.session["lang"] = lang
         return RedirectResponse("/instructor" if user.role == "instructor" else "/", status_code=303)
 
     @app.post("/logout")
@@ -205,11 +200,7 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
 
     @app.get("/submissions/{submission_id}/report", response_class=HTMLResponse)
     def report_page(submission_id: int, user: Annotated[Student, Depends(need_page_user)]) -> HTMLResponse:
-        service.submission_of(db, submission_id, user)
-        done = service.result_of(db, submission_id)
-        if done is None:
-            raise Refused(_("not graded yet"), 404)
-        return HTMLResponse(done[1])
+        return HTMLResponse(service.result_of(db, submission_id, user)[1])
 
     @app.post("/leaderboard/opt")
     def opt(request: Request, csrf: Annotated[str, Form()], user: Annotated[Student, Depends(need_page_user)],

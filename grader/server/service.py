@@ -204,11 +204,14 @@ def submission_of(db: Database, submission_id: int, viewer: Student) -> Submissi
     return _view(*row)
 
 
-def result_of(db: Database, submission_id: int) -> tuple[str, str] | None:
-    """(results JSON, report HTML) of a graded submission; check access with submission_of first."""
+def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, str]:
+    """(results JSON, report HTML) of a graded submission `viewer` may see; else Refused 404."""
+    submission_of(db, submission_id, viewer)
     with db.session() as s:
         row = s.scalar(select(Result).where(Result.submission_pk == submission_id))
-        return (row.document, row.report_html) if row is not None else None
+    if row is None:
+        raise Refused(_("not graded yet"), 404)
+    return row.document, row.report_html
 
 
 def queue_depth(db: Database) -> int:
