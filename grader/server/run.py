@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def demo_class(db_url: str) -> dict[str, str]:
 
 def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: str | None, workers: int | None,
           backend: str, device: str | None, sandbox: str, start_workers: bool, demo: bool,
-          log: callable = print) -> None:  # type: ignore[valid-type]
+          log: Callable[[str], None] = print) -> None:
     """Runs the server until interrupted: migrates the database, starts the broker (if no URL) and one worker
     per device slot, then serves HTTP on host:port."""
     import uvicorn

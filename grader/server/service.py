@@ -107,7 +107,7 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
     try:
         digest = inspect_upload(data)
     except UploadError as exc:
-        raise Refused(str(exc), 413 if "at most" in str(exc) else 400) from exc
+        raise Refused(str(exc), 413 if exc.too_large else 400) from exc
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         if found is None:

@@ -31,7 +31,11 @@ MAX_UPLOAD_BYTES = 4 << 20  # the compressed upload
 
 
 class UploadError(Exception):
-    """Why an upload is refused, worded for the student."""
+    """Why an upload is refused, worded for the student; `too_large` for the size caps (HTTP 413)."""
+
+    def __init__(self, message: str, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
 
 
 def pack_folder(folder: Path, limits: IntakeLimits = UPLOAD_LIMITS) -> bytes:
@@ -54,12 +58,12 @@ def pack_folder(folder: Path, limits: IntakeLimits = UPLOAD_LIMITS) -> bytes:
                 total += path.stat().st_size
                 if files > limits.max_files or total > limits.max_total_bytes:
                     raise UploadError(_("the folder is larger than the server accepts ({files} files, {mb} MB)")
-                                      .format(files=limits.max_files, mb=limits.max_total_bytes >> 20))
+                                      .format(files=limits.max_files, mb=limits.max_total_bytes >> 20), True)
                 tf.add(path, arcname=rel, recursive=False)
     data = buf.getvalue()
     if len(data) > MAX_UPLOAD_BYTES:
         raise UploadError(_("the packed folder is {size} bytes; the server accepts at most {limit}")
-                          .format(size=len(data), limit=MAX_UPLOAD_BYTES))
+                          .format(size=len(data), limit=MAX_UPLOAD_BYTES), True)
     return data
 
 
@@ -82,7 +86,7 @@ def unpack_upload(data: bytes, dest: Path, limits: IntakeLimits = UPLOAD_LIMITS)
     """Checks and unpacks an upload into `dest` (made); returns the submission's root folder."""
     if len(data) > MAX_UPLOAD_BYTES:
         raise UploadError(_("the upload is {size} bytes; the server accepts at most {limit}")
-                          .format(size=len(data), limit=MAX_UPLOAD_BYTES))
+                          .format(size=len(data), limit=MAX_UPLOAD_BYTES), True)
     check_members(data)
     dest.mkdir(parents=True, exist_ok=True)
     archive = dest / "upload.tar.gz"
