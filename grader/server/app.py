@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.middleware.sessions import SessionMiddleware
 
 from grader.i18n import LANGUAGES, _, install_jinja, use_language
+from grader.results import Verdict, verdict_label
 from grader.server import service
 from grader.server.db import PHASES, Database, Student
 from grader.server.service import Enqueue, Refused
@@ -37,6 +38,7 @@ def _templates(lang: str) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.i18n"])
     install_jinja(env, lang)
     env.globals["phases"] = PHASES
+    env.filters["verdict"] = lambda v: verdict_label(Verdict(v)) if v else ""  # in the page's language
     env.filters["clock"] = lambda t: "" if t is None else time.strftime("%H:%M:%S", time.localtime(t))
     return env
 
