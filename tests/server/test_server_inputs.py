@@ -126,3 +126,25 @@ def test_forms_need_the_csrf_token(server) -> None:  # noqa: ANN001
         assert r.status_code == 400  # malformed: no csrf field
         r = browser.post("/instructor/regrade/1", data={"csrf": "forged"})
         assert r.status_code == 403
+
+
+def test_the_cli_says_why_and_exits_2_when_nothing_is_graded(server, tmp_path) -> None:  # noqa: ANN001
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    linked = tmp_path / "my_ops"
+    shutil.copytree(SIGMOID, linked)
+    (linked / "mlu" / "peek.h").symlink_to("/etc/passwd")
+
+    def submit(folder, token: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+        return subprocess.run([sys.executable, "-m", "grader.cli", "submit", "--server", server.url, str(folder),
+                               "--out", str(tmp_path / "out")], env={**os.environ, "BANG_GRADER_TOKEN": token},
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+
+    done = submit(linked, server.tokens["ann"])
+    assert done.returncode == 2 and "peek.h is a link" in done.stderr, done.stderr
+    done = submit(SIGMOID, "not-a-token")
+    assert done.returncode == 2 and "missing or wrong token" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
