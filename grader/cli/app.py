@@ -250,6 +250,9 @@ def serve(
                                                         "its token")] = None,
     close: Annotated[list[str] | None, typer.Option("--close", help="close this assignment to uploads "
                                                                     "(repeatable)")] = None,
+    check_seed: Annotated[bool, typer.Option("--check-seed", help="grade the --assignment's reference kernels on "
+                                                                  "its secret seed first (as grade batch does); "
+                                                                  "close it when they fail")] = False,
     export: Annotated[Path | None, typer.Option(help="write the --assignment's exports of final results "
                                                      "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
 ) -> None:
@@ -265,6 +268,7 @@ def serve(
         import_roster,
         set_open,
     )
+    from grader.server.service import check_seed as service_check_seed
 
     _check_choice(backend, tuple(BACKENDS), "--backend")
     url = db or sqlite_url(data.resolve())
@@ -279,6 +283,12 @@ def serve(
             tokens[instructor] = add_account(database, instructor, role="instructor")
         for name in close or []:
             set_open(database, name, False)
+        for name in (assignment or []) if check_seed else []:
+            failures = service_check_seed(database, name, data.resolve() / "references", sandbox)
+            if failures:
+                raise Refused(_("{name}: the reference kernels fail on its seed; closed, nobody is graded on it:")
+                              .format(name=name) + "\n  " + "\n  ".join(failures))
+            print(_("{name}: the reference kernels pass on its seed").format(name=name))
     except Refused as exc:
         raise _usage_error(str(exc)) from exc
     for who, token in tokens.items():

@@ -288,3 +288,35 @@ def set_open(db: Database, assignment: str, is_open: bool) -> None:
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
         found.is_open = is_open
+
+
+def check_seed(db: Database, assignment: str, record_dir: Path, sandbox: str = "auto") -> list[str]:
+    """The batch's reference-seed guard (orchestration.reference_check) on the seed the server drew for
+    `assignment`: its reference kernels graded on it. On a failure the assignment is closed (nobody is graded
+    on a seed its own references fail) and the failures are returned; a seed that passed is not checked again
+    (recorded in `record_dir`)."""
+    from grader import __version__
+    from grader.batch.store import seed_digest
+    from grader.orchestration.build_cache import default_build_cache
+    from grader.orchestration.options import GradeOptions
+    from grader.orchestration.reference_check import check_references, checked_before, record_check
+
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+        seed, backend, device = found.seed, found.backend, found.device
+    folder = record_dir / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    key = f"{seed_digest(seed)}:{__version__}:{backend}:{device}"
+    if checked_before(folder, key):
+        return []
+    options = GradeOptions(assignment=assignment, backend=backend, device=device,  # type: ignore[arg-type]
+                           sandbox=sandbox, seed_mode="secret", seed=seed,  # type: ignore[arg-type]
+                           build_cache=default_build_cache(), batch=True)
+    check = check_references(assignment, options)
+    if check.failures:
+        set_open(db, assignment, False)
+        return check.failures
+    record_check(folder, key, check)
+    return []
