@@ -258,8 +258,8 @@ def serve(
 ) -> None:
     """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
     from grader.server.db import Database, migrate, sqlite_url
+    from grader.server.run import BrokerUnavailable, start_slots
     from grader.server.run import serve as run_server
-    from grader.server.run import start_slots
     from grader.server.service import (
         Refused,
         add_account,
@@ -314,9 +314,12 @@ def serve(
             for proc in procs:
                 stop(proc)
         raise typer.Exit(ExitCode.OK)
-    run_server(host=host, port=port, data_dir=data.resolve(), db_url=url, broker=broker, workers=workers,
-               backend=backend, device=device, sandbox=sandbox, start_workers=not no_workers, demo=demo,
-               log=lambda line: print(line, flush=True))
+    try:
+        run_server(host=host, port=port, data_dir=data.resolve(), db_url=url, broker=broker, workers=workers,
+                   backend=backend, device=device, sandbox=sandbox, start_workers=not no_workers, demo=demo,
+                   log=lambda line: print(line, flush=True))
+    except BrokerUnavailable as exc:
+        raise _usage_error(str(exc)) from exc
 
 
 def exit_code(result: GradeResult) -> ExitCode:

@@ -36,13 +36,17 @@ def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | Non
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
+class BrokerUnavailable(RuntimeError):
+    """No broker URL given and no redis-server to start one."""
+
+
 def start_redis(data_dir: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
     """A private redis-server on loopback, persisting to `data_dir` (append-only file: a restarted broker
     still holds the queued jobs). Returns the process and its URL."""
     exe = shutil.which("redis-server")
     if exe is None:
-        raise RuntimeError("redis-server is not installed (Debian: apt-get install redis-server; "
-                           "or pass --broker redis://HOST:PORT/0)")
+        raise BrokerUnavailable("redis-server is not installed (sudo ./grade setup, or apt-get install "
+                                "redis-server; or pass --broker redis://HOST:PORT/0)")
     port = port or free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
