@@ -1,5 +1,6 @@
 """Faults with nothing lost and nothing counted twice: jobs queued while the server is restarted and the broker
-(redis-server, append-only file) is restarted; a worker started afterwards grades each once."""
+(redis-server, append-only file) is restarted, a worker started afterwards grading each once; and a whole worker
+node SIGKILLed mid-grading, its job graded by another node once the broker's visibility timeout passes."""
 
 from __future__ import annotations
 
