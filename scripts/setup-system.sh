@@ -28,8 +28,11 @@ wanted=("docker.io:dockerd" "debootstrap:debootstrap" "bubblewrap:bwrap" "g++:g+
         "debian-archive-keyring:/usr/share/keyrings/debian-archive-keyring.gpg")
 # fonts-noto-cjk: the report tests check that Chinese text is drawn as glyphs, not boxes; clang-19: the tests'
 # host builds take the fast binding path too (the image carries its own)
+# redis-server: the course server's broker (grade serve starts a private one on loopback when given no URL)
+wanted+=("redis-server:redis-server")
+# postgresql: the server tests' PostgreSQL path (a cluster of their own, started with initdb/pg_ctl in a temp dir)
 [ "$with_tests" = 1 ] && wanted+=("chromium:chromium" "fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
-                                  "clang-19:clang++-19")
+                                  "clang-19:clang++-19" "postgresql:/usr/lib/postgresql")
 for pkg_cmd in "${wanted[@]}"; do
   probe="${pkg_cmd#*:}"
   if [ "${probe#/}" != "$probe" ]; then [ -e "$probe" ] || need+=("${pkg_cmd%%:*}")

@@ -95,10 +95,16 @@ def submit(
     profile: Annotated[bool, typer.Option("--profile", help="also write profile.json: each stage's modelled "
                                                             "timeline per core as a Chrome/Perfetto trace")] = False,
     lang: LangOpt = None,
+    server: Annotated[str | None, typer.Option("--server", help="grade on the course server at this URL (token: "
+                                                                "$BANG_GRADER_TOKEN or ~/.config/bang-grader/token)")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="with --server: test (first stage, not ranked), benchmark "
+                                                     "(every stage, not counted) or final (counts)")] = "test",
 ) -> None:
     """Grade one submission: build, check every case, time every stage, score, report.
 
     On a machine not set up yet it first does what `grade setup` does (as root), with progress shown."""
+    if server is not None:
+        _submit_remote(server, submission, assignment, mode, out)
     try:
         _check_submission_path(submission)
         _check_assignment(assignment)
@@ -208,6 +214,122 @@ def _submit(submission: Path, options: GradeOptions, console: Console, *, out_di
     if json_output:
         sys.stdout.write(result.to_json() + "\n")
     raise typer.Exit(exit_code(result))
+
+
+def _submit_remote(server: str, submission: Path, assignment: str | None, mode: str, out: Path | None) -> None:
+    from grader.server.client import RemoteError, print_remote, submit_remote
+    from grader.server.db import MODES
+
+    _check_choice(mode, MODES, "--mode")
+    try:
+        _check_submission_path(submission)
+    except UsageError as exc:
+        raise _usage_error(str(exc)) from exc
+    console = Console(highlight=False)
+    out_dir = out or Path("out") / submission.resolve().name
+    try:
+        result = submit_remote(server, submission, assignment=assignment, mode=mode, out_dir=out_dir, console=console)
+    except RemoteError as exc:  # not graded, not an attempt: a usage error's status
+        raise _usage_error(str(exc)) from exc
+    print_remote(result, console, out_dir)
+    raise typer.Exit(exit_code(result))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    data: Annotated[Path, typer.Option(help="the server's folder (SQLite database, broker data, keys)")] = Path(
+        "server-data"),
+    db: Annotated[str | None, typer.Option("--db", help="database URL (default: SQLite in --data; "
+                                                        "postgresql+psycopg://user@host/db)")] = None,
+    broker: Annotated[str | None, typer.Option(help="Redis URL (default: a private redis-server on loopback)")] = None,
+    workers: Annotated[int | None, typer.Option(help="worker slots on this machine (default: per device slot)")] = None,
+    no_workers: Annotated[bool, typer.Option("--no-workers", help="serve only; workers run elsewhere")] = False,
+    worker_only: Annotated[bool, typer.Option("--worker-only", help="join --broker and --db as a grading "
+                                                                    "node; no web server")] = False,
+    backend: BackendOpt = "emu",
+    device: DeviceOpt = None,
+    sandbox: SandboxOpt = "auto",
+    demo: Annotated[bool, typer.Option("--demo", help="a demo class on the emulator; prints its tokens")] = False,
+    roster: Annotated[Path | None, typer.Option(help="import this roster CSV (the batch's formats) and print "
+                                                     "the new students' tokens")] = None,
+    assignment: Annotated[list[str] | None, typer.Option("--assignment", "-a", help="open this assignment "
+                                                                                     "(repeatable)")] = None,
+    instructor: Annotated[str | None, typer.Option(help="create (or re-key) this instructor account and print "
+                                                        "its token")] = None,
+    close: Annotated[list[str] | None, typer.Option("--close", help="close this assignment to uploads "
+                                                                    "(repeatable)")] = None,
+    check_seed: Annotated[bool, typer.Option("--check-seed", help="grade the --assignment's reference kernels on "
+                                                                  "its secret seed first (as grade batch does); "
+                                                                  "close it when they fail")] = False,
+    export: Annotated[Path | None, typer.Option(help="write the --assignment's exports of final results "
+                                                     "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
+) -> None:
+    """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
+    from grader.server.db import Database, migrate, sqlite_url
+    from grader.server.run import BrokerUnavailable, start_slots
+    from grader.server.run import serve as run_server
+    from grader.server.service import (
+        Refused,
+        add_account,
+        ensure_assignment,
+        export_finals,
+        import_roster,
+        set_open,
+    )
+    from grader.server.service import check_seed as service_check_seed
+
+    _check_choice(backend, tuple(BACKENDS), "--backend")
+    url = db or sqlite_url(data.resolve())
+    data.mkdir(parents=True, exist_ok=True)
+    migrate(url)
+    database = Database(url)
+    try:
+        for name in assignment or []:
+            ensure_assignment(database, name, backend, device)
+        tokens = import_roster(database, roster) if roster is not None else {}
+        if instructor:
+            tokens[instructor] = add_account(database, instructor, role="instructor")
+        for name in close or []:
+            set_open(database, name, False)
+        for name in (assignment or []) if check_seed else []:
+            failures = service_check_seed(database, name, data.resolve() / "references", sandbox)
+            if failures:
+                raise Refused(_("{name}: the reference kernels fail on its seed; closed, nobody is graded on it:")
+                              .format(name=name) + "\n  " + "\n  ".join(failures))
+            print(_("{name}: the reference kernels pass on its seed").format(name=name))
+    except Refused as exc:
+        raise _usage_error(str(exc)) from exc
+    for who, token in tokens.items():
+        print(f"{who}\t{token}")
+    if export is not None:
+        if len(assignment or []) != 1:
+            raise _usage_error(_("--export needs one --assignment"))
+        for note in export_finals(database, (assignment or [""])[0], export):
+            print(note)
+        print(export)
+        raise typer.Exit(ExitCode.OK)
+    if worker_only:
+        if not broker:
+            raise _usage_error(_("--worker-only needs --broker (and --db)"))
+        procs = start_slots(backend, device, workers, broker=broker, db_url=url, data_dir=data.resolve(),
+                            sandbox=sandbox)
+        try:
+            for proc in procs:
+                proc.wait()
+        finally:
+            from grader.server.run import stop
+
+            for proc in procs:
+                stop(proc)
+        raise typer.Exit(ExitCode.OK)
+    try:
+        run_server(host=host, port=port, data_dir=data.resolve(), db_url=url, broker=broker, workers=workers,
+                   backend=backend, device=device, sandbox=sandbox, start_workers=not no_workers, demo=demo,
+                   log=lambda line: print(line, flush=True))
+    except BrokerUnavailable as exc:
+        raise _usage_error(str(exc)) from exc
 
 
 def exit_code(result: GradeResult) -> ExitCode:

@@ -136,18 +136,22 @@ class BatchSummary:
         return out + self._not_graded_lines()
 
 
-def grade_batch_job(job: GradeJob, work_dir: Path) -> GradeResult:
-    """The batch's GradeFn: grade_submission on the job's submission with the job's settings."""
-    from grader.orchestration.options import GradeOptions
-    from grader.orchestration.pipeline import grade_submission
-
-    options = GradeOptions(
+def job_options(job: GradeJob, work_dir: Path) -> GradeOptions:
+    """The grading options of a queued job (the batch's and the course server's): the job's settings,
+    sandboxed as a batch, writing into `work_dir`."""
+    return GradeOptions(
         assignment=job.assignment, backend=job.backend, device=job.device,
         sandbox=job.sandbox,  # type: ignore[arg-type]
         seed_mode=job.seed_mode, seed=job.seed, out_dir=work_dir,
         build_cache=Path(job.build_cache) if job.build_cache else None, batch=True, lang=job.lang,
     )
-    return grade_submission(Path(job.submission), options)
+
+
+def grade_batch_job(job: GradeJob, work_dir: Path) -> GradeResult:
+    """The batch's GradeFn: grade_submission on the job's submission with the job's settings."""
+    from grader.orchestration.pipeline import grade_submission
+
+    return grade_submission(Path(job.submission), job_options(job, work_dir))
 
 
 # ------------------------------------------------------------------------------------------- settings

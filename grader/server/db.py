@@ -1,0 +1,158 @@
+"""The server's database: SQLAlchemy models, the engine, and the Alembic migration to the newest schema.
+
+SQLite (a file under the data folder) by default, PostgreSQL by URL (postgresql+psycopg://...). The schema is
+owned by the migrations in grader/server/migrations; `migrate()` runs them, so a fresh or an older database
+ends at the same schema. The commit point of a grading is the row in `results` (unique per submission).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    create_engine,
+    event,
+    text,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# The phases of a submission, in order (PrairieLearn's external grader records the same): each a column
+# `<phase>_at` holding a UNIX time, stamped once when the phase is reached.
+PHASES = ("submitted", "queued", "started", "built", "ran", "scored", "reported")
+MODES = ("test", "benchmark", "final")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Assignment(Base):
+    __tablename__ = "assignments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)  # the spec's name (assignments/<name>)
+    backend: Mapped[str] = mapped_column(String(16), default="emu")
+    device: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    seed: Mapped[str] = mapped_column(String(64))  # secret master seed: never sent to a client or the broker
+    is_open: Mapped[bool] = mapped_column(Boolean, default=True)
+    deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Student(Base):
+    __tablename__ = "students"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_id: Mapped[str] = mapped_column(String(128), unique=True)  # the roster's id
+    name: Mapped[str] = mapped_column(String(256), default="")
+    role: Mapped[str] = mapped_column(String(16), default="student")  # student | instructor
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the bearer token
+    pseudonym: Mapped[str] = mapped_column(String(64))
+    on_leaderboard: Mapped[bool] = mapped_column(Boolean, default=False)  # opt-in
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_pk: Mapped[int] = mapped_column(ForeignKey("students.id"), index=True)
+    assignment_pk: Mapped[int] = mapped_column(ForeignKey("assignments.id"))
+    mode: Mapped[str] = mapped_column(String(16))
+    archive: Mapped[bytes] = mapped_column(LargeBinary)  # the upload (tar), so a worker anywhere needs only the DB
+    content_hash: Mapped[str] = mapped_column(String(64))
+    queue: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), default="queued")  # queued | running | done
+    # True while queued or grading; a partial unique index allows one such row per student.
+    in_flight: Mapped[bool | None] = mapped_column(Boolean, nullable=True, default=True)
+    grade_runs: Mapped[int] = mapped_column(Integer, default=0)  # gradings started (a redelivery adds one)
+    verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    submitted_at: Mapped[float] = mapped_column(Float)
+    queued_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    built_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ran_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    scored_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reported_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    __table_args__ = (
+        Index("one_in_flight_per_student", "student_pk", unique=True,
+              sqlite_where=text("in_flight = 1"), postgresql_where=text("in_flight")),
+    )
+
+
+class Result(Base):
+    __tablename__ = "results"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_pk: Mapped[int] = mapped_column(ForeignKey("submissions.id"), unique=True)  # counted once
+    document: Mapped[str] = mapped_column(Text)  # GradeResult JSON
+    report_html: Mapped[str] = mapped_column(Text)
+    committed_at: Mapped[float] = mapped_column(Float)
+
+
+def hash_token(token: str) -> str:
+    """Tokens are 256 random bits, so one sha256 (no salt, no stretching) keeps a stolen table useless."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def sqlite_url(data_dir: Path) -> str:
+    return f"sqlite:///{(data_dir / 'server.db').resolve()}"
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(conn, _record) -> None:  # noqa: ANN001 - DBAPI connection
+            cur = conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")  # server and workers write side by side
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def migrate(url: str) -> None:
+    """Upgrades the database at `url` to the newest schema (Alembic, grader/server/migrations)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    command.upgrade(config, "head")
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._sessions() as session, session.begin():
+            yield session
+
+
+def now() -> float:
+    return time.time()

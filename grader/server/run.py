@@ -1,0 +1,180 @@
+"""Starting the server's processes: the broker (a private redis-server when no URL is given), one Celery
+worker per device slot, and uvicorn serving the app. `grade serve` and the tests call these."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.server.queue import ENV_BROKER, ENV_DB, ENV_SANDBOX, ENV_SLOT_DEVICE, ENV_WORK, queue_name
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+
+
+class BrokerUnavailable(RuntimeError):
+    """No broker URL given and no redis-server to start one."""
+
+
+def start_redis(data_dir: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """A private redis-server on loopback, persisting to `data_dir` (append-only file: a restarted broker
+    still holds the queued jobs). Returns the process and its URL."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise BrokerUnavailable("redis-server is not installed (sudo ./grade setup, or apt-get install "
+                                "redis-server; or pass --broker redis://HOST:PORT/0)")
+    port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
+                             "--appendonly", "yes", "--save", "", "--protected-mode", "yes"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for_port(port, proc=proc)
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+def worker_command(queue: str, name: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "grader.server.queue", "worker", "-Q", queue, "--concurrency", "1",
+            "--pool", "prefork", "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+
+
+def start_worker(queue: str, name: str, *, broker: str, db_url: str, work_dir: Path, sandbox: str = "auto",
+                 device: str | None = None, log: Path | None = None) -> subprocess.Popen:
+    """One Celery node with one grading process: a device slot. Its own process group, so stopping it
+    stops its pool child too."""
+    env = {**os.environ, ENV_BROKER: broker, ENV_DB: db_url, ENV_WORK: str(work_dir), ENV_SANDBOX: sandbox}
+    if device is not None:
+        env[ENV_SLOT_DEVICE] = device
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
+    return subprocess.Popen(worker_command(queue, name), env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    """SIGTERM to the process group (Celery finishes nothing new, redis saves), SIGKILL after `timeout`."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class Cluster:
+    """The processes `grade serve` started besides the web server, stopped together."""
+
+    broker: str
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc)
+
+
+def start_slots(backend: str, device: str | None, workers: int | None, *, broker: str, db_url: str,
+                data_dir: Path, sandbox: str = "auto") -> list[subprocess.Popen]:
+    """One worker per device slot of `backend` (orchestration.batch.device_slots, as `grade batch`),
+    consuming the queue of the assignments on `device`."""
+    from grader.orchestration.batch import device_slots
+
+    queue = queue_name(backend, device)
+    slot_device = None if backend == "emu" else device
+    return [start_worker(queue, f"{backend}-slot{slot.index}", broker=broker, db_url=db_url,
+                         work_dir=data_dir / "work", sandbox=sandbox,
+                         device=slot.device if backend != "emu" else slot_device,
+                         log=data_dir / f"worker-{slot.index}.log")
+            for slot in device_slots(backend, workers, device)]
+
+
+DEMO_ASSIGNMENT = "sigmoid"
+
+
+def secret_key(data_dir: Path) -> str:
+    """The session cookies' signing key, made once per data folder (0600)."""
+    import secrets
+
+    from grader.atomic_file import atomic_write_text
+
+    path = data_dir / "secret_key"
+    if not path.exists():
+        atomic_write_text(path, secrets.token_hex(32), mode=0o600)
+    return path.read_text().strip()
+
+
+def demo_class(db_url: str) -> dict[str, str]:
+    """The demo: the sigmoid assignment on the emulator, an instructor and two students; their tokens."""
+    from grader.server.db import Database
+    from grader.server.service import add_account, ensure_assignment
+
+    db = Database(db_url)
+    ensure_assignment(db, DEMO_ASSIGNMENT)
+    return {"instructor": add_account(db, "demo-instructor", "Demo Instructor", role="instructor"),
+            "demo-alice": add_account(db, "demo-alice", "Alice (demo)"),
+            "demo-bob": add_account(db, "demo-bob", "Bob (demo)")}
+
+
+def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: str | None, workers: int | None,
+          backend: str, device: str | None, sandbox: str, start_workers: bool, demo: bool,
+          log: Callable[[str], None] = print) -> None:
+    """Runs the server until interrupted: migrates the database, starts the broker (if no URL) and one worker
+    per device slot, then serves HTTP on host:port."""
+    import uvicorn
+
+    from grader.server.app import create_app
+    from grader.server.db import Database, migrate, sqlite_url
+    from grader.server.queue import app as celery_app
+    from grader.server.queue import enqueue
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db_url = db_url or sqlite_url(data_dir)
+    migrate(db_url)
+    cluster = Cluster(broker or "")
+    try:
+        if not broker:
+            proc, cluster.broker = start_redis(data_dir / "redis")
+            cluster.procs.append(proc)
+        celery_app.conf.broker_url = cluster.broker
+        if demo:
+            tokens = demo_class(db_url)
+        if start_workers:
+            cluster.procs += start_slots(backend, device, workers, broker=cluster.broker, db_url=db_url,
+                                         data_dir=data_dir, sandbox=sandbox)
+        url = f"http://{host}:{port}/"
+        log(f"bang-grader server: {url} (database {db_url.split('@')[-1]}, broker {cluster.broker})")
+        if demo:
+            log(f"demo tokens: student demo-alice {tokens['demo-alice']}  student demo-bob {tokens['demo-bob']}")
+            log(f"             instructor {tokens['instructor']}")
+            log(f"try: BANG_GRADER_TOKEN={tokens['demo-alice']} ./grade submit --server {url} "
+                f"reference_kernels/sigmoid/vector")
+        app = create_app(Database(db_url), enqueue, secret_key(data_dir))
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        cluster.stop()

@@ -1,0 +1,136 @@
+"""The server's real parts, started by the tests on loopback: redis-server, PostgreSQL (initdb + pg_ctl in a
+temp dir), `grade serve` as a subprocess (uvicorn), and Celery worker nodes (grader.server.run)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from grader.server.run import free_port, start_worker, stop, wait_for_port
+
+REPO = Path(__file__).resolve().parents[2]
+QUEUE = "grade.emu.default"
+
+
+def missing_redis() -> str | None:
+    return None if shutil.which("redis-server") else "redis-server not installed (scripts/setup-system.sh --tests)"
+
+
+def pg_bin() -> Path | None:
+    root = Path("/usr/lib/postgresql")
+    found = sorted(root.glob("*/bin/initdb")) if root.is_dir() else []
+    return found[-1].parent if found else None
+
+
+@dataclass
+class Postgres:
+    url: str
+    proc_dir: Path
+    bin: Path
+    as_user: list[str]
+
+    def stop(self) -> None:
+        subprocess.run([*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.proc_dir), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(self.proc_dir.parent, ignore_errors=True)
+
+
+def start_postgres(tmp: Path) -> Postgres:
+    """A throwaway cluster on a loopback port, trust auth; run as the `postgres` account when we are root
+    (PostgreSQL refuses to run as root)."""
+    bin_dir = pg_bin()
+    assert bin_dir is not None
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        as_user = ["runuser", "-u", "postgres", "--"]
+        tmp = Path(tempfile.mkdtemp(prefix="bang-grader-pg-"))  # pytest's tmp is root-only (0700)
+        shutil.chown(tmp, "postgres")
+    data = tmp / "pgdata"
+    done = subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "grader",
+                           "--no-sync"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    port = free_port()
+    subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-l", str(tmp / "pg.log"), "-o",
+                    f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
+                   check=True, capture_output=True, timeout=120)
+    return Postgres(f"postgresql+psycopg://grader@127.0.0.1:{port}/postgres", data, bin_dir, as_user)
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    data: Path
+    db_url: str
+    broker: str
+    tokens: dict[str, str]
+    workers: list[subprocess.Popen] = field(default_factory=list)
+
+    def client(self, who: str | None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def add_worker(self, name: str) -> subprocess.Popen:
+        proc = start_worker(QUEUE, name, broker=self.broker, db_url=self.db_url, work_dir=self.data / f"work-{name}",
+                            log=self.data / f"{name}.log")
+        self.workers.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in [*self.workers, self.proc]:
+            stop(proc)
+
+
+def start_server(data: Path, broker: str, students: list[str], db_url: str | None = None) -> Server:
+    """`grade serve` with the sigmoid assignment, a roster of `students` and an instructor (`teacher`), and
+    no workers (the tests start theirs)."""
+    data.mkdir(parents=True, exist_ok=True)
+    roster = data / "roster.csv"
+    roster.write_text("student_id,name,path\n" + "".join(f"{s},{s.title()},\n" for s in students))
+    port = free_port()
+    cmd = [sys.executable, "-m", "grader.cli", "serve", "--data", str(data), "--port", str(port), "--broker", broker,
+           "--no-workers", "--roster", str(roster), "--instructor", "teacher", "-a", "sigmoid"]
+    if db_url:
+        cmd += ["--db", db_url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            cwd=REPO)
+    tokens: dict[str, str] = {}
+    deadline = time.monotonic() + 60
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("bang-grader server:"):
+            break
+        if "\t" in line:
+            who, token = line.strip().split("\t")
+            tokens[who] = token
+        assert time.monotonic() < deadline, "grade serve did not start"
+    else:
+        raise AssertionError(f"grade serve exited with {proc.wait()}")
+    wait_for_port(port, proc=proc)
+    return Server(f"http://127.0.0.1:{port}", proc, data, db_url or f"sqlite:///{data / 'server.db'}", broker, tokens)
+
+
+def pool_children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a Celery node's grading process)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def sigkill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)

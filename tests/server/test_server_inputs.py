@@ -1,0 +1,150 @@
+"""Bad input through the real server (uvicorn on loopback, a real redis-server, no workers: every accepted
+job stays queued), on SQLite and on a real PostgreSQL: each refusal is a clear error, counts as no attempt,
+and leaves the other students' submissions alone."""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+
+import pytest
+from cluster import REPO, pg_bin, start_postgres, start_server
+
+from grader.server.uploads import MAX_UPLOAD_BYTES, pack_folder
+
+SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pytest.TempPathFactory):
+    pg = None
+    if request.param == "postgresql":
+        if pg_bin() is None:
+            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
+        pg = start_postgres(tmp_path_factory.mktemp("pg"))
+    srv = start_server(tmp_path_factory.mktemp(f"server-{request.param}"), redis_url, ["ann", "ben", "cho"],
+                       db_url=pg.url if pg else None)
+    yield srv
+    srv.stop()
+    if pg is not None:
+        pg.stop()
+
+
+def tar_with(*members: tarfile.TarInfo, data: bytes = b"x") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for member in members:
+            tf.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    return buf.getvalue()
+
+
+def member(name: str, kind: bytes = tarfile.REGTYPE, target: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.size = kind, target, 1 if kind == tarfile.REGTYPE else 0
+    return info
+
+
+def upload(client, data: bytes, assignment: str = "sigmoid", mode: str = "test"):  # noqa: ANN001, ANN201
+    return client.post("/api/submissions", data={"assignment": assignment, "mode": mode},
+                       files={"archive": ("s.tar.gz", data, "application/gzip")})
+
+
+def attempts(server, who: str) -> int:  # noqa: ANN001
+    with server.client("teacher") as c:
+        return sum(1 for s in c.get("/api/dashboard").json()["submissions"] if s["student_id"] == who)
+
+
+def test_every_route_needs_an_account(server) -> None:  # noqa: ANN001
+    with server.client(None) as anon:
+        for path in ("/api/me", "/api/submissions", "/api/submissions/1", "/api/dashboard"):
+            r = anon.get(path)
+            assert r.status_code == 401 and r.json()["error"] == "missing or wrong token", path
+        assert anon.get("/").status_code == 303 and anon.get("/").headers["location"] == "/login"
+        assert anon.get("/instructor").status_code == 303
+    with server.client(None) as wrong:
+        wrong.headers["Authorization"] = "Bearer " + "A" * 43
+        assert wrong.post("/api/submissions").status_code == 401
+    with server.client("ann") as c:
+        assert c.get("/api/me").json() == {"student_id": "ann", "name": "Ann", "role": "student"}
+        assert c.get("/api/dashboard").status_code == 403
+
+
+def test_bad_uploads_are_clear_errors_and_no_attempt(server) -> None:  # noqa: ANN001
+    with server.client("ben") as c:
+        cases = {
+            "oversized": (b"\0" * (MAX_UPLOAD_BYTES + 10), 413, "at most"),
+            "dotdot": (tar_with(member("my_ops/../../etc/evil")), 400, "outside its folder"),
+            "symlink": (tar_with(member("my_ops/ops.py", tarfile.SYMTYPE, "/etc/passwd")), 400, "link"),
+            "hardlink": (tar_with(member("a.txt"), member("b.txt", tarfile.LNKTYPE, "a.txt")), 400, "link"),
+            "not a tar": (b"PK\3\4 not really", 400, "not a readable"),
+        }
+        for name, (data, status, words) in cases.items():
+            r = upload(c, data)
+            assert r.status_code == status, (name, r.text)
+            assert words in r.json()["error"], (name, r.text)
+        # a malformed form: no file, no mode; an unknown mode; an unknown assignment
+        r = c.post("/api/submissions", data={"assignment": "sigmoid"})
+        assert r.status_code == 400 and re.search(r"missing or invalid .*archive", r.json()["error"])
+        assert "unknown mode" in upload(c, pack_folder(SIGMOID), mode="fast").json()["error"]
+        assert upload(c, pack_folder(SIGMOID), assignment="nope").status_code == 404
+    assert attempts(server, "ben") == 0
+
+
+def test_one_submission_in_flight_and_only_ones_own(server) -> None:  # noqa: ANN001
+    good = pack_folder(SIGMOID)
+    with server.client("cho") as cho, server.client("ann") as ann:
+        first = upload(cho, good)
+        assert first.status_code == 201, first.text
+        assert first.json()["position"] is not None
+        second = upload(cho, good)
+        assert second.status_code == 409 and "already have a submission" in second.json()["error"]
+        # another student is not affected by cho's job in flight, and cannot see it
+        other = upload(ann, good)
+        assert other.status_code == 201, other.text
+        sub_id = first.json()["id"]
+        assert ann.get(f"/api/submissions/{sub_id}").status_code == 404
+        assert ann.get(f"/api/submissions/{sub_id}/report").status_code == 404
+        assert [s["id"] for s in ann.get("/api/submissions").json()] == [other.json()["id"]]
+        state = cho.get(f"/api/submissions/{sub_id}").json()
+        assert state["status"] == "queued" and state["phases"]["queued"] is not None
+        assert "seed" not in cho.get(f"/api/submissions/{sub_id}").text
+    assert attempts(server, "cho") == 1
+
+
+def test_forms_need_the_csrf_token(server) -> None:  # noqa: ANN001
+    with server.client(None) as browser:
+        page = browser.get("/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+        r = browser.post("/login", data={"token": server.tokens["teacher"], "csrf": "forged"})
+        assert r.status_code == 403 and "did not come from this site" in r.json()["error"]
+        r = browser.post("/login", data={"token": server.tokens["teacher"], "csrf": csrf})
+        assert r.status_code == 303 and r.headers["location"] == "/instructor"
+        dash = browser.get("/instructor")
+        assert dash.status_code == 200 and "Queue depth" in dash.text
+        r = browser.post("/instructor/regrade/1", data={})
+        assert r.status_code == 400  # malformed: no csrf field
+        r = browser.post("/instructor/regrade/1", data={"csrf": "forged"})
+        assert r.status_code == 403
+
+
+def test_the_cli_says_why_and_exits_2_when_nothing_is_graded(server, tmp_path) -> None:  # noqa: ANN001
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    linked = tmp_path / "my_ops"
+    shutil.copytree(SIGMOID, linked)
+    (linked / "mlu" / "peek.h").symlink_to("/etc/passwd")
+
+    def submit(folder, token: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+        return subprocess.run([sys.executable, "-m", "grader.cli", "submit", "--server", server.url, str(folder),
+                               "--out", str(tmp_path / "out")], env={**os.environ, "BANG_GRADER_TOKEN": token},
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+
+    done = submit(linked, server.tokens["ann"])
+    assert done.returncode == 2 and "peek.h is a link" in done.stderr, done.stderr
+    done = submit(SIGMOID, "not-a-token")
+    assert done.returncode == 2 and "missing or wrong token" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
