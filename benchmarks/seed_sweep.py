@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import tempfile
 import time
@@ -184,7 +185,8 @@ def grade_target(target: Target, seeds: list[str], mode: str, per_sandbox: int, 
             rows.append((seed, good, why, result.score, result.verdict.value, seconds))
             stage_points = sum(st.points for st in result.stages)
             print(f"{target.label:36s} seed={seed:18s} {word} {result.verdict.value:16s} "
-                  f"{result.score:7.2f}/{result.max_score:g} stages {stage_points:5.1f} {seconds:6.1f}s {why}",
+                  f"{result.score:7.2f}/{result.max_score:g} stages {stage_points:5.1f} {seconds:6.1f}s "
+                  f"{'ok   ' if good else 'WRONG'} {why}",
                   flush=True)
     return rows
 
@@ -196,10 +198,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="seeds per known-bad fixture and data-dependent cheat (default: --seeds)")
     parser.add_argument("--attack-seeds", type=int, default=3,
                         help="seeds per sandbox attack and known_bad/hangs, whose verdict no input value decides "
-                        "(each spends a time limit per seed)")
+                        "(each spends a time limit per seed; 0: leave them out)")
     parser.add_argument("--answers", action="store_true",
                         help="the public answers of tests/realcode too (from the mirrors)")
     parser.add_argument("--draw", default=None, help="seed of the seed list (default: random, printed)")
+    parser.add_argument("--first", type=int, default=0,
+                        help="start at this index of the seed list: a long sweep in waves of --seeds seeds each "
+                        "(every submission the same seeds per wave; --summarise joins the waves' logs)")
+    parser.add_argument("--summarise", nargs="+", metavar="LOG", default=None,
+                        help="print the table of the per-seed lines in these logs (of one seed list) and exit")
     parser.add_argument("--only", action="append", default=[], help="label prefix to include (repeatable)")
     parser.add_argument("--skip", action="append", default=[], help="label prefix to leave out (repeatable)")
     parser.add_argument("--extra", action="append", default=[], metavar="DIR:ASSIGNMENT[:STAGES[:MAY_FAIL]]",
@@ -215,9 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-cache", default=None)
     args = parser.parse_args(argv)
 
+    if args.summarise:
+        return summarise([Path(p) for p in args.summarise])
     draw = args.draw or f"{random.SystemRandom().getrandbits(32):08x}"
     rng = random.Random(draw)
-    seeds = [f"sweep-{rng.getrandbits(40):010x}" for _ in range(max(args.seeds, args.known_bad_seeds or 0))]
+    seeds = [f"sweep-{rng.getrandbits(40):010x}"
+             for _ in range(args.first + max(args.seeds, args.known_bad_seeds or 0))][args.first:]
     staging = tempfile.TemporaryDirectory(prefix="seed-sweep-answers-")
     chosen = [t for t in targets() + (answers_targets(Path(staging.name)) if args.answers else [])
               if (not args.only or any(t.label.startswith(o) for o in args.only))
@@ -227,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         chosen.append(Target(Path(folder).name, Path(folder), assignment, "reference",
                              tuple(rest[0].split(",")) if rest[0] else None,
                              tuple(rest[1].split(",")) if rest[1] else ()))
-    print(f"seed list drawn from {draw!r} ({len(seeds)} seeds); mode {args.mode}; {len(chosen)} submissions", flush=True)
+    print(f"seed list drawn from {draw!r} (seeds {args.first}..{args.first + len(seeds) - 1}); mode {args.mode}; "
+          f"{len(chosen)} submissions", flush=True)
     started = time.monotonic()
     def count(t: Target) -> int:
         if t.label in ("known_bad/hangs",) or t.label.removeprefix("cheat/") in SANDBOX_ATTACKS:
@@ -235,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.seeds if t.kind == "reference" else (args.known_bad_seeds or args.seeds)
 
     # the references first: a cheat that wraps one is judged against its score on the same seed
-    chosen.sort(key=lambda t: KINDS.index(t.kind))
+    chosen = sorted((t for t in chosen if count(t) > 0), key=lambda t: KINDS.index(t.kind))
     cache = args.build_cache or str(default_build_cache())
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {t: pool.submit(grade_target, t, seeds[:count(t)], args.mode, args.seeds_per_sandbox, cache,
@@ -262,6 +273,36 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{time.monotonic() - started:.0f} s wall; {'FAILED' if bad else 'ok'}: references must fail 0 seeds, "
           "known-bad fixtures and cheats pass 0 (a cheat passes a seed when it ends in a verdict its expected.toml "
           "does not allow, keeps more points than it may, or earns stage points)")
+    return 1 if bad else 0
+
+
+LINE = re.compile(r"^(?P<label>\S+)\s+seed=(?P<seed>\S+)\s+(?P<word>correct|FAILS|defeated|GOT-IN)\s+(?P<verdict>\S+)"
+                  r"\s+(?P<score>[\d.]+)/\S+\s+stages\s+[\d.]+\s+(?P<seconds>[\d.]+)s\s+(?P<good>ok|WRONG)")
+
+
+def summarise(logs: list[Path]) -> int:
+    """The table of the per-seed lines of several waves' logs (a seed graded twice counts once, its last line)."""
+    graded: dict[str, dict[str, tuple[bool, float]]] = {}
+    scores: dict[str, dict[str, float]] = {}
+    for log in logs:
+        for line in log.read_text().splitlines():
+            if m := LINE.match(line):
+                graded.setdefault(m["label"], {})[m["seed"]] = (m["good"] == "ok", float(m["seconds"]))
+                scores.setdefault(m["label"], {})[m["seed"]] = float(m["score"])
+    for label in graded:  # a cheat that wraps a reference: above its score on the same seed, it got in
+        wrapped = dict(cheat(label.removeprefix("cheat/")).expected).get("verdict_of_reference") \
+            if label.startswith("cheat/") else None
+        for seed, score in scores[label].items():
+            if wrapped and score > scores.get(str(wrapped), {}).get(seed, float("inf")) + 1e-6:
+                graded[label][seed] = (False, graded[label][seed][1])
+    print("| submission | seeds graded | seeds wrong (a reference failed / a known-bad one or cheat passed) | "
+          "s per seed |")
+    print("|---|---|---|---|")
+    bad = 0
+    for label, seeds in graded.items():
+        wrong = sum(1 for good, _s in seeds.values() if not good)
+        bad += wrong
+        print(f"| {label} | {len(seeds)} | {wrong} | {sum(s for _g, s in seeds.values()) / len(seeds):.1f} |")
     return 1 if bad else 0
 
 
