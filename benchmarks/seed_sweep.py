@@ -18,6 +18,7 @@ reference failed or a known-bad fixture passed on any seed.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import sys
@@ -159,7 +160,7 @@ def judged(target: Target, result: GradeResult) -> tuple[bool, str]:
 
 
 def grade_target(target: Target, seeds: list[str], mode: str, per_sandbox: int, cache: str | None,
-                 sandbox: str, per_round: int = 1) -> list[tuple[str, bool, str, float, str, float]]:
+                 sandbox: str, per_round: int = 1, nice_after_build: int = 0) -> list[tuple[str, bool, str, float, str, float]]:
     """(seed, correct, why, score, verdict, seconds) per seed."""
     options = GradeOptions(assignment=target.assignment, sandbox=sandbox, seed_mode="public",  # type: ignore[arg-type]
                            stages=list(target.stages) if target.stages else None,
@@ -174,6 +175,9 @@ def grade_target(target: Target, seeds: list[str], mode: str, per_sandbox: int, 
         else:
             results = grade_on_seeds(target.path, options, chunk, per_round)
         seconds = (time.monotonic() - started) / len(chunk)
+        if nice_after_build and os.nice(0) < nice_after_build:
+            # the first chunk built the submission (cached from now on); the runs need no fair share
+            os.nice(nice_after_build - os.nice(0))
         for seed, result in zip(chunk, results, strict=True):
             if target.kind == "cheat":
                 good, why = cheat_defeated(target, result, None)
@@ -218,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds-per-round", type=int, default=10,
                         help="seeds whose calls share each round and its replay (1: a round per seed, as before)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time")
+    parser.add_argument("--nice-after-build", type=int, default=0,
+                        help="each worker lowers its priority to this niceness once a submission's first seeds "
+                        "(and its build) are done: the build keeps its share of a loaded host")
     parser.add_argument("--sandbox", default="docker")
     parser.add_argument("--build-cache", default=None)
     args = parser.parse_args(argv)
@@ -250,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = args.build_cache or str(default_build_cache())
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {t: pool.submit(grade_target, t, seeds[:count(t)], args.mode, args.seeds_per_sandbox, cache,
-                                  args.sandbox, args.seeds_per_round)
+                                  args.sandbox, args.seeds_per_round, args.nice_after_build)
                    for t in chosen}
         rows = {t: f.result() for t, f in futures.items()}
     staging.cleanup()
