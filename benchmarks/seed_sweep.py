@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "sandbox")]
 
+from bang_harness.toolchains import STALL_SIGN  # noqa: E402
+
 from grader.orchestration.build_cache import default_build_cache  # noqa: E402
 from grader.orchestration.options import GradeOptions  # noqa: E402
 from grader.orchestration.pipeline import grade_on_seeds, grade_submission  # noqa: E402
@@ -159,6 +161,13 @@ def judged(target: Target, result: GradeResult) -> tuple[bool, str]:
     return True, ""
 
 
+def starved(result: GradeResult) -> bool:
+    """The build was stopped for making no progress: on a loaded host, a sandbox starved of CPU (before the
+    build steps counted their time on the run queue), not anything the submission or the seed did."""
+    build = result.build
+    return build is not None and not build.ok and STALL_SIGN in (build.compiler_output or "")
+
+
 def grade_target(target: Target, seeds: list[str], mode: str, per_sandbox: int, cache: str | None,
                  sandbox: str, per_round: int = 1, nice_after_build: int = 0) -> list[tuple[str, bool, str, float, str, float]]:
     """(seed, correct, why, score, verdict, seconds) per seed."""
@@ -174,11 +183,17 @@ def grade_target(target: Target, seeds: list[str], mode: str, per_sandbox: int, 
             results = [grade_submission(target.path, GradeOptions(**{**options.__dict__, "seed": chunk[0]}))]
         else:
             results = grade_on_seeds(target.path, options, chunk, per_round)
+            if starved(results[0]):  # once more: a build the host's load stopped says nothing of the seeds
+                results = grade_on_seeds(target.path, options, chunk, per_round)
         seconds = (time.monotonic() - started) / len(chunk)
         if nice_after_build and os.nice(0) < nice_after_build:
             # the first chunk built the submission (cached from now on); the runs need no fair share
             os.nice(nice_after_build - os.nice(0))
         for seed, result in zip(chunk, results, strict=True):
+            if starved(result):
+                print(f"{target.label:36s} seed={seed:18s} NOT-GRADED: the build was stopped as making no progress "
+                      "(starved of CPU by the host's load; not counted)", flush=True)
+                continue
             if target.kind == "cheat":
                 good, why = cheat_defeated(target, result, None)
                 word = "defeated" if good else "GOT-IN "
