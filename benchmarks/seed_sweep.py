@@ -45,10 +45,10 @@ CORPUS = ROOT / "reference_kernels" / "adversarial"
 # Cheats whose outcome could depend on the data: forgeries of correctness or of speed. The corpus's other
 # fixtures attack the sandbox or the build (fork_bomb, disk_fill, sleep_forever, include_host_path, ...): their
 # verdict is reached before or regardless of any input value, so `--sandbox-attacks` sweeps them on fewer seeds.
-DATA_CHEATS = ("cached_clone", "decoy_kernel", "decoy_resign", "device_profile_env", "forged_harness_error",
-               "forged_results", "forged_trace", "host_compute_binding", "kernel_code_in_cpp", "key_from_frames",
-               "key_from_memory", "no_sanitize_kernel", "npy_header_bomb", "output_file_swap", "timer_patching",
-               "trace_flood", "trace_infinity", "warmup_detection")
+DATA_CHEATS = ("decoy_kernel", "decoy_resign", "output_file_swap", "warmup_detection", "cached_clone",
+               "key_from_frames", "key_from_memory", "forged_trace", "host_compute_binding", "kernel_code_in_cpp",
+               "timer_patching", "device_profile_env", "npy_header_bomb", "forged_results", "trace_infinity",
+               "trace_flood", "no_sanitize_kernel", "forged_harness_error")  # most data-dependent first
 SANDBOX_ATTACKS = ("busy_loop", "disk_fill", "endless_output", "error_directive", "fallocate_fill", "fork_bomb",
                    "host_files", "include_host_path", "include_own_stdout", "kill_parent", "line_directive_blame",
                    "network_access", "read_proc", "sleep_forever", "symlink_copy_out", "tmpfs_fill")
