@@ -303,28 +303,34 @@ LINE = re.compile(r"^(?P<label>\S+)\s+seed=(?P<seed>\S+)\s+(?P<word>correct|FAIL
 
 
 def summarise(logs: list[Path]) -> int:
-    """The table of the per-seed lines of several waves' logs (a seed graded twice counts once, its last line)."""
-    graded: dict[str, dict[str, tuple[bool, float]]] = {}
-    scores: dict[str, dict[str, float]] = {}
+    """The issue's two tables from the per-seed lines of several waves' logs (a seed graded twice counts once,
+    its last line; a build the host's load stopped is not counted)."""
+    graded: dict[str, dict[str, tuple[bool, float, float]]] = {}
+    kind: dict[str, str] = {}
     for log in logs:
         for line in log.read_text().splitlines():
-            if m := LINE.match(line):
-                graded.setdefault(m["label"], {})[m["seed"]] = (m["good"] == "ok", float(m["seconds"]))
-                scores.setdefault(m["label"], {})[m["seed"]] = float(m["score"])
-    for label in graded:  # a cheat that wraps a reference: above its score on the same seed, it got in
+            if (m := LINE.match(line)) and STALL_SIGN not in line:
+                graded.setdefault(m["label"], {})[m["seed"]] = (m["good"] == "ok", float(m["seconds"]),
+                                                                float(m["score"]))
+                # correct + ok, or FAILS + wrong: a reference; FAILS + ok, or correct + wrong: a known-bad one
+                kind[m["label"]] = "cheat" if m["word"] in ("defeated", "GOT-IN") else \
+                    "reference" if (m["word"] == "correct") == (m["good"] == "ok") else "known-bad"
+    for label, seeds in graded.items():  # a cheat that wraps a reference: above its score on the same seed
         wrapped = dict(cheat(label.removeprefix("cheat/")).expected).get("verdict_of_reference") \
             if label.startswith("cheat/") else None
-        for seed, score in scores[label].items():
-            if wrapped and score > scores.get(str(wrapped), {}).get(seed, float("inf")) + 1e-6:
-                graded[label][seed] = (False, graded[label][seed][1])
-    print("| submission | seeds graded | seeds wrong (a reference failed / a known-bad one or cheat passed) | "
-          "s per seed |")
-    print("|---|---|---|---|")
+        for seed, (_good, seconds, score) in seeds.items():
+            if wrapped and score > graded.get(str(wrapped), {}).get(seed, (True, 0.0, float("inf")))[2] + 1e-6:
+                seeds[seed] = (False, seconds, score)
     bad = 0
-    for label, seeds in graded.items():
-        wrong = sum(1 for good, _s in seeds.values() if not good)
-        bad += wrong
-        print(f"| {label} | {len(seeds)} | {wrong} | {sum(s for _g, s in seeds.values()) / len(seeds):.1f} |")
+    for title, kinds, column in (("reference or answer", ("reference",), "seeds failed"),
+                                 ("known-bad fixture or cheat", ("known-bad", "cheat"), "seeds passed")):
+        print(f"\n| {title} | seeds graded | {column} | s per seed |\n|---|---|---|---|")
+        for label, seeds in graded.items():
+            if kind[label] in kinds:
+                wrong = sum(1 for good, _s, _p in seeds.values() if not good)
+                bad += wrong
+                print(f"| {label} | {len(seeds)} | {wrong} | "
+                      f"{sum(s for _g, s, _p in seeds.values()) / len(seeds):.1f} |")
     return 1 if bad else 0
 
 
