@@ -402,3 +402,47 @@ def test_a_replay_that_fails_by_itself_is_the_graders_fault_not_the_students(tmp
             run_calls(executor, Scorer(SPEC, EMU), seeds, calls, tmp_path / "work")
     finally:
         executor.close()
+
+
+def test_seeds_sharing_rounds_are_decided_each_on_their_own(tmp_path, rounds_share_a_sandbox):
+    """grade_on_seeds runs several seeds' calls in the same three rounds (seed sweeps). Each seed keeps its own
+    inputs (the fake computes every output from the files it is given: a seed reading another's would be wrong),
+    its own probes and dooms (seed 1's `other` hangs on its probe: only that entry of that seed stops), and its
+    stages are timed on its own judgements."""
+    from grader.orchestration.policy import run_seeds_calls
+
+    plans = [SeedPlan.create("public", "sweep-a"), SeedPlan.create("public", "sweep-b")]
+    planned = [(seeds, plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), EMU.impl, tag=f"s{i}_"))
+               for i, seeds in enumerate(plans)]
+    hung = {"ok": False, "error_kind": ErrorKind.TIMEOUT, "error": "the call took longer than 20 s"}
+    runner = FakeRunner(SPEC, lambda call: hung if call["id"].startswith("s1_") and call["entry"] == "other"
+                        else right(call))
+    executor = Executor(runner, EMU, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                        lambda step, fraction: None, notes=[], seeds_per_round=2)
+    try:
+        first, second = run_seeds_calls(executor, Scorer(SPEC, EMU), planned, tmp_path / "work")
+    finally:
+        executor.close()
+    assert len(runner.jobs) == 3  # probe, correctness, timing: shared by both seeds
+    assert sorted((c["id"][:3], c["entry"]) for c in runner.jobs[0]["calls"]) == [
+        ("s0_", "good"), ("s0_", "other"), ("s1_", "good"), ("s1_", "other")]
+    assert all(r.passed for r in first.judged.values()), [r.message for r in first.judged.values() if not r.passed]
+    assert first.samples["scalar_gdram"] and first.samples["vector"]
+    assert set(first.judged) == {c.id for c in planned[0][1]}  # each seed's results hold its own calls only
+    others = [c for c, r in second.judged.items() if r.entry == "other"]
+    assert len(others) > 1 and not any(second.judged[c].passed for c in others)
+    assert [c for c in runner.ran("other") if c.startswith("s1_")] == [
+        c["id"] for c in runner.jobs[0]["calls"] if c["id"].startswith("s1_") and c["entry"] == "other"]
+    assert all(second.judged[c].passed for c, r in second.judged.items() if r.entry == "good")
+    assert second.samples["scalar_gdram"] and not second.samples["vector"]
+    # the same decisions as the seed graded alone
+    alone_runner = FakeRunner(SPEC, lambda call: hung if call["entry"] == "other" else right(call))
+    alone = Executor(alone_runner, EMU, SPEC, tmp_path / "alone", "ops", "my_ops_ext", tmp_path / "build",
+                     lambda step, fraction: None, notes=[])
+    try:
+        single = run_calls(alone, Scorer(SPEC, EMU), plans[1], plan_calls(SPEC, plans[1], ENTRIES, list(ENTRIES),
+                                                                          EMU.impl), tmp_path / "alone-work")
+    finally:
+        alone.close()
+    assert [(r.name, r.entry, r.verdict) for r in single.judged.values()] == [
+        (r.name, r.entry, r.verdict) for r in second.judged.values()]

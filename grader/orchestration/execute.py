@@ -49,6 +49,7 @@ class Executor:
     notes: list[str]  # the grading's notes: a run phase that did not finish cleanly is added here
     facts: HostFacts | None = None  # what integrity checks compare the sandbox's claims against
     integrity_seconds: float = field(default=0.0)  # host cost of the checks, for the record
+    seeds_per_round: int = 1  # seeds whose calls share each round (grade_on_seeds): the round's wall limit scales
     _rounds: RoundSandbox | None = field(default=None, repr=False)  # the submission's run-phase sandbox, if up
     _pending: list[RunRound] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
 
@@ -123,7 +124,7 @@ class Executor:
         (io / JOB_FILE).write_text(json.dumps(job, indent=1), encoding="utf-8")
         with self._watching(io / "outputs", calls, progress_span):
             outcome = self.runner.run(Phase.RUN, self.backend.argv(Phase.RUN), self._mounts(io),
-                                      Limits(wall_seconds=self.spec.run_timeout_seconds), env=dict(self.backend.env))
+                                      Limits(wall_seconds=self._round_seconds()), env=dict(self.backend.env))
         return outcome
 
     def _run_round(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
@@ -138,7 +139,7 @@ class Executor:
                 rounds = self._rounds = self._new_sandbox(io.parent / f"{io.name}-sandbox{attempt or ''}")
             with self._watching(rounds.next_round / "outputs", calls, progress_span):
                 try:
-                    done = rounds.run_round(job, self.spec.run_timeout_seconds)
+                    done = rounds.run_round(job, self._round_seconds())
                 except RoundRefused as exc:  # planted by an earlier round: this round gets a sandbox of its own
                     self.notes.append(f"a fresh sandbox for the next round: {exc}")
                     self.close()
@@ -152,9 +153,12 @@ class Executor:
         io.mkdir(parents=True)
         master = write_trace_key(io)
         # The host ends each round at the spec's wall limit; this is the runner's own backstop for all of them.
-        limits = Limits(wall_seconds=self.spec.run_timeout_seconds * (3 + MAX_ROUNDS))
+        limits = Limits(wall_seconds=self._round_seconds() * (3 + MAX_ROUNDS))
         return RoundSandbox(self.runner, self.backend.argv(Phase.RUN), self._mounts(io), limits,  # type: ignore[arg-type]
                             dict(self.backend.env), master)
+
+    def _round_seconds(self) -> float:
+        return self.spec.run_timeout_seconds * self.seeds_per_round
 
     def _mounts(self, io: Path) -> Mounts:
         return Mounts(submission=self.root.resolve(), build=self.build_dir, io=io)
@@ -166,7 +170,7 @@ class Executor:
         for call in calls:
             names = []
             for name, array in call.case.make_inputs().items():
-                file = f"{call.case.name}_{name}.npy"
+                file = f"{call.tag}{call.case.name}_{name}.npy"
                 if file not in written:
                     np.save(inputs / file, array, allow_pickle=False)
                     written.add(file)

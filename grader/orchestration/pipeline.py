@@ -51,7 +51,7 @@ from grader.orchestration.environment import (
 from grader.orchestration.execute import Executor
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.plan import plan_calls
-from grader.orchestration.policy import run_calls
+from grader.orchestration.policy import run_seeds_calls
 from grader.orchestration.programs import grade_programs
 from grader.orchestration.resolve import all_specs, grading_language, guess_spec, load_spec, selected_stages
 from grader.orchestration.score_stages import Scorer, apply_integrity, summary_line
@@ -101,13 +101,14 @@ def _grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
     return result
 
 
-def grade_on_seeds(submission: Path, options: GradeOptions, masters: list[str]) -> list[GradeResult]:
+def grade_on_seeds(submission: Path, options: GradeOptions, masters: list[str], per_round: int = 1) -> list[GradeResult]:
     """One submission graded on each of several public seeds, as `grade submit --seed S` grades it on one:
     resolved, screened and built once, and every seed's rounds run in the same run-phase sandbox (seed sweeps,
-    the batch's reference check). A submission stopped before its calls (layout, build) gets that result per
-    seed. Never raises for anything the submission does."""
+    the batch's reference check); `per_round` seeds share each round (probe, correctness, perf) and its replay,
+    every decision still taken per seed (policy.run_seeds_calls). A submission stopped before its calls (layout,
+    build) gets that result per seed. Never raises for anything the submission does."""
     lang = grading_language(Path(submission), options)
-    grading = _Grading(Path(submission), options, masters)
+    grading = _Grading(Path(submission), options, masters, per_round)
     with use_language(lang):
         try:
             last = grading.run()
@@ -148,13 +149,15 @@ def _bare_result(root: Path, options: GradeOptions, seeds: SeedPlan, message: st
 
 
 class _Grading:
-    def __init__(self, root: Path, options: GradeOptions, masters: list[str] | None = None) -> None:
+    def __init__(self, root: Path, options: GradeOptions, masters: list[str] | None = None,
+                 per_round: int = 1) -> None:
         self.root = root
         self.options = options
         self.started = datetime.now(UTC)
         self.seeds = SeedPlan.create(options.seed_mode, options.seed)
         # grade_on_seeds: every seed's calls in the one sandbox, a result each
         self.seed_plans = [SeedPlan.create("public", m) for m in masters] if masters else [self.seeds]
+        self.per_round = max(1, per_round)
         self.per_seed: list[GradeResult] = []
         self.spec: AssignmentSpec | None = None
         self.student = Student()
@@ -286,35 +289,44 @@ class _Grading:
         started = time.perf_counter()
         facts = host_facts(self.backend, build_dir, submission.extension)
         self.notes += facts.notes
+        per_round = min(self.per_round, len(self.seed_plans))
         executor = Executor(runner, self.backend, self.spec, self.root, submission.module, submission.extension,
                             build_dir, self.progress, self.notes, facts,
-                            integrity_seconds=time.perf_counter() - started)
+                            integrity_seconds=time.perf_counter() - started, seeds_per_round=per_round)
         scorer = Scorer(self.spec, self.backend)
-        shared_notes = len(self.notes)  # the build's and the host's; each seed's own come after
+        shared_notes = len(self.notes)  # the build's and the host's; each round's own come after
+        several = len(self.seed_plans) > 1
         try:
-            for index, seeds in enumerate(self.seed_plans):
-                self.seeds, self.cases, self.stages, self.integrity = seeds, [], [], []
+            for start in range(0, len(self.seed_plans), per_round):
                 del self.notes[shared_notes:]
-                seed_work = work / f"seed{index}" if len(self.seed_plans) > 1 else work
-                seed_work.mkdir(exist_ok=True)
-                self.per_seed.append(self._grade_seed(executor, scorer, entries, stages, seed_work))
+                chunk = list(enumerate(self.seed_plans))[start:start + per_round]
+                chunk_work = work / f"seeds{start}" if several else work
+                chunk_work.mkdir(exist_ok=True)
+                self.per_seed += self._grade_seeds(executor, scorer, entries, stages, chunk, chunk_work, several)
                 executor.drop_finished_rounds()
         finally:
             executor.close()  # the submission's run-phase sandbox, shared by its rounds (and seeds)
         return self.per_seed[-1]
 
-    def _grade_seed(self, executor: Executor, scorer: Scorer, entries: dict[str, str], stages: list[str],
-                    work: Path) -> GradeResult:
+    def _grade_seeds(self, executor: Executor, scorer: Scorer, entries: dict[str, str], stages: list[str],
+                     chunk: list[tuple[int, SeedPlan]], work: Path, several: bool) -> list[GradeResult]:
+        """The seeds of `chunk` graded in shared rounds, a result each (a single seed: `grade submit`)."""
         assert self.spec is not None and self.backend is not None
-        calls = plan_calls(self.spec, self.seeds, entries, stages, self.backend.impl)
-        ran = run_calls(executor, scorer, self.seeds, calls, work)
-        self.cases = [ran.judged[c.id] for c in calls if c.id in ran.judged]
+        planned = [(seeds, plan_calls(self.spec, seeds, entries, stages, self.backend.impl,
+                                      tag=f"s{index}_" if several else ""))
+                   for index, seeds in chunk]
         thresholds = load_thresholds(self.spec, self.backend.name, self.backend.device)
-        self.stages = [scorer.stage_result(c, ran.judged, ran.outcomes.get(c.id), ran.samples[c.stage], thresholds)
-                       for c in calls if c.stage is not None]
-        self.integrity += apply_integrity(calls, ran.outcomes, ran.judged, self.cases, self.stages)
-        verdict = worst([c.verdict for c in self.cases] + [s.verdict for s in self.stages])
-        return self.finish(verdict, summary_line(verdict, self.cases, self.stages))
+        results = []
+        for (seeds, calls), ran in zip(planned, run_seeds_calls(executor, scorer, planned, work), strict=True):
+            self.seeds, self.integrity = seeds, []
+            self.cases = [ran.judged[c.id] for c in calls if c.id in ran.judged]
+            self.stages = [scorer.stage_result(c, ran.judged, ran.outcomes.get(c.id), ran.samples[c.stage],
+                                               thresholds)
+                           for c in calls if c.stage is not None]
+            self.integrity += apply_integrity(calls, ran.outcomes, ran.judged, self.cases, self.stages)
+            verdict = worst([c.verdict for c in self.cases] + [s.verdict for s in self.stages])
+            results.append(self.finish(verdict, summary_line(verdict, self.cases, self.stages)))
+        return results
 
 
 def _backend(name: str) -> Backend | None:

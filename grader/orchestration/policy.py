@@ -26,38 +26,53 @@ class Ran:
 
 
 def run_calls(executor: Executor, scorer: Scorer, seeds: SeedPlan, calls: list[PlannedCall], work: Path) -> Ran:
+    return run_seeds_calls(executor, scorer, [(seeds, calls)], work)[0]
+
+
+def run_seeds_calls(executor: Executor, scorer: Scorer, planned: list[tuple[SeedPlan, list[PlannedCall]]],
+                    work: Path) -> list[Ran]:
+    """Several seeds' calls (each seed's ids tagged apart) in the same three rounds: probe, correctness, perf.
+    Every decision stays per seed -- its own probes, its own dooms, its stages timed on its own judgements -- so
+    each seed's result is the one it would get alone; only the sandboxes and replays are shared (seed sweeps)."""
+    calls = [c for _seeds, mine in planned for c in mine]
     outcomes = run_correctness(executor, calls, work)
-    judged = {c.id: scorer.judge(c, outcomes[c.id]) for c in calls if c.id in outcomes}
+    judged_all = {c.id: scorer.judge(c, outcomes[c.id]) for c in calls if c.id in outcomes}
+    per_seed = [{c.id: judged_all[c.id] for c in mine if c.id in judged_all} for _seeds, mine in planned]
     # Speed is measured only where it can score: a stage whose entry already fails a case earns nothing,
     # and a broken kernel at the perf shape would only burn time.
-    timed = [c for c in calls if c.stage is not None and scorer.entry_correct(c, judged)]
-    executor.progress(_("timing {n} stage(s)").format(n=len(timed)), 0.7)
-    outcomes |= executor.run(timed, work / "io-perf", (0.7, 0.9))
-    judged |= {c.id: scorer.judge(c, outcomes[c.id]) for c in timed}
+    timed = [[c for c in mine if c.stage is not None and scorer.entry_correct(c, judged)]
+             for (_seeds, mine), judged in zip(planned, per_seed, strict=True)]
+    executor.progress(_("timing {n} stage(s)").format(n=sum(len(t) for t in timed)), 0.7)
+    outcomes |= executor.run([c for t in timed for c in t], work / "io-perf", (0.7, 0.9))
     executor.progress(_("scoring"), 0.9)
     source = executor.backend.time_source
-    samples = {c.stage: call_samples(outcomes[c.id].meta, source) if c.id in outcomes else []
-               for c in calls if c.stage is not None}
-    if executor.backend.impl.retimes:
-        more_rounds(executor, scorer, seeds, timed, judged, samples, work)
-    return Ran(outcomes, judged, samples)
+    ran = []
+    for index, ((seeds, mine), judged, mine_timed) in enumerate(zip(planned, per_seed, timed, strict=True)):
+        judged |= {c.id: scorer.judge(c, outcomes[c.id]) for c in mine_timed}
+        samples = {c.stage: call_samples(outcomes[c.id].meta, source) if c.id in outcomes else []
+                   for c in mine if c.stage is not None}
+        if executor.backend.impl.retimes:
+            more_rounds(executor, scorer, seeds, mine_timed, judged, samples,
+                        work if len(planned) == 1 else work / f"retime{index}")
+        ran.append(Ran({c.id: outcomes[c.id] for c in mine if c.id in outcomes}, judged, samples))
+    return ran
 
 
 def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path) -> dict[str, CallOutcome]:
-    """Probe: one tiny case per entry under a short limit first. An entry that hangs or cannot even be loaded
-    would fail every other call the same way, one full time limit each; those are not run."""
+    """Probe: one tiny case per entry (per seed) under a short limit first. An entry that hangs or cannot even be
+    loaded would fail every other call the same way, one full time limit each; those are not run."""
     probes = probe_calls(calls)
     executor.progress(_("probing {n} entry function(s)").format(n=len(probes)), 0.3)
     # The probe's replay is deferred into the next round's (its error kinds decide the dooms; one sandbox less).
     outcomes = executor.run(probes, work / "io-probe", (0.3, 0.35), call_timeout=PROBE_TIMEOUT_SECONDS,
                             defer_replay=True)
-    doomed = {c.entry: outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
-    rest = [c for c in calls if c.id not in outcomes and c.entry not in doomed and c.stage is None]
+    doomed = {(c.tag, c.entry): outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
+    rest = [c for c in calls if c.id not in outcomes and (c.tag, c.entry) not in doomed and c.stage is None]
     executor.progress(_("running {n} correctness calls").format(n=len(rest)), 0.35)
     outcomes |= executor.run(rest, work / "io", (0.35, 0.7)) if rest else executor.settle(work / "io-probe-replay")
     for call in calls:
-        if call.id not in outcomes and call.entry in doomed and call.stage is None:
-            first = doomed[call.entry].meta or {}
+        if call.id not in outcomes and (call.tag, call.entry) in doomed and call.stage is None:
+            first = doomed[(call.tag, call.entry)].meta or {}
             outcomes[call.id] = CallOutcome(meta={**first, "error": _(
                 "not run: {entry}() already failed on its first case -- {error}").format(
                     entry=call.entry, error=first.get("error", ""))})

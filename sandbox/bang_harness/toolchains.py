@@ -54,9 +54,10 @@ def _limit_cpu() -> None:
 
 
 # A compiler that waits instead of computing (`#include "/proc/self/fd/1"` reads its own output pipe) uses no CPU,
-# so RLIMIT_CPU never fires: a step whose processes gain less than STALL_CPU_SHARE of a CPU over a window of
-# STALL_SECONDS (or of the CPU limit, when shorter) is stopped. A loaded host slows a compile; it does not starve
-# it to 5 %.
+# so RLIMIT_CPU never fires: a step whose processes neither ran nor waited to run for STALL_CPU_SHARE of a window
+# of STALL_SECONDS (or of the CPU limit, when shorter) is stopped. Waiting to run counts: a loaded host, or a
+# grading under `nice`, can starve a compile to well under 5 % of a CPU (issue 27's seed sweep, load 13 at nice
+# 10: every honest binding stopped), and a compile that wants the CPU is not waiting on a pipe.
 STALL_SECONDS = 60.0
 STALL_CPU_SHARE = 0.05
 STALL_POLL_SECONDS = 2.0
@@ -76,11 +77,21 @@ def process_stats() -> Iterator[tuple[int, list[bytes]]]:
         yield int(entry), data[data.rfind(b")") + 2:].split()  # the name in parentheses may hold spaces
 
 
-def _group_cpu_seconds(pgid: int) -> float:
-    """CPU seconds of the live processes of group `pgid`, with their reaped children's."""
-    ticks = sum(sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-                for _pid, fields in process_stats() if len(fields) > 14 and int(fields[2]) == pgid)
-    return ticks / os.sysconf("SC_CLK_TCK")
+def _run_queue_seconds(pid: int) -> float:
+    """Seconds process `pid` has spent runnable but not running (/proc/<pid>/schedstat: run, wait, slices)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _group_progress_seconds(pgid: int) -> float:
+    """CPU seconds of the live processes of group `pgid` with their reaped children's, plus the seconds the live
+    ones spent waiting for a CPU: what a step that is computing, not waiting, accumulates."""
+    group = [(pid, fields) for pid, fields in process_stats() if len(fields) > 14 and int(fields[2]) == pgid]
+    ticks = sum(sum(int(f) for f in fields[11:15]) for _pid, fields in group)  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK") + sum(_run_queue_seconds(pid) for pid, _fields in group)
 
 
 def _communicate_unless_stalled(proc: subprocess.Popen, window: float) -> tuple[bytes, bool]:
@@ -93,7 +104,7 @@ def _communicate_unless_stalled(proc: subprocess.Popen, window: float) -> tuple[
             now = time.monotonic()
             if now - mark_time < window:
                 continue
-            cpu = _group_cpu_seconds(proc.pid)
+            cpu = _group_progress_seconds(proc.pid)
             if abs(cpu - mark_cpu) >= STALL_CPU_SHARE * (now - mark_time):
                 mark_time, mark_cpu = now, cpu
                 continue

@@ -80,3 +80,50 @@ def test_the_build_log_keeps_its_head_under_the_cap():
     text = log.text()
     assert text.startswith("first error here") and "capped at 100 bytes" in text
     assert len(text) < 200
+
+
+def _step_under_hogs(monkeypatch: pytest.MonkeyPatch, command: list[str]) -> object:
+    """run_step with a 2 s stall window (30 CPU seconds allowed) beside a normal-priority busy process on CPU 0 (where the step runs)."""
+    import subprocess
+    import sys
+
+    from bang_harness import toolchains
+
+    monkeypatch.setenv(toolchains.COMPILER_CPU_ENV, "30")
+    monkeypatch.setattr(toolchains, "STALL_SECONDS", 2.0)
+    hog = ("import os, time\nos.sched_setaffinity(0, {0})\nprint('busy', flush=True)\n"
+           "end = time.monotonic() + 12\nwhile time.monotonic() < end: pass\n")
+    hogs = [subprocess.Popen([sys.executable, "-c", hog], stdout=subprocess.PIPE)]
+    assert hogs[0].stdout is not None and hogs[0].stdout.readline() == b"busy\n"  # on CPU 0 before the step starts
+    try:
+        return toolchains.run_step(command)
+    finally:
+        for process in hogs:
+            process.kill()
+            process.wait()
+
+
+def test_a_compile_starved_of_cpu_is_not_taken_for_one_that_waits(monkeypatch):
+    """Issue 27's sweep: under load at `nice`, honest binding compiles got < 5 % of a CPU for 60 s and were stopped
+    as "made no progress" (a timeout for every seed). A step that wants the CPU (here SCHED_IDLE beside a busy
+    process on the same CPU: it runs almost never) is computing, not waiting on a pipe: its time on the run queue
+    counts."""
+    import sys
+
+    from bang_harness import toolchains
+
+    # run_step starts a session: with autogroup scheduling its weight is the autogroup's, lowered here too
+    starved = ("import os, time\nos.sched_setaffinity(0, {0})\nos.nice(19)\n"
+               "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+               "try:\n    open('/proc/self/autogroup', 'w').write('19')\nexcept OSError:\n    pass\n"
+               "end = time.monotonic() + 7\nwhile time.monotonic() < end: pass\n")
+    step = _step_under_hogs(monkeypatch, [sys.executable, "-c", starved])
+    assert toolchains.STALL_SIGN not in step.output and step.returncode == 0, step.output
+
+
+def test_a_step_that_waits_is_still_stopped(monkeypatch):
+    """The defence the window is for (`#include "/proc/self/fd/1"`): a step that sleeps neither runs nor waits to."""
+    from bang_harness import toolchains
+
+    step = _step_under_hogs(monkeypatch, ["sleep", "30"])
+    assert toolchains.STALL_SIGN in step.output and step.seconds < 15, step.output
