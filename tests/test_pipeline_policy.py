@@ -69,12 +69,14 @@ class FakeRunner:
         self.sandboxes = 0  # run-phase sandboxes started
         self.replays = 0  # replay sandboxes started (emu)
         self.replay_fails = False  # the replay harness fails by itself (ExitCode.REPLAY_FAILED)
+        self.disk_budgets: set[int] = set()  # tmpfs_bytes of every run-phase sandbox and replay started
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
         if phase is Phase.BUILD:
             (mounts.build / "build.json").write_text(json.dumps({"ok": True, "toolchain": "fake", "seconds": 0.1}))
             return RunOutcome(exit_code=0)
+        self.disk_budgets.add(limits.tmpfs_bytes)
         if argv[-1] == "replay":
             return self._replay(mounts.io)
         self.sandboxes += 1
@@ -85,6 +87,7 @@ class FakeRunner:
         """The keeper's side of the rounds (bang_harness.session), in a thread."""
         assert phase is Phase.RUN and not (mounts.io / "job.json").exists()
         self.sandboxes += 1
+        self.disk_budgets.add(limits.tmpfs_bytes)
         master = (mounts.io / KEY_FILE).read_bytes()
         (mounts.io / KEY_FILE).unlink()
         killed = threading.Event()
@@ -424,6 +427,7 @@ def test_seeds_sharing_rounds_are_decided_each_on_their_own(tmp_path, rounds_sha
     finally:
         executor.close()
     assert len(runner.jobs) == 3  # probe, correctness, timing: shared by both seeds
+    assert runner.disk_budgets == {2 * Limits().tmpfs_bytes}  # each seed brings its own files (run and replay)
     assert sorted((c["id"][:3], c["entry"]) for c in runner.jobs[0]["calls"]) == [
         ("s0_", "good"), ("s0_", "other"), ("s1_", "good"), ("s1_", "other")]
     assert all(r.passed for r in first.judged.values()), [r.message for r in first.judged.values() if not r.passed]
@@ -446,3 +450,4 @@ def test_seeds_sharing_rounds_are_decided_each_on_their_own(tmp_path, rounds_sha
         alone.close()
     assert [(r.name, r.entry, r.verdict) for r in single.judged.values()] == [
         (r.name, r.entry, r.verdict) for r in second.judged.values()]
+    assert alone_runner.disk_budgets == {Limits().tmpfs_bytes}

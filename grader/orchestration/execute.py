@@ -49,7 +49,7 @@ class Executor:
     notes: list[str]  # the grading's notes: a run phase that did not finish cleanly is added here
     facts: HostFacts | None = None  # what integrity checks compare the sandbox's claims against
     integrity_seconds: float = field(default=0.0)  # host cost of the checks, for the record
-    seeds_per_round: int = 1  # seeds whose calls share each round (grade_on_seeds): the round's wall limit scales
+    seeds_per_round: int = 1  # seeds whose calls share each round (grade_on_seeds): its wall and disk limits scale
     _rounds: RoundSandbox | None = field(default=None, repr=False)  # the submission's run-phase sandbox, if up
     _pending: list[RunRound] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
 
@@ -82,7 +82,8 @@ class Executor:
             return {}
         replay = None
         if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
-            replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir)
+            replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir,
+                                  tmpfs_bytes=self._limits(0).tmpfs_bytes)
             if replay.outcome is not None and not replay.outcome.ok:
                 self.notes.append(_("the replay did not finish cleanly: {why}").format(
                     why=describe_outcome(replay.outcome)))
@@ -124,7 +125,7 @@ class Executor:
         (io / JOB_FILE).write_text(json.dumps(job, indent=1), encoding="utf-8")
         with self._watching(io / "outputs", calls, progress_span):
             outcome = self.runner.run(Phase.RUN, self.backend.argv(Phase.RUN), self._mounts(io),
-                                      Limits(wall_seconds=self._round_seconds()), env=dict(self.backend.env))
+                                      self._limits(self._round_seconds()), env=dict(self.backend.env))
         return outcome
 
     def _run_round(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
@@ -153,12 +154,17 @@ class Executor:
         io.mkdir(parents=True)
         master = write_trace_key(io)
         # The host ends each round at the spec's wall limit; this is the runner's own backstop for all of them.
-        limits = Limits(wall_seconds=self._round_seconds() * (3 + MAX_ROUNDS))
+        limits = self._limits(self._round_seconds() * (3 + MAX_ROUNDS))
         return RoundSandbox(self.runner, self.backend.argv(Phase.RUN), self._mounts(io), limits,  # type: ignore[arg-type]
                             dict(self.backend.env), master)
 
     def _round_seconds(self) -> float:
         return self.spec.run_timeout_seconds * self.seeds_per_round
+
+    def _limits(self, wall_seconds: float) -> Limits:
+        # each seed sharing the round brings its own inputs, outputs and journals (10 seeds of the timed
+        # matmuls overran one seed's 512 MiB in the sweep, as "disk_quota_exceeded")
+        return Limits(wall_seconds=wall_seconds, tmpfs_bytes=Limits().tmpfs_bytes * self.seeds_per_round)
 
     def _mounts(self, io: Path) -> Mounts:
         return Mounts(submission=self.root.resolve(), build=self.build_dir, io=io)

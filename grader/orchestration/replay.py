@@ -108,8 +108,9 @@ def write_trace_key(io: Path) -> bytes:
 
 
 def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound], io: Path, submission: Path,
-                 build_dir: Path) -> ReplayRound:
-    """Replays the rounds' journals in a sandbox of its own (see the module's docstring)."""
+                 build_dir: Path, tmpfs_bytes: int = Limits().tmpfs_bytes) -> ReplayRound:
+    """Replays the rounds' journals in a sandbox of its own (see the module's docstring); `tmpfs_bytes` is the
+    run rounds' own disk budget."""
     shutil.rmtree(io, ignore_errors=True)
     (io / REPLAY_JOURNALS).mkdir(parents=True)
     (io / REPLAY_INPUTS).mkdir()
@@ -134,7 +135,7 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     if copied:
         outcome = runner.run(Phase.RUN, backend.impl.replay_argv(), Mounts(submission=submission.resolve(),
                                                                           build=build_dir, io=io),
-                             Limits(wall_seconds=seconds), env=dict(backend.env))
+                             Limits(wall_seconds=seconds, tmpfs_bytes=tmpfs_bytes), env=dict(backend.env))
     if outcome is not None and outcome.exit_code == ExitCode.REPLAY_FAILED:
         raise SandboxError(_("the grader's replay of the kernels failed: {tail}").format(
             tail=(outcome.stderr_tail or "")[-1500:]))
