@@ -83,7 +83,7 @@ class Executor:
         replay = None
         if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
             replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir,
-                                  tmpfs_bytes=self._limits(0).tmpfs_bytes)
+                                  tmpfs_bytes=self._disk_bytes())
             if replay.outcome is not None and not replay.outcome.ok:
                 self.notes.append(_("the replay did not finish cleanly: {why}").format(
                     why=describe_outcome(replay.outcome)))
@@ -161,10 +161,13 @@ class Executor:
     def _round_seconds(self) -> float:
         return self.spec.run_timeout_seconds * self.seeds_per_round
 
-    def _limits(self, wall_seconds: float) -> Limits:
+    def _disk_bytes(self) -> int:
         # each seed sharing the round brings its own inputs, outputs and journals (10 seeds of the timed
         # matmuls overran one seed's 512 MiB in the sweep, as "disk_quota_exceeded")
-        return Limits(wall_seconds=wall_seconds, tmpfs_bytes=Limits().tmpfs_bytes * self.seeds_per_round)
+        return Limits().tmpfs_bytes * self.seeds_per_round
+
+    def _limits(self, wall_seconds: float) -> Limits:
+        return Limits(wall_seconds=wall_seconds, tmpfs_bytes=self._disk_bytes())
 
     def _mounts(self, io: Path) -> Mounts:
         return Mounts(submission=self.root.resolve(), build=self.build_dir, io=io)
