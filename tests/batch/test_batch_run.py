@@ -204,13 +204,21 @@ def test_ctrl_c_says_what_is_committed_and_how_to_resume(tmp_path, quick_env):
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "grader.cli", "batch", str(subs), "-a", ASSIGNMENT, "-o", str(out), "--workers",
             "1", "--no-progress", "--entry", "entries:quick"]
-    batch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A batch that does not stop dumps every thread's stack on SIGABRT: the failure then says where it hung
+    # (seen once in a full suite at load ~19, never reproduced alone or under a synthetic load of 13).
+    batch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     deadline = time.monotonic() + 120
     while len(started_students(out) if (out / "journal.jsonl").exists() else []) < 2:
         assert batch.poll() is None and time.monotonic() < deadline, batch.communicate()
         time.sleep(0.1)
     batch.send_signal(signal.SIGINT)
-    stdout, stderr = batch.communicate(timeout=60)
+    try:
+        stdout, stderr = batch.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        batch.send_signal(signal.SIGABRT)
+        pytest.fail("grade batch did not exit within 60 s of SIGINT; its threads then:\n"
+                    + batch.communicate(timeout=30)[1][-8000:])
     assert batch.returncode == 130, stdout + stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
