@@ -95,7 +95,8 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
         for stem, stage in stems.items():
             if stem not in built:
                 result.stages.append(_stage(spec, base, stage, stem, Verdict.COMPILE_ERROR,
-                                            _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu")))
+                                            _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu"),
+                                            points=0.0, correct=False))
                 continue
             # what the replay did, never what the program's own process recorded
             launches = read_launches(replayed / stem / "trace.jsonl", program_key(master, stem))

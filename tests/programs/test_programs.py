@@ -131,9 +131,11 @@ def test_programs_in_the_docker_sandbox_are_graded_on_the_twin(tmp_path: Path) -
     never saw. Without the twin the fixture passed stage 03 with 10 points."""
     if not emu_image_ready():
         pytest.skip("needs Docker and the emulation image of these sources (grade setup)")
-    (tmp_path / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
-    (tmp_path / "03_vector_nram.mlu").write_text((HOST_ANSWER / "03_vector_nram.mlu").read_text())
-    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="docker"))
+    lab = tmp_path / "lab"  # not tmp_path itself: pytest makes it 0700, unreadable by the sandbox's user
+    lab.mkdir(mode=0o755)
+    (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (lab / "03_vector_nram.mlu").write_text((HOST_ANSWER / "03_vector_nram.mlu").read_text())
+    result = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="docker"))
     by_stage = {s.name: s for s in result.stages}
     honest, cheat = by_stage["scalar_nram"], by_stage["vector"]
     assert result.sandbox == "docker"
