@@ -4,14 +4,16 @@ The flow beside pipeline._Grading (which grades an extension); the programs' own
 reading of their captures, sit below in grader.programs, so orchestration imports programs and never the reverse.
 
 Built and run inside the runner (bang_harness.programs), then replayed from their device journals in a sandbox of
-their own (the run's process holds no key; DESIGN.md "Threat model"); on the host: each program's launch records
-as the replay signed them (grader.programs.captures), the kernel's captured inputs -> float64 left @ right -> compared with the captured
-output under the base assignment's tolerances and checks; the modelled time of the kernel's launches against the
+their own (the run's process holds no key; DESIGN.md "Threat model"), each launch of the kernel on the host's twin
+inputs (grader.programs.captures.twin_plan); on the host: each program's launch records as the replay signed them
+(grader.programs.captures), the twin inputs the host draws (the captured ones must be them) -> float64 left @ right
+-> compared with the captured output under the base assignment's tolerances and checks; the modelled time of the kernel's launches against the
 stage's threshold, at the stage's shape only; the base stage's structural requirements on the launch record.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bang_harness.protocol import KEY_FILE, program_key
+from bang_harness.protocol import KEY_FILE, PROGRAM_TWIN_FILE, program_key
 
 from grader import __version__
 from grader.backends import get_backend
@@ -42,10 +44,13 @@ from grader.programs.captures import (
     CAPTURE_DTYPES,
     CaptureError,
     Launches,
+    draw_twin_seeds,
     int_arg,
     load_rows,
     pointer_arg,
     read_launches,
+    twin_inputs,
+    twin_plan,
 )
 from grader.programs.spec import ProgramsSpec, ProgramStage, load_programs
 from grader.results import BuildInfo, GradeResult, StageResult, Timing, TraceSummary, Verdict, Versions, worst
@@ -85,17 +90,19 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
         built, log = _build(runner, folder, work, dict(backend.env))
         result.build = BuildInfo(ok=bool(built), toolchain="cncc-emu", compiler_output=log)
         _run(runner, folder, work, dict(backend.env))
-        master, replayed = _replay(runner, folder, work, dict(backend.env), built)
+        seeds = draw_twin_seeds(built)
+        master, replayed = _replay(runner, folder, work, dict(backend.env), built, twin_plan(spec, seeds))
         for stem, stage in stems.items():
             if stem not in built:
                 result.stages.append(_stage(spec, base, stage, stem, Verdict.COMPILE_ERROR,
-                                            _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu")))
+                                            _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu"),
+                                            points=0.0, correct=False))
                 continue
             # what the replay did, never what the program's own process recorded
             launches = read_launches(replayed / stem / "trace.jsonl", program_key(master, stem))
             facts = HostFacts(backend.device, device_profile(backend.device),
                               KernelSymbols.from_library(work / "build" / "programs" / stem))
-            result.stages.append(_judge(spec, base, stage, stem, launches, replayed / stem, facts))
+            result.stages.append(_judge(spec, base, stage, stem, launches, replayed / stem, facts, seeds[stem]))
     except SandboxError as exc:
         return _finish(result, Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(error=exc))
     finally:
@@ -135,9 +142,11 @@ def _run(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> None:
                Limits(wall_seconds=RUN_SECONDS), env=env)
 
 
-def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built: set[str]) -> tuple[bytes, Path]:
-    """The programs' journals replayed in a sandbox of their own (orchestration/replay.py says why): the key the
-    replay signs with, and the folder of its per-program traces and captures."""
+def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built: set[str],
+            twin: dict[str, Any]) -> tuple[bytes, Path]:
+    """The programs' journals replayed in a sandbox of their own (orchestration/replay.py says why), the graded
+    kernel's inputs replaced by the twin: the key the replay signs with, and the folder of its per-program traces
+    and captures."""
     io = work / "replay"
     (io / "journals").mkdir(parents=True)
     (io / "outputs").mkdir()
@@ -146,12 +155,14 @@ def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built
         copy_untrusted(run_outputs / stem / "journal", io / "journals" / f"{stem}.journal", run_outputs,
                        JOURNAL_MAX_BYTES)
     key = write_trace_key(io)
+    (io / PROGRAM_TWIN_FILE).write_text(json.dumps(twin), encoding="utf-8")
     try:
         runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "replay-programs"],
                    Mounts(submission=folder.resolve(), build=work / "build", io=io),
                    Limits(wall_seconds=RUN_SECONDS), env=env)
     finally:
         (io / KEY_FILE).unlink(missing_ok=True)
+        (io / PROGRAM_TWIN_FILE).unlink(missing_ok=True)
     return key, io / "outputs"
 
 
@@ -166,7 +177,7 @@ def _stage(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
 
 
 def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: str, launches: Launches,
-           folder: Path, facts: HostFacts) -> StageResult:
+           folder: Path, facts: HostFacts, twin_seed: int) -> StageResult:
     ours = [r for r in launches.records if base_name(str(r.get("kernel") or "")) == spec.kernel]
     times = [float(r.get("modelled_time_us", 0.0)) for r in ours]
     median = float(np.median(times)) if times else 0.0
@@ -194,7 +205,7 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
     messages, shapes = [], set()
     try:
         for r in ours:
-            verdict, message, shape = _check_output(spec, base, r, folder)
+            verdict, message, shape = _check_output(spec, base, r, folder, twin_seed)
             if verdict is not None:
                 return fail(verdict, message)
             messages.append(message)
@@ -229,9 +240,9 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
                   requirements=reqs, trace=trace)
 
 
-def _check_output(spec: ProgramsSpec, base: AssignmentSpec, record: dict[str, Any],
-                  folder: Path) -> tuple[Verdict | None, str, tuple[int, int, int]]:
-    """One launch: (failing verdict or None, message, (m, n, k)) from its captured arguments."""
+def _check_output(spec: ProgramsSpec, base: AssignmentSpec, record: dict[str, Any], folder: Path,
+                  twin_seed: int) -> tuple[Verdict | None, str, tuple[int, int, int]]:
+    """One launch: (failing verdict or None, message, (m, n, k)) from its captured arguments, its inputs the twin."""
     a = spec.args
     m, n, k = (int_arg(record, a[x]) for x in ("m", "n", "k"))
     if any(d <= 0 for d in (m, n, k)):
@@ -241,8 +252,7 @@ def _check_output(spec: ProgramsSpec, base: AssignmentSpec, record: dict[str, An
     if out_arg.get("written", 0) < m * k * itemsize:
         return Verdict.WRONG_ANSWER, _("the kernel wrote {written} of the {size} bytes of result[{m}][{k}]").format(
             written=out_arg.get("written", 0), size=m * k * itemsize, m=m, k=k), (m, n, k)
-    _rows, right = load_rows(folder, record, a["right"], "in", n, k)
-    rows_l, left = load_rows(folder, record, a["left"], "in", m, n)
+    rows_l, left, right = twin_inputs(folder, record, spec, twin_seed, m, n, k)
     rows_r, result = load_rows(folder, record, a["result"], "out", m, k)
     rows = np.intersect1d(rows_l, rows_r)  # a capture over the segment cap holds head and tail rows only
     expected = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ right.astype(np.float64)

@@ -291,6 +291,7 @@ class Fixture:
     student_name: str | None = None
     batch: bool = False
     special: str = ""  # what git cannot hold, made by materialise() in a copy: "fifo", "nonutf8_name"
+    programs: dict[str, str] = field(default_factory=dict)  # a lab-program folder instead: file name -> text
 
 
 FIXTURES = [
@@ -1535,6 +1536,81 @@ def sigmoid(x):
         screening=["protocol_path"]),
 ]
 
+# A lab program (assignments/matmul_programs) whose own host code does the work: it computes the answer on the
+# CPU, uploads it into the result buffer, and the kernel does the counted work (both operands read in full, a
+# __bang_matmul of the right size) on a layout it never fixed, then copies the uploaded answer out as its own.
+# The kernel writes every byte of the result and the work floor is met, so only inputs the program never saw
+# (the replay's twin at the graded launch) tell this from a kernel that computes.
+PROGRAM_HOST_ANSWER = r"""// 03_vector_nram.mlu -- adversarial fixture program_host_answer (not a solution): the host computes the
+// answer and uploads it into the result buffer; the kernel does the counted work on a layout it never fixed
+// and copies the uploaded answer out as its own.
+#include <bang.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define M 128
+#define N 256
+#define K 128
+
+__mlu_global__ void multiplyMatricesMLU(float *left, float *right, float *result, int m, int n, int k) {
+  __nram__ float left_nram[M * N];
+  __wram__ float right_wram[N * K];
+  __nram__ float product[M * K];
+  __nram__ float answer[M * K];
+  __memcpy(left_nram, left, m * n * sizeof(float), GDRAM2NRAM);
+  __memcpy(right_wram, right, n * k * sizeof(float), GDRAM2WRAM);
+  __bang_matmul(product, left_nram, right_wram, m, n, k);     // the counted work, thrown away
+  __memcpy(answer, result, m * k * sizeof(float), GDRAM2NRAM);  // what the host put there
+  __memcpy(result, answer, m * k * sizeof(float), NRAM2GDRAM);
+}
+
+int main() {
+  int m = M, n = N, k = K;
+  float *left = (float *)malloc(m * n * sizeof(float));
+  float *right = (float *)malloc(n * k * sizeof(float));
+  float *expected = (float *)malloc(m * k * sizeof(float));
+  float *actual = (float *)malloc(m * k * sizeof(float));
+  for (int i = 0; i < m * n; i++) left[i] = 1.0f + 0.1f * rand() / (float)RAND_MAX;
+  for (int i = 0; i < n * k; i++) right[i] = 1.0f + 0.1f * rand() / (float)RAND_MAX;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < k; j++) {
+      float s = 0.0f;
+      for (int x = 0; x < n; x++) s += left[i * n + x] * right[x * k + j];
+      expected[i * k + j] = s;
+    }
+  float *left_mlu, *right_mlu, *result_mlu;
+  CNRT_CHECK(cnrtMalloc((void **)&left_mlu, m * n * sizeof(float)));
+  CNRT_CHECK(cnrtMalloc((void **)&right_mlu, n * k * sizeof(float)));
+  CNRT_CHECK(cnrtMalloc((void **)&result_mlu, m * k * sizeof(float)));
+  CNRT_CHECK(cnrtMemcpy(left_mlu, left, m * n * sizeof(float), cnrtMemcpyHostToDev));
+  CNRT_CHECK(cnrtMemcpy(right_mlu, right, n * k * sizeof(float), cnrtMemcpyHostToDev));
+  CNRT_CHECK(cnrtMemcpy(result_mlu, expected, m * k * sizeof(float), cnrtMemcpyHostToDev));  // the answer
+  cnrtQueue_t queue;
+  CNRT_CHECK(cnrtQueueCreate(&queue));
+  cnrtDim3_t dim = {1, 1, 1};
+  multiplyMatricesMLU<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(left_mlu, right_mlu, result_mlu, m, n, k);
+  CNRT_CHECK(cnrtQueueSync(queue));
+  CNRT_CHECK(cnrtMemcpy(actual, result_mlu, m * k * sizeof(float), cnrtMemcpyDevToHost));
+  int ok = 1;
+  for (int i = 0; i < m * k; i++) ok &= fabsf(actual[i] - expected[i]) <= 1e-6f * fabsf(expected[i]);
+  printf(ok ? "03PASSED\n" : "03FAILED\n");
+  return 0;
+}
+"""
+
+FIXTURES += [
+    Fixture(
+        "program_host_answer", "a lab program (matmul_programs, stage 03) whose host code computes the answer on "
+        "the CPU and uploads it into the result buffer; its kernel reads both operands in full, does a "
+        "__bang_matmul of the lab's size on a layout it never fixed and copies the uploaded answer out (every "
+        "result byte kernel-written, the work floor met)",
+        "the replay substitutes the graded launch's input operands with a twin drawn by the host (a secret seed "
+        "the run never sees); the host checks the output against float64 left @ right of the twin",
+        "wrong_answer", ["left @ right"], "", assignment="matmul_programs", slow=True, max_points=0,
+        stage_points=0, programs={"03_vector_nram.mlu": PROGRAM_HOST_ANSWER}),
+]
+
 
 def _toml_list(words: list[str]) -> str:
     return "[" + ", ".join(_toml_str(w) for w in words) + "]"
@@ -1548,6 +1624,12 @@ def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
     target = out / fixture.name
     if target.exists():
         shutil.rmtree(target)
+    if fixture.programs:  # standalone lab programs (assignments/matmul_programs): the .mlu files and nothing else
+        target.mkdir(parents=True)
+        for relative, text in fixture.programs.items():
+            (target / relative).write_text(text)
+        _write_toml(fixture, target)
+        return target
     (target / "mlu").mkdir(parents=True)
     (target / "cpp").mkdir()
     if fixture.from_reference:
@@ -1562,6 +1644,11 @@ def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
         (target / relative).write_text(text)
     (target / "ops.py").write_text(OPS_HEADER.format(name=fixture.name, attacks=fixture.attacks)
                                    + fixture.ops_body.lstrip("\n"))
+    _write_toml(fixture, target)
+    return target
+
+
+def _write_toml(fixture: Fixture, target: Path) -> None:
     slug = fixture.name.replace("_", "-")
     name = fixture.student_name or f"Adversarial fixture: {fixture.name}"
     (target / "grade.toml").write_text(
@@ -1594,7 +1681,6 @@ def write_fixture(fixture: Fixture, out: Path = HERE) -> Path:
         f'assignment = "{fixture.assignment}"\n{verdict}message_contains = {_toml_list(fixture.message_contains)}\n{extra}'
         f"attacks = {_toml_str(fixture.attacks)}\ndefended_by = {_toml_str(fixture.defended_by)}\n"
         f"slow = {'true' if fixture.slow else 'false'}\n")
-    return target
 
 
 def materialise(fixture_dir: Path, dest: Path) -> Path:

@@ -9,6 +9,8 @@ holds what the harness saw (exit status, stdout tail): for display only.
 against the program's device module (`<stem>.module.so`, its kernels alone, confined), the replay's trace signed
 with HMAC-SHA256(replay key, "program:" + stem) (protocol.program_key, so no program's records verify in
 another's trace) and its launches captured (runtime/capture.cpp) into /io/outputs/<stem>/: what the host reads.
+Each launch of the graded kernel gets the host's twin inputs first (/io/twin.json, protocol.PROGRAM_TWIN_FILE), so
+an answer the program's host code computed and uploaded is not the answer the host checks.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 from .paths import HarnessPaths
-from .protocol import KEY_FD_ENV, ExitCode, program_key
+from .protocol import KEY_FD_ENV, PROGRAM_TWIN_FILE, PROGRAM_TWIN_MAX_BYTES, ExitCode, program_key
 from .run import JobError, key_pipe, make_undumpable, take_trace_key
 
 LAB_FLAGS = ["--bang-arch=compute_30", "-O3"]  # the lab's test.sh
@@ -102,6 +104,13 @@ def replay_program(paths: HarnessPaths, stem: str) -> int:
     out = paths.outputs / stem
     offsets = [int(o) for o in json.loads((out / "sites.json").read_text())]
     table = (ctypes.c_uint64 * max(1, len(offsets)))(*offsets)
+    twin = _twin_plan(paths, stem)
+    if twin is not None:
+        kernel, seed, operands = twin
+        flat = (ctypes.c_int32 * (3 * len(operands)))(*(x for op in operands for x in op))
+        library.bang_emu_program_twin.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_int32),
+                                                  ctypes.c_size_t]
+        library.bang_emu_program_twin(kernel.encode(), seed, flat, len(operands))
     message = ctypes.create_string_buffer(2048)
     replay = library.bang_emu_replay
     replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
@@ -113,8 +122,25 @@ def replay_program(paths: HarnessPaths, stem: str) -> int:
     return ExitCode.OK
 
 
+def _twin_plan(paths: HarnessPaths, stem: str) -> tuple[str, int, list[tuple[int, int, int]]] | None:
+    """The host's twin plan for this program (kernel base name, seed, operand triples); None without one."""
+    try:
+        with open(paths.io / PROGRAM_TWIN_FILE, "rb") as fh:
+            plan = json.loads(fh.read(PROGRAM_TWIN_MAX_BYTES))
+        seed = plan["seeds"][stem]
+        operands = [(int(a), int(r), int(c)) for a, r, c in plan["operands"]]
+        return str(plan["kernel"]), int(seed) & (2**64 - 1), operands
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# Kept from the sandbox's environment: where the image's prebuilt runtime is, and the host's device.
+KEPT_EMU_ENV = ("BANG_EMU_CACHE", "BANG_EMU_DEVICE")
+
+
 def _program_env(out: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BANG_EMU_") and k != KEY_FD_ENV}
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("BANG_EMU_") or k in KEPT_EMU_ENV) and k != KEY_FD_ENV}
     env.update(BANG_EMU_TRACE=str(out / "trace.jsonl"), BANG_EMU_CAPTURE_DIR=str(out), BANG_EMU_POISON="nan",
                BANG_EMU_CAPTURE_SEGMENT_BYTES=str(CAPTURE_SEGMENT_BYTES),
                BANG_EMU_CAPTURE_MAX_BYTES=str(CAPTURE_MAX_BYTES))

@@ -94,6 +94,11 @@ REPLAY_JOURNALS = "journals"  # under the replay's /io: the run's journals, copi
 REPLAY_OUTPUT_SUFFIX = ".out.bin"  # outputs/<call>.out.bin: the replayed output's raw bytes
 REPLAY_STATUS_SUFFIX = ".replay.json"  # outputs/<call>.replay.json: {"call", "ok", "sealed", "error"}
 REPLAY_SECONDS_PER_CALL = 120.0  # a journal's replay is stopped after this many seconds per call it holds
+# A program's replay (bang_harness.programs): /io/twin.json, written by the host, {"kernel": base name,
+# "operands": [[pointer arg, rows arg, cols arg], ...] (the graded launch's inputs), "seeds": {stem: int}};
+# each launch of the kernel gets twin inputs drawn from its program's seed (runtime/capture.cpp).
+PROGRAM_TWIN_FILE = "twin.json"
+PROGRAM_TWIN_MAX_BYTES = 64 << 10
 
 
 # -- rounds: one run-phase sandbox for all of a submission's rounds (bang_harness.session) -------------------

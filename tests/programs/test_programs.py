@@ -13,6 +13,7 @@ import pytest
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.programs import grade_programs
 from grader.results import Verdict
+from tests.sandbox_ready import emu_image_ready
 
 MIRROR = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror")) / "kolp323+Cambricon-MLU-Kernel-Labs" / "repo"
 
@@ -116,6 +117,32 @@ def test_a_rewritten_capture_changes_nothing(tmp_path: Path) -> None:
     result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
     assert result.stages[0].verdict == Verdict.WRONG_ANSWER, result.stages[0].message
     assert "N rows of K" in result.stages[0].message and result.stages[0].points == 0
+
+
+HOST_ANSWER = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial" / "program_host_answer"
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_programs_in_the_docker_sandbox_are_graded_on_the_twin(tmp_path: Path) -> None:
+    """Run and replay in real containers: an honest program keeps its points, and the adversarial fixture whose
+    host code computes the answer and uploads it into the result buffer (its kernel does the counted work, then
+    copies that answer out) gets none -- the replay gave the kernel the host's twin inputs, which the program
+    never saw. Without the twin the fixture passed stage 03 with 10 points."""
+    if not emu_image_ready():
+        pytest.skip("needs Docker and the emulation image of these sources (grade setup)")
+    lab = tmp_path / "lab"  # not tmp_path itself: pytest makes it 0700, unreadable by the sandbox's user
+    lab.mkdir(mode=0o755)
+    (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (lab / "03_vector_nram.mlu").write_text((HOST_ANSWER / "03_vector_nram.mlu").read_text())
+    result = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="docker"))
+    by_stage = {s.name: s for s in result.stages}
+    honest, cheat = by_stage["scalar_nram"], by_stage["vector"]
+    assert result.sandbox == "docker"
+    assert honest.verdict == Verdict.PASSED and honest.points == 10, honest.message
+    assert cheat.verdict == Verdict.WRONG_ANSWER and cheat.points == 0 and not cheat.correct, cheat.message
+    assert "left @ right" in cheat.message and "DIFF1" in cheat.message
+    assert result.score == 10
 
 
 @pytest.mark.slow

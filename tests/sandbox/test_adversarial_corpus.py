@@ -92,7 +92,7 @@ TRUST_ATTACKS = {"forged_trace", "decoy_kernel", "host_compute_binding", "no_san
                  "trace_infinity", "trace_flood", "csv_formula_name", "fallocate_fill", "mlu_decoy_matmul"}
 REPLAY_ATTACKS = {"key_from_frames", "key_from_memory", "decoy_resign", "output_file_swap", "warmup_detection",
                   "cached_clone", "got_patching", "preload_interposition", "ptrace_siblings", "fd_overwrite",
-                  "torch_files_overwrite", "key_from_descriptors"}  # issue 26: secrets and counters where student code runs
+                  "torch_files_overwrite", "key_from_descriptors", "program_host_answer"}  # issue 26: secrets and counters where student code runs
 # Issue 28: bytes from one student never stop the class or blame the grader.
 ODD_BYTES = {"fifo_binding", "nonutf8_file_name", "line_directive_blame", "include_own_stdout"}
 
