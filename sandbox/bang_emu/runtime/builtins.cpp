@@ -243,13 +243,16 @@ void memcpy_impl(bool async, void *dst, const void *src, int size, int dir, int 
   double &qfree = pc.queue == 0 ? c->io_free : c->move_free;
   const TimelineLane lane = pc.queue == 0 ? kLaneIo : kLaneMove;
   const TimelineKind kind = pc.queue == 1 ? kEvMove : offchip(D.src) ? kEvLoad : kEvStore;
+  pc.ret = ret;
   // NRAM2NRAM runs on the compute stream, so even the async form completes at once (HDR note)
   if (!async || dir == NRAM2NRAM) {
     complete_pending(c, pc.queue);  // the DMA queue is in order: earlier async copies land first
-    perform_copy(pc);
     // a blocking copy also waits for earlier vector/tensor work (its data may come from it)
     double start = std::max({c->t, qfree, c->compute_free});
     double end = start + dur;
+    pc.start = start;
+    pc.end = end;
+    perform_copy(c, pc);
     qfree = end;
     c->event(lane, kind, start, end);
     c->split[kSplitWait] += start - c->t;
@@ -259,15 +262,32 @@ void memcpy_impl(bool async, void *dst, const void *src, int size, int dir, int 
   }
   double start = std::max(c->t, qfree);
   qfree = start + dur;
+  pc.start = start;
+  pc.end = qfree;
   c->event(lane, kind, start, qfree);
   c->pending.push_back(pc);
 }
 
 }  // namespace
 
-void perform_copy(const PendingCopy &p) {
+void perform_copy(CoreCtx *c, const PendingCopy &p) {
   char *d = static_cast<char *>(p.dst);
   const char *s = static_cast<const char *>(p.src);
+  if (sram_ordered(c)) {  // cluster-shared SRAM: ordered by the barriers (sram.cpp)
+    std::vector<char> tmp;
+    if (is_sram_dir_src(p.dir)) s = sram_read_source(c, p, tmp);
+    if (is_sram_dir_dst(p.dir)) {
+      sram_log_write(c, p, s);
+      return;
+    }
+    if (!tmp.empty()) {
+      PendingCopy q = p;
+      q.src = s;
+      q.src_lo = reinterpret_cast<uintptr_t>(s);
+      perform_copy(nullptr, q);
+      return;
+    }
+  }
   for (int j = 0; j <= p.seg1; ++j) {
     for (int i = 0; i <= p.seg0; ++i) {
       char *dd = d + (size_t)j * p.dst_stride1 + (size_t)i * p.dst_stride0;
@@ -285,7 +305,7 @@ void complete_pending(CoreCtx *c, int queue) {
   if (c->pending.empty()) return;
   std::vector<PendingCopy> keep;
   for (const PendingCopy &p : c->pending) {
-    if (queue < 0 || p.queue == queue) perform_copy(p);
+    if (queue < 0 || p.queue == queue) perform_copy(c, p);
     else keep.push_back(p);
   }
   c->pending.swap(keep);
@@ -1164,6 +1184,7 @@ const GdramBuf *atomic_target(CoreCtx *c, const char *name, const void *p, size_
   int space = space_of(c, reinterpret_cast<uintptr_t>(p)) == kSram ? kSram : kGdram;
   const void *buf = require(c, p, bytes, space, name, "target (GDRAM or SRAM)", ret);
   touch(c, p, bytes, true, name, ret);
+  if (space == kSram) sram_publish_own(c);  // atomics act on the arena at once
   const Profile &P = profile();
   double dur = P.io_latency_cycles + 2.0 * std::max<size_t>(bytes, 64) / io_bytes_per_cycle(c->is_mpu);
   double start = std::max(c->t, c->compute_free);
@@ -1356,6 +1377,7 @@ void sramset_impl(T *dst, int n, T value, const void *ret) {
   if (n == 0) return;
   require(c, dst, sizeof(T) * (size_t)n, kSram, "__sramset", "dst", ret);
   touch(c, dst, sizeof(T) * (size_t)n, true, "__sramset", ret);
+  sram_publish_own(c);  // the fill acts on the arena at once: the core's own held SRAM writes come first
   std::fill(dst, dst + n, value);
   count_elements(c, "__sramset", n);
   const Profile &P = profile();
