@@ -13,7 +13,8 @@
 //   first: mlu-ops' 5-stage pipelines store a tile with SRAM2GDRAM from every core and refill it with
 //   GDRAM2SRAM right behind (kernels/binary_op/binary_op_5pipeline.h).
 // Scalar code and the fills/atomics that reach SRAM act on the arena at once; before they do, their core's own
-// held writes land (sram_publish_own), so the core still sees its own writes in program order.
+// held writes land (sram_publish_own), so the core still sees its own writes in program order. So do a core's
+// writes once it holds more than kLogEntries of them or kLogBytes between two barriers (memory and cost bound).
 #include <algorithm>
 #include <cstring>
 
@@ -22,6 +23,11 @@
 namespace bang_emu {
 
 namespace {
+
+// A core that writes SRAM this often (or this much) between two barriers lands its writes early: long
+// barrier-free stretches (each core streaming its own part of SRAM) keep memory and the checks' cost bounded.
+constexpr size_t kLogEntries = 1024;
+constexpr size_t kLogBytes = 64u << 20;
 
 // (dst offset, src offset) of each segment of a copy, in issue order.
 template <class F>
@@ -107,11 +113,19 @@ const char *sram_read_source(CoreCtx *c, const PendingCopy &p, std::vector<char>
   }
   for (const SramWrite &w : c->sram_writes)
     if (!w.published && w.copy.dst_lo < p.src_hi && p.src_lo < w.copy.dst_hi) unpack(w, tmp.data(), p.src_lo, n);
+  if (c->sram_reads.size() >= kLogEntries)  // the race check keeps the later half
+    c->sram_reads.erase(c->sram_reads.begin(), c->sram_reads.begin() + kLogEntries / 2);
   c->sram_reads.push_back(p);
   return tmp.data();
 }
 
 void sram_log_write(CoreCtx *c, const PendingCopy &p, const char *src) {
+  size_t held = 0;
+  for (const SramWrite &x : c->sram_writes) held += x.data.size();
+  if (c->sram_writes.size() >= kLogEntries || held >= kLogBytes) {
+    sram_publish_own(c);
+    c->sram_writes.clear();  // landed: out of the race check too
+  }
   SramWrite w;
   w.copy = p;
   w.core = c->slot;
