@@ -54,10 +54,11 @@ STAGES = {
 }
 SEEDS = SeedPlan.create("public")
 RUN_TIMEOUT_SECONDS = 300.0
-# The references build __bang_matmul's right operand as N rows of K (matmul_tiling.h, MATMUL_RHS_N_ROWS=1),
-# the emulator's default layout (BANG_EMU_MATMUL_RHS=nk). Runs say so explicitly, so a layout exported in
-# the caller's shell cannot leak in; test_emulator_default_rhs_layout_is_the_references_one checks the default.
-RHS_LAYOUT_ENV = {"BANG_EMU_MATMUL_RHS": "nk"}
+# The references build __bang_matmul's right operand as N rows of K in the weight-line order __bang_reshape_filter
+# writes (matmul_tiling.h, MATMUL_RHS_N_ROWS=1), the emulator's default layout (BANG_EMU_MATMUL_RHS=filter). Runs
+# say so explicitly, so a layout exported in the caller's shell cannot leak in;
+# test_emulator_default_rhs_layout_is_the_references_one checks the default.
+RHS_LAYOUT_ENV = {"BANG_EMU_MATMUL_RHS": "filter"}
 
 
 def reference_folders() -> list[Path]:
@@ -430,8 +431,8 @@ def test_fp16_matmul_keeps_the_stage_order_and_beats_fp32_on_the_tensor_unit(dri
         assert fast_us < modelled_us(driver, "matmul", faster, single_case("matmul", dims))
 
 
-@pytest.mark.parametrize(("defines", "layout"), [((), "nk"), (("-DMATMUL_RHS_N_ROWS=0",), "kn")],
-                         ids=["n_rows_of_k", "k_rows_of_n"])
+@pytest.mark.parametrize(("defines", "layout"), [((), "filter"), (("-DMATMUL_RHS_N_ROWS=0",), "kn")],
+                         ids=["n_rows_of_k_in_filter_lines", "k_rows_of_n"])
 @pytest.mark.parametrize("stage", ["vector", "sram_union"])
 def test_both_rhs_layouts_compute_correctly(driver: KernelDriver, stage: str, defines: tuple[str, ...],
                                             layout: str) -> None:
@@ -446,9 +447,10 @@ def test_both_rhs_layouts_compute_correctly(driver: KernelDriver, stage: str, de
 
 def test_emulator_default_rhs_layout_is_the_references_one(driver: KernelDriver) -> None:
     # What the grader runs: the emulator's default environment. A failure here means the emulator and
-    # the references disagree on __bang_matmul's WRAM layout (the contract: N rows of K).
+    # the references disagree on __bang_matmul's WRAM layout (the contract: N rows of K in weight-line order,
+    # which only shows for N > 64: 200 columns pad to 4 slots of 64 lines).
     spec = assignment("matmul")
-    case = single_case("matmul", {"M": 5, "K": 7, "N": 3})
+    case = single_case("matmul", {"M": 5, "K": 7, "N": 200})
     inputs = case.make_inputs()
     run = driver.run(KERNELS / "matmul" / "vector", "matmul_vector_entry", case, inputs, env={})
     assert not check(spec, case, inputs, run), (

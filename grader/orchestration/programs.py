@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bang_emu.wram_layout import matmul_rhs_rows
 from bang_harness.protocol import KEY_FILE, PROGRAM_TWIN_FILE, program_key
 
 from grader import __version__
@@ -262,14 +263,17 @@ def _check_output(spec: ProgramsSpec, base: AssignmentSpec, record: dict[str, An
     if not outcome.passed:
         message = _("captured output vs float64 left @ right: {message}").format(message=outcome.message) + covered
         # The lab's untransposed right matrix in WRAM: recognised, so the message names the cause, not a number.
-        as_rows = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ \
-            right.astype(np.float64).reshape(-1).reshape(k, n).T
-        if compare(actual, as_rows, str(actual.dtype), base.tolerances[str(actual.dtype)], base.checks).passed:
-            message += ". " + _("The output is left x right read as k rows of n: __bang_matmul takes its "
-                                "right-hand matrix in WRAM as N rows of K (column-major, Cambricon's BANG C guide), "
-                                "so transpose right before it goes to WRAM. The lab's own check (inputs in [1, 1.1], "
-                                "10% tolerance) cannot tell the two layouts apart, which is why the program prints "
-                                "PASSED")
+        if k <= 64 or k % 64 == 0:
+            wram = right.astype(np.float64).reshape(-1).reshape(k, n)[matmul_rhs_rows(k)]
+            as_rows = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ wram.T
+            if compare(actual, as_rows, str(actual.dtype), base.tolerances[str(actual.dtype)], base.checks).passed:
+                message += ". " + _("The output is right read from WRAM as it lies in memory: __bang_matmul takes "
+                                    "its right-hand matrix in WRAM as N rows of K (column-major, Cambricon's BANG C "
+                                    "guide), and for more than 64 columns column j in row (j % 64) * (N / 64) + "
+                                    "j / 64 (the order __bang_reshape_filter writes), so transpose right and "
+                                    "arrange its rows so before it goes to WRAM. The lab's own check (inputs in "
+                                    "[1, 1.1], 10% tolerance) cannot tell layouts apart, which is why the program "
+                                    "prints PASSED")
         return Verdict.WRONG_ANSWER, message, (m, n, k)
     # right values the kernel did not compute (e.g. DMA'd from a buffer host code filled) are not its own
     work = WorkTotals()

@@ -106,6 +106,13 @@ REGISTRY: dict[str, Advice] = {
         "__sync_io() (or __sync()) between issuing a copy and using its buffer; in a ping-pong pipeline, wait "
         "after issuing the next load and before computing on the current buffer."),
         N_("Wait with __sync_io() before using an async copy's buffer"), SNIPPET_ASYNC),
+    "sram_race": Advice(
+        "emulator", N_("A core read SRAM another core wrote, with no barrier between"),
+        N_("__mlu_shared__ memory is shared by the cores of a cluster, but nothing orders one core's write and "
+        "another core's read except a barrier: the read may run before the write lands. Call __sync_cluster() "
+        "after the core that fills SRAM has finished its copy and before the other cores read it (and again "
+        "before SRAM is overwritten with the next tile)."),
+        N_("Put __sync_cluster() between writing SRAM and other cores reading it")),
     "barrier_deadlock": Advice("emulator", N_("Barrier deadlock"), _BARRIERS, N_("Make every core reach the same barriers")),
     "barrier_timeout": Advice(
         "emulator", N_("A barrier never completed"),

@@ -17,6 +17,18 @@ static void fill_random(float *p, long n) {
   for (long i = 0; i < n; i++) p[i] = random_float(-1.0f, 1.0f);
 }
 
+// right[n][k] (reduction n, output width k) as __bang_matmul reads its right operand from WRAM: k rows of n
+// (column-major), column j in row (j % 64) * (k / 64) + j / 64 -- the weight-line order __bang_reshape_filter
+// writes (mlu-ops' FFT), the plain transpose for k <= 64. k must then be a multiple of 64. Caller frees.
+static float *wram_rhs_layout(const float *right, int n, int k) {
+  float *out = (float *)malloc(sizeof(float) * n * k);
+  for (int j = 0; j < k; j++) {
+    long row = k > 64 ? (long)(j % 64) * (k / 64) + j / 64 : j;
+    for (int x = 0; x < n; x++) out[row * n + x] = right[(long)x * k + j];
+  }
+  return out;
+}
+
 // Checks every `row_step`-th row of result[m][k] = left[m][n] x right[n][k] against a double reference.
 static int check_result(const float *left, const float *right, const float *result, int m, int n, int k,
                         int row_step) {

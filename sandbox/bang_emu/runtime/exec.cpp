@@ -37,6 +37,8 @@ struct JobSync {
   };
   std::map<int, Bar> bars;
   std::vector<std::pair<int, std::string>> waiting_at;  // (barrier key, who) for the deadlock message
+  std::vector<CoreCtx *> cores;        // by thread index while its task runs (SRAM landing at barriers)
+  std::map<Arena *, std::vector<SramWrite>> last_writes;  // finished tasks' last SRAM interval, landed at the end
 };
 
 struct LaunchState {
@@ -81,6 +83,8 @@ void CoreCtx::reset() {
   io_bw_cycles = io_sync_bw_cycles = 0;
   for (double &x : split) x = 0;
   pending.clear();
+  sram_writes.clear();
+  sram_reads.clear();
   builtins.clear();
   elements.clear();
   tensor_macs = 0;
@@ -278,6 +282,14 @@ void barrier(BarrierKind kind, const char *name, const void *ret) {
   b.arrived++;
   b.max_t = std::max(b.max_t, c->t);
   if (b.arrived == need) {
+    // every participant is here: their SRAM writes of the interval land (sram.cpp)
+    std::vector<CoreCtx *> who;
+    for (CoreCtx *x : J->cores)
+      if (x && (kind == kBarAll || (kind == kBarCluster && x->cluster == c->cluster) ||
+                (kind == kBarAllIpu && !x->is_mpu) || (kind == kBarAllMpu && x->is_mpu)))
+        who.push_back(x);
+    const void *race_ret = nullptr;
+    std::string race = sram_land(who, &race_ret);
     b.release_t = b.max_t + profile().barrier_cycles;
     b.arrived = 0;
     b.max_t = 0;
@@ -292,6 +304,10 @@ void barrier(BarrierKind kind, const char *name, const void *ret) {
     c->event(kLaneIssue, kEvBarrier, c->t, b.release_t);
     c->split[kSplitWait] += b.release_t - c->t;
     c->t = b.release_t;
+    if (!race.empty()) {
+      lk.unlock();
+      kernel_error("sram-race", race, race_ret);
+    }
     return;
   }
   uint64_t gen = b.generation;
@@ -613,6 +629,7 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
   c.mem = thread_core_mem();
   c.is_mpu = mpu;
   c.cluster = cluster;
+  c.sram_shared = L->union_n > 0;
   c.record_timeline = L->record_timeline;
   if (!c.stack_hi) stack_range(c);
   set_task_vars(L->dim, task, L->union_n, mpu);
@@ -873,17 +890,27 @@ static Executed run_union(LaunchState &L, const Profile &P, long long ntasks) {
     J.total = 5 * L.union_n;
     L.job = &J;
     std::vector<TaskResult> per(J.total);
+    J.cores.assign(J.total, nullptr);
     pool.run(J.total, [&](int idx) {
       CoreCtx c;
       int cluster = idx / 5, role = idx % 5;
       bool mpu = role == 4;
       int task = j * per_job + cluster * 4 + (mpu ? 0 : role);
+      c.slot = idx;
+      {
+        std::lock_guard<std::mutex> lk(J.mu);
+        J.cores[idx] = &c;
+      }
       per[idx] = run_task(&L, c, task, mpu, cluster);
       std::lock_guard<std::mutex> lk(J.mu);
+      J.cores[idx] = nullptr;
+      for (SramWrite &w : c.sram_writes) J.last_writes[c.mem->sram].push_back(std::move(w));
       J.finished++;
       J.cv.notify_all();
     });
     L.job = nullptr;
+    // the last interval's SRAM writes (no barrier after them): what the next job on these clusters finds
+    for (auto &kv : J.last_writes) sram_land_writes(kv.second, kv.first);
     TaskResult worst;
     for (auto &r : per)
       if (r.cycles >= worst.cycles) worst = r;

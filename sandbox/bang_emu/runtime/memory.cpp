@@ -232,6 +232,7 @@ void access_slow(CoreCtx *c, uintptr_t a, size_t n, bool store, const void *ret,
     return;
   }
   if (m->sram && m->sram->contains(a)) {
+    sram_publish_own(c);  // scalar code reads and writes the arena itself: the core's held writes land first
     const OnchipVar *v = m->sram->var_at(a);
     if (!v || a + n > v->hi)
       kernel_error("onchip-out-of-bounds",

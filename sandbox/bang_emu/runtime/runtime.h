@@ -137,6 +137,7 @@ struct Arena {
   std::vector<OnchipVar> vars;  // sorted by lo (append-only, increasing addresses)
   mutable std::mutex mu;        // SRAM arenas are shared by the cluster's threads
   std::unordered_map<std::string, uintptr_t> by_tag;
+  std::mutex data_mu;           // SRAM: held while a DMA reads the cluster's data or a barrier lands writes in it
   void init(int s, size_t reserve_bytes);
   uintptr_t alloc(size_t bytes, const std::string &tag);
   bool contains(uintptr_t a) const { return a >= base && a < base + reserve; }
@@ -160,6 +161,17 @@ struct PendingCopy {
   int size, dst_stride0, src_stride0, seg0, dst_stride1, src_stride1, seg1;
   int dir;
   const GdramBuf *dst_buf;
+  double start = 0, end = 0;  // modelled cycles of the transfer (SRAM ordering, sram.cpp)
+  const void *ret = nullptr;  // the issuing call, for diagnostics
+};
+
+// Cluster-shared SRAM in UNIONn jobs (sram.cpp): a DMA write into SRAM is held in its core's log, data
+// snapshotted when the copy completes, and lands in the arena when a barrier its core takes part in releases.
+struct SramWrite {
+  PendingCopy copy;        // geometry and modelled timing
+  std::vector<char> data;  // the segments, packed
+  int core = 0;            // thread index in the job
+  bool published = false;  // already in the arena (its core touched SRAM directly, sram_publish_own)
 };
 
 struct LaunchState;
@@ -186,6 +198,10 @@ struct CoreCtx {
   SplitTimes split{};  // cycles by TimeSplit
   double io_bw_cycles = 0, io_sync_bw_cycles = 0;  // bandwidth-bound part of GDRAM DMA (all / blocking)
   std::vector<PendingCopy> pending;
+  bool sram_shared = false;              // a UNIONn task: SRAM shared with the cluster, ordered by barriers
+  int slot = 0;                          // thread index in the UNIONn job (SRAM ordering)
+  std::vector<SramWrite> sram_writes;    // this barrier interval's DMA writes into SRAM, not yet landed
+  std::vector<PendingCopy> sram_reads;   // and its DMA reads of SRAM (the race check)
   std::unordered_map<const char *, uint64_t> builtins;
   std::unordered_map<const char *, uint64_t> elements;  // destination elements per vector/activation builtin
   uint64_t tensor_macs = 0;
@@ -220,7 +236,22 @@ void check_pending_access(CoreCtx *c, uintptr_t lo, uintptr_t hi, bool store, co
 enum BarrierKind { kBarCluster = 0, kBarAll = 1, kBarAllIpu = 2, kBarAllMpu = 3 };
 void barrier(BarrierKind kind, const char *name, const void *ret);
 void complete_pending(CoreCtx *c, int queue);  // queue -1 = all
-void perform_copy(const PendingCopy &p);
+void perform_copy(CoreCtx *c, const PendingCopy &p);
+
+// SRAM ordering (sram.cpp). Between two barriers a core's DMA reads of SRAM see the arena as the last barrier
+// left it plus the core's own writes; other cores' writes land at the next barrier, in modelled landing order.
+bool sram_ordered(const CoreCtx *c);  // a UNIONn task (BLOCK tasks have no shared SRAM)
+bool is_sram_dir_src(int dir);
+bool is_sram_dir_dst(int dir);
+// The source bytes a copy reading SRAM sees (arena + own unlanded writes), in `tmp`; returns the pointer to use
+// in place of p.src.
+const char *sram_read_source(CoreCtx *c, const PendingCopy &p, std::vector<char> &tmp);
+void sram_log_write(CoreCtx *c, const PendingCopy &p, const char *src);
+void sram_publish_own(CoreCtx *c);  // before scalar code or a fill touches SRAM directly
+// At a barrier's release: the race check over the participants' logs, then their writes land. Returns the
+// first race found ("" if none) and the read's call in *ret.
+std::string sram_land(const std::vector<CoreCtx *> &participants, const void **ret);
+void sram_land_writes(std::vector<SramWrite> &writes, Arena *sram);  // a job's last interval, after it ended
 
 // host-side objects
 struct cnrtQueueImpl;

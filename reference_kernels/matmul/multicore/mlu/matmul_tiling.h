@@ -1,19 +1,21 @@
 // Tiling shared by the __bang_matmul stages (vector, multicore, pipeline, sram_union), for T = float or half.
 //
 // __bang_matmul(dst[M][Np] fp32, lhs[M][Kp] in NRAM, rhs in WRAM, M, Kp, Np) takes its right operand as
-// Np rows of Kp ("column-major right matrix": the Cambricon guide's wording and mlu-ops' practice), with
-// Kp * sizeof(T) a multiple of 64 B (16 floats, 32 halves) and Np a multiple of 64; M needs no padding. b
-// arrives row-major [K][N], so every rhs tile is transposed on the way into WRAM and zero padded. K and N
-// are cut into tiles that fit WRAM; M into row tiles that fit NRAM. Padding columns of lhs are kept at
-// zero so padded products add nothing.
+// Np rows of Kp ("column-major right matrix": the Cambricon guide's wording) in the tensor unit's weight-line
+// order, the one __bang_reshape_filter writes: column n in line n % 64, slot n / 64, i.e. row
+// (n % 64) * (Np / 64) + n / 64 (mlu-ops' FFT reshapes its right matrix so before every __bang_matmul). Kp *
+// sizeof(T) is a multiple of 64 B (16 floats, 32 halves) and Np a multiple of 64; M needs no padding. b
+// arrives row-major [K][N], so every rhs tile is transposed on the way into WRAM, zero padded, and each
+// 64-column slot is scattered to its lines by the copy's stride. K and N are cut into tiles that fit WRAM; M
+// into row tiles that fit NRAM. Padding columns of lhs are kept at zero so padded products add nothing.
 //
 // fp16 uses the half x half -> float overload: products accumulate in fp32 and each result is rounded to
 // fp16 once, on its way out (__bang_float2half_rn). Results of earlier k tiles are kept in fp32 in
 // `partial` (GDRAM): c itself for fp32, an M x N float workspace for fp16, since rounding a running sum to
 // fp16 at every k tile would throw away what the tensor unit kept.
 //
-// The published evidence on that layout conflicts (the AICS lab copies b unchanged, and its loose check
-// cannot tell), so it is one switch: build with -DMATMUL_RHS_N_ROWS=0 for Kp rows of Np (b as it is).
+// The AICS lab copies b unchanged (its loose check cannot tell), so the layout is one switch: build with
+// -DMATMUL_RHS_N_ROWS=0 for Kp rows of Np (b as it is; the emulator's BANG_EMU_MATMUL_RHS=kn).
 #ifndef REFERENCE_MATMUL_TILING_H_
 #define REFERENCE_MATMUL_TILING_H_
 
@@ -93,8 +95,11 @@ __mlu_func__ void stage_rhs_tile(T* dst, mluMemcpyDirection_t dst_dir, const T* 
     __memcpy(rows, b + (int64_t)r.k0 * N + r.n0 + c0, nc * sizeof(T), GDRAM2NRAM,
              TRANSPOSE_CHUNK_N * sizeof(T), N * sizeof(T), r.kt - 1);
 #if MATMUL_RHS_N_ROWS
+    // the chunk is slot c0 / 64 of lines 0..63: its row j goes to row j * slots + c0 / 64
+    const int slots = r.ntp / TRANSPOSE_CHUNK_N;
     __bang_transpose(cols, rows, r.ktp, TRANSPOSE_CHUNK_N);
-    __memcpy(dst + c0 * r.ktp, cols, TRANSPOSE_CHUNK_N * r.ktp * sizeof(T), dst_dir);
+    __memcpy(dst + (c0 / TRANSPOSE_CHUNK_N) * r.ktp, cols, r.ktp * sizeof(T), dst_dir, slots * r.ktp * sizeof(T),
+             r.ktp * sizeof(T), TRANSPOSE_CHUNK_N - 1);
 #else
     (void)cols;
     __memcpy(dst + c0, rows, TRANSPOSE_CHUNK_N * sizeof(T), dst_dir, r.ntp * sizeof(T),
