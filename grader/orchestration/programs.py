@@ -81,7 +81,7 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
                          time_source="modelled", sandbox=options.sandbox, verdict=Verdict.PASSED, score=0.0,
                          max_score=scored.max_score, seeds=SeedPlan.create("public", None).record(),
                          versions=Versions(grader=__version__), started_at=started, finished_at=started,
-                         layout="programs")
+                         layout="programs", assignment_facts=scored.facts())
     stems = {p.stem: spec.stage_for(p.stem) for p in sorted(folder.glob("*.mlu"))}
     stems = {stem: stage for stem, stage in stems.items() if stage is not None}
     if not stems:
@@ -206,7 +206,7 @@ def program_stage_result(spec: ProgramsSpec, scored: AssignmentSpec, stage: Prog
             requirements.append(RequirementResult(
                 name="lab_dims", description=_("the program must run at the lab's shape: the threshold applies "
                                                "there only"),
-                passed=False, detail=_("ran at {dims}, not {want}").format(dims=got.dims, want=want)))
+                passed=False, detail=_("ran at {dims}, not {want}").format(dims=_dims(got.dims), want=_dims(want))))
     timing = None
     if got.samples and got.dims is not None:
         shapes = {i.name: tuple(got.dims[d] for d in i.dims) for i in scored.inputs}
@@ -216,6 +216,10 @@ def program_stage_result(spec: ProgramsSpec, scored: AssignmentSpec, stage: Prog
     title = f"{stem}.mlu: {_(stage_spec.title)}"
     return stage_result(scored, stage_spec, spec.kernel, [got.case], requirements, timing, threshold, "",
                         {i.name: [want[d] for d in i.dims] for i in scored.inputs}, got.trace, title)
+
+
+def _dims(dims: dict[str, int] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (dims or {}).items()) or "?"
 
 
 def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: str, launches: Launches,
