@@ -185,7 +185,7 @@ class JudgedProgram:
     case: CaseResult
     samples: list[float] = field(default_factory=list)
     trace: TraceSummary | None = None
-    dims: dict[str, int] | None = None  # where it ran, in the base's dims
+    dims: list[dict[str, int]] = field(default_factory=list)  # every shape it ran at, in the base's dims
 
 
 def _case(spec: ProgramsSpec, stage: ProgramStage, stem: str, verdict: Verdict, message: str) -> CaseResult:
@@ -193,8 +193,8 @@ def _case(spec: ProgramsSpec, stage: ProgramStage, stem: str, verdict: Verdict, 
                       passed=False, message=message)
 
 
-def program_stage_result(spec: ProgramsSpec, scored: AssignmentSpec, stage: ProgramStage, stem: str, got: JudgedProgram,
-                  thresholds: ThresholdTable | None, device: str) -> StageResult:
+def program_stage_result(spec: ProgramsSpec, scored: AssignmentSpec, stage: ProgramStage, stem: str,
+                         got: JudgedProgram, thresholds: ThresholdTable | None, device: str) -> StageResult:
     """The program's stage under the extensions' points rule: its case gates it, the base stage's requirements
     and the lab's dims are requirements, its modelled time against the calibrated threshold at those dims."""
     stage_spec = scored.stage(stage.stage)
@@ -202,14 +202,14 @@ def program_stage_result(spec: ProgramsSpec, scored: AssignmentSpec, stage: Prog
     requirements = []
     if got.trace is not None:
         requirements = check_requirements(stage_spec.requirements, got.trace, True)
-        if got.dims != want:
+        if got.dims != [want]:
             requirements.append(RequirementResult(
                 name="lab_dims", description=_("the program must run at the lab's shape: the threshold applies "
-                                               "there only"),
-                passed=False, detail=_("ran at {dims}, not {want}").format(dims=_dims(got.dims), want=_dims(want))))
+                                               "there only"), passed=False, detail=_("ran at {dims}, not {want}").format(
+                    dims="; ".join(_dims(d) for d in got.dims), want=_dims(want))))
     timing = None
-    if got.samples and got.dims is not None:
-        shapes = {i.name: tuple(got.dims[d] for d in i.dims) for i in scored.inputs}
+    if got.samples and got.dims:
+        shapes = {i.name: tuple(got.dims[0][d] for d in i.dims) for i in scored.inputs}
         timing = summarise(got.samples, "modelled", REFERENCES[scored.reference].work(shapes, 4), "float32", device)
     base_threshold = thresholds.stages.get(stage.stage) if thresholds is not None else None
     threshold = at_shape(scored, base_threshold, want) if base_threshold is not None else None
@@ -218,8 +218,8 @@ def program_stage_result(spec: ProgramsSpec, scored: AssignmentSpec, stage: Prog
                         {i.name: [want[d] for d in i.dims] for i in scored.inputs}, got.trace, title)
 
 
-def _dims(dims: dict[str, int] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (dims or {}).items()) or "?"
+def _dims(dims: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in dims.items())
 
 
 def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: str, launches: Launches,
@@ -243,11 +243,11 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
             got.meta = {"ok": False, "error_kind": ErrorKind.EMULATOR_ERROR.value,
                         "error": f"{errors[0].get('kind')}: {errors[0].get('message')}"}
         return JudgedProgram(judge_call(base, spec.kernel, case, got, None, kernel_trace=False), samples)
-    judged, dims = None, set()
+    judged, dims = None, []
     try:
         for r in ours:
             judged, shape = _judge_launch(spec, base, case, r, folder)
-            dims.add(shape)
+            dims += [shape] if shape not in dims else []
             if not judged.passed:
                 break
     except (CaptureError, UntrustedFileError, KeyError, IndexError, TypeError, ValueError) as exc:
@@ -261,7 +261,7 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
                          onchip_peak_bytes=first.get("onchip_peak_bytes") or {},
                          builtin_counts=first.get("builtin_counts") or {}, cores_used=int(first.get("cores_used", 1)),
                          launches=len(ours))
-    ran = dict(zip(("M", "K", "N"), next(iter(dims)), strict=True)) if len(dims) == 1 else {}
+    ran = [dict(zip(("M", "K", "N"), shape, strict=True)) for shape in dims]
     return JudgedProgram(judged, samples, trace if judged.passed else None, ran)
 
 

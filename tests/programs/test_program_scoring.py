@@ -32,7 +32,7 @@ def _judged(name: str, time_us: float, dims: dict[str, int] | None = None, passe
     trace = TraceSummary(kernel=SPEC.kernel, device_profile=DEVICE, modelled_time_us=time_us, cores_used=cores,
                          builtin_counts=builtins or {}, onchip_peak_bytes={"nram": 4096, "sram": 4096},
                          func_type="UNION1")
-    return JudgedProgram(case, [time_us], trace if passed else None, dict(dims or stage.dims))
+    return JudgedProgram(case, [time_us], trace if passed else None, [dict(dims or stage.dims)])
 
 
 def test_the_programs_points_are_a_group_and_a_stage_each():
@@ -81,6 +81,11 @@ def test_the_base_requirements_and_the_lab_dims_gate_the_speed_points():
         "scalar_nram", 1000.0, dims={"M": 128, "K": 256, "N": 256}), table, DEVICE)
     assert elsewhere.verdict == Verdict.TOO_SLOW and elsewhere.points == 0 and elsewhere.correct
     assert [r.name for r in elsewhere.requirements if not r.passed] == ["lab_dims"]
+    assert "M=128, K=256, N=256" in elsewhere.message
+    twice = _judged("scalar_nram", 1000.0)  # the lab's shape and another one: the threshold is the lab shape's
+    twice.dims.append({"M": 64, "K": 256, "N": 128})
+    twice_stage = program_stage_result(SPEC, SCORED, _stage("scalar_nram"), "02_s", twice, table, DEVICE)
+    assert twice_stage.verdict == Verdict.TOO_SLOW and twice_stage.points == 0
     wrong = program_stage_result(SPEC, SCORED, _stage("vector"), "03_v", _judged("vector", 50.0, passed=False),
                                  table, DEVICE)
     assert wrong.verdict == Verdict.WRONG_ANSWER and wrong.points == 0 and not wrong.correct
