@@ -26,6 +26,7 @@ from bang_harness.protocol import KEY_FILE, ErrorKind, program_key
 
 from grader import __version__
 from grader.backends import get_backend
+from grader.checks import metrics
 from grader.checks.compare import compare
 from grader.checks.integrity import (
     CallIntegrity,
@@ -122,7 +123,9 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
     finally:
         if not os.environ.get("BANG_GRADER_KEEP_WORK"):
             shutil.rmtree(work, ignore_errors=True)
-    result.groups = group_scores(scored, result.cases)
+    ran = {c.group for c in result.cases}  # the programs handed in; max_score still counts every stage
+    result.groups = group_scores(scored.model_copy(update={"groups": [g for g in scored.groups if g.name in ran]}),
+                                 result.cases)
     result.score = round(sum(g.points for g in result.groups) + sum(s.points for s in result.stages), 4)
     verdict = worst([c.verdict for c in result.cases] + [s.verdict for s in result.stages])
     return _finish(result, verdict, summary_line(verdict, result.cases, result.stages))
@@ -305,6 +308,9 @@ def _judge_launch(spec: ProgramsSpec, base: AssignmentSpec, case: ConcreteCase, 
             right.astype(np.float64).reshape(-1).reshape(k, n).T
         tolerance = base.tolerances[str(actual.dtype)]  # type: ignore[index]
         if compare(actual, as_rows, str(actual.dtype), tolerance, base.checks).passed:
+            # a layout mistake, not rounding, however close the values (inputs in [1, 1.1] make every sum alike)
+            judged = judged.model_copy(update={"findings": [
+                f.model_copy(update={"kind": metrics.KIND}) if f.check == metrics.NAME else f for f in judged.findings]})
             message += ". " + _("The output is left x right read as k rows of n: __bang_matmul takes its "
                                 "right-hand matrix in WRAM as N rows of K (column-major, Cambricon's BANG C guide), "
                                 "so transpose right before it goes to WRAM. The lab's own check (inputs in [1, 1.1], "

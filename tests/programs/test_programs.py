@@ -112,7 +112,9 @@ def test_two_stage_folder_graded_from_captured_launches(tmp_path: Path) -> None:
     bad = cases["vector"]
     assert bad.verdict == Verdict.WRONG_ANSWER and bad.findings and bad.mismatches
     assert "DIFF1" in bad.message and "N rows of K" in bad.message  # the cause is named, not only a number
-    assert groups["vector"].points == 0
+    assert groups["vector"].points == 0 and set(groups) == {"scalar_nram", "vector"}  # the programs handed in
+    # close values (inputs in [1, 1.1]) but a layout mistake: the report's kind is wrong values, not precision
+    assert [f.kind for f in bad.findings if f.check == "accuracy"] == ["wrong_values"]
     assert result.score == 10 and result.max_score == 60
 
 
