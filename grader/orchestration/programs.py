@@ -5,9 +5,12 @@ reading of their captures, sit below in grader.programs, so orchestration import
 
 Built and run inside the runner (bang_harness.programs), then replayed from their device journals in a sandbox of
 their own (the run's process holds no key; DESIGN.md "Threat model"); on the host: each program's launch records
-as the replay signed them (grader.programs.captures), the kernel's captured inputs -> float64 left @ right -> compared with the captured
-output under the base assignment's tolerances and checks; the modelled time of the kernel's launches against the
-stage's threshold, at the stage's shape only; the base stage's structural requirements on the launch record.
+as the replay signed them (grader.programs.captures), the kernel's captured output judged against float64 left @
+right of its captured inputs as an extension's call is (judge.judge_call); then scored as an extension is
+(ProgramsSpec.scored_as: a case group and a stage per program; score_stages.stage_result / decide_stage), against
+the base's calibrated threshold for the device carried to the lab's dims (scoring.thresholds.at_shape). Only the
+build/run/replay of whole programs, the reading of their captures, the lab-dims requirement and the recognition of
+the lab's untransposed right matrix are the programs' own.
 """
 
 from __future__ import annotations
