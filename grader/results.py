@@ -9,7 +9,15 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    computed_field,
+    model_validator,
+)
 
 from grader.i18n import N_, _
 
@@ -341,6 +349,73 @@ class Versions(BaseModel):
     device_driver: str = ""
 
 
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# mlu-ops' th per dtype: below it DIFF3 is an absolute error, above it relative (its evaluator's EPSILON_FLOAT/HALF)
+MLU_OPS_TH = {"float32": 1e-6, "float16": 1e-4}
+
+
+class Tolerance(_Strict):
+    """mlu-ops accuracy criteria (MLU-OPS-Accuracy-Acceptance-Standard); None switches a metric off."""
+
+    diff1: float | None = Field(None, ge=0, description="sum|e-b| / sum|b|")
+    diff2: float | None = Field(None, ge=0, description="sqrt(sum (e-b)^2 / sum b^2)")
+    diff3: float | None = Field(None, ge=0, description="max point error: absolute where |b| < th, else relative")
+    diff3_2: float | None = Field(None, ge=0, description="max |e-b|: catches a single wrong element")
+    tiny: float | None = Field(
+        None, gt=0, description="reference magnitude below which DIFF1/DIFF2 judge an element's absolute error: "
+        "each |b| in their denominators counts as at least this (unset: mlu-ops' th, 1e-6 fp32, 1e-4 fp16), so a "
+        "case whose reference is all near zero never divides by almost nothing; derive it from the builtin's "
+        "documented absolute error: tiny >= that error / diff1")
+
+    def floor(self, dtype: str) -> float:
+        """The magnitude each |reference| counts as at least in DIFF1/DIFF2: `tiny`, else mlu-ops' th."""
+        return self.tiny if self.tiny is not None else MLU_OPS_TH.get(dtype, MLU_OPS_TH["float32"])
+
+    @model_validator(mode="after")
+    def _something(self) -> Tolerance:
+        if all(v is None for v in (self.diff1, self.diff2, self.diff3, self.diff3_2)):
+            raise ValueError("a tolerance must set at least one of diff1, diff2, diff3, diff3_2")
+        return self
+
+
+class AdviceText(_Strict):
+    """An assignment's own text for one finding kind; each field given replaces the generic one."""
+
+    title: str | None = None
+    advice: str | None = None
+    action: str | None = None
+    snippet: str | None = None
+    case_hint: str | None = None
+
+
+class FeedbackSpec(_Strict):
+    """What the report says about this assignment beyond the generic advice (grader/reporting/advice.py)."""
+
+    tail_groups: list[str] = Field(
+        default_factory=list, description="groups whose cases exercise remainder handling: when only they fail, "
+        "the report says the remainder is lost")
+    alignment: int = Field(
+        64, ge=1, description="elements: a case with a dim that is not a multiple of it is a tail case too")
+    advice: dict[str, AdviceText] = Field(
+        default_factory=dict, description="finding kind (e.g. wrong_values, precision, fp16_only, use_builtin) "
+        "-> text replacing the generic advice for this assignment")
+
+
+class AssignmentFacts(BaseModel):
+    """What the report says of the assignment, carried in the document: it renders from the document alone,
+    whatever assignment.toml says (or whether it exists) where it is rendered. None in documents from before
+    grader 0.2: their report gives the generic advice and no achieved rates (render.py says so)."""
+
+    reference: str = Field(description="the operator (grader.spec.references): the achieved rates' work")
+    inputs: list[str] = Field(description="the operator's inputs, in call order")
+    tolerances: dict[str, Tolerance] = Field(default_factory=dict, description="dtype -> the criteria cases were "
+                                             "judged by (the report tells a builtin's documented error from them)")
+    feedback: FeedbackSpec = Field(default_factory=lambda: FeedbackSpec(), description="the assignment's [feedback]")
+
+
 class GradeResult(BaseModel):
     schema_version: str = SCHEMA_VERSION
     student: Student = Field(default_factory=Student)
@@ -365,6 +440,7 @@ class GradeResult(BaseModel):
     integrity: list[str] = Field(default_factory=list,
                                  description="what did not add up in the sandbox's claims (one line each)")
     device_peaks: DevicePeaks | None = Field(None, description="None: the report uses its own profile table")
+    assignment_facts: AssignmentFacts | None = Field(None, description="the assignment as the report needs it")
     source_excerpts: list[SourceExcerpt] = Field(
         default_factory=list, description="submission lines around errors; empty: the report reads them from submission_path"
     )

@@ -249,8 +249,8 @@ def test_lab_programs_pass_in_every_accumulation_order_and_a_transposed_right_fa
     run; a student's srand(time(0)) draws others): any draw passes the base tolerance, the lab's untransposed
     right in WRAM fails. The 524288-row stages are checked on 512 of their rows (rows are independent)."""
     programs, base = load_programs("matmul_programs")
-    shape = next(s.shape for s in programs.stages if s.stage == stage)
-    m, n, k = min(shape["m"], 512), shape["n"], shape["k"]
+    dims = next(s.dims for s in programs.stages if s.stage == stage)
+    m, n, k = min(dims["M"], 512), dims["K"], dims["N"]  # the kernel's left[m][n] x right[n][k]
     tolerance, policy = base.tolerances["float32"], base.checks
     for i in range(max(SEEDS // 20, LARGE_SEEDS)):
         rng = np.random.default_rng(i)

@@ -94,7 +94,7 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
             _print_finding(console, finding, first=id(finding) not in explained)
             explained.add(id(finding))
         if message and is_emulator_message(case):  # the kind's hint first, then the emulator's words, labelled
-            console.print("    " + (case_hint(case, result.assignment) or ""), markup=False, highlight=False)
+            console.print("    " + (case_hint(case, result.assignment_facts) or ""), markup=False, highlight=False)
             console.print("    " + _("emulator's original output:"), style="dim", highlight=False, end=" ")
             console.print(message, markup=False, highlight=False, soft_wrap=True)
         elif message:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.pipeline import grade_submission
+from grader.programs.spec import is_programs_assignment, load_programs
 from grader.results import GradeResult
 from grader.scoring.thresholds import StageThreshold, compute_thresholds, load_thresholds, write_thresholds
 from grader.spec import load_assignment
@@ -34,6 +35,7 @@ class Calibration:
 def calibrate(assignment: str, options: GradeOptions, reference: Path | None = None,
               reference_root: Path = REFERENCE_ROOT, log: Callable[[str], None] = print,
               thresholds_root: Path | None = None) -> Calibration:
+    assignment = calibrated_assignment(assignment, log)
     spec = load_assignment(assignment)
     stages = options.stages or [s.name for s in spec.stages]
     plan: list[tuple[Path, list[str]]]
@@ -82,6 +84,16 @@ def calibrate(assignment: str, options: GradeOptions, reference: Path | None = N
     path = write_thresholds(spec, options.backend, device_label, thresholds, source, notes=sources,
                             root=thresholds_root)
     return Calibration(path=path, thresholds=thresholds, results=results)
+
+
+def calibrated_assignment(assignment: str, log: Callable[[str], None] = print) -> str:
+    """The assignment whose thresholds `assignment` is scored with: itself, or a lab-programs assignment's base
+    (its programs are held to the base's table, carried to their dims: scoring.thresholds.at_shape)."""
+    if not is_programs_assignment(assignment):
+        return assignment
+    base = load_programs(assignment)[0].base
+    log(f"{assignment} is scored with {base}'s thresholds (at the programs' dims): calibrating {base}")
+    return base
 
 
 def _display(folder: Path) -> str:

@@ -196,6 +196,7 @@ class _Grading:
             backend=self.options.backend,
             device_profile=backend.device if backend else (self.options.device or _default_device(self.options.backend)),
             device_peaks=roofline.device_peaks(backend.device) if backend else None,  # what the floor scored with
+            assignment_facts=spec.facts() if spec else None,  # the report renders from this document alone
             time_source=_time_source(self.options.backend),
             sandbox=self.runner_name,
             verdict=verdict,

@@ -3,8 +3,6 @@ requirements, time against its threshold, the next hint), integrity failures cos
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from grader.checks.requirements import check_requirements
@@ -12,9 +10,17 @@ from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome, judge_call, modelled_samples
 from grader.orchestration.plan import PlannedCall
-from grader.results import CaseResult, StageResult, Timing, Verdict, verdict_label
-from grader.scoring import decide_stage, summarise
-from grader.spec import REFERENCES, AssignmentSpec, ConcreteCase
+from grader.results import (
+    CaseResult,
+    RequirementResult,
+    StageResult,
+    Timing,
+    TraceSummary,
+    Verdict,
+    verdict_label,
+)
+from grader.scoring import StageThreshold, ThresholdTable, decide_stage, summarise
+from grader.spec import REFERENCES, AssignmentSpec, ConcreteCase, StageSpec
 
 
 class Scorer:
@@ -38,7 +44,7 @@ class Scorer:
         return bool(mine) and all(r.passed for r in mine)
 
     def stage_result(self, call: PlannedCall, judged: dict[str, CaseResult], got: CallOutcome | None,
-                     samples: list[float], thresholds: Any) -> StageResult:
+                     samples: list[float], thresholds: ThresholdTable | None) -> StageResult:
         assert call.stage is not None
         backend = self.backend
         stage = self.spec.stage(call.stage)
@@ -55,15 +61,25 @@ class Scorer:
         if threshold is not None and threshold.perf_dims and threshold.perf_dims != dict(stage.perf.dims):
             threshold, note = None, note + _("speed not graded: the thresholds were calibrated on another perf "
                                              "shape; run `grade calibrate`")
-        decision = decide_stage(stage, correctness, requirements, timing, threshold, note)
-        return StageResult(
-            name=stage.name, title=_(stage.title), entry=call.entry, points=decision.points, points_possible=stage.points,
-            correct=all(r.passed for r in correctness), verdict=decision.verdict, message=decision.message,
-            perf_shape={k: list(v) for k, v in call.case.shapes.items()}, timing=timing,
-            threshold_us=threshold.threshold_us if threshold else None,
-            reference_us=threshold.reference_us if threshold else None,
-            requirements=requirements, trace=trace,
-            next_step=next_step(self.spec, stage.name, decision.verdict == Verdict.PASSED and decision.points > 0))
+        return stage_result(self.spec, stage, call.entry, correctness, requirements, timing, threshold, note,
+                            {k: list(v) for k, v in call.case.shapes.items()}, trace)
+
+
+def stage_result(spec: AssignmentSpec, stage: StageSpec, entry: str, correctness: list[CaseResult],
+                 requirements: list[RequirementResult], timing: Timing | None, threshold: StageThreshold | None,
+                 note: str, perf_shape: dict[str, list[int]], trace: TraceSummary | None,
+                 title: str | None = None) -> StageResult:
+    """One stage's result under the one points rule (scoring.decide_stage): an extension's entry and a lab
+    program (orchestration/programs.py) alike."""
+    decision = decide_stage(stage, correctness, requirements, timing, threshold, note)
+    return StageResult(
+        name=stage.name, title=title or _(stage.title), entry=entry, points=decision.points,
+        points_possible=stage.points, correct=all(r.passed for r in correctness), verdict=decision.verdict,
+        message=decision.message, perf_shape=perf_shape, timing=timing,
+        threshold_us=threshold.threshold_us if threshold else None,
+        reference_us=threshold.reference_us if threshold else None,
+        requirements=requirements, trace=trace,
+        next_step=next_step(spec, stage.name, decision.verdict == Verdict.PASSED and decision.points > 0))
 
 
 def next_step(spec: AssignmentSpec, stage: str, reached: bool) -> str | None:

@@ -36,7 +36,7 @@ CAPTURE_DTYPES = {"<f4": np.float32, "<f2": np.float16, "<f8": np.float64}
 
 # The lab kernel's matrices: name -> (rows, cols), each an integer argument's name in the spec's `args`;
 # result[m][k] = left[m][n] x right[n][k], all row-major as the kernel receives them.
-OPERANDS = {"left": ("m", "n"), "right": ("n", "k"), "result": ("m", "k")}
+OPERANDS = {"left": ("M", "K"), "right": ("K", "N"), "result": ("M", "N")}  # the kernel's m, n, k are M, K, N
 TWIN_INPUTS = ("left", "right")
 
 
@@ -176,7 +176,7 @@ def twin_inputs(folder: Path, record: dict[str, Any], spec: ProgramsSpec, seed: 
     """(captured row indices of left, left's twin at those rows, right's twin) of one graded launch: the
     captured inputs must be the twin the host draws, else the launch was not graded on it (CaptureError)."""
     index = int((record.get("capture") or {}).get("index", -1))
-    dims = {"m": m, "n": n, "k": k}
+    dims = {"M": m, "K": n, "N": k}
     out = []
     for name in TWIN_INPUTS:
         arg, rows, cols = spec.args[name], dims[OPERANDS[name][0]], dims[OPERANDS[name][1]]

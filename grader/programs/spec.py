@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from grader.spec import AssignmentSpec, load_assignment
 from grader.spec.loader import ASSIGNMENTS_ROOT
+from grader.spec.models import GroupSpec
 
 PROGRAMS_FILE = "programs.toml"
 
@@ -19,9 +20,8 @@ class _Strict(BaseModel):
 
 class ProgramStage(_Strict):
     prefix: str
-    stage: str  # the base assignment's stage whose title and requirements apply
-    shape: dict[str, int]
-    threshold_us: float
+    stage: str  # the base assignment's stage whose title, requirements and calibrated threshold apply
+    dims: dict[str, int]  # the lab's shape, in the base's dims: where the program is timed
 
 
 class ProgramsSpec(_Strict):
@@ -36,6 +36,17 @@ class ProgramsSpec(_Strict):
 
     def stage_for(self, stem: str) -> ProgramStage | None:
         return next((s for s in self.stages if stem.startswith(s.prefix)), None)
+
+    def scored_as(self, base: AssignmentSpec) -> AssignmentSpec:
+        """The base assignment as the programs are scored under it (scoring.group_scores, decide_stage): each
+        program one case group of `correct_points` (its captured output) and its base stage, timed at the lab's
+        dims, worth `speed_points` and gated on that group."""
+        groups = [GroupSpec(name=s.stage, description=f"{s.prefix}*.mlu", points=self.correct_points,
+                            scoring="all_or_nothing") for s in self.stages]
+        stages = [base.stage(s.stage).model_copy(update={
+            "points": self.speed_points, "groups": [s.stage],
+            "perf": base.stage(s.stage).perf.model_copy(update={"dims": dict(s.dims)})}) for s in self.stages]
+        return base.model_copy(update={"name": self.name, "title": self.title, "groups": groups, "stages": stages})
 
 
 def is_programs_assignment(name: str, root: Path = ASSIGNMENTS_ROOT) -> bool:
@@ -65,4 +76,7 @@ def load_programs(name: str, root: Path = ASSIGNMENTS_ROOT) -> tuple[ProgramsSpe
     unknown = [s.stage for s in spec.stages if s.stage not in known]
     if unknown:
         raise ValueError(f"{name}/{PROGRAMS_FILE}: stages {unknown} are not stages of {spec.base}")
+    wrong = [s.stage for s in spec.stages if set(s.dims) != set(base.stage(s.stage).perf.dims)]
+    if wrong:
+        raise ValueError(f"{name}/{PROGRAMS_FILE}: the dims of stages {wrong} are not {spec.base}'s perf dims")
     return spec, base

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Literal
 
 from grader.i18n import N_, _
-from grader.spec import SpecError, load_assignment
-from grader.spec.models import FeedbackSpec
+from grader.results import AssignmentFacts, FeedbackSpec
 
 Origin = Literal["emulator", "output", "verdict", "speed", "compile"]
 
@@ -373,24 +371,18 @@ def kinds(origin: Origin) -> set[str]:
     return {kind for kind, entry in REGISTRY.items() if entry.origin == origin}
 
 
-@cache
-def feedback(assignment: str | None) -> FeedbackSpec:
-    """The assignment's [feedback] section; the defaults for an unknown assignment (or none)."""
-    if not assignment:
-        return FeedbackSpec()
-    try:
-        return load_assignment(assignment).feedback
-    except SpecError:
-        return FeedbackSpec()
+def feedback(facts: AssignmentFacts | None) -> FeedbackSpec:
+    """The assignment's [feedback] section as the results document carries it; the defaults without one."""
+    return facts.feedback if facts is not None else FeedbackSpec()
 
 
-def advice_for(kind: str, assignment: str | None = None) -> Advice | None:
+def advice_for(kind: str, facts: AssignmentFacts | None = None) -> Advice | None:
     """The registry's entry for a kind with the assignment's own text in place of the generic, if any, in the
     active language (grader.i18n: the registry holds the English msgids)."""
     entry = REGISTRY.get(kind)
     if entry is None:
         return None
-    override = feedback(assignment).advice.get(kind)
+    override = feedback(facts).advice.get(kind)
     if override is not None:
         entry = replace(entry, **override.model_dump(exclude_none=True))
     return translated(entry)

@@ -12,16 +12,22 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from grader.i18n import _, ngettext
 from grader.reporting.advice import COMPILE_PATTERNS, REGISTRY, Advice, advice_for, feedback
 from grader.reporting.compiler_output import CompilerMessage, parse_compiler_output, submission_relative
-from grader.results import CaseResult, EmuDiagnostic, GradeResult, SourceLocation, Verdict, verdict_label
-from grader.spec import SpecError, load_assignment
-from grader.spec.models import FeedbackSpec, Tolerance
+from grader.results import (
+    AssignmentFacts,
+    CaseResult,
+    EmuDiagnostic,
+    FeedbackSpec,
+    GradeResult,
+    SourceLocation,
+    Verdict,
+    verdict_label,
+)
 
 Severity = Literal["error", "warning", "info"]
 
@@ -74,10 +80,10 @@ def _relative(location: SourceLocation, root: str | None) -> SourceLocation | No
     return SourceLocation(file=submission_relative(location.file, root), line=location.line)
 
 
-def diagnostic_finding(diag: EmuDiagnostic, submission_root: str | None = None, assignment: str | None = None
+def diagnostic_finding(diag: EmuDiagnostic, submission_root: str | None = None, facts: AssignmentFacts | None = None
                        ) -> Finding:
     kind = diagnostic_kind(diag)
-    entry = advice_for(kind, assignment)
+    entry = advice_for(kind, facts)
     title = entry.title if entry else _("The emulator reported a problem ({kind})").format(kind=diag.kind)
     severity: Severity = "error" if diag.severity == "error" else "warning"
     evidence = (_("The emulator detected this in kernel `{kernel}`.") if diag.kernel
@@ -95,11 +101,11 @@ def diagnostic_finding(diag: EmuDiagnostic, submission_root: str | None = None, 
     )
 
 
-def _advised(kind: str, assignment: str | None, evidence: str, cases: tuple[str, ...] = (),
+def _advised(kind: str, facts: AssignmentFacts | None, evidence: str, cases: tuple[str, ...] = (),
              severity: Severity = "error", entry: Advice | None = None) -> Finding:
     """A finding with the registry's text for its kind (the assignment's own where it has some); `entry`
     names another registry entry to take the text from."""
-    entry = entry or advice_for(kind, assignment)
+    entry = entry or advice_for(kind, facts)
     if entry is None:
         raise KeyError(f"no advice registered for {kind}")
     return Finding(kind=kind, title=entry.title, evidence=evidence, advice=entry.advice, action=entry.action,
@@ -113,10 +119,10 @@ def _advised(kind: str, assignment: str | None, evidence: str, cases: tuple[str,
 _SUGGESTION = re.compile(r"did you mean ['‘`]([^'’`]+)['’`]")
 
 
-def compile_error_advice(message: str, assignment: str | None = None) -> str:
+def compile_error_advice(message: str, facts: AssignmentFacts | None = None) -> str:
     advice = _("Fix the first error first: later errors are often consequences of it.")
     for kind, pattern in COMPILE_PATTERNS.items():
-        if pattern.search(message) and (entry := advice_for(kind, assignment)) is not None:
+        if pattern.search(message) and (entry := advice_for(kind, facts)) is not None:
             advice = entry.advice
             break
     if suggestion := _SUGGESTION.search(message):
@@ -147,7 +153,7 @@ def _compile_findings(result: GradeResult) -> list[Finding]:
                 kind="compile_error",
                 title=_("Compile error"),
                 evidence=err.message,
-                advice=compile_error_advice(err.message, result.assignment),
+                advice=compile_error_advice(err.message, result.assignment_facts),
                 action=_("Fix the compile error at {where}").format(where=f"{err.file}:{err.line}"),
                 location=SourceLocation(
                     file=submission_relative(err.file, result.submission_path), line=err.line
@@ -165,7 +171,7 @@ def _verdict_finding(result: GradeResult) -> Finding | None:
         return None
     evidence = result.message or _("Verdict: {verdict}.").format(verdict=verdict_label(result.verdict))
     severity: Severity = "info" if result.verdict == Verdict.INTERNAL_ERROR else "error"
-    return _advised(result.verdict.value, result.assignment, evidence, severity=severity)
+    return _advised(result.verdict.value, result.assignment_facts, evidence, severity=severity)
 
 
 # --- wrong answers --------------------------------------------------------------------------------------
@@ -193,19 +199,11 @@ def _rel_error(expected: float | None, actual: float | None) -> float:
     return abs(actual - expected) / max(abs(expected), 1e-6)
 
 
-@cache
-def _tolerances(assignment: str) -> dict[str, Tolerance]:
-    try:
-        return dict(load_assignment(assignment).tolerances)
-    except SpecError:
-        return {}
-
-
-def within_documented_error(case: CaseResult, assignment: str | None) -> bool:
+def within_documented_error(case: CaseResult, facts: AssignmentFacts | None) -> bool:
     """A wrong answer whose listed elements (the clearly wrong ones, else the worst) are each within what the
     assignment's tolerance allows one element: |e-b| <= diff1 x max(|b|, tiny), the builtins' documented error
     (saturation, 1% relative, fp16 rounding) the bounds are derived from. Such a failure is the tolerance's."""
-    tolerance = _tolerances(assignment).get(case.dtype) if assignment else None
+    tolerance = facts.tolerances.get(case.dtype) if facts is not None else None
     if tolerance is None or case.verdict != Verdict.WRONG_ANSWER or not case.mismatches or case.unwritten_fraction \
             or case.nan_inf_mismatch or tolerance.diff1 is None:
         return False
@@ -217,12 +215,12 @@ def within_documented_error(case: CaseResult, assignment: str | None) -> bool:
                for m in case.mismatches)
 
 
-def case_kind(case: CaseResult, assignment: str | None = None) -> str | None:
-    """The failure kind of one failing case (None when it passed); `assignment` (its tolerances) tells a failure
-    within the builtins' documented error from the student's."""
+def case_kind(case: CaseResult, facts: AssignmentFacts | None = None) -> str | None:
+    """The failure kind of one failing case (None when it passed); `facts` (the assignment's tolerances, as
+    the results document carries them) tell a failure within the builtins' documented error from the student's."""
     if case.passed:
         return None
-    if within_documented_error(case, assignment):
+    if within_documented_error(case, facts):
         return "builtin_tolerance"
     if errors := [d for d in case.diagnostics if d.severity == "error"]:  # what stopped it, e.g. a runtime error
         return diagnostic_kind(errors[0])
@@ -250,11 +248,11 @@ def _legacy_kind(case: CaseResult) -> str:
     return "wrong_values"
 
 
-def case_hint(case: CaseResult, assignment: str | None = None) -> str | None:
-    kind = case_kind(case, assignment)
+def case_hint(case: CaseResult, facts: AssignmentFacts | None = None) -> str | None:
+    kind = case_kind(case, facts)
     if kind is None:
         return None
-    if entry := advice_for(kind, assignment):
+    if entry := advice_for(kind, facts):
         return entry.case_hint or lower_first(entry.title)
     if kind in Verdict.__members__.values():
         return verdict_label(Verdict(kind))
@@ -282,7 +280,7 @@ def _shape_text(case: CaseResult) -> str:
 
 
 def _only_these_fail(kind: str, pattern: Literal["fp16", "tail"], passed: int, failing: list[CaseResult],
-                     assignment: str | None) -> Finding:
+                     facts: AssignmentFacts | None) -> Finding:
     """A pattern finding: every case of one kind (fp16 or tail cases) fails while the others pass."""
     shapes = "; ".join(f"{case_label(c)} ({_shape_text(c)})" for c in failing[:4])
     n = len(failing)
@@ -293,7 +291,7 @@ def _only_these_fail(kind: str, pattern: Literal["fp16", "tail"], passed: int, f
         passes = _("All {passed} aligned cases pass;")
         fails = ngettext("{failed} tail case fails: {shapes}.", "{failed} tail cases fail: {shapes}.", n)
     evidence = then(passes.format(passed=passed), fails.format(failed=n, shapes=shapes))
-    return _advised(kind, assignment, evidence, tuple(case_label(c) for c in failing))
+    return _advised(kind, facts, evidence, tuple(case_label(c) for c in failing))
 
 
 # --- sources: does the binding have a half path at all? -----------------------------------------------
@@ -367,8 +365,8 @@ def _fp16_findings(result: GradeResult, failing: list[CaseResult], passing_fp32:
     that is the root cause whatever the emulator saw (a float read of a half tensor runs past its end)."""
     cast = float_only_binding(result)
     if cast is None:
-        return _only_these_fail("fp16_only", "fp16", len(passing_fp32), failing, result.assignment)
-    finding = _only_these_fail("fp16_float_pointers", "fp16", len(passing_fp32), failing, result.assignment)
+        return _only_these_fail("fp16_only", "fp16", len(passing_fp32), failing, result.assignment_facts)
+    finding = _only_these_fail("fp16_float_pointers", "fp16", len(passing_fp32), failing, result.assignment_facts)
     where = _("The binding casts every dtype to float* at {where}: `{code}`, and no source checks the dtype.")
     return replace(finding, location=SourceLocation(file=cast.file, line=cast.line),
                    advice=finding.advice.replace("{cast}", f"`{cast.text}`"),
@@ -385,12 +383,12 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
     if not failing:
         return []
     result = result or _bare_result(cases)
-    assignment = result.assignment
-    tolerance_cases = [c for c in failing if case_kind(c, assignment) == "builtin_tolerance"]
+    facts = result.assignment_facts
+    tolerance_cases = [c for c in failing if case_kind(c, facts) == "builtin_tolerance"]
     # never blamed on the student: no tail or fp16 pattern is read into them
     failing = [c for c in failing if c not in tolerance_cases]
     tolerance_finding = [] if not tolerance_cases else [_advised(
-        "builtin_tolerance", assignment, ngettext(
+        "builtin_tolerance", facts, ngettext(
             "{n} case failed although every element checked is within the builtin's documented error: {cases}.",
             "{n} cases failed although every element checked is within the builtins' documented error: {cases}.",
             len(tolerance_cases)).format(n=len(tolerance_cases),
@@ -398,7 +396,7 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
         tuple(case_label(c) for c in tolerance_cases), severity="warning")]
     if not failing:
         return tolerance_finding
-    tails = feedback(assignment)
+    tails = feedback(facts)
     findings: list[Finding] = []
     passing_aligned = [c for c in cases if c.passed and not is_tail_case(c, tails)]
     passing_fp32 = [c for c in cases if c.passed and c.dtype == "float32"]
@@ -406,12 +404,12 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
     if all(c.dtype == "float16" for c in failing) and passing_fp32:
         findings.append(_fp16_findings(result, failing, passing_fp32))
     elif all(is_tail_case(c, tails) for c in failing) and passing_aligned:
-        findings.append(_only_these_fail("tail_only", "tail", len(passing_aligned), failing, assignment))
+        findings.append(_only_these_fail("tail_only", "tail", len(passing_aligned), failing, facts))
     pattern = findings  # the fp16 / tail-only pattern explains the others, so it stays first
     findings = []
     by_kind: dict[str, list[CaseResult]] = {}
     for case in failing:
-        kind = case_kind(case, assignment)
+        kind = case_kind(case, facts)
         if kind:
             by_kind.setdefault(kind, []).append(case)
 
@@ -431,8 +429,8 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
         evidence = then(evidence, ngettext("{n} case affected.", "{n} cases affected.", len(group)).format(
             n=len(group)))
         findings.append(_advised(
-            "unwritten_output", assignment, evidence, labels(group),
-            entry=advice_for("nothing_written", assignment) if nothing_written else None))
+            "unwritten_output", facts, evidence, labels(group),
+            entry=advice_for("nothing_written", facts) if nothing_written else None))
     if group := by_kind.get("nan_output"):
         count = sum(c.nan_inf_mismatch for c in group)
         evidence = (ngettext("{count} output element is NaN/Inf where the float64 reference is finite",
@@ -440,16 +438,16 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
                     if count else _("Some output elements are NaN/Inf where the float64 reference is finite"))
         evidence = then(evidence.format(count=count),
                         ngettext("({n} case).", "({n} cases).", len(group)).format(n=len(group)))
-        findings.append(_advised("nan_output", assignment, evidence, labels(group)))
+        findings.append(_advised("nan_output", facts, evidence, labels(group)))
     if group := by_kind.get("zero_output"):
         findings.append(_advised(
-            "zero_output", assignment,
+            "zero_output", facts,
             ngettext("Mismatching outputs are all 0.0 in {n} case.", "Mismatching outputs are all 0.0 in {n} cases.",
                      len(group)).format(n=len(group)), labels(group)))
     if group := by_kind.get("precision"):
         worst_case = max(group, key=lambda c: c.diff1 or 0.0)
         findings.append(_advised(
-            "precision", assignment,
+            "precision", facts,
             f"{case_label(worst_case)}: DIFF1 {_num(worst_case.diff1)}, DIFF2 {_num(worst_case.diff2)}.",
             labels(group), severity="warning" if len(group) < len(failing) else "error"))
     if group := by_kind.get("wrong_values"):
@@ -460,14 +458,15 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
             m = first.mismatches[0]
             evidence = then(evidence, _("First at index {index}: expected {expected}, got {actual}.").format(
                 index=m.index, expected=_num(m.expected), actual=_num(m.actual)))
-        findings.append(_advised("wrong_values", assignment, evidence, labels(group)))
+        findings.append(_advised("wrong_values", facts, evidence, labels(group)))
     # the kind that explains the most failing cases first (stable: ties keep the order above)
     return pattern + sorted(findings, key=lambda f: -len(f.cases)) + tolerance_finding
 
 
 def _bare_result(cases: list[CaseResult]) -> GradeResult:
     """A results document around bare cases (callers that pass cases only): no sources to read."""
-    return GradeResult.model_construct(cases=cases, submission_path="", source_excerpts=[], assignment="")
+    return GradeResult.model_construct(cases=cases, submission_path="", source_excerpts=[], assignment="",
+                                        assignment_facts=None)
 
 
 def _num(value: float | None) -> str:
@@ -512,7 +511,7 @@ def diagnose(result: GradeResult) -> list[Finding]:
         elsewhere += [d for s in result.stages if s.trace for d in s.trace.diagnostics]
         keep = {(diagnostic_kind(d), d.location.file, d.location.line) for d in elsewhere}
         diagnostics = [d for d in diagnostics if (diagnostic_kind(d), d.location.file, d.location.line) in keep]
-    from_emulator = [diagnostic_finding(d, root, result.assignment) for d in diagnostics if d.severity == "error"]
+    from_emulator = [diagnostic_finding(d, root, result.assignment_facts) for d in diagnostics if d.severity == "error"]
     # Both may describe one problem (e.g. unwritten output): keep the output's evidence, the emulator's line.
     located = {f.kind: f.location for f in from_emulator if f.location}
     output_kinds = {f.kind for f in from_outputs}
@@ -523,7 +522,7 @@ def diagnose(result: GradeResult) -> list[Finding]:
     findings += [replace(f, location=f.location or located.get(f.kind)) for f in from_outputs]
     covered = {f.kind for f in findings}
     findings += [
-        diagnostic_finding(d, root, result.assignment)
+        diagnostic_finding(d, root, result.assignment_facts)
         for d in diagnostics
         if d.severity != "error" and diagnostic_kind(d) not in covered
     ]

@@ -16,7 +16,15 @@ from bang_emu import devices
 from grader.i18n import _
 from grader.reporting.advice import advice_for
 from grader.reporting.hints import Finding, case_label, diagnose, diagnostic_finding, lower_first
-from grader.results import DevicePeaks, GradeResult, SourceLocation, StageResult, TraceSummary, Verdict
+from grader.results import (
+    AssignmentFacts,
+    DevicePeaks,
+    GradeResult,
+    SourceLocation,
+    StageResult,
+    TraceSummary,
+    Verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -81,17 +89,17 @@ def _table_cores(trace: TraceSummary) -> int:
 
 def next_step_for_stage(
     stage: StageResult, device_cores: int | None = None, submission_root: str | None = None,
-    assignment: str | None = None,
+    facts: AssignmentFacts | None = None,
 ) -> NextStep | None:
-    """The trace-derived next change for a correct but slow stage; None without a trace. `assignment` names
-    the spec whose [feedback] text (e.g. which builtin to use) replaces the generic."""
+    """The trace-derived next change for a correct but slow stage; None without a trace. `facts` (the
+    results document's assignment_facts) carry the [feedback] text (e.g. which builtin to use) replacing the generic."""
     trace = stage.trace
     if trace is None:
         return None
     base = {"stage": stage.name, "stage_title": stage.title}
     errors = [d for d in trace.diagnostics if d.severity == "error"]
     if errors:
-        return _from_finding(diagnostic_finding(errors[0], submission_root, assignment), stage)
+        return _from_finding(diagnostic_finding(errors[0], submission_root, facts), stage)
 
     scalar = _share(trace, "scalar")
     io_wait = _share(trace, "io", "wait")
@@ -100,28 +108,28 @@ def next_step_for_stage(
 
     if scalar >= 0.5 and not _staged_on_chip(trace):
         return _speed_step(
-            "stage_in_nram", assignment,
+            "stage_in_nram", facts,
             why=_("{share} of the modelled time is scalar code and nothing is copied from GDRAM to on-chip "
                   "memory: every element access goes out to GDRAM.").format(share=_pct(scalar)),
             **base,
         )
     if scalar >= 0.5 and not _uses_compute_builtin(trace):
         return _speed_step(
-            "use_builtin", assignment,
+            "use_builtin", facts,
             why=_("The data is on chip, but {share} of the modelled time is still scalar code: one element per "
                   "instruction where the vector or tensor unit does a whole tile.").format(share=_pct(scalar)),
             **base,
         )
     if tasks == 1 and trace.cores_used <= 1 and cores > 1:
         return _speed_step(
-            "split_over_tasks", assignment,
+            "split_over_tasks", facts,
             why=_("The kernel ran as a single task on one core (dim {dim}); the device has {cores} cores, so the "
                   "others idle.").format(dim=list(trace.dim), cores=cores),
             **base,
         )
     if io_wait >= 0.5 and not _uses(trace, "memcpy_async"):
         return _speed_step(
-            "double_buffer", assignment,
+            "double_buffer", facts,
             why=_("IO and waiting take {share} of the modelled time and every copy is synchronous: the compute "
                   "units idle while each tile moves.").format(share=_pct(io_wait)),
             **base,
@@ -129,7 +137,7 @@ def next_step_for_stage(
     right_loads = trace.bytes_moved.get("GDRAM2WRAM", 0)  # each task loads the shared (right) operand itself
     if right_loads and trace.func_type.upper() == "BLOCK" and io_wait >= 0.4:
         return _speed_step(
-            "sram_staging", assignment,
+            "sram_staging", facts,
             why=_("IO and waiting are still {share} of the modelled time; each of the {tasks} tasks loads the "
                   "whole right matrix from GDRAM ({moved} GDRAM->WRAM in total).").format(
                 share=_pct(io_wait), tasks=tasks, moved=_fmt_bytes(right_loads)),
@@ -139,7 +147,7 @@ def next_step_for_stage(
     nram_cap = trace.onchip_capacity_bytes.get("nram", 0)
     if io_wait >= 0.4 and nram_cap and nram_peak < 0.25 * nram_cap:
         return _speed_step(
-            "bigger_tiles", assignment,
+            "bigger_tiles", facts,
             why=_("IO and waiting are {share} of the modelled time while only {used} of {capacity} NRAM is in "
                   "use: many small copies pay the per-copy latency.").format(
                 share=_pct(io_wait), used=_fmt_bytes(nram_peak), capacity=_fmt_bytes(nram_cap)),
@@ -158,10 +166,10 @@ def next_step_for_stage(
     )
 
 
-def _speed_step(rule: str, assignment: str | None, why: str, **base: str | None) -> NextStep:
+def _speed_step(rule: str, facts: AssignmentFacts | None, why: str, **base: str | None) -> NextStep:
     """A speed rule's step: the trace says which rule and why; the advice registry (with the assignment's
     [feedback.advice.<rule>] in place of the generic) says what to do and shows how."""
-    entry = advice_for(rule, assignment)
+    entry = advice_for(rule, facts)
     assert entry is not None, f"speed rule {rule} is not in the advice registry"
     return NextStep(rule=rule, action=entry.action, why=why, snippet=entry.snippet, **base)
 
@@ -229,7 +237,7 @@ def ranked_steps(result: GradeResult, findings: list[Finding]) -> list[tuple[flo
     for stage in result.stages:
         if not is_too_slow(stage):
             continue
-        step = next_step_for_stage(stage, cores, result.submission_path, result.assignment)
+        step = next_step_for_stage(stage, cores, result.submission_path, result.assignment_facts)
         if step is None and stage.next_step:
             step = NextStep(rule="grader", action=stage.next_step, why=stage.message, stage=stage.name,
                             stage_title=stage.title)

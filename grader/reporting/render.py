@@ -31,7 +31,6 @@ from grader.reporting.hints import (
 )
 from grader.reporting.next_step import NextStep, is_too_slow, next_step_for_stage, overall_next_step
 from grader.results import CaseResult, GradeResult, GroupScore, StageResult, Verdict, verdict_words
-from grader.spec import SpecError, load_assignment
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "reports" / "templates"
 
@@ -86,7 +85,7 @@ def _group_views(result: GradeResult) -> list[CaseGroupView]:
     order = [g.name for g in result.groups] + [c.group for c in result.cases if c.group not in scores]
     views = []
     for name in dict.fromkeys(order):
-        cases = [(c, case_kind(c, result.assignment), case_hint(c, result.assignment)) for c in result.cases if c.group == name]
+        cases = [(c, case_kind(c, result.assignment_facts), case_hint(c, result.assignment_facts)) for c in result.cases if c.group == name]
         if cases or name in scores:
             views.append(CaseGroupView(name, scores.get(name), cases))
     return views
@@ -103,7 +102,7 @@ def _stage_views(
         trace = stage.trace
         diags = []
         for diag in trace.diagnostics if trace else []:
-            finding = diagnostic_finding(diag, root, result.assignment)
+            finding = diagnostic_finding(diag, root, result.assignment_facts)
             key = (finding.location.file, finding.location.line) if finding.location else (None, None)
             diags.append((finding, None if key in quoted else excerpt_at(result, finding.location)))
             quoted.add(key)
@@ -120,7 +119,7 @@ def _stage_views(
                 memory=charts.memory_use(trace) if trace else [],
                 transfers=charts.transfers(trace) if trace else [],
                 diagnostics=diags,
-                next_step=next_step_for_stage(stage, peaks.cores if peaks else None, root, result.assignment)
+                next_step=next_step_for_stage(stage, peaks.cores if peaks else None, root, result.assignment_facts)
                 if slow else None,  # the assignment's [feedback] wording, as the summary's next step has
                 rates=charts.achieved_rates(stage, result.cases, operator),
                 timeline=charts.timeline_chart(trace.timeline) if trace and trace.timeline else None,
@@ -130,20 +129,10 @@ def _stage_views(
 
 
 def assignment_operator(result: GradeResult) -> charts.Operator | None:
-    """The assignment's operator from its spec (a lab-programs assignment: its base's), None when the spec is
-    not on this machine: the roofline then draws every roof and only the stages' own achieved rates."""
-    try:
-        spec = load_assignment(result.assignment)
-    except (SpecError, OSError, ValueError):
-        try:
-            from grader.programs.spec import is_programs_assignment, load_programs  # (lazy: rarely needed)
-
-            if not is_programs_assignment(result.assignment):
-                return None
-            spec = load_programs(result.assignment)[1]
-        except (SpecError, OSError, ValueError):
-            return None
-    return charts.Operator(spec.reference, tuple(i.name for i in spec.inputs))
+    """The assignment's operator as the results document carries it; None in a document from before it did: the
+    roofline then draws every roof and only the stages' own achieved rates."""
+    facts = result.assignment_facts
+    return charts.Operator(facts.reference, tuple(facts.inputs)) if facts is not None else None
 
 
 def build_context(result: GradeResult) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from grader import __version__
 from grader.atomic_file import atomic_write_text
 from grader.spec.loader import assignment_dir
 from grader.spec.models import AssignmentSpec
+from grader.spec.references import REFERENCES
 
 MIN_MARGIN = 1.05
 
@@ -93,3 +94,19 @@ def write_thresholds(spec: AssignmentSpec, backend: str, device: str, stages: di
             lines.append(f'reference = "{notes[name]}"')
         lines.append("")
     return atomic_write_text(path, "\n".join(lines))
+
+
+def at_shape(spec: AssignmentSpec, threshold: StageThreshold, dims: dict[str, int]) -> StageThreshold:
+    """A calibrated stage threshold carried to another shape of the same stage in proportion to its work (flops;
+    the stages run at a larger shape are throughput-bound): a lab program timed at the lab's 524288 rows is held
+    to the 16384-row calibration x 32, per backend and device, from the one table `grade calibrate` writes."""
+    if dims == threshold.perf_dims:
+        return threshold
+    ratio = _flops(spec, dims) / _flops(spec, threshold.perf_dims)
+    return StageThreshold(reference_us=threshold.reference_us * ratio, threshold_us=threshold.threshold_us * ratio,
+                          perf_dims=dict(dims))
+
+
+def _flops(spec: AssignmentSpec, dims: dict[str, int]) -> int:
+    shapes = {i.name: tuple(dims[d] for d in i.dims) for i in spec.inputs}
+    return REFERENCES[spec.reference].work(shapes, 4).flops

@@ -12,6 +12,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grader.i18n import check_language
+
+# the parts of a spec a results document carries (GradeResult.assignment_facts), defined beside it
+from grader.results import MLU_OPS_TH as MLU_OPS_TH
+from grader.results import AdviceText as AdviceText
+from grader.results import AssignmentFacts, FeedbackSpec, Tolerance
 from grader.spec.references import REFERENCES
 
 DTypeName = Literal["float32", "float16"]
@@ -54,34 +59,6 @@ class InputSpec(_Strict):
         if not _IDENT.match(value):
             raise ValueError(f"input name {value!r} is not an identifier")
         return value
-
-
-# mlu-ops' th per dtype: below it DIFF3 is an absolute error, above it relative (its evaluator's EPSILON_FLOAT/HALF)
-MLU_OPS_TH = {"float32": 1e-6, "float16": 1e-4}
-
-
-class Tolerance(_Strict):
-    """mlu-ops accuracy criteria (MLU-OPS-Accuracy-Acceptance-Standard); None switches a metric off."""
-
-    diff1: float | None = Field(None, ge=0, description="sum|e-b| / sum|b|")
-    diff2: float | None = Field(None, ge=0, description="sqrt(sum (e-b)^2 / sum b^2)")
-    diff3: float | None = Field(None, ge=0, description="max point error: absolute where |b| < th, else relative")
-    diff3_2: float | None = Field(None, ge=0, description="max |e-b|: catches a single wrong element")
-    tiny: float | None = Field(
-        None, gt=0, description="reference magnitude below which DIFF1/DIFF2 judge an element's absolute error: "
-        "each |b| in their denominators counts as at least this (unset: mlu-ops' th, 1e-6 fp32, 1e-4 fp16), so a "
-        "case whose reference is all near zero never divides by almost nothing; derive it from the builtin's "
-        "documented absolute error: tiny >= that error / diff1")
-
-    def floor(self, dtype: str) -> float:
-        """The magnitude each |reference| counts as at least in DIFF1/DIFF2: `tiny`, else mlu-ops' th."""
-        return self.tiny if self.tiny is not None else MLU_OPS_TH.get(dtype, MLU_OPS_TH["float32"])
-
-    @model_validator(mode="after")
-    def _something(self) -> Tolerance:
-        if all(v is None for v in (self.diff1, self.diff2, self.diff3, self.diff3_2)):
-            raise ValueError("a tolerance must set at least one of diff1, diff2, diff3, diff3_2")
-        return self
 
 
 class CheckPolicy(_Strict):
@@ -219,29 +196,6 @@ class SimilaritySpec(_Strict):
         return self
 
 
-class AdviceText(_Strict):
-    """An assignment's own text for one finding kind; each field given replaces the generic one."""
-
-    title: str | None = None
-    advice: str | None = None
-    action: str | None = None
-    snippet: str | None = None
-    case_hint: str | None = None
-
-
-class FeedbackSpec(_Strict):
-    """What the report says about this assignment beyond the generic advice (grader/reporting/advice.py)."""
-
-    tail_groups: list[str] = Field(
-        default_factory=list, description="groups whose cases exercise remainder handling: when only they fail, "
-        "the report says the remainder is lost")
-    alignment: int = Field(
-        64, ge=1, description="elements: a case with a dim that is not a multiple of it is a tail case too")
-    advice: dict[str, AdviceText] = Field(
-        default_factory=dict, description="finding kind (e.g. wrong_values, precision, fp16_only, use_builtin) "
-        "-> text replacing the generic advice for this assignment")
-
-
 class AssignmentSpec(_Strict):
     name: str
     title: str
@@ -323,6 +277,11 @@ class AssignmentSpec(_Strict):
         if problems:
             raise ValueError("\n  - ".join(problems))
         return self
+
+    def facts(self) -> AssignmentFacts:
+        """What the report needs of this spec, carried in the results document (it renders from it alone)."""
+        return AssignmentFacts(reference=self.reference, inputs=[i.name for i in self.inputs],
+                               tolerances=dict(self.tolerances), feedback=self.feedback)
 
     @property
     def max_score(self) -> float:

@@ -98,13 +98,24 @@ def test_two_stage_folder_graded_from_captured_launches(tmp_path: Path) -> None:
     (tmp_path / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
     result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
     by_stage = {s.name: s for s in result.stages}
+    cases = {c.group: c for c in result.cases}
+    groups = {g.name: g for g in result.groups}
     ok, wrong = by_stage["scalar_nram"], by_stage["vector"]
+    # each program: one case (its captured output, a group of 5 points) and its stage (5 speed points), scored
+    # as an extension's entry is, with the base's calibrated threshold
     assert ok.verdict == Verdict.PASSED, ok.message
-    assert ok.points == 10 and ok.timing is not None and 0 < ok.timing.median_us <= ok.threshold_us
-    assert "matches float64" in ok.message and all(r.passed for r in ok.requirements)
+    assert ok.points == 5 and groups["scalar_nram"].points == 5
+    assert ok.timing is not None and 0 < ok.timing.median_us <= ok.threshold_us
+    assert ok.threshold_us == 253215.194 and ok.timing.floor_us is not None and not ok.timing.below_floor
+    assert "matches float64" in cases["scalar_nram"].message and all(r.passed for r in ok.requirements)
     # the program printed PASSED for it; the host's float64 check of the captured output does not agree
     assert wrong.verdict == Verdict.WRONG_ANSWER and wrong.points == 0, wrong.message
-    assert "DIFF1" in wrong.message and "N rows of K" in wrong.message  # the cause is named, not only a number
+    bad = cases["vector"]
+    assert bad.verdict == Verdict.WRONG_ANSWER and bad.findings and bad.mismatches
+    assert "DIFF1" in bad.message and "N rows of K" in bad.message  # the cause is named, not only a number
+    assert groups["vector"].points == 0 and set(groups) == {"scalar_nram", "vector"}  # the programs handed in
+    # close values (inputs in [1, 1.1]) but a layout mistake: the report's kind is wrong values, not precision
+    assert [f.kind for f in bad.findings if f.check == "accuracy"] == ["wrong_values"]
     assert result.score == 10 and result.max_score == 60
 
 
@@ -116,7 +127,7 @@ def test_a_rewritten_capture_changes_nothing(tmp_path: Path) -> None:
                                                  .replace("FORGE", FORGE))
     result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
     assert result.stages[0].verdict == Verdict.WRONG_ANSWER, result.stages[0].message
-    assert "N rows of K" in result.stages[0].message and result.stages[0].points == 0
+    assert "N rows of K" in result.cases[0].message and result.stages[0].points == 0 and result.score == 0
 
 
 HOST_ANSWER = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial" / "program_host_answer"
@@ -162,6 +173,10 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
     for stage in result.stages:
         print(stage.title, stage.verdict, stage.timing and stage.timing.median_us, stage.threshold_us, stage.message)
     # 01/02: right answers at 128x256x256, not the lab's shape -> correctness points only
-    assert by_stage["scalar_nram"].correct and by_stage["scalar_nram"].points == 5
+    groups = {g.name: g for g in result.groups}
+    assert by_stage["scalar_nram"].correct and groups["scalar_nram"].points == 5
+    assert by_stage["scalar_nram"].verdict == Verdict.TOO_SLOW and by_stage["scalar_nram"].points == 0
+    assert [r.name for r in by_stage["scalar_nram"].requirements if not r.passed] == ["lab_dims"]
     # 03 copies right into WRAM untransposed: its own check prints 03PASSED, the captured output is wrong
-    assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER and "N rows of K" in by_stage["vector"].message
+    vector = next(c for c in result.cases if c.group == "vector")
+    assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER and "N rows of K" in vector.message

@@ -28,6 +28,7 @@ from grader.results import (
     Versions,
 )
 from grader.scoring.roofline import floor_us
+from grader.spec import load_assignment
 from grader.spec.references import REFERENCES
 
 CAP = {"nram": 786432, "wram": 1048576, "sram": 4194304}
@@ -282,6 +283,7 @@ def _base(**kw: object) -> dict[str, object]:
         student=Student(id="s2412345", name="Lin Wei"),
         assignment="matmul",
         assignment_title="MatMul: six optimisation stages",
+        assignment_facts=load_assignment("matmul").facts(),  # as the pipeline writes it
         submission_path="/nonexistent/submission",
         submission_hash="9f2c4e1ab37d5e08c1f4a2b6d7e8f90112233445566778899aabbccddeeff00",
         backend="emu",
@@ -412,6 +414,7 @@ def _sigmoid_base(**kw: object) -> dict[str, object]:
     return _base(
         assignment="sigmoid",
         assignment_title="Sigmoid on the MLU",
+        assignment_facts=load_assignment("sigmoid").facts(),
         student=Student(id="s2400777", name="Amira Haddad"),
         **kw,
     )

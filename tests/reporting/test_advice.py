@@ -80,12 +80,12 @@ def test_assignment_feedback_names_registered_kinds(assignment):
 
 def test_assignment_text_replaces_the_generic_text():
     generic = REGISTRY["wrong_values"]
-    matmul = advice_for("wrong_values", "matmul")
+    matmul = advice_for("wrong_values", load_assignment("matmul").facts())
     assert "A[M][K] times B[K][N]" in matmul.advice and "left[M][N]" not in matmul.advice
     assert matmul.title == generic.title and matmul.action == generic.action  # fields it does not set stay
-    assert advice_for("wrong_values", "no-such-assignment") == generic
-    assert "__bang_active_sigmoid" in advice_for("use_builtin", "sigmoid").action
-    assert "__bang_matmul" in advice_for("use_builtin", "matmul").action
+    assert advice_for("wrong_values", None) == generic  # a document from before it carried the assignment
+    assert "__bang_active_sigmoid" in advice_for("use_builtin", load_assignment("sigmoid").facts()).action
+    assert "__bang_matmul" in advice_for("use_builtin", load_assignment("matmul").facts()).action
 
 
 def test_findings_and_case_hints_use_the_assignments_text():
@@ -96,11 +96,11 @@ def test_findings_and_case_hints_use_the_assignments_text():
             case.mismatches = [Mismatch(index=[0, 0], expected=1.0, actual=5.0)]
     wrong = next(f for f in diagnose(result) if f.kind == "wrong_values")
     assert "A[M][K] times B[K][N]" in wrong.advice
-    result.assignment = "sigmoid"
+    result.assignment_facts = load_assignment("sigmoid").facts()  # the document's, not its name's
     wrong = next(f for f in diagnose(result) if f.kind == "wrong_values")
     assert "sigmoid(x[i])" in wrong.advice
     case = next(c for c in result.cases if not c.passed)
-    assert case_hint(case, "sigmoid") == REGISTRY["wrong_values"].case_hint
+    assert case_hint(case, result.assignment_facts) == REGISTRY["wrong_values"].case_hint
 
 
 def test_tail_groups_come_from_the_assignment():

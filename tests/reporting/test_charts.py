@@ -39,7 +39,7 @@ def test_untimed_stage_has_no_bar_chart():
 def test_matmul_workload_is_2mnk_and_minimum_traffic():
     result = samples.passing_matmul()
     operator = assignment_operator(result)
-    assert operator == charts.Operator("matmul", ("a", "b"))  # from assignments/matmul, not from a name match
+    assert operator == charts.Operator("matmul", ("a", "b"))  # the document's facts, not a name match
     s = result.stages[0]  # perf shape named as the lab programs name it (left, right): matched by position
     flops, nbytes = charts.stage_workload(s, operator)
     assert flops == 2 * 128 * 256 * 128
@@ -58,7 +58,9 @@ def test_the_roofs_follow_the_assignments_operator_not_the_stage_names():
     assert {r.kind for r in rf.roofs} == {"memory", "tensor"} and len(rf.points) == 6
     unknown = charts.roofline(result.stages, result.cases, peaks, None)
     assert unknown is None  # no rates recorded and no operator to derive them from
-    result.assignment = "not-on-this-machine"
+    result.assignment = "not-on-this-machine"  # the operator is the document's: its spec need not be here
+    assert assignment_operator(result) == charts.Operator("matmul", ("a", "b"))
+    result.assignment_facts = None  # a document from before it carried the assignment
     assert assignment_operator(result) is None
 
 

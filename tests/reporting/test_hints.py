@@ -377,8 +377,11 @@ def test_a_failure_within_the_builtins_documented_error_is_never_blamed_on_the_s
     result = samples.saturated_sigmoid()
     found = kinds(result)
     assert found == ["builtin_tolerance"], found
-    assert case_kind(result.cases[0], "sigmoid") == "builtin_tolerance"
+    assert case_kind(result.cases[0], result.assignment_facts) == "builtin_tolerance"
     assert case_kind(result.cases[0]) == "zero_output"  # without the assignment's tolerance nothing can tell
+    # the document carries the tolerances it was judged by: the same report where assignments/sigmoid is not
+    result.assignment = "not-on-this-machine"
+    assert kinds(result) == ["builtin_tolerance"]
     step = overall_next_step(result)
     assert step is not None and "report" in step.action and "instructor" in step.action
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from grader.reporting.next_step import next_step_for_stage, overall_next_step
 from grader.results import EmuDiagnostic, SourceLocation
+from grader.spec import load_assignment
 
 from . import samples
 
@@ -19,7 +20,7 @@ def test_scalar_gdram_stage_is_told_to_stage_in_nram():
 
 
 def test_scalar_nram_stage_is_told_to_use_the_tensor_builtin():
-    step = next_step_for_stage(stage(1), assignment="matmul")  # the builtin comes from its [feedback]
+    step = next_step_for_stage(stage(1), facts=load_assignment("matmul").facts())  # the builtin comes from its [feedback]
     assert step.rule == "use_builtin"
     assert "__bang_matmul" in step.action and "__bang_matmul" in step.snippet
 
@@ -27,7 +28,7 @@ def test_scalar_nram_stage_is_told_to_use_the_tensor_builtin():
 def test_scalar_nram_sigmoid_is_told_to_use_the_vector_builtin():
     s = stage(1)
     s.name, s.entry, s.trace.kernel = "sigmoid_nram", "sigmoid", "sigmoid_kernel"
-    assert "__bang_active_sigmoid" in next_step_for_stage(s, assignment="sigmoid").action
+    assert "__bang_active_sigmoid" in next_step_for_stage(s, facts=load_assignment("sigmoid").facts()).action
 
 
 def test_single_core_vector_stage_is_told_to_split_over_tasks():

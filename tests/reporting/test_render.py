@@ -239,3 +239,19 @@ def test_stage_cards_show_the_previous_stages_reference_and_the_floor():
     assert "how fast the technique before this one gets" in vector
     first = html[html.index('id="stage-matmul_scalar_gdram"') :]
     assert "stage 0" not in first[: first.index("</section>")]
+
+
+def test_the_report_renders_from_the_document_alone_and_older_documents_still_render():
+    """The assignment's tolerances, [feedback] and operator travel in the document (assignment_facts): the report
+    is the same where the assignment's spec is missing. A document written before they did still renders, with
+    the generic advice and without what only the spec could tell (here: a builtin's documented error)."""
+    result = samples.saturated_sigmoid()
+    result.assignment = "not-on-this-machine"
+    html = render_report_html(result)
+    assert "documented error" in html
+    data = json.loads(result.to_json())
+    data.pop("assignment_facts")
+    older = GradeResult.model_validate(data)
+    assert older.assignment_facts is None
+    html = render_report_html(older)
+    assert "documented error" not in html and "Amira Haddad" in html
