@@ -69,14 +69,14 @@ class FakeRunner:
         self.sandboxes = 0  # run-phase sandboxes started
         self.replays = 0  # replay sandboxes started (emu)
         self.replay_fails = False  # the replay harness fails by itself (ExitCode.REPLAY_FAILED)
-        self.disk_budgets: set[int] = set()  # tmpfs_bytes of every run-phase sandbox and replay started
+        self.budgets: set[tuple[int, int, int]] = set()  # (disk, file size, memory) of every run sandbox and replay
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
         if phase is Phase.BUILD:
             (mounts.build / "build.json").write_text(json.dumps({"ok": True, "toolchain": "fake", "seconds": 0.1}))
             return RunOutcome(exit_code=0)
-        self.disk_budgets.add(limits.tmpfs_bytes)
+        self.budgets.add((limits.tmpfs_bytes, limits.file_size_bytes, limits.memory_bytes))
         if argv[-1] == "replay":
             return self._replay(mounts.io)
         self.sandboxes += 1
@@ -87,7 +87,7 @@ class FakeRunner:
         """The keeper's side of the rounds (bang_harness.session), in a thread."""
         assert phase is Phase.RUN and not (mounts.io / "job.json").exists()
         self.sandboxes += 1
-        self.disk_budgets.add(limits.tmpfs_bytes)
+        self.budgets.add((limits.tmpfs_bytes, limits.file_size_bytes, limits.memory_bytes))
         master = (mounts.io / KEY_FILE).read_bytes()
         (mounts.io / KEY_FILE).unlink()
         killed = threading.Event()
@@ -311,14 +311,19 @@ def test_the_emulator_is_timed_once(tmp_path):
     assert rounds(runner) == 0
 
 
-def test_grade_submission_uses_the_runner_in_the_options(tmp_path):
-    sub = tmp_path / "sub"
+def fake_submission(sub: Path) -> Path:
+    """A matmul submission the fake builds (it compiles nothing)."""
     files = {"mlu/mm.mlu": "__mlu_global__ void k() {}\n",
              "cpp/bind.cpp": 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("mm", &mm); }\n',
              "ops.py": "import my_ops_ext\n\ndef matmul(a, b):\n    return my_ops_ext.mm(a, b)\n"}
     for name, text in files.items():
         (sub / name).parent.mkdir(parents=True, exist_ok=True)
         (sub / name).write_text(text)
+    return sub
+
+
+def test_grade_submission_uses_the_runner_in_the_options(tmp_path):
+    sub = fake_submission(tmp_path / "sub")
     hang = {"ok": False, "error_kind": ErrorKind.TIMEOUT, "error": "hung"}
     runner = FakeRunner(SPEC, lambda call: hang)
     result = grade_submission(sub, GradeOptions(assignment="matmul", runner=runner))
@@ -427,7 +432,7 @@ def test_seeds_sharing_rounds_are_decided_each_on_their_own(tmp_path, rounds_sha
     finally:
         executor.close()
     assert len(runner.jobs) == 3  # probe, correctness, timing: shared by both seeds
-    assert runner.disk_budgets == {2 * Limits().tmpfs_bytes}  # each seed brings its own files (run and replay)
+    assert runner.budgets == {shared_budget(2)}  # each seed brings its own files and journal (run and replay)
     assert sorted((c["id"][:3], c["entry"]) for c in runner.jobs[0]["calls"]) == [
         ("s0_", "good"), ("s0_", "other"), ("s1_", "good"), ("s1_", "other")]
     assert all(r.passed for r in first.judged.values()), [r.message for r in first.judged.values() if not r.passed]
@@ -450,4 +455,31 @@ def test_seeds_sharing_rounds_are_decided_each_on_their_own(tmp_path, rounds_sha
         alone.close()
     assert [(r.name, r.entry, r.verdict) for r in single.judged.values()] == [
         (r.name, r.entry, r.verdict) for r in second.judged.values()]
-    assert alone_runner.disk_budgets == {Limits().tmpfs_bytes}
+    assert alone_runner.budgets == {shared_budget(1)}
+
+
+def shared_budget(seeds: int) -> tuple[int, int, int]:
+    """(disk, file size, memory) of a round `seeds` seeds share: each keeps what it has alone, the memory the
+    extra /tmp and /io tmpfs pages are charged to included."""
+    alone = Limits()
+    return (seeds * alone.tmpfs_bytes, seeds * alone.file_size_bytes,
+            alone.memory_bytes + 2 * (seeds - 1) * alone.tmpfs_bytes)
+
+
+def test_no_more_seeds_share_a_round_than_keep_each_seeds_budgets(tmp_path):
+    """grade_on_seeds asked for 10 seeds a round runs at most MAX_SEEDS_PER_ROUND: the worker's one journal holds
+    every seed's calls, and each seed keeps its own file size budget only while that journal stays under the
+    journal's own cap (10 seeds of the bundled example's six stages ran into one seed's 256 MiB file size
+    limit, and correct kernels were graded integrity)."""
+    from grader.orchestration.execute import MAX_SEEDS_PER_ROUND
+    from grader.orchestration.pipeline import grade_on_seeds
+    from grader.orchestration.replay import JOURNAL_CAP_BYTES
+
+    broken = {"ok": False, "error_kind": ErrorKind.LOAD_FAILURE, "error": "no module", "during": "load"}
+    runner = FakeRunner(SPEC, lambda call: broken)  # the probe dooms every entry: one round per chunk of seeds
+    results = grade_on_seeds(fake_submission(tmp_path / "sub"), GradeOptions(assignment="matmul", runner=runner),
+                             [f"sweep-{i}" for i in range(6)], per_round=10)
+    assert len(results) == 6 and all(r.verdict == Verdict.RUNTIME_ERROR for r in results)
+    assert [len({c["id"].split("_")[0] for c in job["calls"]}) for job in runner.jobs] == [4, 2]
+    assert MAX_SEEDS_PER_ROUND == 4 and MAX_SEEDS_PER_ROUND * Limits().file_size_bytes <= JOURNAL_CAP_BYTES
+    assert runner.budgets == {shared_budget(MAX_SEEDS_PER_ROUND)}

@@ -14,7 +14,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +27,16 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.read_outputs import describe_outcome, read_call
-from grader.orchestration.replay import RunRound, replay_round, write_trace_key
+from grader.orchestration.replay import JOURNAL_CAP_BYTES, RunRound, replay_round, write_trace_key
 from grader.orchestration.rounds import RoundRefused, RoundSandbox
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
 from grader.scoring.timing import MAX_ROUNDS
 from grader.spec import AssignmentSpec
 
 PER_ROUND_ENV = "BANG_GRADER_SANDBOX_PER_ROUND"
+# Seeds that may share a round: each keeps its file size budget (Executor._budget) only while the worker's one
+# journal holding them all stays under the journal's own cap.
+MAX_SEEDS_PER_ROUND = JOURNAL_CAP_BYTES // Limits().file_size_bytes
 
 
 @dataclass
@@ -49,7 +52,7 @@ class Executor:
     notes: list[str]  # the grading's notes: a run phase that did not finish cleanly is added here
     facts: HostFacts | None = None  # what integrity checks compare the sandbox's claims against
     integrity_seconds: float = field(default=0.0)  # host cost of the checks, for the record
-    seeds_per_round: int = 1  # seeds whose calls share each round (grade_on_seeds): its wall and disk limits scale
+    seeds_per_round: int = 1  # seeds whose calls share each round (grade_on_seeds): its limits scale (_budget)
     _rounds: RoundSandbox | None = field(default=None, repr=False)  # the submission's run-phase sandbox, if up
     _pending: list[RunRound] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
 
@@ -83,7 +86,7 @@ class Executor:
         replay = None
         if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
             replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir,
-                                  tmpfs_bytes=self._disk_bytes())
+                                  budget=self._budget())
             if replay.outcome is not None and not replay.outcome.ok:
                 self.notes.append(_("the replay did not finish cleanly: {why}").format(
                     why=describe_outcome(replay.outcome)))
@@ -161,13 +164,17 @@ class Executor:
     def _round_seconds(self) -> float:
         return self.spec.run_timeout_seconds * self.seeds_per_round
 
-    def _disk_bytes(self) -> int:
-        # each seed sharing the round brings its own inputs, outputs and journals (10 seeds of the timed
-        # matmuls overran one seed's 512 MiB in the sweep, as "disk_quota_exceeded")
-        return Limits().tmpfs_bytes * self.seeds_per_round
+    def _budget(self) -> Limits:
+        """The round's limits but its wall: each seed sharing it keeps what it has alone. Its inputs, outputs
+        and journals (10 seeds of the timed matmuls overran one seed's 512 MiB of disk); its part of the
+        worker's one journal, a single file (10 seeds of the bundled example's six stages ran into one seed's
+        256 MiB file size limit); and the memory both tmpfs mounts (/tmp, /io) are charged to the container's."""
+        alone, n = Limits(), self.seeds_per_round
+        return Limits(tmpfs_bytes=alone.tmpfs_bytes * n, file_size_bytes=alone.file_size_bytes * n,
+                      memory_bytes=alone.memory_bytes + 2 * alone.tmpfs_bytes * (n - 1))
 
     def _limits(self, wall_seconds: float) -> Limits:
-        return Limits(wall_seconds=wall_seconds, tmpfs_bytes=self._disk_bytes())
+        return replace(self._budget(), wall_seconds=wall_seconds)
 
     def _mounts(self, io: Path) -> Mounts:
         return Mounts(submission=self.root.resolve(), build=self.build_dir, io=io)

@@ -48,7 +48,7 @@ from grader.orchestration.environment import (
     resolve_backend,
     resolve_runner,
 )
-from grader.orchestration.execute import Executor
+from grader.orchestration.execute import MAX_SEEDS_PER_ROUND, Executor
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.plan import plan_calls
 from grader.orchestration.policy import run_seeds_calls
@@ -105,7 +105,8 @@ def grade_on_seeds(submission: Path, options: GradeOptions, masters: list[str], 
     """One submission graded on each of several public seeds, as `grade submit --seed S` grades it on one:
     resolved, screened and built once, and every seed's rounds run in the same run-phase sandbox (seed sweeps,
     the batch's reference check); `per_round` seeds share each round (probe, correctness, perf) and its replay,
-    every decision still taken per seed (policy.run_seeds_calls). A submission stopped before its calls (layout,
+    every decision still taken per seed (policy.run_seeds_calls), at most MAX_SEEDS_PER_ROUND (more would not
+    keep each seed's budgets: execute.py). A submission stopped before its calls (layout,
     build) gets that result per seed. Never raises for anything the submission does."""
     lang = grading_language(Path(submission), options)
     grading = _Grading(Path(submission), options, masters, per_round)
@@ -157,7 +158,7 @@ class _Grading:
         self.seeds = SeedPlan.create(options.seed_mode, options.seed)
         # grade_on_seeds: every seed's calls in the one sandbox, a result each
         self.seed_plans = [SeedPlan.create("public", m) for m in masters] if masters else [self.seeds]
-        self.per_round = max(1, per_round)
+        self.per_round = max(1, min(per_round, MAX_SEEDS_PER_ROUND))
         self.per_seed: list[GradeResult] = []
         self.spec: AssignmentSpec | None = None
         self.student = Student()

@@ -66,6 +66,10 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
         return CallOutcome(meta=meta, output=output, read_error=read_error), 0.0
     started = time.perf_counter()
     replayed = replay.calls[call.id]
+    if ok and replayed.over_budget:
+        # a limit of the sandbox, said as one: not "the sandbox's claims do not add up"
+        meta = {**meta, "ok": False, "error_kind": ErrorKind.CRASH, "error": replayed.error}
+        return CallOutcome(meta=meta, replayed=replayed), time.perf_counter() - started
     facts = facts or HostFacts(device=backend.device, profile=None, symbols=None)
     required = REFERENCES[spec.reference].required(replayed.twin.shapes)
     checker = CallIntegrity(call.id, facts, required, np.dtype(call.case.dtype).itemsize)

@@ -19,7 +19,7 @@ import json
 import os
 import secrets
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +43,9 @@ from grader.sandbox.capped import UntrustedFileError, read_bytes_capped, read_js
 from grader.sandbox.layout import sandbox_user
 from grader.spec import ConcreteCase
 
-JOURNAL_MAX_BYTES = (1 << 30) + (1 << 20)  # the runtime stops a journal at 1 GiB (runtime/journal.h)
+JOURNAL_CAP_BYTES = 1 << 30  # the runtime stops a journal here, ending it with an overflow record (runtime/journal.h)
+JOURNAL_MAX_BYTES = JOURNAL_CAP_BYTES + (1 << 20)
+OVERFLOW_RECORD = bytes([10, 0, 0, 0, 0])  # JournalKind::kOverflow, no payload: the journal's last record at its cap
 REPLAY_JOB = "replay.json"  # bang_harness/replay.py
 # Drawn once per grader process and never written anywhere a sandbox reads: the twins cannot be computed
 # from a case's seed (public with the public master seed) by the run they check.
@@ -57,6 +59,7 @@ class ReplayedCall:
     twin: ConcreteCase
     output: np.ndarray | None = None
     error: str | None = None  # why the replay could not stand for the call (None: it did)
+    over_budget: bool = False  # the error is the run's journal running into a budget of the sandbox (error says which)
 
 
 @dataclass
@@ -107,22 +110,52 @@ def write_trace_key(io: Path) -> bytes:
     return key
 
 
+def journal_budget(journal: Path, budget: Limits) -> str | None:
+    """Which budget of the run sandbox a journal (the host's copy) ran into, for the calls it could not carry
+    (None: none). Past the file size limit a write fails (EFBIG) and the journal ends inside a record; at its own
+    cap the runtime ends it with an overflow record. Either way the calls after that point cannot be replayed,
+    and the student (or a seed sweep sharing one journal between seeds) must read which limit it was, not a
+    broken record."""
+    try:
+        size = journal.lstat().st_size
+        with journal.open("rb") as fh:
+            fh.seek(max(0, size - len(OVERFLOW_RECORD)))
+            tail = fh.read()
+    except OSError:
+        return None
+    if size >= budget.file_size_bytes:
+        limit = _("the sandbox's file size limit ({mib} MiB)").format(mib=budget.file_size_bytes >> 20)
+    elif size > JOURNAL_CAP_BYTES - (1 << 20) and tail == OVERFLOW_RECORD:
+        limit = _("the journal's cap ({mib} MiB)").format(mib=JOURNAL_CAP_BYTES >> 20)
+    else:
+        return None
+    return _("the run's device journal (what the process did to the device, which the grader replays) reached "
+             "{limit}: the calls after that point could not be replayed; upload less from host code").format(
+                 limit=limit)
+
+
 def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound], io: Path, submission: Path,
-                 build_dir: Path, tmpfs_bytes: int = Limits().tmpfs_bytes) -> ReplayRound:
-    """Replays the rounds' journals in a sandbox of its own (see the module's docstring); `tmpfs_bytes` is the
-    run rounds' own disk budget."""
+                 build_dir: Path, budget: Limits | None = None) -> ReplayRound:
+    """Replays the rounds' journals in a sandbox of its own (see the module's docstring); `budget` is the run
+    rounds' own limits (disk, file size, memory; the wall limit is the replay's own)."""
+    budget = budget or Limits()
     shutil.rmtree(io, ignore_errors=True)
     (io / REPLAY_JOURNALS).mkdir(parents=True)
     (io / REPLAY_INPUTS).mkdir()
     (io / "outputs").mkdir()
     copied: dict[str, int] = {}
+    over: dict[str, str] = {}  # call id -> the budget its journal ran into
     seconds = 60.0
     for ran in rounds:
         journals = journals_by_worker(ran.calls, ran.outputs)
+        ids = [call.id for call in ran.calls]
         for name, calls in journals.items():
             if copy_untrusted(ran.outputs / name, io / REPLAY_JOURNALS / name, ran.outputs.parent, JOURNAL_MAX_BYTES):
                 copied[name] = calls
                 seconds += min(REPLAY_SECONDS_PER_CALL, ran.call_timeout) * calls
+                if (limit := journal_budget(io / REPLAY_JOURNALS / name, budget)) is not None:
+                    first = ids.index(name.removesuffix(JOURNAL_SUFFIX))
+                    over.update(dict.fromkeys(ids[first:first + calls], limit))
             (ran.outputs / name).unlink(missing_ok=True)  # out of the run sandbox's capped /io
     calls = [call for ran in rounds for call in ran.calls]
     twins = {call.id: call.case.replay_twin(TWIN_SALT) for call in calls}
@@ -135,13 +168,15 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     if copied:
         outcome = runner.run(Phase.RUN, backend.impl.replay_argv(), Mounts(submission=submission.resolve(),
                                                                           build=build_dir, io=io),
-                             Limits(wall_seconds=seconds, tmpfs_bytes=tmpfs_bytes), env=dict(backend.env))
+                             replace(budget, wall_seconds=seconds), env=dict(backend.env))
     if outcome is not None and outcome.exit_code == ExitCode.REPLAY_FAILED:
         raise SandboxError(_("the grader's replay of the kernels failed: {tail}").format(
             tail=(outcome.stderr_tail or "")[-1500:]))
     replay = ReplayRound(outputs=io / "outputs", key=key, outcome=outcome)
     for call in calls:
-        replay.calls[call.id] = read_replayed(call, twins[call.id], replay.outputs, outcome)
+        replayed = replay.calls[call.id] = read_replayed(call, twins[call.id], replay.outputs, outcome)
+        if replayed.error is not None and call.id in over:
+            replayed.error, replayed.over_budget = over[call.id], True
     return replay
 
 

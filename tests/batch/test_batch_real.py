@@ -178,3 +178,63 @@ def test_a_reference_failing_on_the_batch_seed_stops_the_batch_before_anyone(tmp
     assert not list((out / "results").glob("*.json"))
     assert [e for e in events(out) if e["event"] == "references_checked"][0]["failures"]
     assert not (out / "references.json").exists()  # a failed check is not remembered as passed
+
+
+# A "reference" right on the public seed's inputs only: it recognises them (their bytes, listed in the
+# wrapper) and applies the kernel twice to anything else. The kernels do all the work, so the grader's replay
+# (which replays the launches on other inputs) sees the same: right where the run was right, wrong elsewhere.
+PUBLIC_ONLY_WRAPPER = '''"""Sigmoid, stage "vector": right on the public seed's inputs, sigmoid(sigmoid(x)) on any other."""
+
+import hashlib
+
+import my_ops_ext
+import torch
+
+PUBLIC = {public!r}
+
+
+def sigmoid(x: torch.Tensor) -> torch.Tensor:
+    y = my_ops_ext.sigmoid_vector(x)
+    if hashlib.sha256(x.cpu().numpy().tobytes()).hexdigest() not in PUBLIC:
+        y = my_ops_ext.sigmoid_vector(y)
+    return y
+'''
+
+
+def public_only_reference(folder: Path) -> Path:
+    from grader.spec import SeedPlan, load_assignment
+    from grader.spec.cases import correctness_cases, perf_case
+
+    spec, public = load_assignment("sigmoid"), SeedPlan.create("public", None)
+    cases = correctness_cases(spec, public) + [perf_case(spec, "vector", public, repeat) for repeat in range(3)]
+    digests = sorted({hashlib.sha256(a.tobytes()).hexdigest() for c in cases for a in c.make_inputs().values()})
+    shutil.copytree(KERNELS / "sigmoid" / "vector", folder)
+    (folder / "ops.py").write_text(PUBLIC_ONLY_WRAPPER.format(public=digests))
+    return folder
+
+
+def test_the_reference_guard_grades_on_the_batchs_own_seed_not_the_public_one(tmp_path, sandbox_image):
+    """Issue 27: the guard must grade the references on the seed the class is graded on. A reference that passes
+    the public seed and fails every other stops a batch on a fresh secret seed; a guard that graded on the public
+    seed would let the class be graded."""
+    from grader.orchestration import GradeOptions, grade_submission
+    from grader.orchestration.batch import BatchError, run_batch
+
+    references = tmp_path / "references"
+    reference = public_only_reference(references / "sigmoid" / "vector")
+    cache = tmp_path / "build-cache"
+    on_public = grade_submission(reference, GradeOptions(assignment="sigmoid", sandbox="docker", stages=["vector"],
+                                                         build_cache=cache))
+    assert on_public.cases and all(c.passed for c in on_public.cases), [
+        (c.name, c.message[:200]) for c in on_public.cases if not c.passed]
+    assert all(s.correct for s in on_public.stages)  # the fixture is right where the public seed looks
+    class_dir = tmp_path / "class"
+    shutil.copytree(KERNELS / "sigmoid" / "vector", class_dir / "alice")
+    out = tmp_path / "batch"
+    with pytest.raises(BatchError) as stopped:  # no seed given: a fresh secret one
+        run_batch(class_dir, "sigmoid", out, workers=1, sandbox="docker", progress=False, build_cache=cache,
+                  reference_root=references)
+    message = str(stopped.value)
+    assert "stopped before grading anyone" in message and "secret" in message, message
+    assert "references/sigmoid/vector: " in message, message
+    assert not list((out / "results").glob("*.json"))
