@@ -164,6 +164,11 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
         celery_app.conf.broker_url = cluster.broker
         if demo:
             tokens = demo_class(db_url)
+            from grader.server.service import open_assignment
+
+            check = open_assignment(Database(db_url), DEMO_ASSIGNMENT, sandbox, announce=log)
+            if check.message:
+                log(check.message)
         if start_workers:
             cluster.procs += start_slots(backend, device, workers, broker=cluster.broker, db_url=db_url,
                                          data_dir=data_dir, sandbox=sandbox)

@@ -73,6 +73,7 @@ class Server:
     db_url: str
     broker: str
     tokens: dict[str, str]
+    startup: str = ""  # what `grade serve` printed before it listened
     workers: list[subprocess.Popen] = field(default_factory=list)
 
     def client(self, who: str | None) -> httpx.Client:
@@ -90,23 +91,27 @@ class Server:
             stop(proc)
 
 
-def start_server(data: Path, broker: str, students: list[str], db_url: str | None = None) -> Server:
+def start_server(data: Path, broker: str, students: list[str], db_url: str | None = None,
+                 extra: list[str] | None = None, trust_seed: bool = True) -> Server:
     """`grade serve` with the sigmoid assignment, a roster of `students` and an instructor (`teacher`), and
-    no workers (the tests start theirs)."""
+    no workers (the tests start theirs). Its seed is trusted (test_server_seed_guard.py tests the guard)."""
     data.mkdir(parents=True, exist_ok=True)
     roster = data / "roster.csv"
     roster.write_text("student_id,name,path\n" + "".join(f"{s},{s.title()},\n" for s in students))
     port = free_port()
     cmd = [sys.executable, "-m", "grader.cli", "serve", "--data", str(data), "--port", str(port), "--broker", broker,
-           "--no-workers", "--roster", str(roster), "--instructor", "teacher", "-a", "sigmoid"]
+           "--no-workers", "--roster", str(roster), "--instructor", "teacher", "-a", "sigmoid",
+           *(["--trust-seed"] if trust_seed else []), *(extra or [])]
     if db_url:
         cmd += ["--db", db_url]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             cwd=REPO)
     tokens: dict[str, str] = {}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + (60 if trust_seed else 900)  # the seed guard grades the references first
+    lines = []
     assert proc.stdout is not None
     for line in proc.stdout:
+        lines.append(line)
         if line.startswith("bang-grader server:"):
             break
         if "\t" in line:
@@ -114,9 +119,10 @@ def start_server(data: Path, broker: str, students: list[str], db_url: str | Non
             tokens[who] = token
         assert time.monotonic() < deadline, "grade serve did not start"
     else:
-        raise AssertionError(f"grade serve exited with {proc.wait()}")
+        raise AssertionError(f"grade serve exited with {proc.wait()}: {''.join(lines)}")
     wait_for_port(port, proc=proc)
-    return Server(f"http://127.0.0.1:{port}", proc, data, db_url or f"sqlite:///{data / 'server.db'}", broker, tokens)
+    return Server(f"http://127.0.0.1:{port}", proc, data, db_url or f"sqlite:///{data / 'server.db'}", broker, tokens,
+                  "".join(lines))
 
 
 def pool_children(pid: int) -> list[int]:
