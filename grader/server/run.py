@@ -103,15 +103,25 @@ def start_slots(backend: str, device: str | None, workers: int | None, *, broker
                 data_dir: Path, sandbox: str = "auto") -> list[subprocess.Popen]:
     """One worker per device slot of `backend` (orchestration.batch.device_slots, as `grade batch`),
     consuming the queue of the assignments on `device`."""
-    from grader.orchestration.batch import device_slots
+    from grader.batch.pool import Slot
+    from grader.orchestration.batch import BatchError, device_slots
+    from grader.sandbox.pod_runner import in_cluster
 
     queue = queue_name(backend, device)
     slot_device = None if backend == "emu" else device
+    try:
+        slots = device_slots(backend, workers, device)
+    except BatchError:
+        if not in_cluster()[0]:
+            raise
+        # a worker pod (deploy/k8s): no card here; each run pod it starts requests one (the backend's
+        # pod_resources), and there that card is `device`
+        slots = [Slot(i, device) for i in range(workers or 1)]
     return [start_worker(queue, f"{backend}-slot{slot.index}", broker=broker, db_url=db_url,
                          work_dir=data_dir / "work", sandbox=sandbox,
                          device=slot.device if backend != "emu" else slot_device,
                          log=data_dir / f"worker-{slot.index}.log")
-            for slot in device_slots(backend, workers, device)]
+            for slot in slots]
 
 
 DEMO_ASSIGNMENT = "sigmoid"
