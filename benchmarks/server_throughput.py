@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -70,6 +71,7 @@ def main() -> int:
     server = start_server(root / "server", broker, students)
     latencies: list[float] = []
     errors: list[str] = []
+    loads = [os.getloadavg()]  # the machine is shared: the load each side ran at goes in the report
     try:
         for i in range(workers):
             server.add_worker(f"slot{i}")
@@ -82,17 +84,19 @@ def main() -> int:
         for t in threads:
             t.join()
         server_wall = time.monotonic() - started
+        loads.append(os.getloadavg())
     finally:
         server.stop()
         stop(broker_proc)
     class_dir = root / "class"
     for i in range(args.submissions):
         shutil.copytree(SUBMISSION, class_dir / f"s{i:03d}")
-    # The server draws its seed without the batch's reference check (not done yet), so the batch skips it too
-    # (an empty reference folder), and its similarity step, which runs after the grading it times.
+    # The benchmark's server trusts its seed (--trust-seed: its reference check is timed by nobody), so the batch
+    # skips it too (an empty reference folder), and its similarity step, which runs after the grading it times.
     (root / "no-references").mkdir()
     batch = run_batch(class_dir, "sigmoid", root / "batch", workers=workers, progress=False,
                       reference_root=root / "no-references", similarity=SimilarityOptions(enabled=False))
+    loads.append(os.getloadavg())
     latencies.sort()
     row = {
         "submissions": args.submissions, "clients": args.clients, "workers": workers, "errors": errors,
@@ -100,12 +104,15 @@ def main() -> int:
         "p50_s": round(statistics.median(latencies), 1) if latencies else None,
         "p95_s": round(latencies[max(0, int(0.95 * len(latencies)) - 1)], 1) if latencies else None,
         "batch_wall_s": round(batch.wall_seconds, 1), "batch_per_min": round(batch.per_minute, 1),
+        "load_avg_1_5_15": {"start": loads[0], "after_server": loads[1], "after_batch": loads[2]},
     }
     print(f"{'':22}{'server':>10}{'batch':>10}")
     print(f"{'submissions graded':22}{len(latencies):>10}{batch.graded:>10}")
     print(f"{'wall (s)':22}{row['server_wall_s']:>10}{row['batch_wall_s']:>10}")
     print(f"{'per minute':22}{row['server_per_min']:>10}{row['batch_per_min']:>10}")
     print(f"upload -> report: p50 {row['p50_s']} s, p95 {row['p95_s']} s ({args.clients} clients, {workers} workers)")
+    print("load average (1, 5, 15 min): start {}, after the server {}, after the batch {}".format(
+        *(" ".join(f"{x:.1f}" for x in load) for load in loads)))
     if errors:
         print("errors:", *errors, sep="\n  ")
     if args.json:
