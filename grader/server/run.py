@@ -190,6 +190,7 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
             log(f"try: BANG_GRADER_TOKEN={tokens['demo-alice']} ./grade submit --server {url} "
                 f"reference_kernels/sigmoid/vector")
         app = create_app(Database(db_url), enqueue, secret_key(data_dir))
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        # open event streams (live pages) must not hold a stopping server: they reconnect to the next one
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     finally:
         cluster.stop()

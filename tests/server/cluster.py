@@ -80,6 +80,14 @@ class Server:
         headers = {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
+    def submit(self, who: str, folder: Path, mode: str = "test", assignment: str = "sigmoid") -> httpx.Response:
+        """`who` uploads `folder` as `grade submit --server` packs it."""
+        from grader.server.uploads import pack_folder
+
+        with self.client(who) as c:
+            return c.post("/api/submissions", data={"assignment": assignment, "mode": mode},
+                          files={"archive": ("s.tar.gz", pack_folder(folder), "application/gzip")})
+
     def add_worker(self, name: str) -> subprocess.Popen:
         proc = start_worker(QUEUE, name, broker=self.broker, db_url=self.db_url, work_dir=self.data / f"work-{name}",
                             log=self.data / f"{name}.log")
@@ -140,3 +148,24 @@ def pool_children(pid: int) -> list[int]:
 
 def sigkill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def launch_chromium(pw):  # noqa: ANN001, ANN201 - playwright's objects
+    """Debian's Chromium under Playwright, quiet (no background network, no updates)."""
+    return pw.chromium.launch(executable_path=CHROMIUM, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync"])
+
+
+def login(browser, server: Server, who: str, lang: str, errors: list[str]):  # noqa: ANN001, ANN201
+    """A fresh browser session of `who` logged in through the form, page language `lang`; page errors are
+    collected in `errors` (statuses are asserted where they are expected)."""
+    page = browser.new_context().new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server.url}/login?lang={lang}")
+    page.fill("#token", server.tokens[who])
+    page.click("#login")
+    return page

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster import REPO, pool_children, sigkill, start_server
+from cluster import CHROMIUM, REPO, launch_chromium, login, pool_children, sigkill, start_server
 from sqlalchemy import create_engine, text
 
 from grader.server.uploads import pack_folder
@@ -20,7 +20,6 @@ from tests.sandbox_ready import emu_image_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
@@ -129,21 +128,11 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync"])
+        browser = launch_chromium(pw)
         try:
             errors: list[str] = []
 
-            def login(who: str, lang: str):  # noqa: ANN202
-                page = browser.new_context().new_page()
-                page.on("pageerror", lambda error: errors.append(str(error)))  # statuses are asserted where expected
-                page.goto(f"{server.url}/login?lang={lang}")
-                page.fill("#token", server.tokens[who])
-                page.click("#login")
-                return page
-
-            dee = login("dee", "en")
+            dee = login(browser, server, "dee", "en", errors)
             assert dee.locator("h1").inner_text() == "My submissions"
             assert "passed" in dee.locator(f"#sub-{dee_submission}").inner_text()
             assert dee.locator("#submissions tr[id]").count() == 1  # only dee's own
@@ -153,7 +142,7 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
             assert dee.locator("h1").inner_text() == "我的提交"
             assert dee.goto(f"{server.url}/instructor").status == 403  # a student is no instructor
 
-            eli = login("eli", "zh")
+            eli = login(browser, server, "eli", "zh", errors)
             eli.click("#opt")  # join the leaderboard (a form with its CSRF token)
             assert "化名" in eli.locator("form[action='/leaderboard/opt']").inner_text()
             eli.goto(f"{server.url}/leaderboard/sigmoid")
@@ -162,7 +151,7 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
             eli.goto(f"{server.url}/leaderboard/sigmoid?lang=en")
             assert "modelled" in eli.locator("table.stage").first.inner_text()
 
-            teacher = login("teacher", "zh")
+            teacher = login(browser, server, "teacher", "zh", errors)
             assert teacher.url.endswith("/instructor")
             assert "队列长度" in teacher.locator("#depth").inner_text()
             table = teacher.locator("#submissions").inner_text()

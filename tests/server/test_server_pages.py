@@ -14,18 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from cluster import REPO, start_server
-
-from grader.server.uploads import pack_folder
+from cluster import CHROMIUM, REPO, launch_chromium, login, start_server
 
 SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
-CHROMIUM = "/usr/bin/chromium"
 
 
 def upload(server, who: str, folder: Path) -> int:  # noqa: ANN001
-    with server.client(who) as c:
-        r = c.post("/api/submissions", data={"assignment": "sigmoid", "mode": "final"},
-                   files={"archive": ("s.tar.gz", pack_folder(folder), "application/gzip")})
+    r = server.submit(who, folder, mode="final")
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
@@ -40,22 +35,11 @@ def test_live_pages_code_and_similarity(redis_url: str, tmp_path) -> None:  # no
     shutil.copytree(SIGMOID, copied)
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync"])
+            browser = launch_chromium(pw)
             try:
                 errors: list[str] = []
-
-                def login(who: str, lang: str):  # noqa: ANN202
-                    page = browser.new_context().new_page()
-                    page.on("pageerror", lambda error: errors.append(str(error)))
-                    page.goto(f"{server.url}/login?lang={lang}")
-                    page.fill("#token", server.tokens[who])
-                    page.click("#login")
-                    return page
-
-                ann = login("ann", "en")
-                teacher = login("teacher", "zh")
+                ann = login(browser, server, "ann", "en", errors)
+                teacher = login(browser, server, "teacher", "zh", errors)
                 assert ann.locator("#submissions tr[id]").count() == 0
                 ann.wait_for_function("document.querySelector('#live') !== null")
                 ann.wait_for_timeout(1500)  # the event stream is open and has sent its first stamp

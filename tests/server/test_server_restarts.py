@@ -25,13 +25,9 @@ def test_server_and_broker_restarted_with_jobs_queued(tmp_path) -> None:  # noqa
     port = int(broker.rsplit(":", 1)[1].split("/")[0])
     server = start_server(tmp_path / "server", broker, ["fay", "gus"])
     try:
-        ids = []
-        for who in ("fay", "gus"):
-            with server.client(who) as c:
-                r = c.post("/api/submissions", data={"assignment": "sigmoid", "mode": "test"},
-                           files={"archive": ("s.tar.gz", pack_folder(SIGMOID), "application/gzip")})
-                assert r.status_code == 201, r.text
-                ids.append(r.json()["id"])
+        responses = [server.submit(who, SIGMOID) for who in ("fay", "gus")]
+        assert [r.status_code for r in responses] == [201, 201], [r.text for r in responses]
+        ids = [r.json()["id"] for r in responses]
         stop(broker_proc)  # SIGTERM: redis writes its append-only file and exits
         broker_proc, _ = start_redis(redis_dir, port)
         stop(server.proc)
@@ -87,13 +83,9 @@ def test_broker_restarted_while_a_worker_holds_a_job(tmp_path, monkeypatch) -> N
     server = start_server(tmp_path / "server", broker, ["ivy", "jon"])
     try:
         server.add_worker("holder")
-        ids = []
-        for who in ("ivy", "jon"):
-            with server.client(who) as c:
-                r = c.post("/api/submissions", data={"assignment": "sigmoid", "mode": "test"},
-                           files={"archive": ("s.tar.gz", pack_folder(SIGMOID), "application/gzip")})
-                assert r.status_code == 201, r.text
-                ids.append(r.json()["id"])
+        responses = [server.submit(who, SIGMOID) for who in ("ivy", "jon")]
+        assert [r.status_code for r in responses] == [201, 201], [r.text for r in responses]
+        ids = [r.json()["id"] for r in responses]
         with server.client("teacher") as teacher:
             deadline = time.monotonic() + 240
             while (first := teacher.get(f"/api/submissions/{ids[0]}").json())["status"] != "running":
