@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "server"))
 
 from cluster import start_server  # noqa: E402 - the tests' launcher of the real parts
-from corpus import Fixture, fixtures, through_server  # noqa: E402
+from corpus import Fixture, agrees, fixtures, through_server  # noqa: E402
 
 from grader.server.run import start_redis, stop  # noqa: E402
 
@@ -37,7 +37,7 @@ def local_verdict(fixture: Fixture, out: Path) -> str:
     from grader.orchestration.build_cache import default_build_cache
     from grader.orchestration.options import GradeOptions
 
-    result = grade_submission(fixture.path, GradeOptions(assignment=fixture.assignment, sandbox="docker", batch=True,
+    result = grade_submission(fixture.gradable(out.parent / "src"), GradeOptions(assignment=fixture.assignment, sandbox="docker", batch=True,
                                                          out_dir=out, seed_mode="secret",
                                                          build_cache=default_build_cache()))
     return str(result.verdict)
@@ -92,14 +92,14 @@ def main() -> int:
             rows[fixture.name]["local"] = local_verdict(fixture, root / "local" / fixture.path.name)
             rows[fixture.name]["local_s"] = round(time.monotonic() - t0, 1)
     agree = 0
-    print(f"\n{'fixture':40} {'expected (local)':34} {'server':20} {'local run':18} same")
+    print(f"\n{'fixture':40} {'expected (local)':34} {'server':40} {'local run':18} same")
     for fixture in chosen:
         row = rows[fixture.name]
-        allowed = set(row["expected"])
-        same = (not allowed or row["server"] in allowed) and row.get("local", row["server"]) == row["server"]
+        same = agrees(row["server"], set(row["expected"])) and row.get("local", row["server"]) in (
+            row["server"], *(["ungradable_layout"] if row["server"].startswith("refused") else []))
         row["same"] = same
         agree += same
-        print(f"{fixture.name:40} {'/'.join(row['expected']) or '(any)':34} {row['server']:20} "
+        print(f"{fixture.name:40} {'/'.join(row['expected']) or '(any)':34} {row['server'][:40]:40} "
               f"{row.get('local', ''):18} {'yes' if same else 'NO'}")
     summary = {"fixtures": len(chosen), "agree": agree, "workers": args.workers, "server_wall_s": round(server_wall, 1),
                "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in os.getloadavg()]}

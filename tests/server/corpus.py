@@ -5,6 +5,8 @@ contract tests/sandbox/test_adversarial_corpus.py and tests/test_reference_kerne
 
 from __future__ import annotations
 
+import sys
+import tempfile
 import time
 import tomllib
 from dataclasses import dataclass
@@ -13,6 +15,15 @@ from pathlib import Path
 from grader.server.uploads import UploadError, pack_folder
 
 KERNELS = Path(__file__).resolve().parents[2] / "reference_kernels"
+REFUSED_BEFORE_UPLOAD = "refused before upload"
+
+
+def agrees(verdict: str, allowed: set[str]) -> bool:
+    """Whether the server's outcome is local grading's: the same verdict, or, for what local grading calls an
+    ungradable layout (a FIFO, a link), the client's packer refusing the folder before anything is uploaded."""
+    if verdict.startswith(REFUSED_BEFORE_UPLOAD):
+        return allowed == {"ungradable_layout"}
+    return not allowed or verdict in allowed
 
 
 @dataclass
@@ -27,6 +38,19 @@ class Fixture:
     @property
     def assignment(self) -> str:
         return self.expected.get("assignment", "sigmoid")
+
+    def gradable(self, scratch: Path) -> Path:
+        """The folder as graded: the fixture, or a copy in `scratch` with what git cannot hold made in it
+        (expected.toml `special`: a FIFO, a non-UTF-8 name), by the corpus's own make_fixtures.materialise."""
+        if not self.expected.get("special"):
+            return self.path
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("make_fixtures", KERNELS / "adversarial" / "make_fixtures.py")
+        assert spec is not None and spec.loader is not None
+        module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))  # its dataclasses need it
+        spec.loader.exec_module(module)
+        return module.materialise(self.path, scratch / self.path.name)
 
     def allowed(self) -> set[str]:
         """The verdicts local grading may give (empty: expected.toml asks for none in particular)."""
@@ -47,10 +71,11 @@ def through_server(server, who: str, fixture: Fixture, mode: str = "benchmark", 
     """(verdict, seconds) of `fixture` uploaded by `who` and graded by the server's workers; the verdict is
     "refused: <status> <reason>" when the server (or the client's packing) does not take it."""
     started = time.monotonic()
-    try:
-        data = pack_folder(fixture.path)
-    except UploadError as exc:
-        return f"refused: packing: {exc}", 0.0
+    with tempfile.TemporaryDirectory(prefix="fixture-") as scratch:
+        try:
+            data = pack_folder(fixture.gradable(Path(scratch)))
+        except UploadError as exc:  # `grade submit --server` stops here: nothing uploaded, no attempt
+            return f"{REFUSED_BEFORE_UPLOAD}: {exc}", 0.0
     with server.client(who) as c:
         r = c.post("/api/submissions", data={"assignment": fixture.assignment, "mode": mode},
                    files={"archive": ("s.tar.gz", data, "application/gzip")})
