@@ -136,7 +136,7 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
             assert dee.locator("h1").inner_text() == "My submissions"
             assert "passed" in dee.locator(f"#sub-{dee_submission}").inner_text()
             assert dee.locator("#submissions tr[id]").count() == 1  # only dee's own
-            dee.click(f"#sub-{dee_submission} a")
+            dee.click(f"#sub-{dee_submission} a[href$='/report']")
             assert "sigmoid" in dee.content() and dee.url.endswith(f"/submissions/{dee_submission}/report")
             dee.goto(f"{server.url}/?lang=zh")
             assert dee.locator("h1").inner_text() == "我的提交"
