@@ -49,10 +49,13 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--fast-only", action="store_true", help="skip the fixtures expected.toml marks slow")
     parser.add_argument("--limit", type=int, default=None, help="the first N fixtures only")
+    parser.add_argument("--only", action="append", default=[], help="this fixture only (e.g. adversarial/fifo_binding; "
+                                                                    "repeatable)")
     parser.add_argument("--local", action="store_true", help="grade each locally too and compare")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    chosen = [f for f in fixtures() if not (args.fast_only and f.expected.get("slow"))][: args.limit]
+    chosen = [f for f in fixtures() if not (args.fast_only and f.expected.get("slow"))
+              and (not args.only or f.name in args.only)][: args.limit]
     root = Path(tempfile.mkdtemp(prefix="server-verdicts-"))
     students = [f"f{i:03d}" for i in range(len(chosen))]
     broker_proc, broker = start_redis(root / "redis")
