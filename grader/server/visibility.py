@@ -35,15 +35,19 @@ def redact_hidden(result: GradeResult, hidden: frozenset[str], shown_at: str) ->
         return result
     cases = [c for c in result.cases if c.group not in hidden]
     groups = [g for g in result.groups if g.name not in hidden]
+    # A case verdict is recomputed from the visible cases only when a hidden case failed (it may be where the
+    # verdict came from); one no case earned (a build that timed out, a crash before any case) stays as it is.
+    hidden_failed = {c.entry for c in result.cases if c.group in hidden and not c.passed}
     verdict = result.verdict
-    if verdict in CASE_VERDICTS:
+    if verdict in CASE_VERDICTS and hidden_failed:
         verdict = _worst([c.verdict for c in cases if not c.passed])
     stages = []
     for stage in result.stages:
         failing = [c.verdict for c in cases if c.entry == stage.entry and not c.passed]
-        stage_verdict = _worst(failing) if stage.verdict in CASE_VERDICTS else stage.verdict
+        recompute = stage.verdict in CASE_VERDICTS and stage.entry in hidden_failed
+        stage_verdict = _worst(failing) if recompute else stage.verdict
         stages.append(stage.model_copy(update={"points": 0.0, "points_possible": 0.0, "verdict": stage_verdict,
-                                               "correct": stage.correct or not failing}))
+                                               "correct": stage.correct or (recompute and not failing)}))
     note = _("Before the deadline only the visible cases are shown: the hidden cases, and the stage points that "
              "depend on them, are shown after {when}.").format(when=shown_at)
     return result.model_copy(update={
