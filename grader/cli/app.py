@@ -260,9 +260,22 @@ def serve(
                                                         "its token")] = None,
     close: Annotated[list[str] | None, typer.Option("--close", help="close this assignment to uploads "
                                                                     "(repeatable)")] = None,
-    check_seed: Annotated[bool, typer.Option("--check-seed", help="grade the --assignment's reference kernels on "
-                                                                  "its secret seed first (as grade batch does); "
-                                                                  "close it when they fail")] = False,
+    trust_seed: Annotated[bool, typer.Option("--trust-seed", help="open the --assignment without grading its "
+                                                                  "reference kernels on its secret seed first "
+                                                                  "(by default they are, once per seed)")] = False,
+    due: Annotated[str | None, typer.Option(help="the --assignment's deadline, ISO 8601 with its offset "
+                                                 "(default: the spec's [submission] due)")] = None,
+    late_hours: Annotated[float | None, typer.Option(help="accept uploads this long after the deadline, "
+                                                          "marked late")] = None,
+    late_penalty: Annotated[float | None, typer.Option(help="share of a late final's score taken off (0-1)")] = None,
+    rate: Annotated[int | None, typer.Option(help="uploads per student per hour (0: no limit but one in "
+                                                  "flight; default: the spec's)")] = None,
+    references: Annotated[Path | None, typer.Option(hidden=True, help="tests: the reference kernels' root "
+                                                                       "(default reference_kernels/)")] = None,
+    new_seed: Annotated[list[str] | None, typer.Option("--new-seed", help="draw another secret seed for this "
+                                                                          "assignment (repeatable)")] = None,
+    similarity: Annotated[Path | None, typer.Option(help="compare the --assignment's latest final submissions "
+                                                         "(the batch's similarity), write this CSV and exit")] = None,
     export: Annotated[Path | None, typer.Option(help="write the --assignment's exports of final results "
                                                      "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
 ) -> None:
@@ -276,9 +289,11 @@ def serve(
         ensure_assignment,
         export_finals,
         import_roster,
+        open_assignment,
         set_open,
+        set_policy,
     )
-    from grader.server.service import check_seed as service_check_seed
+    from grader.server.service import new_seed as draw_seed
 
     _check_choice(backend, tuple(BACKENDS), "--backend")
     url = db or sqlite_url(data.resolve())
@@ -286,23 +301,41 @@ def serve(
     migrate(url)
     database = Database(url)
     try:
+        due_at = _due_time(due) if due is not None else None
         for name in assignment or []:
             ensure_assignment(database, name, backend, device)
+            set_policy(database, name, due=due_at, late_hours=late_hours, late_penalty=late_penalty, per_hour=rate)
         tokens = import_roster(database, roster) if roster is not None else {}
         if instructor:
             tokens[instructor] = add_account(database, instructor, role="instructor")
+        for name in new_seed or []:
+            draw_seed(database, name)
+        if export is None and similarity is None and not worker_only:
+            for name in assignment or []:  # the reference-seed guard before an assignment opens (issue 27)
+                check = open_assignment(database, name, sandbox, trust_seed=trust_seed, reference_root=references,
+                                        announce=lambda line: print(line, flush=True))
+                if check.failures:
+                    sys.stderr.write(check.message + "\n")
+                elif check.ran:
+                    print(check.message, flush=True)
         for name in close or []:
             set_open(database, name, False)
-        for name in (assignment or []) if check_seed else []:
-            failures = service_check_seed(database, name, data.resolve() / "references", sandbox)
-            if failures:
-                raise Refused(_("{name}: the reference kernels fail on its seed; closed, nobody is graded on it:")
-                              .format(name=name) + "\n  " + "\n  ".join(failures))
-            print(_("{name}: the reference kernels pass on its seed").format(name=name))
     except Refused as exc:
         raise _usage_error(str(exc)) from exc
     for who, token in tokens.items():
         print(f"{who}\t{token}")
+    if similarity is not None:
+        if len(assignment or []) != 1:
+            raise _usage_error(_("--similarity needs one --assignment"))
+        from grader.atomic_file import atomic_write_text
+        from grader.batch.similarity import similarity_csv
+        from grader.server.service import similarity as compare_class
+
+        report = compare_class(database, (assignment or [""])[0])
+        atomic_write_text(similarity, similarity_csv(report))
+        print(_("{n} students compared, {pairs} pairs at or above {threshold:.0%}: {path}").format(
+            n=report.students, pairs=len(report.pairs), threshold=report.settings.threshold, path=similarity))
+        raise typer.Exit(ExitCode.OK)
     if export is not None:
         if len(assignment or []) != 1:
             raise _usage_error(_("--export needs one --assignment"))
@@ -330,6 +363,19 @@ def serve(
                    log=lambda line: print(line, flush=True))
     except BrokerUnavailable as exc:
         raise _usage_error(str(exc)) from exc
+
+
+def _due_time(text: str) -> float:
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise _usage_error(_("--due {text!r} is no ISO 8601 date-time (e.g. 2026-12-20T23:59:00+08:00)")
+                           .format(text=text)) from exc
+    if when.tzinfo is None:
+        raise _usage_error(_("--due needs a UTC offset (e.g. 2026-12-20T23:59:00+08:00)"))
+    return when.timestamp()
 
 
 def exit_code(result: GradeResult) -> ExitCode:

@@ -8,9 +8,12 @@ No `from __future__ import annotations` here: FastAPI reads the routes' annotati
 """
 
 
+import asyncio
 import hmac
 import secrets
 import time
+from collections.abc import AsyncIterator
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Annotated
@@ -18,7 +21,8 @@ from typing import Annotated
 import jinja2
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
 from starlette.middleware.sessions import SessionMiddleware
 
 from grader.i18n import LANGUAGES, _, install_jinja, use_language
@@ -29,7 +33,19 @@ from grader.server.service import Enqueue, Refused
 from grader.server.uploads import MAX_UPLOAD_BYTES
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates" / "server"
+
+
+class AssignmentChange(BaseModel):
+    """An instructor's change to an assignment (each field given): open or close it (opening runs the
+    reference-seed guard first, once per seed), its deadline, late window and penalty, hourly rate."""
+
+    open: bool | None = None
+    due: datetime | None = None
+    late_hours: float | None = Field(None, ge=0)
+    late_penalty: float | None = Field(None, ge=0, le=1)
+    per_hour: int | None = Field(None, ge=0)
 SESSION_COOKIE = "bang_grader_session"
+LIVE_SECONDS = 600  # one event stream's life; the browser's EventSource reconnects by itself
 
 
 @cache
@@ -40,6 +56,7 @@ def _templates(lang: str) -> jinja2.Environment:
     env.globals["phases"] = PHASES
     env.filters["verdict"] = lambda v: verdict_label(Verdict(v)) if v else ""  # in the page's language
     env.filters["clock"] = lambda t: "" if t is None else time.strftime("%H:%M:%S", time.localtime(t))
+    env.filters["date"] = lambda t: "" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
     return env
 
 
@@ -156,6 +173,23 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
             path.write_bytes(await file.read(4 << 20))
             return {"tokens": service.import_roster(db, path)}
 
+    @app.get("/api/assignments")
+    def assignments_api(_user: Annotated[Student, Depends(instructor)]) -> list[dict]:
+        return [a.as_json() for a in service.assignments(db)]
+
+    @app.post("/api/assignments/{name}")
+    def change_assignment(name: str, change: AssignmentChange,
+                          _user: Annotated[Student, Depends(instructor)]) -> dict:
+        service.set_policy(db, name, due=change.due.timestamp() if change.due else None,
+                           late_hours=change.late_hours, late_penalty=change.late_penalty, per_hour=change.per_hour)
+        if change.open is False:
+            service.set_open(db, name, False)
+        elif change.open:
+            check = service.open_assignment(db, name)
+            if check.failures:
+                raise Refused(check.message, 409)
+        return next(a.as_json() for a in service.assignments(db) if a.name == name)
+
     @app.get("/api/dashboard")
     def dashboard_api(_user: Annotated[Student, Depends(instructor)]) -> dict:
         return {"queue_depth": service.queue_depth(db),
@@ -226,7 +260,45 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
             if row.verdict:
                 verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
         return render(request, "instructor.html.j2", user=user, rows=rows, depth=service.queue_depth(db),
-                      verdicts=verdicts)
+                      verdicts=verdicts, assignments=service.assignments(db))
+
+    @app.get("/submissions/{submission_id}/code", response_class=HTMLResponse)
+    def code_page(request: Request, submission_id: int,
+                  user: Annotated[Student, Depends(need_page_user)]) -> HTMLResponse:
+        files, notes = service.code_of(db, submission_id, user)  # a student's own only: another's is a 404
+        return render(request, "code.html.j2", user=user, submission=submission_id, files=files, notes=notes)
+
+    @app.get("/instructor/similarity/{assignment}", response_class=HTMLResponse)
+    def similarity_page(request: Request, assignment: str,
+                        user: Annotated[Student, Depends(need_page_user)]) -> HTMLResponse:
+        if user.role != "instructor":
+            raise HTTPException(403, _("instructors only"))
+        return render(request, "similarity.html.j2", user=user, assignment=assignment,
+                      report=service.similarity(db, assignment))
+
+    @app.get("/events")
+    async def events(request: Request, user: Annotated[Student, Depends(need_page_user)]) -> StreamingResponse:
+        """Server-sent events for the pages' live refresh (live.js): the change stamp of what the page shows,
+        sent when it changes (polled once a second; a comment every 15 s keeps proxies from closing it)."""
+        whose = None if user.role == "instructor" else user
+
+        async def stream() -> AsyncIterator[str]:
+            last, quiet, started = None, 0, time.monotonic()
+            while time.monotonic() - started < LIVE_SECONDS and not await request.is_disconnected():
+                stamp = await asyncio.to_thread(service.change_stamp, db, whose)
+                if stamp != last:
+                    last, quiet = stamp, 0
+                    yield f"data: {stamp}\n\n"
+                elif (quiet := quiet + 1) % 15 == 0:
+                    yield ": still here\n\n"
+                await asyncio.sleep(1.0)
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    @app.get("/live.js")
+    def live_js(_user: Annotated[Student, Depends(need_page_user)]) -> Response:
+        return Response((TEMPLATES / "live.js").read_text(), media_type="text/javascript",
+                        headers={"Cache-Control": "no-store"})
 
     @app.post("/instructor/regrade/{submission_id}")
     def regrade_page(request: Request, submission_id: int, csrf: Annotated[str, Form()],

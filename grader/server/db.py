@@ -49,7 +49,14 @@ class Assignment(Base):
     device: Mapped[str | None] = mapped_column(String(64), nullable=True)
     seed: Mapped[str] = mapped_column(String(64))  # secret master seed: never sent to a client or the broker
     is_open: Mapped[bool] = mapped_column(Boolean, default=True)
-    deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
+    deadline: Mapped[float | None] = mapped_column(Float, nullable=True)  # UNIX time; hidden cases shown after it
+    late_until: Mapped[float | None] = mapped_column(Float, nullable=True)  # accepted (late) until; then refused
+    late_penalty: Mapped[float] = mapped_column(Float, default=0.0)  # share of a late final's score taken off
+    per_hour: Mapped[int | None] = mapped_column(Integer, nullable=True)  # uploads per student per hour
+    # The reference-seed guard (issue 27): the key (seed digest, version, backend, device) its references passed
+    # on, so it runs once per seed; or the failures that keep the assignment closed.
+    seed_checked: Mapped[str | None] = mapped_column(String(160), nullable=True)
+    seed_failures: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class Student(Base):
@@ -80,6 +87,7 @@ class Submission(Base):
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     worker: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    late: Mapped[bool] = mapped_column(Boolean, default=False)  # after the deadline, inside the late window
     submitted_at: Mapped[float] = mapped_column(Float)
     queued_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -103,15 +103,25 @@ def start_slots(backend: str, device: str | None, workers: int | None, *, broker
                 data_dir: Path, sandbox: str = "auto") -> list[subprocess.Popen]:
     """One worker per device slot of `backend` (orchestration.batch.device_slots, as `grade batch`),
     consuming the queue of the assignments on `device`."""
-    from grader.orchestration.batch import device_slots
+    from grader.batch.pool import Slot
+    from grader.orchestration.batch import BatchError, device_slots
+    from grader.sandbox.pod_runner import in_cluster
 
     queue = queue_name(backend, device)
     slot_device = None if backend == "emu" else device
+    try:
+        slots = device_slots(backend, workers, device)
+    except BatchError:
+        if not in_cluster()[0]:
+            raise
+        # a worker pod (deploy/k8s): no card here; each run pod it starts requests one (the backend's
+        # pod_resources), and there that card is `device`
+        slots = [Slot(i, device) for i in range(workers or 1)]
     return [start_worker(queue, f"{backend}-slot{slot.index}", broker=broker, db_url=db_url,
                          work_dir=data_dir / "work", sandbox=sandbox,
                          device=slot.device if backend != "emu" else slot_device,
                          log=data_dir / f"worker-{slot.index}.log")
-            for slot in device_slots(backend, workers, device)]
+            for slot in slots]
 
 
 DEMO_ASSIGNMENT = "sigmoid"
@@ -164,6 +174,11 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
         celery_app.conf.broker_url = cluster.broker
         if demo:
             tokens = demo_class(db_url)
+            from grader.server.service import open_assignment
+
+            check = open_assignment(Database(db_url), DEMO_ASSIGNMENT, sandbox, announce=log)
+            if check.message:
+                log(check.message)
         if start_workers:
             cluster.procs += start_slots(backend, device, workers, broker=cluster.broker, db_url=db_url,
                                          data_dir=data_dir, sandbox=sandbox)
@@ -175,6 +190,7 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
             log(f"try: BANG_GRADER_TOKEN={tokens['demo-alice']} ./grade submit --server {url} "
                 f"reference_kernels/sigmoid/vector")
         app = create_app(Database(db_url), enqueue, secret_key(data_dir))
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        # open event streams (live pages) must not hold a stopping server: they reconnect to the next one
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     finally:
         cluster.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,9 +55,42 @@ def ensure_assignment(db: Database, name: str, backend: str = "emu", device: str
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == name))
         if found is None:
-            found = Assignment(name=name, backend=backend, device=device, seed=BatchManifest.new_seed(), is_open=True)
+            # closed until the reference-seed guard passes on the seed drawn here (open_assignment); the upload
+            # policy starts as the spec's [submission] (set_policy changes it)
+            policy = load_assignment(name).submission
+            due = policy.due.timestamp() if policy.due else None
+            found = Assignment(name=name, backend=backend, device=device, seed=BatchManifest.new_seed(), is_open=False,
+                               deadline=due, late_until=None if due is None else due + policy.late_hours * 3600,
+                               late_penalty=policy.late_penalty, per_hour=policy.per_hour)
             s.add(found)
         return found
+
+
+def set_policy(db: Database, name: str, *, due: float | None = None, late_hours: float | None = None,
+               late_penalty: float | None = None, per_hour: int | None = None) -> None:
+    """Changes an assignment's upload policy (each value given): the deadline (a UNIX time), the late window
+    after it, the late penalty, the uploads per student per hour."""
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == name))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=name), 404)
+        window = (found.late_until - found.deadline) / 3600 if found.late_until and found.deadline else 0.0
+        if due is not None:
+            found.deadline = due
+        if late_hours is not None:
+            window = late_hours
+        if found.deadline is not None:
+            found.late_until = found.deadline + window * 3600
+        if late_penalty is not None:
+            if not 0 <= late_penalty <= 1:
+                raise Refused(_("the late penalty is a share of the score, from 0 to 1"))
+            found.late_penalty = late_penalty
+        if per_hour is not None:
+            found.per_hour = per_hour or None  # 0: no limit but one in flight
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
 
 
 def add_account(db: Database, student_id: str, name: str = "", role: str = "student") -> str:
@@ -99,7 +133,9 @@ def authenticate(db: Database, token: str) -> Student | None:
 def take_submission(db: Database, student: Student, assignment: str, mode: str, data: bytes,
                     enqueue: Enqueue) -> Submission:
     """Checks an upload and queues it; raises Refused (nothing stored, no attempt counted) for a bad upload,
-    an unknown or closed assignment, a bad mode, or a submission of this student still in flight."""
+    an unknown or closed assignment, a bad mode, an upload after the deadline's late window, one over the
+    hourly rate (429), or a submission of this student still in flight (409). One inside the late window is
+    taken and marked late."""
     from grader.server.queue import queue_name
 
     if mode not in MODES:
@@ -112,14 +148,31 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+        if found.seed_failures:
+            raise Refused(_("assignment {name!r} is closed: the grader is being fixed; your instructor has been "
+                            "told").format(name=assignment), 403)
         if not found.is_open:
             raise Refused(_("assignment {name!r} is closed").format(name=assignment), 403)
+        at = now()
+        closes = found.late_until if found.late_until is not None else found.deadline
+        if closes is not None and at > closes:
+            raise Refused(_("the deadline of {name!r} has passed ({when}): uploads are closed").format(
+                name=assignment, when=_when(closes)), 403)
+        late = found.deadline is not None and at > found.deadline
+        if found.per_hour:
+            recent = s.scalars(select(Submission.submitted_at).where(
+                Submission.student_pk == student.id, Submission.assignment_pk == found.id,
+                Submission.submitted_at > at - 3600).order_by(Submission.submitted_at)).all()
+            if len(recent) >= found.per_hour:
+                raise Refused(_("at most {n} uploads an hour for {name!r}: the next one is accepted from {when}")
+                              .format(n=found.per_hour, name=assignment,
+                                      when=_when(recent[-found.per_hour] + 3600)), 429)
         assignment_pk, queue = found.id, queue_name(found.backend, found.device)
     try:
         with db.session() as s:
             sub = Submission(student_pk=student.id, assignment_pk=assignment_pk, mode=mode, archive=data,
                              content_hash=digest, queue=queue, status="queued", in_flight=True, grade_runs=0,
-                             submitted_at=now())
+                             submitted_at=at, late=late)
             s.add(sub)
     except IntegrityError as exc:  # the partial unique index: one in flight per student
         raise Refused(_("you already have a submission being graded; wait for its result"), 409) from exc
@@ -170,48 +223,110 @@ class SubmissionView:
     max_score: float | None
     worker: str | None
     grade_runs: int
+    late: bool
     phases: dict[str, float | None]
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
 
 
-def _view(sub: Submission, student: Student, assignment: Assignment) -> SubmissionView:
-    return SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, sub.verdict, sub.score,
-                          sub.max_score, sub.worker, sub.grade_runs,
+def hides_cases(assignment: Assignment, viewer: Student | None) -> bool:
+    """Whether `viewer` sees `assignment`'s results without their after_deadline groups: a student before
+    the deadline (or while none is set)."""
+    from grader.server.visibility import hidden_groups
+
+    if viewer is None or viewer.role == "instructor":
+        return False
+    return (assignment.deadline is None or now() <= assignment.deadline) and bool(hidden_groups(assignment.name))
+
+
+def _shown_result(document: str, assignment: Assignment, viewer: Student | None) -> GradeResult:
+    from grader.server.visibility import hidden_groups, redact_hidden
+
+    result = GradeResult.from_json(document)
+    if not hides_cases(assignment, viewer):
+        return result
+    when = _when(assignment.deadline) if assignment.deadline is not None else _("the deadline")
+    return redact_hidden(result, hidden_groups(assignment.name), when)
+
+
+def _view(sub: Submission, student: Student, assignment: Assignment, document: str | None = None,
+          viewer: Student | None = None) -> SubmissionView:
+    verdict, score, max_score = sub.verdict, sub.score, sub.max_score
+    if document is not None and hides_cases(assignment, viewer):
+        shown = _shown_result(document, assignment, viewer)
+        verdict, score, max_score = str(shown.verdict), shown.score, shown.max_score
+    return SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
+                          max_score, sub.worker, sub.grade_runs, bool(sub.late),
                           {p: getattr(sub, f"{p}_at") for p in PHASES})
 
 
+def _rows():  # noqa: ANN202 - a SQLAlchemy select
+    return (select(Submission, Student, Assignment, Result.document)
+            .join(Student, Submission.student_pk == Student.id)
+            .join(Assignment, Submission.assignment_pk == Assignment.id)
+            .outerjoin(Result, Result.submission_pk == Submission.id))
+
+
 def submissions(db: Database, student: Student | None = None) -> list[SubmissionView]:
-    """Newest first; one student's, or everybody's (student None: the instructor)."""
+    """Newest first; one student's (as they may see them), or everybody's (student None: the instructor)."""
     with db.session() as s:
-        query = select(Submission, Student, Assignment).join(Student, Submission.student_pk == Student.id).join(
-            Assignment, Submission.assignment_pk == Assignment.id).order_by(Submission.id.desc())
+        query = _rows().order_by(Submission.id.desc())
         if student is not None:
             query = query.where(Submission.student_pk == student.id)
-        return [_view(*row) for row in s.execute(query).all()]
+        return [_view(*row, viewer=student) for row in s.execute(query).all()]
 
 
 def submission_of(db: Database, submission_id: int, viewer: Student) -> SubmissionView:
     """One submission, if `viewer` may see it (its student, or an instructor); else Refused 404 (a student
     learns nothing about others' ids)."""
     with db.session() as s:
-        row = s.execute(select(Submission, Student, Assignment).join(Student, Submission.student_pk == Student.id)
-                        .join(Assignment, Submission.assignment_pk == Assignment.id)
-                        .where(Submission.id == submission_id)).first()
+        row = s.execute(_rows().where(Submission.id == submission_id)).first()
     if row is None or (viewer.role != "instructor" and row[1].id != viewer.id):
         raise Refused(_("no such submission"), 404)
-    return _view(*row)
+    return _view(*row, viewer=viewer)
 
 
 def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, str]:
-    """(results JSON, report HTML) of a graded submission `viewer` may see; else Refused 404."""
+    """(results JSON, report HTML) of a graded submission as `viewer` may see it (before the deadline, a
+    student's without the hidden cases); else Refused 404."""
+    from grader.reporting.render import render_report_html
+
     submission_of(db, submission_id, viewer)
     with db.session() as s:
-        row = s.scalar(select(Result).where(Result.submission_pk == submission_id))
+        row = s.execute(select(Result, Assignment).join(Submission, Result.submission_pk == Submission.id)
+                        .join(Assignment, Submission.assignment_pk == Assignment.id)
+                        .where(Result.submission_pk == submission_id)).first()
     if row is None:
         raise Refused(_("not graded yet"), 404)
-    return row.document, row.report_html
+    result, assignment = row
+    if not hides_cases(assignment, viewer):
+        return result.document, result.report_html
+    shown = _shown_result(result.document, assignment, viewer)
+    return shown.to_json(), render_report_html(shown)
+
+
+@dataclass
+class AssignmentView:
+    name: str
+    open: bool
+    deadline: float | None
+    late_until: float | None
+    late_penalty: float
+    per_hour: int | None
+    seed_checked: bool  # the reference-seed guard passed on its seed (never the seed itself)
+    seed_failures: str | None
+
+    def as_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+def assignments(db: Database) -> list[AssignmentView]:
+    """Every assignment's state, for the instructor."""
+    with db.session() as s:
+        return [AssignmentView(a.name, a.is_open, a.deadline, a.late_until, a.late_penalty, a.per_hour,
+                               a.seed_checked is not None, a.seed_failures)
+                for a in s.scalars(select(Assignment).order_by(Assignment.name))]
 
 
 def queue_depth(db: Database) -> int:
@@ -254,6 +369,16 @@ def set_leaderboard(db: Database, student: Student, on: bool) -> None:
         s.get(Student, student.id).on_leaderboard = on  # type: ignore[union-attr]
 
 
+def late_penalised(result: GradeResult, penalty: float) -> GradeResult:
+    """A late final's result as it counts: `penalty` (a share) of its score taken off, said in its message."""
+    if penalty <= 0:
+        return result
+    note = _("submitted late: {share:.0%} of the score taken off ({before:g} -> {after:g})").format(
+        share=penalty, before=result.score, after=round(result.score * (1 - penalty), 2))
+    return result.model_copy(update={"score": round(result.score * (1 - penalty), 2),
+                                     "message": "\n".join(m for m in (result.message, note) if m)})
+
+
 def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
     """The batch's exports (gradebook, Canvas, Gradescope, per-student reports; grader.batch.exports) of each
     student's latest graded `final` submission; test and benchmark runs never reach a gradebook. Returns
@@ -273,9 +398,12 @@ def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
                          .order_by(Submission.id)).all()
     for student, sub, document in rows:
         latest[student.student_id] = (student, sub, document)  # ordered by id: the last one wins
+    with db.session() as s:
+        penalty = s.scalar(select(Assignment.late_penalty).where(Assignment.name == assignment)) or 0.0
     class_rows = [ClassRow(StudentSubmission(student.student_id, student.name, f"submission #{sub.id}", None,
                                              content_hash=sub.content_hash),
-                           GradeResult.from_json(document), stored_as=f"submission-{sub.id}")
+                           late_penalised(GradeResult.from_json(document), penalty if sub.late else 0.0),
+                           stored_as=f"submission-{sub.id}")
                   for student, sub, document in latest.values()]
     out_dir.mkdir(parents=True, exist_ok=True)
     return write_exports(class_rows, out_dir, info.title or assignment, info.columns)
@@ -290,33 +418,137 @@ def set_open(db: Database, assignment: str, is_open: bool) -> None:
         found.is_open = is_open
 
 
-def check_seed(db: Database, assignment: str, record_dir: Path, sandbox: str = "auto") -> list[str]:
-    """The batch's reference-seed guard (orchestration.reference_check) on the seed the server drew for
-    `assignment`: its reference kernels graded on it. On a failure the assignment is closed (nobody is graded
-    on a seed its own references fail) and the failures are returned; a seed that passed is not checked again
-    (recorded in `record_dir`)."""
+def seed_check_key(seed: str, spec_hash: str, backend: str, device: str | None) -> str:
+    """What a passed reference check holds for: the seed, the assignment's files, the grader, the device (as
+    the batch's guard keys it)."""
     from grader import __version__
     from grader.batch.store import seed_digest
+
+    return f"{seed_digest(seed)}:{spec_hash}:{__version__}:{backend}:{device}"
+
+
+@dataclass
+class SeedCheck:
+    ran: bool  # False: this seed passed before (recorded), nothing graded
+    failures: list[str]
+    message: str = ""  # for the instructor, when it failed
+
+
+def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_root: Path | None = None,
+               announce: Callable[[str], None] | None = None) -> SeedCheck:
+    """The batch's reference-seed guard (issue 27, orchestration.reference_check) on the secret seed the server
+    drew for `assignment`: its reference kernels graded on it before anyone is. A failure keeps the assignment
+    closed (nobody is graded on a seed its own references fail) and is recorded with the instructor's message;
+    a pass is recorded in the database, so each seed is checked once. `announce` hears, before the grading,
+    what is being done (it takes a while)."""
+    from grader.batch.store import seed_digest
+    from grader.orchestration.batch import assignment_fingerprint
     from grader.orchestration.build_cache import default_build_cache
+    from grader.orchestration.calibrate import REFERENCE_ROOT
     from grader.orchestration.options import GradeOptions
-    from grader.orchestration.reference_check import check_references, checked_before, record_check
+    from grader.orchestration.reference_check import check_references
 
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
-        seed, backend, device = found.seed, found.backend, found.device
-    folder = record_dir / assignment
-    folder.mkdir(parents=True, exist_ok=True)
-    key = f"{seed_digest(seed)}:{__version__}:{backend}:{device}"
-    if checked_before(folder, key):
-        return []
+        seed, backend, device, checked = found.seed, found.backend, found.device, found.seed_checked
+    key = seed_check_key(seed, assignment_fingerprint(assignment).spec_hash, backend, device)
+    if checked == key:
+        return SeedCheck(ran=False, failures=[])
     options = GradeOptions(assignment=assignment, backend=backend, device=device,  # type: ignore[arg-type]
                            sandbox=sandbox, seed_mode="secret", seed=seed,  # type: ignore[arg-type]
                            build_cache=default_build_cache(), batch=True)
-    check = check_references(assignment, options)
-    if check.failures:
-        set_open(db, assignment, False)
-        return check.failures
-    record_check(folder, key, check)
-    return []
+    if announce is not None:
+        announce(_("{name}: grading its reference kernels on its secret seed before it opens (once per "
+                   "seed)").format(name=assignment))
+    check = check_references(assignment, options, reference_root or REFERENCE_ROOT)
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        assert found is not None
+        if check.failures:
+            found.is_open, found.seed_checked = False, None
+            found.seed_failures = "\n".join(check.failures)
+        else:
+            found.seed_checked, found.seed_failures = key, None
+    if not check.failures:
+        return SeedCheck(ran=True, failures=[], message=_("{name}: the reference kernels pass on its seed; "
+                                                          "open").format(name=assignment))
+    head = _("{name} stays closed: its own reference kernels fail on the secret seed this server drew for it "
+             "(digest {digest}), so every student would lose the same points:").format(
+                 name=assignment, digest=seed_digest(seed))
+    advice = _("This is a defect of the grader or of the assignment's tolerances, never of a student; please "
+               "report it with the lines above. `grade serve --new-seed {name}` draws another seed (checked "
+               "again before the assignment opens).").format(name=assignment)
+    return SeedCheck(ran=True, failures=check.failures,
+                     message="\n".join([head, *(f"  {line}" for line in check.failures), advice]))
+
+
+def open_assignment(db: Database, assignment: str, sandbox: str = "auto", *, trust_seed: bool = False,
+                    reference_root: Path | None = None, announce: Callable[[str], None] | None = None) -> SeedCheck:
+    """Opens `assignment` to uploads once its reference kernels pass on its seed (check_seed; once per seed).
+    `trust_seed`: open without grading them (the instructor vouches for the seed; tests)."""
+    if trust_seed:
+        check = SeedCheck(ran=False, failures=[])
+    else:
+        check = check_seed(db, assignment, sandbox, reference_root, announce)
+    if not check.failures:
+        set_open(db, assignment, True)
+    return check
+
+
+def new_seed(db: Database, assignment: str) -> None:
+    """Draws another secret seed for `assignment` and closes it until the guard passes on the new one."""
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+        found.seed, found.seed_checked, found.seed_failures, found.is_open = BatchManifest.new_seed(), None, None, False
+
+
+def change_stamp(db: Database, student: Student | None = None) -> str:
+    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase: what the pages'
+    live refresh watches."""
+    columns = [func.coalesce(getattr(Submission, f"{p}_at"), 0) for p in PHASES]
+    with db.session() as s:
+        query = select(func.count(), func.max(Submission.id), func.sum(sum(columns[1:], columns[0])),
+                       func.sum(Submission.grade_runs))
+        if student is not None:
+            query = query.where(Submission.student_pk == student.id)
+        return ":".join(str(v) for v in s.execute(query).one())
+
+
+def code_of(db: Database, submission_id: int, viewer: Student) -> tuple[list[tuple[str, str]], list[str]]:
+    """The source files of a submission `viewer` may see (its student's own, or an instructor): (path, text)
+    pairs as the similarity step reads them (links never followed, size caps, binaries skipped), and notes."""
+    from grader.batch.similarity import read_sources
+    from grader.server.uploads import unpack_upload
+
+    submission_of(db, submission_id, viewer)
+    with db.session() as s:
+        archive = s.scalar(select(Submission.archive).where(Submission.id == submission_id))
+    with tempfile.TemporaryDirectory(prefix="code-") as scratch:
+        files, notes = read_sources(unpack_upload(archive, Path(scratch)))
+    return [(f.rel, f.text) for f in files], notes
+
+
+def similarity(db: Database, assignment: str):  # noqa: ANN201 - grader.batch.similarity.SimilarityReport
+    """The batch's code-similarity comparison (grader.batch.similarity) over each student's latest `final`
+    upload of `assignment`, graded or not, with the assignment's settings and starter template."""
+    from grader.batch.similarity import Member, compare_submissions, settings_for
+    from grader.server.uploads import unpack_upload
+
+    latest: dict[str, tuple[Student, Submission]] = {}
+    with db.session() as s:
+        rows = s.execute(select(Student, Submission).join(Submission, Submission.student_pk == Student.id)
+                         .join(Assignment, Submission.assignment_pk == Assignment.id)
+                         .where(Assignment.name == assignment, Submission.mode == "final")
+                         .order_by(Submission.id)).all()
+    for student, sub in rows:
+        latest[student.student_id] = (student, sub)  # ordered by id: the last one wins
+    settings, templates = settings_for(assignment)
+    with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
+        members = [Member(student.student_id, student.name or student.student_id, f"submission-{sub.id}",
+                          unpack_upload(sub.archive, Path(scratch) / str(sub.id)), sub.content_hash)
+                   for student, sub in latest.values()]
+        return compare_submissions(members, [t for t in templates if t.is_dir()], settings)

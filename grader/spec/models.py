@@ -7,6 +7,7 @@ Every field has a default where one makes sense and a description, so the schema
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -88,6 +89,10 @@ class GroupSpec(_Strict):
         True, description="true: a stage earns its performance points only when its entry passes every case "
         "of this group; false: the group's cases are still run on every stage that lists it and earn the "
         "group's points, but a failure costs only those (an optional extension such as fp16)")
+    visibility: Literal["visible", "after_deadline"] = Field(
+        "visible", description="after_deadline: on the course server (grade serve), a student sees this group's "
+        "cases, and the points that depend on them, only after the [submission] due date (Gradescope's hidden "
+        "tests); local and batch grading show everything")
 
 
 class CaseSpec(_Strict):
@@ -196,6 +201,27 @@ class SimilaritySpec(_Strict):
         return self
 
 
+class SubmissionSpec(_Strict):
+    """The course server's policy for uploads (grade serve); `grade serve --due/--late-hours/--late-penalty/--rate`
+    override it."""
+
+    due: datetime | None = Field(None, description="the deadline, a TOML date-time with its offset (e.g. "
+                                 "2026-12-20T23:59:00+08:00); after_deadline groups are shown after it")
+    late_hours: float = Field(0.0, ge=0, description="uploads after `due` are accepted this long, marked late; "
+                              "after that they are refused (no attempt counted)")
+    late_penalty: float = Field(0.0, ge=0, le=1, description="share of a late final submission's score taken off "
+                                "in the exports")
+    per_hour: int | None = Field(None, ge=1, description="uploads per student per hour (besides one in flight); "
+                                 "more are refused with HTTP 429, no attempt counted")
+
+    @field_validator("due")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("due needs a UTC offset (e.g. 2026-12-20T23:59:00+08:00): whose midnight is it?")
+        return value
+
+
 class AssignmentSpec(_Strict):
     name: str
     title: str
@@ -218,6 +244,7 @@ class AssignmentSpec(_Strict):
     screening: ScreeningSpec = Field(default_factory=ScreeningSpec)
     integrity: IntegritySpec = Field(default_factory=IntegritySpec)
     feedback: FeedbackSpec = Field(default_factory=FeedbackSpec)
+    submission: SubmissionSpec = Field(default_factory=SubmissionSpec)
     lang: str | None = Field(
         None, description="language of the students' feedback, en or zh (grade --lang overrides it); "
         "unset: the grading machine's locale")
@@ -258,6 +285,8 @@ class AssignmentSpec(_Strict):
         empty = [g for g in group_names if g not in used_groups]
         if empty:
             problems.append(f"groups {empty} have no cases")
+        if all(g.visibility == "after_deadline" for g in self.groups):
+            problems.append("every group is visibility = after_deadline: a student would see no case before it")
         unknown_tails = [g for g in self.feedback.tail_groups if g not in group_names]
         if unknown_tails:
             problems.append(f"feedback.tail_groups {unknown_tails} are not declared in [[groups]]")

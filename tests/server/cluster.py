@@ -73,11 +73,20 @@ class Server:
     db_url: str
     broker: str
     tokens: dict[str, str]
+    startup: str = ""  # what `grade serve` printed before it listened
     workers: list[subprocess.Popen] = field(default_factory=list)
 
     def client(self, who: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def submit(self, who: str, folder: Path, mode: str = "test", assignment: str = "sigmoid") -> httpx.Response:
+        """`who` uploads `folder` as `grade submit --server` packs it."""
+        from grader.server.uploads import pack_folder
+
+        with self.client(who) as c:
+            return c.post("/api/submissions", data={"assignment": assignment, "mode": mode},
+                          files={"archive": ("s.tar.gz", pack_folder(folder), "application/gzip")})
 
     def add_worker(self, name: str) -> subprocess.Popen:
         proc = start_worker(QUEUE, name, broker=self.broker, db_url=self.db_url, work_dir=self.data / f"work-{name}",
@@ -90,23 +99,27 @@ class Server:
             stop(proc)
 
 
-def start_server(data: Path, broker: str, students: list[str], db_url: str | None = None) -> Server:
+def start_server(data: Path, broker: str, students: list[str], db_url: str | None = None,
+                 extra: list[str] | None = None, trust_seed: bool = True) -> Server:
     """`grade serve` with the sigmoid assignment, a roster of `students` and an instructor (`teacher`), and
-    no workers (the tests start theirs)."""
+    no workers (the tests start theirs). Its seed is trusted (test_server_seed_guard.py tests the guard)."""
     data.mkdir(parents=True, exist_ok=True)
     roster = data / "roster.csv"
     roster.write_text("student_id,name,path\n" + "".join(f"{s},{s.title()},\n" for s in students))
     port = free_port()
     cmd = [sys.executable, "-m", "grader.cli", "serve", "--data", str(data), "--port", str(port), "--broker", broker,
-           "--no-workers", "--roster", str(roster), "--instructor", "teacher", "-a", "sigmoid"]
+           "--no-workers", "--roster", str(roster), "--instructor", "teacher", "-a", "sigmoid",
+           *(["--trust-seed"] if trust_seed else []), *(extra or [])]
     if db_url:
         cmd += ["--db", db_url]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             cwd=REPO)
     tokens: dict[str, str] = {}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + (60 if trust_seed else 900)  # the seed guard grades the references first
+    lines = []
     assert proc.stdout is not None
     for line in proc.stdout:
+        lines.append(line)
         if line.startswith("bang-grader server:"):
             break
         if "\t" in line:
@@ -114,9 +127,10 @@ def start_server(data: Path, broker: str, students: list[str], db_url: str | Non
             tokens[who] = token
         assert time.monotonic() < deadline, "grade serve did not start"
     else:
-        raise AssertionError(f"grade serve exited with {proc.wait()}")
+        raise AssertionError(f"grade serve exited with {proc.wait()}: {''.join(lines)}")
     wait_for_port(port, proc=proc)
-    return Server(f"http://127.0.0.1:{port}", proc, data, db_url or f"sqlite:///{data / 'server.db'}", broker, tokens)
+    return Server(f"http://127.0.0.1:{port}", proc, data, db_url or f"sqlite:///{data / 'server.db'}", broker, tokens,
+                  "".join(lines))
 
 
 def pool_children(pid: int) -> list[int]:
@@ -134,3 +148,24 @@ def pool_children(pid: int) -> list[int]:
 
 def sigkill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def launch_chromium(pw):  # noqa: ANN001, ANN201 - playwright's objects
+    """Debian's Chromium under Playwright, quiet (no background network, no updates)."""
+    return pw.chromium.launch(executable_path=CHROMIUM, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync"])
+
+
+def login(browser, server: Server, who: str, lang: str, errors: list[str]):  # noqa: ANN001, ANN201
+    """A fresh browser session of `who` logged in through the form, page language `lang`; page errors are
+    collected in `errors` (statuses are asserted where they are expected)."""
+    page = browser.new_context().new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server.url}/login?lang={lang}")
+    page.fill("#token", server.tokens[who])
+    page.click("#login")
+    return page

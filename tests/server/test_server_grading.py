@@ -1,6 +1,6 @@
 """Real grading through the server: `grade serve` (uvicorn), a real redis-server, two Celery worker nodes
 grading on the emulator in Docker. One student submits with `grade submit --server` (the CLI's summary,
-report.html and exit status); the other's grading process is SIGKILLed mid-grading: the broker hands the job out
+report.html and exit status); the other's grading process is SIGKILLed mid-build: the broker hands the job out
 again, it is graded again and its result is committed once."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster import REPO, pool_children, sigkill, start_server
+from cluster import CHROMIUM, REPO, launch_chromium, login, pool_children, sigkill, start_server
 from sqlalchemy import create_engine, text
 
 from grader.server.uploads import pack_folder
@@ -20,13 +20,23 @@ from tests.sandbox_ready import emu_image_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
 def sandbox_image() -> None:
     if not emu_image_ready():
         pytest.skip("needs a running Docker daemon and the emulation image (grade setup)")
+
+
+def unique_copy(folder: Path, dest: Path) -> Path:
+    """`folder` with a comment no build has seen in its kernel: a build-cache miss, so its build compiles."""
+    import shutil
+    import uuid
+
+    shutil.copytree(folder, dest)
+    for kernel in dest.rglob("*.mlu"):
+        kernel.write_text(kernel.read_text() + f"\n// {uuid.uuid4()}\n")
+    return dest
 
 
 def wait_ready(log, timeout: float = 60) -> None:  # noqa: ANN001
@@ -46,7 +56,8 @@ def test_two_nodes_a_killed_grading_counted_once(sandbox_image, redis_url: str, 
             wait_ready(server.data / f"{name}.log")
         with server.client("dee") as dee:
             r = dee.post("/api/submissions", data={"assignment": "sigmoid", "mode": "test"},
-                         files={"archive": ("s.tar.gz", pack_folder(SIGMOID), "application/gzip")})
+                         files={"archive": ("s.tar.gz", pack_folder(unique_copy(SIGMOID, tmp_path / "dee")),
+                                            "application/gzip")})
             assert r.status_code == 201, r.text
             sub_id = r.json()["id"]
             # eli submits with the CLI at the same time: the other node grades it
@@ -65,18 +76,21 @@ def test_two_nodes_a_killed_grading_counted_once(sandbox_image, redis_url: str, 
                                      if s["status"] == "running"}
                 if state["status"] == "running" and running_since is None:
                     running_since = time.monotonic()
-                # SIGKILL 3 s into the grading: mid-build on a cold cache, mid-run on a warm one
-                if killed is None and state["status"] == "running" and time.monotonic() - running_since > 3:
+                # SIGKILL mid-build: dee's kernel is new to the build cache, so its build compiles; the phase
+                # records say the build had started (started) and not finished (built)
+                if killed is None and state["status"] == "running" and time.monotonic() - running_since > 1.5:
+                    assert state["phases"]["built"] is None, f"the build finished before the kill: {state}"
                     node = nodes[state["worker"].split("@")[0]]
                     children = pool_children(node.pid)
                     assert len(children) == 1, children
-                    assert dee.get(f"/api/submissions/{sub_id}").json()["status"] == "running"
                     sigkill(children[0])
                     killed = state["worker"]
+                    after = dee.get(f"/api/submissions/{sub_id}").json()
+                    assert after["phases"]["built"] is None, f"built before the kill landed: {after}"
                 if state["status"] == "done":
                     break
                 time.sleep(0.3)
-            assert killed is not None, f"never saw the grading mid-run: {state}"
+            assert killed is not None, f"never saw the grading mid-build: {state}"
             assert state["status"] == "done", state
             assert state["grade_runs"] == 2 and state["verdict"] == "passed", state
             assert dee.get(f"/api/submissions/{sub_id}/result").json()["verdict"] == "passed"
@@ -114,31 +128,21 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync"])
+        browser = launch_chromium(pw)
         try:
             errors: list[str] = []
 
-            def login(who: str, lang: str):  # noqa: ANN202
-                page = browser.new_context().new_page()
-                page.on("pageerror", lambda error: errors.append(str(error)))  # statuses are asserted where expected
-                page.goto(f"{server.url}/login?lang={lang}")
-                page.fill("#token", server.tokens[who])
-                page.click("#login")
-                return page
-
-            dee = login("dee", "en")
+            dee = login(browser, server, "dee", "en", errors)
             assert dee.locator("h1").inner_text() == "My submissions"
             assert "passed" in dee.locator(f"#sub-{dee_submission}").inner_text()
             assert dee.locator("#submissions tr[id]").count() == 1  # only dee's own
-            dee.click(f"#sub-{dee_submission} a")
+            dee.click(f"#sub-{dee_submission} a[href$='/report']")
             assert "sigmoid" in dee.content() and dee.url.endswith(f"/submissions/{dee_submission}/report")
             dee.goto(f"{server.url}/?lang=zh")
             assert dee.locator("h1").inner_text() == "我的提交"
             assert dee.goto(f"{server.url}/instructor").status == 403  # a student is no instructor
 
-            eli = login("eli", "zh")
+            eli = login(browser, server, "eli", "zh", errors)
             eli.click("#opt")  # join the leaderboard (a form with its CSRF token)
             assert "化名" in eli.locator("form[action='/leaderboard/opt']").inner_text()
             eli.goto(f"{server.url}/leaderboard/sigmoid")
@@ -147,7 +151,7 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
             eli.goto(f"{server.url}/leaderboard/sigmoid?lang=en")
             assert "modelled" in eli.locator("table.stage").first.inner_text()
 
-            teacher = login("teacher", "zh")
+            teacher = login(browser, server, "teacher", "zh", errors)
             assert teacher.url.endswith("/instructor")
             assert "队列长度" in teacher.locator("#depth").inner_text()
             table = teacher.locator("#submissions").inner_text()

@@ -1,0 +1,77 @@
+"""The pages' live refresh, a student's code page and the instructor's similarity, in Chromium (Playwright) on the
+real server (uvicorn on loopback, SQLite, a real redis-server, no workers: uploads stay queued, which is all these
+pages need). A new upload appears on the open student page and the open dashboard without a reload (server-sent
+events); a student sees their own code and gets a 404 for another's; two identical final uploads are the
+similarity page's (and `grade serve --similarity`'s) pair."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cluster import CHROMIUM, REPO, launch_chromium, login, start_server
+
+SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
+
+
+def upload(server, who: str, folder: Path) -> int:  # noqa: ANN001
+    r = server.submit(who, folder, mode="final")
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def test_live_pages_code_and_similarity(redis_url: str, tmp_path) -> None:  # noqa: ANN001
+    if importlib.util.find_spec("playwright") is None or not Path(CHROMIUM).exists():
+        pytest.skip(f"needs playwright (pip install -e .[dev]) and {CHROMIUM} (Debian chromium)")
+    from playwright.sync_api import sync_playwright
+
+    server = start_server(tmp_path / "server", redis_url, ["ann", "bob"])
+    copied = tmp_path / "bob"
+    shutil.copytree(SIGMOID, copied)
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                errors: list[str] = []
+                ann = login(browser, server, "ann", "en", errors)
+                teacher = login(browser, server, "teacher", "zh", errors)
+                assert ann.locator("#submissions tr[id]").count() == 0
+                ann.wait_for_function("document.querySelector('#live') !== null")
+                ann.wait_for_timeout(1500)  # the event stream is open and has sent its first stamp
+                teacher.wait_for_timeout(100)
+                mine = upload(server, "ann", SIGMOID)
+                ann.wait_for_selector(f"#sub-{mine}", timeout=20_000)  # no reload: the live part was swapped
+                assert ann.evaluate("document.body.dataset.refreshed") is not None
+                teacher.wait_for_selector(f"#sub-{mine}", timeout=20_000)
+                theirs = upload(server, "bob", copied)
+                teacher.wait_for_selector(f"#sub-{theirs}", timeout=20_000)
+                ann.wait_for_timeout(2500)
+                assert ann.locator(f"#sub-{theirs}").count() == 0  # bob's upload never reaches ann's page
+                # her own code; bob's is a 404
+                ann.click(f"#sub-{mine} a.code")
+                assert ann.locator("h2.file").filter(has_text="sigmoid_vector.mlu").count() == 1
+                assert "__bang_active_sigmoid" in ann.locator("pre.code").all_inner_texts()[-1] or \
+                    "__bang_active_sigmoid" in ann.content()
+                assert ann.goto(f"{server.url}/submissions/{theirs}/code").status == 404
+                assert ann.goto(f"{server.url}/instructor/similarity/sigmoid").status == 403
+                # the instructor's similarity page (zh): ann and bob handed in the same code
+                teacher.click("#assignment-sigmoid a.similarity")
+                assert teacher.locator("h1").inner_text().startswith("相似度")
+                pair = teacher.locator("#pairs tr.pair").first.inner_text()
+                assert "ann" in pair and "bob" in pair and "100%" in pair, pair
+                assert not errors, errors
+            finally:
+                browser.close()
+        done = subprocess.run([sys.executable, "-m", "grader.cli", "serve", "--data", str(server.data), "-a", "sigmoid",
+                               "--similarity", str(tmp_path / "similarity.csv")], cwd=REPO, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        rows = list(csv.DictReader((tmp_path / "similarity.csv").open()))
+        assert [(r["student_a"], r["student_b"], r["identical"]) for r in rows] == [("ann", "bob", "yes")], rows
+    finally:
+        server.stop()
