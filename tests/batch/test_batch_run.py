@@ -204,10 +204,17 @@ def test_ctrl_c_says_what_is_committed_and_how_to_resume(tmp_path, quick_env):
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "grader.cli", "batch", str(subs), "-a", ASSIGNMENT, "-o", str(out), "--workers",
             "1", "--no-progress", "--entry", "entries:quick"]
-    # A batch that does not stop dumps every thread's stack on SIGABRT: the failure then says where it hung
-    # (seen once in a full suite at load ~19, never reproduced alone or under a synthetic load of 13).
+    # The batch starts with SIGINT as a terminal leaves it (default, unblocked), whatever an earlier test did to
+    # this worker process: a full suite once handed it on ignored or blocked (both survive exec), and the batch
+    # sat in its join loop for 60 s with no KeyboardInterrupt (its stacks, dumped on SIGABRT, showed it).
+    inherited = (signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    def as_from_a_terminal() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     batch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                             env={**os.environ, "PYTHONFAULTHANDLER": "1"}, preexec_fn=as_from_a_terminal)
     deadline = time.monotonic() + 120
     while len(started_students(out) if (out / "journal.jsonl").exists() else []) < 2:
         assert batch.poll() is None and time.monotonic() < deadline, batch.communicate()
@@ -217,8 +224,8 @@ def test_ctrl_c_says_what_is_committed_and_how_to_resume(tmp_path, quick_env):
         stdout, stderr = batch.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         batch.send_signal(signal.SIGABRT)
-        pytest.fail("grade batch did not exit within 60 s of SIGINT; its threads then:\n"
-                    + batch.communicate(timeout=30)[1][-8000:])
+        pytest.fail(f"grade batch did not exit within 60 s of SIGINT (this process's SIGINT handler, blocked: "
+                    f"{inherited}); its threads then:\n" + batch.communicate(timeout=30)[1][-8000:])
     assert batch.returncode == 130, stdout + stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
