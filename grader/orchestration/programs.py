@@ -302,7 +302,8 @@ def _judge_launch(spec: ProgramsSpec, base: AssignmentSpec, case: ConcreteCase, 
     rows_l, left, right = twin_inputs(folder, record, spec, twin_seed, m, n, k)
     rows_r, result = load_rows(folder, record, a["result"], "out", m, k)
     rows = np.intersect1d(rows_l, rows_r)  # a capture over the segment cap holds head and tail rows only
-    expected = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ right.astype(np.float64)
+    checked_left = left[np.searchsorted(rows_l, rows)].astype(np.float64)  # the rows captured of both
+    expected = checked_left @ right.astype(np.float64)
     actual = result[np.searchsorted(rows_r, rows)]
     # right values the kernel did not compute (e.g. DMA'd from a buffer host code filled) are not its own
     work = WorkTotals()
@@ -320,7 +321,7 @@ def _judge_launch(spec: ProgramsSpec, base: AssignmentSpec, case: ConcreteCase, 
         # The lab's untransposed right matrix in WRAM: recognised, so the message names the cause, not a number.
         if k <= 64 or k % 64 == 0:
             wram = right.astype(np.float64).reshape(-1).reshape(k, n)[matmul_rhs_rows(k)]
-            as_rows = left[np.searchsorted(rows_l, rows)].astype(np.float64) @ wram.T
+            as_rows = checked_left @ wram.T
             tolerance = base.tolerances[str(actual.dtype)]  # type: ignore[index]
             if compare(actual, as_rows, str(actual.dtype), tolerance, base.checks).passed:
                 # a layout mistake, not rounding, however close the values (inputs in [1, 1.1] make every sum alike)
