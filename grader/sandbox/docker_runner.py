@@ -307,16 +307,25 @@ def remove_containers_of(owner: int, client: docker.DockerClient | None = None) 
                          lambda labels: labels.get(HOST_LABEL) == socket.gethostname() and RUN_LABEL in labels)
 
 
+def container_summaries(client: docker.DockerClient, label: str) -> list[dict]:
+    """The list endpoint's summaries (Id, Names, Labels, Command) of the containers carrying `label`, not
+    containers.list(): that inspects each container afterwards, and one that a concurrent grading (or a
+    finishing run) removes in between raises NotFound for the whole listing."""
+    return client.api.containers(all=True, filters={"label": label})
+
+
+def summary_name(summary: dict) -> str:
+    return str((summary.get("Names") or [summary["Id"]])[0]).lstrip("/")
+
+
 def _remove_where(client: docker.DockerClient, label: str, chosen: Callable[[dict[str, str]], bool]) -> list[str]:
     removed = []
-    # The list endpoint's summaries, not containers.list(): that inspects each container afterwards, and one
-    # that a concurrent grading removes in between would raise NotFound for the whole sweep.
-    for summary in client.api.containers(all=True, filters={"label": label}):
+    for summary in container_summaries(client, label):
         if not chosen(summary.get("Labels") or {}):
             continue
         try:
             client.api.remove_container(summary["Id"], force=True, v=True)
-            removed.append(str((summary.get("Names") or [summary["Id"]])[0]).lstrip("/"))
+            removed.append(summary_name(summary))
         except docker.errors.NotFound:
             pass
     return removed

@@ -150,11 +150,10 @@ def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_im
     assert snapshot(out / "results") == after
     assert os.stat(out / "batch.json").st_mode & 0o077 == 0
     # The container the killed worker was running was swept by the resume, not left to run out its limit.
-    from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL
+    from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL, container_summaries
     from grader.sandbox.images import docker_client
 
-    owners = [c.labels.get(OWNER_LABEL, "") for c in
-              docker_client().containers.list(all=True, filters={"label": RUN_LABEL})]
+    owners = [(s.get("Labels") or {}).get(OWNER_LABEL, "") for s in container_summaries(docker_client(), RUN_LABEL)]
     assert not [o for o in owners if o.isdigit() and not Path(f"/proc/{o}").exists()]
 
 

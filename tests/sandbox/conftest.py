@@ -93,13 +93,13 @@ def processes_with(marker: str) -> list[int]:
 def containers_with(marker: str) -> list[str]:
     import docker
 
-    from grader.sandbox.docker_runner import RUN_LABEL
+    from grader.sandbox.docker_runner import RUN_LABEL, container_summaries, summary_name
 
     client = docker.from_env(timeout=30)
     names = []
-    for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
-        if marker in " ".join(container.attrs.get("Config", {}).get("Cmd") or []):
-            names.append(container.name)
+    for summary in container_summaries(client, RUN_LABEL):
+        if marker in (summary.get("Command") or ""):
+            names.append(summary_name(summary))
     return names
 
 

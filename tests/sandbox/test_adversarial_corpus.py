@@ -26,7 +26,7 @@ import pytest
 
 from grader.checks.screening import screen_submission
 from grader.orchestration.options import GradeOptions
-from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL
+from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL, container_summaries, summary_name
 
 CORPUS = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial"
 FIXTURES = sorted(p for p in CORPUS.iterdir() if (p / "expected.toml").is_file())
@@ -76,8 +76,8 @@ def _grade(submission: Path, out: Path, backend: str = "emu"):
 
 def _our_containers() -> list[str]:
     client = docker.from_env(timeout=30)
-    return [c.name for c in client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={os.getpid()}"})
-            if RUN_LABEL in c.labels]
+    return [summary_name(s) for s in container_summaries(client, f"{OWNER_LABEL}={os.getpid()}")
+            if RUN_LABEL in (s.get("Labels") or {})]
 
 
 def _peak_rss_mb() -> float:

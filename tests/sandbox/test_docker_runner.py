@@ -17,6 +17,8 @@ from grader.sandbox.docker_runner import (
     OWNER_LABEL,
     RUN_LABEL,
     DockerRunner,
+    container_summaries,
+    summary_name,
     sweep_leftovers,
 )
 from tests.sandbox.conftest import SMALL, run_code
@@ -291,7 +293,7 @@ runner.run(Phase.RUN, ["sleep", "600"], mounts, Limits(wall_seconds=600))
     client = docker.from_env(timeout=30)
 
     def ours() -> list[str]:
-        return [c.name for c in client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={grader.pid}"})]
+        return [summary_name(s) for s in container_summaries(client, f"{OWNER_LABEL}={grader.pid}")]
 
     deadline = time.monotonic() + 120
     while not ours():
