@@ -14,6 +14,7 @@ nothing changes and the poll is the only guard; `capped_io` says which in its no
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -109,6 +110,43 @@ def _copy_file(src: Path, dst: Path, size: int) -> int:
         os.close(fd_in)
 
 
+MOUNT_SOURCE = "bang-grader-io"
+
+
+def _mount_source(owner: int) -> str:
+    # The owner's pid in the source name: a grader killed inside capped_io (no `finally`) leaves its tmpfs
+    # mounted, memory and all, and its reaper finds it by this name (release_mounts_of).
+    return f"{MOUNT_SOURCE}-{owner}"
+
+
+def _unescape_mountinfo(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)  # \040 is a space
+
+
+def mounts_of(owner: int, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
+    """The io tmpfs mounts grader process `owner` made in this mount namespace."""
+    found = []
+    try:
+        lines = mountinfo.read_text(errors="surrogateescape").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        before, _, after = line.partition(" - ")
+        fields, tail = before.split(), after.split()
+        if len(fields) > 4 and len(tail) > 1 and tail[0] == "tmpfs" and tail[1] == _mount_source(owner):
+            found.append(Path(_unescape_mountinfo(fields[4])))
+    return found
+
+
+def release_mounts_of(owner: int) -> list[Path]:
+    """Unmounts what a dead grader process `owner` left mounted (grader.sandbox.reaper); returns the paths."""
+    released = []
+    for path in reversed(mounts_of(owner)):  # the newest first: a mount may stack on an older one
+        if _umount(path):
+            released.append(path)
+    return released
+
+
 def _umount(path: Path) -> bool:
     for argv in (["umount", str(path)], ["umount", "-l", str(path)]):
         if subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
@@ -131,11 +169,14 @@ def capped_io(io: Path, cap_bytes: int, enabled: bool = True) -> Iterator[str]:
     # the write before the poll would kill the run, so the student sees ENOSPC, not a kill.
     size = max(tree_usage([io], 1 << 62, 1 << 62)[0] + int(cap_bytes), 1 << 20)
     info = os.lstat(io)
+    from grader.sandbox.reaper import watch_this_process
+
+    watch_this_process()  # before the mount: a SIGKILL from here on still gets the tmpfs unmounted
     stash = io.with_name(f".{io.name}.host-{uuid.uuid4().hex[:8]}")
     stash.mkdir(mode=0o700)
     _move_entries(io, stash)
     options = f"size={size},mode={stat.S_IMODE(info.st_mode):o},uid={info.st_uid},gid={info.st_gid},nosuid,nodev,noexec"
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "bang-grader-io", str(io)],
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, _mount_source(os.getpid()), str(io)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if mounted.returncode != 0:
         _move_entries(stash, io)

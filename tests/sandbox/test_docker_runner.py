@@ -21,6 +21,7 @@ from grader.sandbox.docker_runner import (
     summary_name,
     sweep_leftovers,
 )
+from grader.sandbox.io_cap import can_cap, mounts_of
 from tests.sandbox.conftest import SMALL, run_code
 
 pytestmark = pytest.mark.docker
@@ -299,9 +300,14 @@ runner.run(Phase.RUN, ["sleep", "600"], mounts, Limits(wall_seconds=600))
     while not ours():
         assert grader.poll() is None and time.monotonic() < deadline, "the grader's container never started"
         time.sleep(0.2)
+    assert mounts_of(grader.pid) or not can_cap(), "the run's io was not capped: the check below would prove nothing"
     grader.send_signal(getattr(signal, how))
     grader.wait(timeout=60)
     deadline = time.monotonic() + 60  # the reaper imports docker first: seconds on a loaded host
     while ours() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ours() == [], f"left behind after {how}"
+    # Its capped io tmpfs too (the reaper unmounts it): memory a batch of killed workers would otherwise pile up.
+    while mounts_of(grader.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert mounts_of(grader.pid) == [] and not os.path.ismount(mounts.io), f"io still mounted after {how}"
