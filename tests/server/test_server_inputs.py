@@ -23,7 +23,7 @@ def server(request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pyt
         if pg_bin() is None:
             pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
         pg = start_postgres(tmp_path_factory.mktemp("pg"))
-    srv = start_server(tmp_path_factory.mktemp(f"server-{request.param}"), redis_url, ["ann", "ben", "cho"],
+    srv = start_server(tmp_path_factory.mktemp(f"server-{request.param}"), redis_url, ["ann", "ben", "cho", "dan"],
                        db_url=pg.url if pg else None)
     yield srv
     srv.stop()
@@ -45,8 +45,8 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, target: str = "") -> tarfil
     return info
 
 
-def upload(client, data: bytes, assignment: str = "sigmoid", mode: str = "test"):  # noqa: ANN001, ANN201
-    return client.post("/api/submissions", data={"assignment": assignment, "mode": mode},
+def upload(client, data: bytes, assignment: str = "sigmoid", mode: str = "test", **form: str):  # noqa: ANN001, ANN201
+    return client.post("/api/submissions", data={"assignment": assignment, "mode": mode, **form},
                        files={"archive": ("s.tar.gz", data, "application/gzip")})
 
 
@@ -148,3 +148,39 @@ def test_the_cli_says_why_and_exits_2_when_nothing_is_graded(server, tmp_path) -
     done = submit(SIGMOID, "not-a-token")
     assert done.returncode == 2 and "missing or wrong token" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_device_type_no_worker_serves_shows_as_waiting_for_it(server) -> None:  # noqa: ANN001
+    """No worker runs here: a submission for the MLU370-X4 type is queued on that type's queue and shown, to the
+    student and on the instructor's dashboard (API and page), as waiting for a worker of that type."""
+    with server.client("dan") as dan:
+        r = upload(dan, pack_folder(SIGMOID), device="mars-1")
+        assert r.status_code == 400 and "unknown device type 'mars-1'" in r.json()["error"], r.text
+        r = upload(dan, pack_folder(SIGMOID), device="MLU370-X4")
+        assert r.status_code == 201, r.text
+        assert (r.json()["device_type"], r.json()["waiting_for"]) == ("mlu370-x4", "mlu370-x4"), r.json()
+        state = dan.get(f"/api/submissions/{r.json()['id']}").json()
+        assert (state["status"], state["device_type"], state["waiting_for"]) == ("queued", "mlu370-x4", "mlu370-x4")
+    assert attempts(server, "dan") == 1
+    with server.client("teacher") as t:
+        queues = {q["queue"]: q for q in t.get("/api/dashboard").json()["queues"]}
+    x4 = queues["grade.emu.mlu370-x4"]
+    assert (x4["device_type"], x4["queued"], x4["workers"], x4["unserved"]) == ("mlu370-x4", 1, [], True), queues
+    with server.page_session("teacher") as page:
+        html = page.get("/instructor").text
+    row = re.search(r'<tr id="queue-emu-mlu370-x4" class="unserved">(.*?)</tr>', html, re.S)
+    assert row is not None and "no live worker serves mlu370-x4" in row.group(1), html
+
+
+def test_the_assignment_buttons_need_the_csrf_token_and_an_instructor(server) -> None:  # noqa: ANN001
+    with server.page_session("teacher") as page:
+        for action in ("open", "close", "release"):
+            r = page.post(f"/instructor/assignments/sigmoid/{action}", data={"csrf": "forged"})
+            assert r.status_code == 403, (action, r.text)
+        assert page.post("/instructor/assignments/sigmoid/melt", data={"csrf": page.csrf}).status_code == 404
+    with server.page_session("ben") as page:
+        r = page.post("/instructor/assignments/sigmoid/release", data={"csrf": page.csrf})
+        assert r.status_code == 403 and "instructors only" in r.text
+    with server.client("teacher") as t:
+        row = next(a for a in t.get("/api/assignments").json() if a["name"] == "sigmoid")
+    assert row["open"] and row["released_at"] is None and row["has_hidden"], row
