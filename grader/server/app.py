@@ -243,8 +243,10 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
             from grader.server.db import Assignment
 
             assignments = [a.name for a in s.query(Assignment).order_by(Assignment.name)]
+        with use_language(page_language(request)):  # the notices are worded here, in the page's language
+            hidden = service.hidden_notices(db)
         return render(request, "student.html.j2", user=user, rows=service.submissions(db, user),
-                      assignments=assignments, hidden=service.hidden_notices(db))
+                      assignments=assignments, hidden=hidden)
 
     @app.get("/submissions/{submission_id}/report", response_class=HTMLResponse)
     def report_page(submission_id: int, user: Annotated[Student, Depends(need_page_user)]) -> HTMLResponse:

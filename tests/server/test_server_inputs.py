@@ -184,3 +184,43 @@ def test_the_assignment_buttons_need_the_csrf_token_and_an_instructor(server) ->
     with server.client("teacher") as t:
         row = next(a for a in t.get("/api/assignments").json() if a["name"] == "sigmoid")
     assert row["open"] and row["released_at"] is None and row["has_hidden"], row
+    # sigmoid has no deadline: its hidden cases wait for the instructor, and a student's page says so
+    assert len(hidden_notes(server, "dan")) == 1
+    with server.page_session("teacher") as page:
+        r = page.post("/instructor/assignments/sigmoid/release", data={"csrf": page.csrf})
+        assert r.status_code == 303, r.text
+        assert "released" in re.search(r'<td class="hidden-state">(.*?)</td>', page.get("/instructor").text).group(1)
+    with server.client("teacher") as t:
+        row = next(a for a in t.get("/api/assignments").json() if a["name"] == "sigmoid")
+    assert row["open"] and row["released_at"] is not None and row["released"], row  # released, still open
+    assert hidden_notes(server, "dan") == []
+
+
+def hidden_notes(server, who: str) -> list[str]:  # noqa: ANN001
+    with server.page_session(who) as page:
+        return re.findall(r'<p class="hidden-cases">(.*?)</p>', page.get("/").text)
+
+
+def test_release_from_the_cli(redis_url: str, tmp_path) -> None:  # noqa: ANN001
+    """`grade serve --release NAME` on the running server's database: recorded, shown at once, then it exits."""
+    import subprocess
+    import sys
+
+    srv = start_server(tmp_path / "server", redis_url, ["eve"])
+    try:
+        assert len(hidden_notes(srv, "eve")) == 1
+
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "grader.cli", "serve", "--data", str(srv.data), *args],
+                                  cwd=REPO, capture_output=True, text=True, timeout=120)
+
+        done = cli("--release", "nope")
+        assert done.returncode == 2 and "no assignment 'nope'" in done.stderr, done.stdout + done.stderr
+        done = cli("--release", "sigmoid")
+        assert done.returncode == 0 and "released to the students: sigmoid" in done.stdout, done.stdout + done.stderr
+        assert hidden_notes(srv, "eve") == []
+        with srv.client("teacher") as t:
+            row = next(a for a in t.get("/api/assignments").json() if a["name"] == "sigmoid")
+        assert row["released_at"] is not None and row["open"], row
+    finally:
+        srv.stop()
