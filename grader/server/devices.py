@@ -39,6 +39,12 @@ def device_type(name: str | None) -> str:
     return spelled
 
 
+def grading_device(backend: str, kind: str | None) -> str | None:
+    """The --device a grading of device type `kind` uses where no worker slot names one (the reference-seed
+    guard on the server): an emulator profile is the type itself; a card is the backend's default one."""
+    return device_type(kind) if backend == "emu" else None
+
+
 def type_from_cnmon(text: str) -> str | None:
     """The device type in `cnmon info -c N`'s output ("Product Name : MLU370-X8"), if the table has it."""
     found = re.search(r"Product Name\s*:\s*(\S+)", text)

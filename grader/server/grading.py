@@ -26,6 +26,7 @@ from grader.orchestration.batch import GRADE_ENTRY, job_options, sweep_dead_work
 from grader.orchestration.build_cache import default_build_cache
 from grader.results import GradeResult
 from grader.server.db import Assignment, Database, Result, Student, Submission, now
+from grader.server.devices import grading_device
 from grader.server.uploads import unpack_upload
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,8 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
         student = s.get(Student, sub.student_pk)
         assert assignment is not None and student is not None
         # A redelivered job starts its phases again: they describe the grading that counts.
-        device = slot_device or sub.device_type or assignment.device  # the slot's card, as a batch worker's --device
+        # the slot's card or profile, as a batch worker's --device
+        device = slot_device or grading_device(assignment.backend, sub.device_type or assignment.device)
         sub.status, sub.worker, sub.grade_runs = "running", worker, sub.grade_runs + 1
         sub.graded_type, sub.graded_device = slot_type, device
         sub.started_at, sub.built_at, sub.ran_at, sub.scored_at = now(), None, None, None

@@ -199,6 +199,10 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
             proc, cluster.broker = start_redis(data_dir / "redis")
             cluster.procs.append(proc)
         celery_app.conf.broker_url = cluster.broker
+        from grader.server.service import requeue_stranded
+
+        if moved := requeue_stranded(Database(db_url), enqueue):
+            log(f"{moved} queued submission(s) moved to their device type's queue")
         if demo:
             tokens = demo_class(db_url)
             from grader.server.service import open_assignment

@@ -30,7 +30,7 @@ from grader.server.db import (
     new_token,
     now,
 )
-from grader.server.devices import DeviceTypeError, device_type
+from grader.server.devices import DeviceTypeError, device_type, grading_device
 from grader.server.uploads import UploadError, inspect_upload
 
 Enqueue = Callable[[int, str], None]  # (submission id, queue name)
@@ -189,6 +189,29 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
     with db.session() as s:
         s.get(Submission, sub.id).queued_at = now()  # type: ignore[union-attr]
     return sub
+
+
+def requeue_stranded(db: Database, enqueue: Enqueue) -> int:
+    """Queued submissions whose queue no worker consumes any more (queued before queues were named by device
+    type: grade.emu.default, grade.mlu.0) are queued again on their type's queue; returns how many. A copy
+    left in the old queue is never taken (and would be counted once if it were: grading.commit_result)."""
+    from grader.server.queue import queue_name
+
+    moved = []
+    with db.session() as s:
+        rows = s.execute(select(Submission, Assignment).join(Assignment, Submission.assignment_pk == Assignment.id)
+                         .where(Submission.status == "queued")).all()
+        for sub, assignment in rows:
+            try:
+                kind = device_type(sub.device_type or assignment.device)
+            except DeviceTypeError:
+                kind = device_type(None)
+            if sub.queue != queue_name(assignment.backend, kind):
+                sub.device_type, sub.queue = kind, queue_name(assignment.backend, kind)
+                moved.append((sub.id, sub.queue))
+    for submission_id, queue in moved:
+        enqueue(submission_id, queue)
+    return len(moved)
 
 
 def queue_position(db: Database, submission_id: int) -> int | None:
@@ -620,7 +643,8 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
     key = seed_check_key(seed, assignment_fingerprint(assignment).spec_hash, backend, device)
     if checked == key:
         return SeedCheck(ran=False, failures=[])
-    options = GradeOptions(assignment=assignment, backend=backend, device=device,  # type: ignore[arg-type]
+    options = GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
+                           device=grading_device(backend, device),
                            sandbox=sandbox, seed_mode="secret", seed=seed,  # type: ignore[arg-type]
                            build_cache=default_build_cache(), batch=True)
     if announce is not None:

@@ -224,3 +224,56 @@ def test_release_from_the_cli(redis_url: str, tmp_path) -> None:  # noqa: ANN001
         assert row["released_at"] is not None and row["open"], row
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_database_of_the_previous_schema_is_upgraded_and_its_queued_jobs_routed_by_type(
+        kind: str, redis_url: str, tmp_path) -> None:  # noqa: ANN001
+    """A database at migration 0002 (queues named grade.<backend>.<device or 'default'>, an mlu assignment's
+    device a card index), a job still queued on it: `grade serve` upgrades it (0003 on SQLite and PostgreSQL)
+    and queues the job again on its device type's queue, where the dashboard shows it waiting."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
+    from grader.server.db import MIGRATIONS, sqlite_url
+    from grader.server.devices import device_type
+
+    pg = None
+    if kind == "postgresql":
+        if pg_bin() is None:
+            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
+        pg = start_postgres(tmp_path / "pg")
+    data = tmp_path / "server"
+    data.mkdir()
+    url = pg.url if pg else sqlite_url(data)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    command.upgrade(config, "0002")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO assignments (name, backend, device, seed, is_open, late_penalty) VALUES "
+                          "('sigmoid', 'emu', NULL, 'old-seed', true, 0), ('matmul', 'mlu', '0', 's2', false, 0)"))
+        conn.execute(text("INSERT INTO students (student_id, name, role, token_hash, pseudonym, on_leaderboard) "
+                          "VALUES ('old', '', 'student', 'h', 'kernel-old', false)"))
+        conn.execute(text("INSERT INTO submissions (student_pk, assignment_pk, mode, archive, content_hash, queue, "
+                          "status, in_flight, grade_runs, submitted_at, late) VALUES (1, 1, 'test', :a, 'c', "
+                          "'grade.emu.default', 'queued', true, 0, 1.0, false)"), {"a": pack_folder(SIGMOID)})
+    engine.dispose()
+    server = start_server(data, redis_url, ["bob"], db_url=url)
+    try:
+        assert "1 queued submission(s) moved to their device type's queue" in server.startup, server.startup
+        default = device_type(None)
+        with server.client("teacher") as t:
+            dash = t.get("/api/dashboard").json()
+            rows = {a["name"]: a for a in t.get("/api/assignments").json()}
+        (sub,) = dash["submissions"]
+        assert (sub["status"], sub["device_type"]) == ("queued", default), sub
+        queues = {q["queue"]: q for q in dash["queues"]}
+        assert set(queues) == {f"grade.emu.{default}"} and queues[f"grade.emu.{default}"]["unserved"], queues
+        assert rows["matmul"]["device_type"] == default and rows["matmul"]["released_at"] is None, rows
+    finally:
+        server.stop()
+        if pg is not None:
+            pg.stop()
