@@ -92,6 +92,15 @@ class Server:
             return c.post("/api/submissions", data=form,
                           files={"archive": ("s.tar.gz", pack_folder(folder), "application/gzip")})
 
+    def graded(self, who: str, sub_id: int, timeout: float = 600) -> dict:
+        """`who`'s view of submission `sub_id` once it is graded (its status polled)."""
+        deadline = time.monotonic() + timeout
+        with self.client(who) as c:
+            while (state := c.get(f"/api/submissions/{sub_id}").json())["status"] != "done":
+                assert time.monotonic() < deadline, state
+                time.sleep(0.5)
+        return state
+
     @contextmanager
     def page_session(self, who: str, lang: str = "en") -> Iterator[httpx.Client]:
         """A browser-like session of `who`, logged in through the login form (cookie + CSRF token) with page
@@ -113,6 +122,13 @@ class Server:
     def stop(self) -> None:
         for proc in [*self.workers, self.proc]:
             stop(proc)
+
+
+def iso(t: float) -> str:
+    """A UNIX time as the API's ISO 8601 with its offset."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).isoformat()
 
 
 def csrf_of(html: str) -> str:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from cluster import REPO, start_server
+from cluster import REPO, iso, start_server
 
 from tests.sandbox_ready import emu_image_ready
 
@@ -34,18 +33,6 @@ def twin(tmp: Path, name: str, count: int) -> Path:
     assert LINE in text
     kernel.write_text(text.replace(LINE, LINE + f"    if (count == {count}) tile[0] = (T)(-1.0f);\n"))
     return folder
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat()
-
-
-def graded(server, who: str, sub_id: int) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + 600
-    with server.client(who) as c:
-        while (state := c.get(f"/api/submissions/{sub_id}").json())["status"] != "done":
-            assert time.monotonic() < deadline, state
-            time.sleep(0.5)
 
 
 def board_api(server, viewer: str) -> dict[str, list[dict]]:  # noqa: ANN001
@@ -99,7 +86,7 @@ def test_a_hidden_failure_shows_nowhere_until_released(redis_url: str, tmp_path)
             r = server.submit(who, folder, mode="final")
             assert r.status_code == 201, r.text
             ids[who] = r.json()["id"]
-            graded(server, who, ids[who])
+            server.graded(who, ids[who])
         # the instructor sees the difference: bob's vector stage fails saturated_8192, so he is not on its board
         with server.client("teacher") as t:
             full = {who: t.get(f"/api/submissions/{i}/result").json() for who, i in ids.items()}
