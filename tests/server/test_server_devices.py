@@ -7,7 +7,9 @@ Docker sandbox."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 
 import pytest
@@ -71,5 +73,18 @@ def test_jobs_go_to_a_worker_of_the_device_type_they_ask_for(redis_url: str, tmp
         assert state["worker"].startswith("m270@") and state["result"]["device_profile"] == "mlu270", state
         assert state["verdict"] == "passed", state
         assert not queues(server)["mlu270"]["unserved"]
+        # the x4 node killed outright (no goodbye): its heartbeat stops, and once stale the type shows unserved
+        x4 = server.workers[1]
+        os.killpg(x4.pid, signal.SIGKILL)
+        x4.wait()
+        killed = time.monotonic()
+        while queues(server).get("mlu370-x4", {}).get("workers"):  # (no jobs, no worker: not listed)
+            assert time.monotonic() - killed < 90, queues(server)
+            time.sleep(1)
+        stale = time.monotonic() - killed
+        r = server.submit("ann", SIGMOID, device="mlu370-x4")
+        assert r.status_code == 201 and r.json()["waiting_for"] == "mlu370-x4", r.text
+        assert queues(server)["mlu370-x4"]["unserved"]
+        print(f"x4 killed: shown without a live worker after {stale:.1f} s")
     finally:
         server.stop()

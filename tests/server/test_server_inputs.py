@@ -277,3 +277,23 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_queued_jobs_route
         server.stop()
         if pg is not None:
             pg.stop()
+
+
+def test_a_worker_states_a_device_type_it_can_grade_on(tmp_path) -> None:  # noqa: ANN001
+    """`grade serve --worker-only`: an emulator slot's --device and --device-type must agree, a type must be the
+    device table's, and an MLU worker needs a card (or, in a worker pod, --device-type): usage errors (exit 2)
+    before anything starts."""
+    import subprocess
+    import sys
+
+    def worker(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "grader.cli", "serve", "--worker-only", "--data", str(tmp_path),
+                               "--broker", "redis://127.0.0.1:1/0", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+
+    done = worker("--device", "mlu370-x8", "--device-type", "mlu270")
+    assert done.returncode == 2 and "differ" in done.stderr, done.stderr
+    done = worker("--device-type", "mars-1")
+    assert done.returncode == 2 and "unknown device type 'mars-1'" in done.stderr, done.stderr
+    done = worker("--backend", "mlu")
+    assert done.returncode == 2 and "no usable MLU card" in done.stderr, done.stderr
