@@ -75,3 +75,42 @@ def test_live_pages_code_and_similarity(redis_url: str, tmp_path) -> None:  # no
         assert [(r["student_a"], r["student_b"], r["identical"]) for r in rows] == [("ann", "bob", "yes")], rows
     finally:
         server.stop()
+
+
+def test_hidden_cases_notice_waiting_type_and_the_release_button(redis_url: str, tmp_path) -> None:  # noqa: ANN001
+    """In Chromium: a student's page says (zh, en) that sigmoid hides cases until the instructor releases them
+    (no deadline is set); the dashboard shows a submission for a device type no worker serves as waiting for it;
+    the instructor's Release button (a CSRF form) releases them and the notice is gone."""
+    if importlib.util.find_spec("playwright") is None or not Path(CHROMIUM).exists():
+        pytest.skip(f"needs playwright (pip install -e .[dev]) and {CHROMIUM} (Debian chromium)")
+    from playwright.sync_api import sync_playwright
+
+    server = start_server(tmp_path / "server", redis_url, ["ann", "bob"])
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                errors: list[str] = []
+                ann = login(browser, server, "ann", "zh", errors)
+                bob = login(browser, server, "bob", "en", errors)
+                teacher = login(browser, server, "teacher", "en", errors)
+                assert "sigmoid 的部分用例已隐藏" in ann.locator("p.hidden-cases").inner_text()
+                assert bob.locator("p.hidden-cases").inner_text().startswith("Some cases of sigmoid are hidden")
+                assert teacher.locator("#assignment-sigmoid td.hidden-state").inner_text() == "hidden from students"
+                r = server.submit("bob", SIGMOID, device="mlu370-x4")
+                assert r.status_code == 201, r.text
+                teacher.reload()
+                row = teacher.locator("#queue-emu-mlu370-x4.unserved")
+                assert "no live worker serves mlu370-x4" in row.inner_text(), teacher.content()
+                teacher.click("#assignment-sigmoid button.release")
+                teacher.wait_for_url(f"{server.url}/instructor")
+                assert teacher.locator("#assignment-sigmoid td.hidden-state").inner_text().startswith("released")
+                assert teacher.locator("#assignment-sigmoid button.release").count() == 0
+                for page in (ann, bob):
+                    page.reload()
+                    assert page.locator("p.hidden-cases").count() == 0
+                assert not errors, errors
+            finally:
+                browser.close()
+    finally:
+        server.stop()
