@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from grader.batch.intake import IntakeError, read_roster
@@ -695,15 +695,18 @@ def new_seed(db: Database, assignment: str) -> None:
 
 
 def change_stamp(db: Database, student: Student | None = None) -> str:
-    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase: what the pages'
-    live refresh watches."""
+    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase, or an
+    assignment's hidden cases are released (by the instructor or its deadline): what the pages' live refresh
+    watches."""
     columns = [func.coalesce(getattr(Submission, f"{p}_at"), 0) for p in PHASES]
     with db.session() as s:
         query = select(func.count(), func.max(Submission.id), func.sum(sum(columns[1:], columns[0])),
                        func.sum(Submission.grade_runs))
         if student is not None:
             query = query.where(Submission.student_pk == student.id)
-        return ":".join(str(v) for v in s.execute(query).one())
+        released = s.scalar(select(func.count()).select_from(Assignment).where(
+            or_(Assignment.released_at.is_not(None), Assignment.deadline < now())))
+        return ":".join(str(v) for v in (*s.execute(query).one(), released))
 
 
 def code_of(db: Database, submission_id: int, viewer: Student) -> tuple[list[tuple[str, str]], list[str]]:

@@ -80,7 +80,8 @@ def test_live_pages_code_and_similarity(redis_url: str, tmp_path) -> None:  # no
 def test_hidden_cases_notice_waiting_type_and_the_release_button(redis_url: str, tmp_path) -> None:  # noqa: ANN001
     """In Chromium: a student's page says (zh, en) that sigmoid hides cases until the instructor releases them
     (no deadline is set); the dashboard shows a submission for a device type no worker serves as waiting for it;
-    the instructor's Release button (a CSRF form) releases them and the notice is gone."""
+    the instructor's Release button (a CSRF form) releases them and the students' open pages lose the notice
+    (live refresh)."""
     if importlib.util.find_spec("playwright") is None or not Path(CHROMIUM).exists():
         pytest.skip(f"needs playwright (pip install -e .[dev]) and {CHROMIUM} (Debian chromium)")
     from playwright.sync_api import sync_playwright
@@ -95,6 +96,7 @@ def test_hidden_cases_notice_waiting_type_and_the_release_button(redis_url: str,
                 bob = login(browser, server, "bob", "en", errors)
                 teacher = login(browser, server, "teacher", "en", errors)
                 assert "sigmoid 的部分用例已隐藏" in ann.locator("p.hidden-cases").inner_text()
+                ann.wait_for_timeout(1500)  # the pages' event streams are open and have sent their first stamp
                 assert bob.locator("p.hidden-cases").inner_text().startswith("Some cases of sigmoid are hidden")
                 assert teacher.locator("#assignment-sigmoid td.hidden-state").inner_text() == "hidden from students"
                 r = server.submit("bob", SIGMOID, device="mlu370-x4")
@@ -106,9 +108,9 @@ def test_hidden_cases_notice_waiting_type_and_the_release_button(redis_url: str,
                 teacher.wait_for_url(f"{server.url}/instructor")
                 assert teacher.locator("#assignment-sigmoid td.hidden-state").inner_text().startswith("released")
                 assert teacher.locator("#assignment-sigmoid button.release").count() == 0
-                for page in (ann, bob):
-                    page.reload()
-                    assert page.locator("p.hidden-cases").count() == 0
+                for page in (ann, bob):  # the open pages lose the notice without a reload (live refresh)
+                    page.wait_for_selector("p.hidden-cases", state="detached", timeout=20_000)
+                    assert page.evaluate("document.body.dataset.refreshed") is not None
                 assert not errors, errors
             finally:
                 browser.close()
