@@ -176,6 +176,10 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
             asked = device_type(device or found.device)
         except DeviceTypeError as exc:
             raise Refused(str(exc)) from exc
+        if mode != "test" and asked != device_type(found.device) and not _calibrated(found, asked):
+            raise Refused(_("{name!r} has no speed thresholds for device type {type} yet (your instructor calibrates "
+                            "them with `grade calibrate --device {type}`): submit for {default}, or in test "
+                            "mode").format(name=assignment, type=asked, default=device_type(found.device)))
         assignment_pk, queue = found.id, queue_name(found.backend, asked)
     try:
         with db.session() as s:
@@ -212,6 +216,15 @@ def requeue_stranded(db: Database, enqueue: Enqueue) -> int:
     for submission_id, queue in moved:
         enqueue(submission_id, queue)
     return len(moved)
+
+
+def _calibrated(assignment: Assignment, kind: str) -> bool:
+    """Whether a timed grading of `assignment` on device type `kind` can score speed: the emulator's thresholds
+    are per profile (grade calibrate --device TYPE); a card's are per card and checked where it grades."""
+    from grader.scoring.thresholds import thresholds_path
+    from grader.spec import load_assignment
+
+    return assignment.backend != "emu" or thresholds_path(load_assignment(assignment.name), "emu", kind).is_file()
 
 
 def queue_position(db: Database, submission_id: int) -> int | None:

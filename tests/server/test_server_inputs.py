@@ -162,6 +162,11 @@ def test_a_device_type_no_worker_serves_shows_as_waiting_for_it(server) -> None:
         state = dan.get(f"/api/submissions/{r.json()['id']}").json()
         assert (state["status"], state["device_type"], state["waiting_for"]) == ("queued", "mlu370-x4", "mlu370-x4")
     assert attempts(server, "dan") == 1
+    # a counted (timed) run on a type whose speed thresholds nobody calibrated would score no speed: refused
+    with server.client("ben") as ben:
+        r = upload(ben, pack_folder(SIGMOID), mode="final", device="mlu270")
+        assert r.status_code == 400 and "no speed thresholds for device type mlu270" in r.json()["error"], r.text
+    assert attempts(server, "ben") == 0
     with server.client("teacher") as t:
         queues = {q["queue"]: q for q in t.get("/api/dashboard").json()["queues"]}
     x4 = queues["grade.emu.mlu370-x4"]
