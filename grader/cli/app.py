@@ -53,7 +53,7 @@ app.add_typer(spec_app, name="spec")
 
 BackendOpt = Annotated[str, typer.Option("--backend", "-b", help=f"one of {', '.join(BACKENDS)} (emu: emulator, "
                                          "modelled time; mlu: real card)")]
-DeviceOpt = Annotated[str | None, typer.Option("--device", "-d", help="emu: device profile (mlu370-x8 ...); mlu: card")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", "-d", help="emu: device profile (mlu370-x8 ...); mlu: card; with --server: the device type to grade on")]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto, docker, bwrap or none (unsandboxed: own code only)")]
 LangOpt = Annotated[str | None, typer.Option("--lang", help="language of the feedback: zh or en (default: "
                                                           "assignment.toml's lang, then the locale)")]
@@ -104,7 +104,7 @@ def submit(
 
     On a machine not set up yet it first does what `grade setup` does (as root), with progress shown."""
     if server is not None:
-        _submit_remote(server, submission, assignment, mode, out)
+        _submit_remote(server, submission, assignment, mode, out, device)
     try:
         _check_submission_path(submission)
         _check_assignment(assignment)
@@ -216,7 +216,8 @@ def _submit(submission: Path, options: GradeOptions, console: Console, *, out_di
     raise typer.Exit(exit_code(result))
 
 
-def _submit_remote(server: str, submission: Path, assignment: str | None, mode: str, out: Path | None) -> None:
+def _submit_remote(server: str, submission: Path, assignment: str | None, mode: str, out: Path | None,
+                   device: str | None) -> None:
     from grader.server.client import RemoteError, print_remote, submit_remote
     from grader.server.db import MODES
 
@@ -228,7 +229,8 @@ def _submit_remote(server: str, submission: Path, assignment: str | None, mode: 
     console = Console(highlight=False)
     out_dir = out or Path("out") / submission.resolve().name
     try:
-        result = submit_remote(server, submission, assignment=assignment, mode=mode, out_dir=out_dir, console=console)
+        result = submit_remote(server, submission, assignment=assignment, mode=mode, out_dir=out_dir, console=console,
+                               device=device)
     except RemoteError as exc:  # not graded, not an attempt: a usage error's status
         raise _usage_error(str(exc)) from exc
     print_remote(result, console, out_dir)
@@ -250,6 +252,12 @@ def serve(
                                                                     "node; no web server")] = False,
     backend: BackendOpt = "emu",
     device: DeviceOpt = None,
+    device_type: Annotated[str | None, typer.Option("--device-type", help="the device type (a device table name: "
+                                                                          "mlu370-x8, mlu370-x4 ...) the -a "
+                                                                          "assignments ask for and this machine's "
+                                                                          "workers serve (default: emu --device or "
+                                                                          "the table's default; mlu: read from "
+                                                                          "each card)")] = None,
     sandbox: SandboxOpt = "auto",
     demo: Annotated[bool, typer.Option("--demo", help="a demo class on the emulator; prints its tokens")] = False,
     roster: Annotated[Path | None, typer.Option(help="import this roster CSV (the batch's formats) and print "
@@ -258,8 +266,11 @@ def serve(
                                                                                      "(repeatable)")] = None,
     instructor: Annotated[str | None, typer.Option(help="create (or re-key) this instructor account and print "
                                                         "its token")] = None,
-    close: Annotated[list[str] | None, typer.Option("--close", help="close this assignment to uploads "
-                                                                    "(repeatable)")] = None,
+    close: Annotated[list[str] | None, typer.Option("--close", help="close this assignment to uploads and release "
+                                                                    "its hidden cases (repeatable)")] = None,
+    release: Annotated[list[str] | None, typer.Option("--release", help="show this assignment's hidden "
+                                                                        "(after_deadline) cases to its students "
+                                                                        "from now on, and exit (repeatable)")] = None,
     trust_seed: Annotated[bool, typer.Option("--trust-seed", help="open the --assignment without grading its "
                                                                   "reference kernels on its secret seed first "
                                                                   "(by default they are, once per seed)")] = False,
@@ -280,20 +291,23 @@ def serve(
                                                      "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
 ) -> None:
     """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
+    from grader.orchestration.batch import BatchError
     from grader.server.db import Database, migrate, sqlite_url
+    from grader.server.devices import DeviceTypeError
     from grader.server.run import BrokerUnavailable, start_slots
     from grader.server.run import serve as run_server
     from grader.server.service import (
         Refused,
         add_account,
+        close_assignment,
         ensure_assignment,
         export_finals,
         import_roster,
         open_assignment,
-        set_open,
         set_policy,
     )
     from grader.server.service import new_seed as draw_seed
+    from grader.server.service import release as release_cases
 
     _check_choice(backend, tuple(BACKENDS), "--backend")
     url = db or sqlite_url(data.resolve())
@@ -303,7 +317,7 @@ def serve(
     try:
         due_at = _due_time(due) if due is not None else None
         for name in assignment or []:
-            ensure_assignment(database, name, backend, device)
+            ensure_assignment(database, name, backend, device_type or (device if backend == "emu" else None))
             set_policy(database, name, due=due_at, late_hours=late_hours, late_penalty=late_penalty, per_hour=rate)
         tokens = import_roster(database, roster) if roster is not None else {}
         if instructor:
@@ -319,9 +333,14 @@ def serve(
                 elif check.ran:
                     print(check.message, flush=True)
         for name in close or []:
-            set_open(database, name, False)
+            close_assignment(database, name)
+        for name in release or []:
+            release_cases(database, name)
     except Refused as exc:
         raise _usage_error(str(exc)) from exc
+    if release:
+        print(_("hidden cases released to the students: {names}").format(names=", ".join(release)))
+        raise typer.Exit(ExitCode.OK)
     for who, token in tokens.items():
         print(f"{who}\t{token}")
     if similarity is not None:
@@ -346,8 +365,11 @@ def serve(
     if worker_only:
         if not broker:
             raise _usage_error(_("--worker-only needs --broker (and --db)"))
-        procs = start_slots(backend, device, workers, broker=broker, db_url=url, data_dir=data.resolve(),
-                            sandbox=sandbox)
+        try:
+            procs = start_slots(backend, device, workers, broker=broker, db_url=url, data_dir=data.resolve(),
+                                sandbox=sandbox, device_type=device_type)
+        except (DeviceTypeError, BatchError) as exc:  # no slot here, or of no known type
+            raise _usage_error(str(exc)) from exc
         try:
             for proc in procs:
                 proc.wait()
@@ -360,8 +382,8 @@ def serve(
     try:
         run_server(host=host, port=port, data_dir=data.resolve(), db_url=url, broker=broker, workers=workers,
                    backend=backend, device=device, sandbox=sandbox, start_workers=not no_workers, demo=demo,
-                   log=lambda line: print(line, flush=True))
-    except BrokerUnavailable as exc:
+                   device_type=device_type, log=lambda line: print(line, flush=True))
+    except (BrokerUnavailable, DeviceTypeError) as exc:
         raise _usage_error(str(exc)) from exc
 
 

@@ -37,9 +37,12 @@ class Scorer:
         return judge_call(self.spec, call.entry, call.case, got, expected, kernel_trace=self.backend.impl.kernel_trace)
 
     def entry_correct(self, perf_call: PlannedCall, judged: dict[str, CaseResult]) -> bool:
-        """Whether the timed call's entry passed every case of the groups gating its stage."""
+        """Whether the timed call's entry passed every visible case of the groups gating its stage. Hidden
+        (after_deadline) groups do not decide it: a stage failing only those is timed too (it scores nothing
+        all the same), so before the release the course server shows it as a correct stage is shown, time and
+        leaderboard place included, and the hidden failure stays hidden."""
         assert perf_call.stage is not None
-        groups = self.spec.gating_groups(self.spec.stage(perf_call.stage))
+        groups = self.spec.gating_groups(self.spec.stage(perf_call.stage)) - self.spec.hidden_groups()
         mine = [r for r in judged.values() if r.entry == perf_call.entry and r.group in groups]
         return bool(mine) and all(r.passed for r in mine)
 

@@ -64,6 +64,9 @@ ENV_CLAIM_ROOT = "BANG_GRADER_POD_CLAIM_ROOT"
 ENV_IMAGE = "BANG_GRADER_POD_IMAGE"
 ENV_OWNER_NAME = "BANG_GRADER_POD_OWNER_NAME"
 ENV_OWNER_UID = "BANG_GRADER_POD_OWNER_UID"
+# "key=value,key=value": the phase pods' nodeSelector, so a course server's worker of one device type has its run
+# pods scheduled on nodes with cards of that type (deploy/k8s/workers-mlu*.yaml)
+ENV_NODE_SELECTOR = "BANG_GRADER_POD_NODE_SELECTOR"
 ENV_SA_DIR = "BANG_GRADER_K8S_SA_DIR"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The pod deadline also counts scheduling and image pull; our own clock starts when the container runs.
@@ -83,6 +86,7 @@ class PodSettings:
     image: str  # the sandbox image (harness + emulator)
     owner_name: str | None = None  # this grading pod: phase pods are garbage-collected with it
     owner_uid: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> PodSettings:
@@ -91,7 +95,19 @@ class PodSettings:
             raise SandboxError(f"pod sandbox not configured: {', '.join(missing)} unset (the manifest of "
                                "`grade batch --plan-only` sets them)")
         return cls(environ[ENV_NAMESPACE], environ[ENV_CLAIM], Path(environ[ENV_CLAIM_ROOT]),
-                   environ[ENV_IMAGE], environ.get(ENV_OWNER_NAME) or None, environ.get(ENV_OWNER_UID) or None)
+                   environ[ENV_IMAGE], environ.get(ENV_OWNER_NAME) or None, environ.get(ENV_OWNER_UID) or None,
+                   node_selector(environ.get(ENV_NODE_SELECTOR, "")))
+
+
+def node_selector(text: str) -> tuple[tuple[str, str], ...]:
+    """ENV_NODE_SELECTOR's "key=value,key=value" as pairs."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SandboxError(f"{ENV_NODE_SELECTOR}: {item!r} is not key=value")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
 
 
 def in_cluster(environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:
@@ -154,6 +170,7 @@ def phase_pod(name: str, phase: Phase, argv: list[str], mounts: Mounts, limits: 
         "metadata": metadata,
         "spec": {
             **({"runtimeClassName": runtime_class} if runtime_class else {}),
+            **({"nodeSelector": dict(settings.node_selector)} if settings.node_selector else {}),
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,  # no service addresses in the environment either

@@ -37,9 +37,11 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates" / "ser
 
 class AssignmentChange(BaseModel):
     """An instructor's change to an assignment (each field given): open or close it (opening runs the
-    reference-seed guard first, once per seed), its deadline, late window and penalty, hourly rate."""
+    reference-seed guard first, once per seed; closing releases its hidden cases), release its hidden cases,
+    its deadline, late window and penalty, hourly rate."""
 
     open: bool | None = None
+    release: bool | None = None
     due: datetime | None = None
     late_hours: float | None = Field(None, ge=0)
     late_penalty: float | None = Field(None, ge=0, le=1)
@@ -137,10 +139,12 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
 
     @app.post("/api/submissions", status_code=201)
     async def upload(request: Request, assignment: Annotated[str, Form()], mode: Annotated[str, Form()],
-                     archive: Annotated[UploadFile, File()], user: Annotated[Student, Depends(api_user)]) -> dict:
+                     archive: Annotated[UploadFile, File()], user: Annotated[Student, Depends(api_user)],
+                     device: Annotated[str | None, Form()] = None) -> dict:
         data = await archive.read(MAX_UPLOAD_BYTES + 1)
-        sub = service.take_submission(db, user, assignment, mode, data, enqueue)
-        return {"id": sub.id, "position": service.queue_position(db, sub.id)}
+        sub = service.take_submission(db, user, assignment, mode, data, enqueue, device=device or None)
+        return {"id": sub.id, "position": service.queue_position(db, sub.id), "device_type": sub.device_type,
+                "waiting_for": service.waiting_for(db, sub.id)}
 
     @app.get("/api/submissions")
     def my_submissions(user: Annotated[Student, Depends(api_user)]) -> list[dict]:
@@ -149,7 +153,8 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
     @app.get("/api/submissions/{submission_id}")
     def status(submission_id: int, user: Annotated[Student, Depends(api_user)]) -> dict:
         view = service.submission_of(db, submission_id, user)
-        return {**view.as_json(), "position": service.queue_position(db, submission_id)}
+        return {**view.as_json(), "position": service.queue_position(db, submission_id),
+                "waiting_for": service.waiting_for(db, submission_id)}
 
     @app.get("/api/submissions/{submission_id}/result")
     def result(submission_id: int, user: Annotated[Student, Depends(api_user)]) -> Response:
@@ -182,8 +187,10 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
                           _user: Annotated[Student, Depends(instructor)]) -> dict:
         service.set_policy(db, name, due=change.due.timestamp() if change.due else None,
                            late_hours=change.late_hours, late_penalty=change.late_penalty, per_hour=change.per_hour)
+        if change.release:
+            service.release(db, name)
         if change.open is False:
-            service.set_open(db, name, False)
+            service.close_assignment(db, name)
         elif change.open:
             check = service.open_assignment(db, name)
             if check.failures:
@@ -192,8 +199,13 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
 
     @app.get("/api/dashboard")
     def dashboard_api(_user: Annotated[Student, Depends(instructor)]) -> dict:
-        return {"queue_depth": service.queue_depth(db),
+        return {"queue_depth": service.queue_depth(db), "queues": [q.as_json() for q in service.queues(db)],
                 "submissions": [v.as_json() for v in service.submissions(db)]}
+
+    @app.get("/api/leaderboard/{assignment}")
+    def leaderboard_api(assignment: str, user: Annotated[Student, Depends(api_user)]) -> dict:
+        return {stage: [row.__dict__ for row in rows]
+                for stage, rows in service.leaderboard(db, assignment, user).items()}
 
     # ------------------------------------------------------------------------------------------- pages
     @app.get("/login", response_class=HTMLResponse)
@@ -231,8 +243,10 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
             from grader.server.db import Assignment
 
             assignments = [a.name for a in s.query(Assignment).order_by(Assignment.name)]
+        with use_language(page_language(request)):  # the notices are worded here, in the page's language
+            hidden = service.hidden_notices(db)
         return render(request, "student.html.j2", user=user, rows=service.submissions(db, user),
-                      assignments=assignments)
+                      assignments=assignments, hidden=hidden)
 
     @app.get("/submissions/{submission_id}/report", response_class=HTMLResponse)
     def report_page(submission_id: int, user: Annotated[Student, Depends(need_page_user)]) -> HTMLResponse:
@@ -248,7 +262,8 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
     @app.get("/leaderboard/{assignment}", response_class=HTMLResponse)
     def board(request: Request, assignment: str, user: Annotated[Student, Depends(need_page_user)]) -> HTMLResponse:
         return render(request, "leaderboard.html.j2", user=user, assignment=assignment,
-                      stages=service.leaderboard(db, assignment))
+                      stages=service.leaderboard(db, assignment, user),
+                      hidden=service.hides_cases_of(db, assignment, user))
 
     @app.get("/instructor", response_class=HTMLResponse)
     def dashboard(request: Request, user: Annotated[Student, Depends(need_page_user)]) -> HTMLResponse:
@@ -260,7 +275,7 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
             if row.verdict:
                 verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
         return render(request, "instructor.html.j2", user=user, rows=rows, depth=service.queue_depth(db),
-                      verdicts=verdicts, assignments=service.assignments(db))
+                      verdicts=verdicts, assignments=service.assignments(db), queues=service.queues(db))
 
     @app.get("/submissions/{submission_id}/code", response_class=HTMLResponse)
     def code_page(request: Request, submission_id: int,
@@ -299,6 +314,26 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
     def live_js(_user: Annotated[Student, Depends(need_page_user)]) -> Response:
         return Response((TEMPLATES / "live.js").read_text(), media_type="text/javascript",
                         headers={"Cache-Control": "no-store"})
+
+    @app.post("/instructor/assignments/{name}/{action}")
+    def assignment_page(request: Request, name: str, action: str, csrf: Annotated[str, Form()],
+                        user: Annotated[Student, Depends(need_page_user)]) -> Response:
+        """The dashboard's buttons: open (through the reference-seed guard), close (releases the hidden
+        cases too), release the hidden cases."""
+        check_csrf(request, csrf)
+        if user.role != "instructor":
+            raise HTTPException(403, _("instructors only"))
+        if action == "open":
+            check = service.open_assignment(db, name)
+            if check.failures:
+                raise Refused(check.message, 409)
+        elif action == "close":
+            service.close_assignment(db, name)
+        elif action == "release":
+            service.release(db, name)
+        else:
+            raise HTTPException(404, _("no such action"))
+        return RedirectResponse("/instructor", status_code=303)
 
     @app.post("/instructor/regrade/{submission_id}")
     def regrade_page(request: Request, submission_id: int, csrf: Annotated[str, Form()],

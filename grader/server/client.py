@@ -62,9 +62,11 @@ PHASE_WORDS = {"queued": N_("queued"), "started": N_("building"), "built": N_("r
 
 
 def submit_remote(server: str, folder: Path, *, assignment: str | None, mode: str, out_dir: Path, console: Console,
-                  token: str | None = None, poll_seconds: float = 0.5, timeout_seconds: float = 3600.0) -> GradeResult:
-    """Uploads `folder`, follows it to its result, saves results.json and report.html in `out_dir`; returns
-    the result. Raises RemoteError when nothing was graded."""
+                  token: str | None = None, poll_seconds: float = 0.5, timeout_seconds: float = 3600.0,
+                  device: str | None = None) -> GradeResult:
+    """Uploads `folder` (to be graded on device type `device`, default the assignment's), follows it to its
+    result, saves results.json and report.html in `out_dir`; returns the result. Raises RemoteError when
+    nothing was graded."""
     token = token or read_token()
     name = assignment_of(folder, assignment)
     try:
@@ -74,7 +76,8 @@ def submit_remote(server: str, folder: Path, *, assignment: str | None, mode: st
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=60.0) as http:
         try:
-            response = http.post("/api/submissions", data={"assignment": name, "mode": mode},
+            form = {"assignment": name, "mode": mode, **({"device": device} if device else {})}
+            response = http.post("/api/submissions", data=form,
                                  files={"archive": ("submission.tar.gz", data, "application/gzip")})
         except httpx.HTTPError as exc:
             raise RemoteError(_("cannot reach {server}: {error}").format(server=server, error=exc)) from exc
@@ -98,7 +101,7 @@ def submit_remote(server: str, folder: Path, *, assignment: str | None, mode: st
 def _follow(http: httpx.Client, sub_id: int, console: Console, poll_seconds: float, timeout_seconds: float) -> None:
     """Prints the queue position while queued and each phase once reached, until the result is committed."""
     shown: set[str] = set()
-    position = None
+    position, waiting = None, False
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         response = http.get(f"/api/submissions/{sub_id}")
@@ -113,6 +116,10 @@ def _follow(http: httpx.Client, sub_id: int, console: Console, poll_seconds: flo
         if state["status"] == "queued" and state.get("position") not in (None, position):
             position = state["position"]
             console.print("  " + _("queue position: {n}").format(n=position))
+        if state.get("waiting_for") and not waiting:
+            waiting = True
+            console.print("  " + _("no worker for device type {type} is running: the job waits until one "
+                                   "joins").format(type=state["waiting_for"]))
         if state["status"] == "done":
             return
         time.sleep(poll_seconds)

@@ -46,6 +46,7 @@ class Assignment(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)  # the spec's name (assignments/<name>)
     backend: Mapped[str] = mapped_column(String(16), default="emu")
+    # the device type its submissions ask for by default (a device table key; None: the table's default)
     device: Mapped[str | None] = mapped_column(String(64), nullable=True)
     seed: Mapped[str] = mapped_column(String(64))  # secret master seed: never sent to a client or the broker
     is_open: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -57,6 +58,9 @@ class Assignment(Base):
     # on, so it runs once per seed; or the failures that keep the assignment closed.
     seed_checked: Mapped[str | None] = mapped_column(String(160), nullable=True)
     seed_failures: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # When the instructor released the after_deadline groups to the students (closing releases them too);
+    # None: they are shown after the deadline only.
+    released_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Student(Base):
@@ -79,6 +83,10 @@ class Submission(Base):
     archive: Mapped[bytes] = mapped_column(LargeBinary)  # the upload (tar), so a worker anywhere needs only the DB
     content_hash: Mapped[str] = mapped_column(String(64))
     queue: Mapped[str] = mapped_column(String(128))
+    device_type: Mapped[str | None] = mapped_column(String(64), nullable=True)  # asked for (routes the queue)
+    # what the worker that graded it stated: its device type, and its device (emulator profile or card)
+    graded_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    graded_device: Mapped[str | None] = mapped_column(String(64), nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="queued")  # queued | running | done
     # True while queued or grading; a partial unique index allows one such row per student.
     in_flight: Mapped[bool | None] = mapped_column(Boolean, nullable=True, default=True)
@@ -109,6 +117,18 @@ class Result(Base):
     document: Mapped[str] = mapped_column(Text)  # GradeResult JSON
     report_html: Mapped[str] = mapped_column(Text)
     committed_at: Mapped[float] = mapped_column(Float)
+
+
+class Worker(Base):
+    """A live worker slot, as its grading process last said (queue.py's heartbeat): a type whose queue holds
+    jobs and that no fresh row serves is shown as such (nobody will take them)."""
+
+    __tablename__ = "workers"
+    name: Mapped[str] = mapped_column(String(160), primary_key=True)  # the Celery node, slot@host
+    queue: Mapped[str] = mapped_column(String(128))
+    device_type: Mapped[str] = mapped_column(String(64))
+    device: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    seen_at: Mapped[float] = mapped_column(Float)
 
 
 def hash_token(token: str) -> str:

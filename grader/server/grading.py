@@ -26,6 +26,7 @@ from grader.orchestration.batch import GRADE_ENTRY, job_options, sweep_dead_work
 from grader.orchestration.build_cache import default_build_cache
 from grader.results import GradeResult
 from grader.server.db import Assignment, Database, Result, Student, Submission, now
+from grader.server.devices import grading_device
 from grader.server.uploads import unpack_upload
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,12 @@ def stamp(db: Database, submission_id: int, phase: str) -> None:
 
 
 def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: Path, sandbox: str = "auto",
-                   lang: str | None = None, slot_device: str | None = None) -> str:
-    """Grades submission `submission_id` and commits its result; returns what happened ("committed",
-    "already committed" for a redelivered job another worker finished). Raises only for what the broker
-    should redeliver (the database unreachable)."""
+                   lang: str | None = None, slot_device: str | None = None, slot_type: str | None = None) -> str:
+    """Grades submission `submission_id` on this slot's device (`slot_device`: an emulator profile or a card;
+    default the device type the submission asked for) and commits its result; returns what happened
+    ("committed", "already committed" for a redelivered job another worker finished). `slot_type` is the device
+    type the slot states, recorded with the worker. Raises only for what the broker should redeliver (the
+    database unreachable)."""
     with db.session() as s:
         sub = s.get(Submission, submission_id)
         if sub is None:
@@ -67,13 +70,14 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
         student = s.get(Student, sub.student_pk)
         assert assignment is not None and student is not None
         # A redelivered job starts its phases again: they describe the grading that counts.
+        # the slot's card or profile, as a batch worker's --device
+        device = slot_device or grading_device(assignment.backend, sub.device_type or assignment.device)
         sub.status, sub.worker, sub.grade_runs = "running", worker, sub.grade_runs + 1
+        sub.graded_type, sub.graded_device = slot_type, device
         sub.started_at, sub.built_at, sub.ran_at, sub.scored_at = now(), None, None, None
         archive, mode, content_hash = sub.archive, sub.mode, sub.content_hash
-        job_spec = (assignment.name, assignment.backend, assignment.device, assignment.seed,
-                    student.student_id, student.name)
-    name, backend, device, seed, student_id, student_name = job_spec
-    device = slot_device or device  # the slot's card, as a batch worker's --device
+        job_spec = (assignment.name, assignment.backend, assignment.seed, student.student_id, student.name)
+    name, backend, seed, student_id, student_name = job_spec
     work_root.mkdir(parents=True, exist_ok=True)
     sweep_dead_workers_containers()  # the sandboxes of a grading process killed before this one, as a batch does
     unpack_dir = Path(tempfile.mkdtemp(prefix=f"upload-{submission_id}-", dir=work_root))

@@ -2,7 +2,7 @@
 
 Why Celery: acks_late + reject_on_worker_lost give "acknowledged only after the commit" with the least code
 of ours; a worker joins from any machine with the broker's URL (and the database's); queues route a job to
-the workers of its backend and device. The task message carries the submission's id only: the upload and
+the workers of its backend and device type. The task message carries the submission's id only: the upload and
 the secret seed stay in the database, which the server and the workers share, never on the broker.
 
 Redelivery: a grading process killed mid-job (SIGKILL, OOM) is seen by its Celery node, which rejects the
@@ -10,24 +10,32 @@ message back to the queue at once (reject_on_worker_lost); a whole node that van
 unacknowledged, and Redis hands it out again after the visibility timeout (BANG_GRADER_VISIBILITY_TIMEOUT,
 default one hour, longer than any grading). Either way grading.commit_result counts it once.
 
-    celery -A grader.server.queue worker -Q grade.emu.default --concurrency 1 -n slot0@%h
-is what `grade serve` (and `grade serve --worker-only` on another machine) starts per device slot.
+    celery -A grader.server.queue worker -Q grade.emu.mlu370-x8 --concurrency 1 -n emu-mlu370-x8-slot0@%h
+is what `grade serve` (and `grade serve --worker-only` on another machine) starts per device slot. Queues are
+named by backend and device TYPE (grader.server.devices), never by card: any slot of the type takes the job.
+Each slot's grading process records itself in the database's `workers` table every few seconds (heartbeat),
+so the dashboard tells a type that no live worker serves from one that is only busy.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 
 ENV_BROKER = "BANG_GRADER_BROKER"
 ENV_DB = "BANG_GRADER_DB"
 ENV_WORK = "BANG_GRADER_WORK"  # a worker's scratch folder
 ENV_SANDBOX = "BANG_GRADER_SANDBOX"
 ENV_SLOT_DEVICE = "BANG_GRADER_SLOT_DEVICE"  # the card (or profile) a worker slot grades on
+ENV_SLOT_TYPE = "BANG_GRADER_SLOT_TYPE"  # the device type it states (the queue it consumes)
+ENV_NODE = "BANG_GRADER_NODE"  # the Celery node's name, as the workers table lists it
+ENV_QUEUE = "BANG_GRADER_QUEUE"  # the queue it consumes
+HEARTBEAT_SECONDS = 5.0
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 
 app = Celery("bang_grader", broker=os.environ.get(ENV_BROKER, DEFAULT_BROKER))
@@ -46,9 +54,9 @@ app.conf.update(
 _db = None
 
 
-def queue_name(backend: str, device: str | None) -> str:
-    """The queue of a backend's device (slot workers of that device consume it)."""
-    return f"grade.{backend}.{device or 'default'}"
+def queue_name(backend: str, device_type: str) -> str:
+    """The queue of a backend's device type (grader.server.devices): every worker slot of that type consumes it."""
+    return f"grade.{backend}.{device_type}"
 
 
 def database():  # noqa: ANN201 - grader.server.db.Database, imported late (the server's and the worker's)
@@ -60,10 +68,41 @@ def database():  # noqa: ANN201 - grader.server.db.Database, imported late (the 
     return _db
 
 
+_beating = threading.Event()
+
+
 @worker_process_init.connect
 def _fresh_connections(**_kwargs: object) -> None:
     global _db
     _db = None  # a forked pool process never shares its parent's database connections
+    if os.environ.get(ENV_SLOT_TYPE) and os.environ.get(ENV_DB):
+        threading.Thread(target=_heartbeat, name="heartbeat", daemon=True).start()
+
+
+def _heartbeat() -> None:
+    """The slot's row in `workers`, refreshed until the process ends (a killed one just stops refreshing)."""
+    from grader.server.service import worker_seen
+
+    name = os.environ.get(ENV_NODE) or f"{os.getpid()}@{socket.gethostname()}"
+    while not _beating.is_set():
+        try:
+            worker_seen(database(), name, queue=os.environ.get(ENV_QUEUE, ""), device_type=os.environ[ENV_SLOT_TYPE],
+                        device=os.environ.get(ENV_SLOT_DEVICE))
+        except Exception:  # noqa: BLE001 - the database away for a moment: the next beat tries again
+            pass
+        _beating.wait(HEARTBEAT_SECONDS)
+
+
+@worker_process_shutdown.connect
+def _gone(**_kwargs: object) -> None:
+    from grader.server.service import worker_gone
+
+    _beating.set()
+    if os.environ.get(ENV_NODE) and os.environ.get(ENV_DB):
+        try:
+            worker_gone(database(), os.environ[ENV_NODE])
+        except Exception:  # noqa: BLE001 - stale rows age out anyway
+            pass
 
 
 @app.task(name="grader.grade", bind=True)
@@ -73,7 +112,8 @@ def grade(self, submission_id: int) -> str:  # noqa: ANN001 - Celery's bound tas
     work = Path(os.environ.get(ENV_WORK) or Path.home() / ".cache" / "bang-grader" / "server-work")
     return grade_uploaded(database(), submission_id, worker=self.request.hostname or socket.gethostname(),
                           work_root=work / str(os.getpid()), sandbox=os.environ.get(ENV_SANDBOX, "auto"),
-                          slot_device=os.environ.get(ENV_SLOT_DEVICE) or None)
+                          slot_device=os.environ.get(ENV_SLOT_DEVICE) or None,
+                          slot_type=os.environ.get(ENV_SLOT_TYPE) or None)
 
 
 def enqueue(submission_id: int, queue: str) -> None:

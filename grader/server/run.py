@@ -14,7 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.server.queue import ENV_BROKER, ENV_DB, ENV_SANDBOX, ENV_SLOT_DEVICE, ENV_WORK, queue_name
+from grader.i18n import _
+from grader.server.queue import (
+    ENV_BROKER,
+    ENV_DB,
+    ENV_NODE,
+    ENV_QUEUE,
+    ENV_SANDBOX,
+    ENV_SLOT_DEVICE,
+    ENV_SLOT_TYPE,
+    ENV_WORK,
+    queue_name,
+)
 
 
 def free_port() -> int:
@@ -61,13 +72,15 @@ def worker_command(queue: str, name: str) -> list[str]:
             "--pool", "prefork", "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
 
 
-def start_worker(queue: str, name: str, *, broker: str, db_url: str, work_dir: Path, sandbox: str = "auto",
-                 device: str | None = None, log: Path | None = None) -> subprocess.Popen:
-    """One Celery node with one grading process: a device slot. Its own process group, so stopping it
-    stops its pool child too."""
-    env = {**os.environ, ENV_BROKER: broker, ENV_DB: db_url, ENV_WORK: str(work_dir), ENV_SANDBOX: sandbox}
-    if device is not None:
-        env[ENV_SLOT_DEVICE] = device
+def start_worker(backend: str, device_type: str, name: str, *, broker: str, db_url: str, work_dir: Path,
+                 sandbox: str = "auto", device: str | None = None, log: Path | None = None) -> subprocess.Popen:
+    """One Celery node with one grading process: a device slot of `device_type` (a device table key), consuming
+    that type's queue and grading on `device` (a card; an emulator slot's device is its type). Its own process
+    group, so stopping it stops its pool child too."""
+    queue = queue_name(backend, device_type)
+    env = {**os.environ, ENV_BROKER: broker, ENV_DB: db_url, ENV_WORK: str(work_dir), ENV_SANDBOX: sandbox,
+           ENV_SLOT_TYPE: device_type, ENV_SLOT_DEVICE: device or device_type, ENV_QUEUE: queue,
+           ENV_NODE: f"{name}@{socket.gethostname()}"}
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
     return subprocess.Popen(worker_command(queue, name), env=env, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -99,16 +112,24 @@ class Cluster:
             stop(proc)
 
 
-def start_slots(backend: str, device: str | None, workers: int | None, *, broker: str, db_url: str,
-                data_dir: Path, sandbox: str = "auto") -> list[subprocess.Popen]:
-    """One worker per device slot of `backend` (orchestration.batch.device_slots, as `grade batch`),
-    consuming the queue of the assignments on `device`."""
+def slot_types(backend: str, device: str | None, workers: int | None,
+               device_type: str | None = None) -> list[tuple[str, str | None]]:
+    """(device type, device) of each worker slot of `backend` here (orchestration.batch.device_slots, as
+    `grade batch`). An emulator slot's type is its profile: `device_type`, else `device`, else the table's
+    default. A card's type is read from the card (grader.server.devices.card_type) unless `device_type`
+    states it. Raises DeviceTypeError (or BatchError: no slot can run)."""
     from grader.batch.pool import Slot
     from grader.orchestration.batch import BatchError, device_slots
     from grader.sandbox.pod_runner import in_cluster
+    from grader.server.devices import DeviceTypeError, card_type
+    from grader.server.devices import device_type as spelled
 
-    queue = queue_name(backend, device)
-    slot_device = None if backend == "emu" else device
+    if backend == "emu":
+        kind = spelled(device_type or device)
+        if device is not None and device_type is not None and spelled(device) != kind:
+            raise DeviceTypeError(_("--device {device} and --device-type {kind} differ: an emulator slot grades on "
+                                    "its device type's profile").format(device=device, kind=device_type))
+        return [(kind, kind)] * len(device_slots(backend, workers, kind))
     try:
         slots = device_slots(backend, workers, device)
     except BatchError:
@@ -116,12 +137,18 @@ def start_slots(backend: str, device: str | None, workers: int | None, *, broker
             raise
         # a worker pod (deploy/k8s): no card here; each run pod it starts requests one (the backend's
         # pod_resources), and there that card is `device`
-        slots = [Slot(i, device) for i in range(workers or 1)]
-    return [start_worker(queue, f"{backend}-slot{slot.index}", broker=broker, db_url=db_url,
-                         work_dir=data_dir / "work", sandbox=sandbox,
-                         device=slot.device if backend != "emu" else slot_device,
-                         log=data_dir / f"worker-{slot.index}.log")
-            for slot in slots]
+        slots = [Slot(i, device or "0") for i in range(workers or 1)]
+    kind = spelled(device_type) if device_type is not None else None
+    return [(kind or card_type(str(slot.device)), slot.device) for slot in slots]
+
+
+def start_slots(backend: str, device: str | None, workers: int | None, *, broker: str, db_url: str,
+                data_dir: Path, sandbox: str = "auto", device_type: str | None = None) -> list[subprocess.Popen]:
+    """One worker per device slot of `backend` (slot_types), each consuming its device type's queue."""
+    return [start_worker(backend, kind, f"{backend}-{kind}-slot{index}", broker=broker, db_url=db_url,
+                         work_dir=data_dir / "work", sandbox=sandbox, device=slot_device,
+                         log=data_dir / f"worker-{index}.log")
+            for index, (kind, slot_device) in enumerate(slot_types(backend, device, workers, device_type))]
 
 
 DEMO_ASSIGNMENT = "sigmoid"
@@ -153,7 +180,7 @@ def demo_class(db_url: str) -> dict[str, str]:
 
 def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: str | None, workers: int | None,
           backend: str, device: str | None, sandbox: str, start_workers: bool, demo: bool,
-          log: Callable[[str], None] = print) -> None:
+          device_type: str | None = None, log: Callable[[str], None] = print) -> None:
     """Runs the server until interrupted: migrates the database, starts the broker (if no URL) and one worker
     per device slot, then serves HTTP on host:port."""
     import uvicorn
@@ -172,6 +199,10 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
             proc, cluster.broker = start_redis(data_dir / "redis")
             cluster.procs.append(proc)
         celery_app.conf.broker_url = cluster.broker
+        from grader.server.service import requeue_stranded
+
+        if moved := requeue_stranded(Database(db_url), enqueue):
+            log(f"{moved} queued submission(s) moved to their device type's queue")
         if demo:
             tokens = demo_class(db_url)
             from grader.server.service import open_assignment
@@ -181,7 +212,7 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
                 log(check.message)
         if start_workers:
             cluster.procs += start_slots(backend, device, workers, broker=cluster.broker, db_url=db_url,
-                                         data_dir=data_dir, sandbox=sandbox)
+                                         data_dir=data_dir, sandbox=sandbox, device_type=device_type)
         url = f"http://{host}:{port}/"
         log(f"bang-grader server: {url} (database {db_url.split('@')[-1]}, broker {cluster.broker})")
         if demo:

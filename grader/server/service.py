@@ -3,7 +3,6 @@ regrades, and the views the pages and the API show. The routes (app.py) only tra
 
 from __future__ import annotations
 
-import json
 import secrets
 import tempfile
 import time
@@ -11,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from grader.batch.intake import IntakeError, read_roster
@@ -26,10 +25,12 @@ from grader.server.db import (
     Result,
     Student,
     Submission,
+    Worker,
     hash_token,
     new_token,
     now,
 )
+from grader.server.devices import DeviceTypeError, device_type, grading_device
 from grader.server.uploads import UploadError, inspect_upload
 
 Enqueue = Callable[[int, str], None]  # (submission id, queue name)
@@ -45,15 +46,19 @@ class Refused(Exception):
 
 
 def ensure_assignment(db: Database, name: str, backend: str = "emu", device: str | None = None) -> Assignment:
-    """The assignment `name` (a spec under assignments/), created with a fresh secret seed the first time."""
+    """The assignment `name` (a spec under assignments/), created with a fresh secret seed the first time.
+    `device`: the device type its submissions ask for unless they say otherwise (given: changed)."""
     from grader.spec import SpecError, load_assignment
 
     try:
         load_assignment(name)
-    except SpecError as exc:
+        device = None if device is None else device_type(device)
+    except (SpecError, DeviceTypeError) as exc:
         raise Refused(str(exc).splitlines()[0]) from exc
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == name))
+        if found is not None and device is not None:
+            found.device = device
         if found is None:
             # closed until the reference-seed guard passes on the seed drawn here (open_assignment); the upload
             # policy starts as the spec's [submission] (set_policy changes it)
@@ -131,11 +136,11 @@ def authenticate(db: Database, token: str) -> Student | None:
 
 
 def take_submission(db: Database, student: Student, assignment: str, mode: str, data: bytes,
-                    enqueue: Enqueue) -> Submission:
-    """Checks an upload and queues it; raises Refused (nothing stored, no attempt counted) for a bad upload,
-    an unknown or closed assignment, a bad mode, an upload after the deadline's late window, one over the
-    hourly rate (429), or a submission of this student still in flight (409). One inside the late window is
-    taken and marked late."""
+                    enqueue: Enqueue, device: str | None = None) -> Submission:
+    """Checks an upload and queues it on its device type's queue (`device`, else the assignment's); raises
+    Refused (nothing stored, no attempt counted) for a bad upload, an unknown or closed assignment, a bad mode
+    or device type, an upload after the deadline's late window, one over the hourly rate (429), or a
+    submission of this student still in flight (409). One inside the late window is taken and marked late."""
     from grader.server.queue import queue_name
 
     if mode not in MODES:
@@ -167,12 +172,20 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
                 raise Refused(_("at most {n} uploads an hour for {name!r}: the next one is accepted from {when}")
                               .format(n=found.per_hour, name=assignment,
                                       when=_when(recent[-found.per_hour] + 3600)), 429)
-        assignment_pk, queue = found.id, queue_name(found.backend, found.device)
+        try:
+            asked = device_type(device or found.device)
+        except DeviceTypeError as exc:
+            raise Refused(str(exc)) from exc
+        if mode != "test" and asked != device_type(found.device) and not _calibrated(found, asked):
+            raise Refused(_("{name!r} has no speed thresholds for device type {type} yet (your instructor calibrates "
+                            "them with `grade calibrate --device {type}`): submit for {default}, or in test "
+                            "mode").format(name=assignment, type=asked, default=device_type(found.device)))
+        assignment_pk, queue = found.id, queue_name(found.backend, asked)
     try:
         with db.session() as s:
             sub = Submission(student_pk=student.id, assignment_pk=assignment_pk, mode=mode, archive=data,
-                             content_hash=digest, queue=queue, status="queued", in_flight=True, grade_runs=0,
-                             submitted_at=at, late=late)
+                             content_hash=digest, queue=queue, device_type=asked, status="queued", in_flight=True,
+                             grade_runs=0, submitted_at=at, late=late)
             s.add(sub)
     except IntegrityError as exc:  # the partial unique index: one in flight per student
         raise Refused(_("you already have a submission being graded; wait for its result"), 409) from exc
@@ -180,6 +193,38 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
     with db.session() as s:
         s.get(Submission, sub.id).queued_at = now()  # type: ignore[union-attr]
     return sub
+
+
+def requeue_stranded(db: Database, enqueue: Enqueue) -> int:
+    """Queued submissions whose queue no worker consumes any more (queued before queues were named by device
+    type: grade.emu.default, grade.mlu.0) are queued again on their type's queue; returns how many. A copy
+    left in the old queue is never taken (and would be counted once if it were: grading.commit_result)."""
+    from grader.server.queue import queue_name
+
+    moved = []
+    with db.session() as s:
+        rows = s.execute(select(Submission, Assignment).join(Assignment, Submission.assignment_pk == Assignment.id)
+                         .where(Submission.status == "queued")).all()
+        for sub, assignment in rows:
+            try:
+                kind = device_type(sub.device_type or assignment.device)
+            except DeviceTypeError:
+                kind = device_type(None)
+            if sub.queue != queue_name(assignment.backend, kind):
+                sub.device_type, sub.queue = kind, queue_name(assignment.backend, kind)
+                moved.append((sub.id, sub.queue))
+    for submission_id, queue in moved:
+        enqueue(submission_id, queue)
+    return len(moved)
+
+
+def _calibrated(assignment: Assignment, kind: str) -> bool:
+    """Whether a timed grading of `assignment` on device type `kind` can score speed: the emulator's thresholds
+    are per profile (grade calibrate --device TYPE); a card's are per card and checked where it grades."""
+    from grader.scoring.thresholds import thresholds_path
+    from grader.spec import load_assignment
+
+    return assignment.backend != "emu" or thresholds_path(load_assignment(assignment.name), "emu", kind).is_file()
 
 
 def queue_position(db: Database, submission_id: int) -> int | None:
@@ -225,19 +270,45 @@ class SubmissionView:
     grade_runs: int
     late: bool
     phases: dict[str, float | None]
+    device_type: str | None  # asked for
+    graded_type: str | None  # what the worker that graded it stated, and its device (profile or card)
+    graded_device: str | None
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
 
 
+def released(assignment: Assignment) -> bool:
+    """Whether `assignment`'s after_deadline groups are shown to students: its deadline has passed, or the
+    instructor released them (explicitly, or by closing the assignment). Without a deadline they stay hidden
+    until the instructor does."""
+    return assignment.released_at is not None or (assignment.deadline is not None and now() > assignment.deadline)
+
+
 def hides_cases(assignment: Assignment, viewer: Student | None) -> bool:
-    """Whether `viewer` sees `assignment`'s results without their after_deadline groups: a student before
-    the deadline (or while none is set)."""
+    """Whether `viewer` sees `assignment`'s results without their after_deadline groups: anyone but an
+    instructor (None: the instructor's own views), until they are released."""
     from grader.server.visibility import hidden_groups
 
     if viewer is None or viewer.role == "instructor":
         return False
-    return (assignment.deadline is None or now() <= assignment.deadline) and bool(hidden_groups(assignment.name))
+    return not released(assignment) and bool(hidden_groups(assignment.name))
+
+
+def hides_cases_of(db: Database, assignment: str, viewer: Student | None) -> bool:
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        return found is not None and hides_cases(found, viewer)
+
+
+def hidden_note(assignment: Assignment) -> str:
+    """What a student is told while some of `assignment`'s cases are hidden from them."""
+    if assignment.deadline is not None:
+        return _("Some cases of {name} are hidden until its deadline: they, and the stage points that depend on "
+                 "them, are shown after {when}, or earlier if your instructor releases them.").format(
+                     name=assignment.name, when=_when(assignment.deadline))
+    return _("Some cases of {name} are hidden: they, and the stage points that depend on them, are shown when "
+             "your instructor releases them.").format(name=assignment.name)
 
 
 def _shown_result(document: str, assignment: Assignment, viewer: Student | None) -> GradeResult:
@@ -246,8 +317,7 @@ def _shown_result(document: str, assignment: Assignment, viewer: Student | None)
     result = GradeResult.from_json(document)
     if not hides_cases(assignment, viewer):
         return result
-    when = _when(assignment.deadline) if assignment.deadline is not None else _("the deadline")
-    return redact_hidden(result, hidden_groups(assignment.name), when)
+    return redact_hidden(result, hidden_groups(assignment.name), hidden_note(assignment))
 
 
 def _view(sub: Submission, student: Student, assignment: Assignment, document: str | None = None,
@@ -258,7 +328,8 @@ def _view(sub: Submission, student: Student, assignment: Assignment, document: s
         verdict, score, max_score = str(shown.verdict), shown.score, shown.max_score
     return SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
                           max_score, sub.worker, sub.grade_runs, bool(sub.late),
-                          {p: getattr(sub, f"{p}_at") for p in PHASES})
+                          {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,
+                          sub.graded_device)
 
 
 def _rows():  # noqa: ANN202 - a SQLAlchemy select
@@ -275,6 +346,17 @@ def submissions(db: Database, student: Student | None = None) -> list[Submission
         if student is not None:
             query = query.where(Submission.student_pk == student.id)
         return [_view(*row, viewer=student) for row in s.execute(query).all()]
+
+
+def waiting_for(db: Database, submission_id: int) -> str | None:
+    """The device type a queued submission waits for when no live worker of that type consumes its queue
+    (it is graded when one joins); None otherwise."""
+    with db.session() as s:
+        sub = s.get(Submission, submission_id)
+        if sub is None or sub.status != "queued":
+            return None
+        queue, kind = sub.queue, sub.device_type
+    return None if any(w.queue == queue for w in live_workers(db)) else kind or queue
 
 
 def submission_of(db: Database, submission_id: int, viewer: Student) -> SubmissionView:
@@ -316,22 +398,107 @@ class AssignmentView:
     per_hour: int | None
     seed_checked: bool  # the reference-seed guard passed on its seed (never the seed itself)
     seed_failures: str | None
+    device_type: str  # what its submissions ask for unless they say otherwise
+    has_hidden: bool  # it has after_deadline groups
+    released_at: float | None  # when the instructor released them (or closed it)
+    released: bool  # students see them now (released, or the deadline passed)
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
 
 
+def _assignment_view(a: Assignment) -> AssignmentView:
+    from grader.server.visibility import hidden_groups
+
+    return AssignmentView(a.name, a.is_open, a.deadline, a.late_until, a.late_penalty, a.per_hour,
+                          a.seed_checked is not None, a.seed_failures, device_type(a.device),
+                          bool(hidden_groups(a.name)), a.released_at, released(a))
+
+
 def assignments(db: Database) -> list[AssignmentView]:
     """Every assignment's state, for the instructor."""
     with db.session() as s:
-        return [AssignmentView(a.name, a.is_open, a.deadline, a.late_until, a.late_penalty, a.per_hour,
-                               a.seed_checked is not None, a.seed_failures)
-                for a in s.scalars(select(Assignment).order_by(Assignment.name))]
+        return [_assignment_view(a) for a in s.scalars(select(Assignment).order_by(Assignment.name))]
+
+
+def hidden_notices(db: Database) -> list[str]:
+    """For a student's page: one line per assignment some of whose cases are hidden from students now."""
+    with db.session() as s:
+        return [hidden_note(a) for a in s.scalars(select(Assignment).order_by(Assignment.name))
+                if hides_cases(a, Student(role="student"))]
 
 
 def queue_depth(db: Database) -> int:
     with db.session() as s:
         return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued")) or 0
+
+
+# A worker slot's heartbeat (queue.py) refreshes its row every few seconds; one not refreshed for this long is
+# gone (killed, its machine off) and serves nothing.
+WORKER_STALE_SECONDS = 30.0
+
+
+def worker_seen(db: Database, name: str, *, queue: str, device_type: str, device: str | None) -> None:
+    """A worker slot's heartbeat: it is alive and consumes `queue` (its device type's)."""
+    with db.session() as s:
+        found = s.get(Worker, name)
+        if found is None:
+            s.add(Worker(name=name, queue=queue, device_type=device_type, device=device, seen_at=now()))
+        else:
+            found.queue, found.device_type, found.device, found.seen_at = queue, device_type, device, now()
+    # two processes of one name racing on the insert: the loser's IntegrityError is retried by the next beat
+
+
+def worker_gone(db: Database, name: str) -> None:
+    with db.session() as s:
+        s.execute(delete(Worker).where(Worker.name == name))
+
+
+def live_workers(db: Database) -> list[Worker]:
+    with db.session() as s:
+        return list(s.scalars(select(Worker).where(Worker.seen_at > now() - WORKER_STALE_SECONDS)
+                              .order_by(Worker.queue, Worker.name)))
+
+
+@dataclass
+class QueueView:
+    """One queue (a backend's device type) on the dashboard: what waits, what is graded, who serves it."""
+
+    queue: str
+    backend: str
+    device_type: str
+    queued: int
+    running: int
+    workers: list[str]
+
+    @property
+    def unserved(self) -> bool:
+        """Jobs wait here and no live worker of this type will take them."""
+        return self.queued + self.running > 0 and not self.workers
+
+    def as_json(self) -> dict:
+        return {**self.__dict__, "unserved": self.unserved}
+
+
+def queues(db: Database) -> list[QueueView]:
+    """Every queue that holds jobs or has live workers, by device type (the instructor's dashboard)."""
+    found: dict[str, QueueView] = {}
+
+    def view(queue: str) -> QueueView:
+        if queue not in found:
+            _grade, backend, kind = (queue.split(".", 2) + ["", ""])[:3]
+            found[queue] = QueueView(queue, backend, kind, 0, 0, [])
+        return found[queue]
+
+    with db.session() as s:
+        counts = s.execute(select(Submission.queue, Submission.status, func.count())
+                           .where(Submission.status.in_(("queued", "running")))
+                           .group_by(Submission.queue, Submission.status)).all()
+    for queue, status, n in counts:
+        setattr(view(queue), status, n)
+    for worker in live_workers(db):
+        view(worker.queue).workers.append(worker.name)
+    return sorted(found.values(), key=lambda q: q.queue)
 
 
 @dataclass
@@ -342,17 +509,25 @@ class BoardRow:
     device: str
 
 
-def leaderboard(db: Database, assignment: str) -> dict[str, list[BoardRow]]:
-    """Stage -> the opted-in students' best correct time of a `final` submission, fastest first."""
+    rank: int = 0  # equal times share a rank, so the order among them says nothing
+
+
+def leaderboard(db: Database, assignment: str, viewer: Student | None) -> dict[str, list[BoardRow]]:
+    """Stage -> the opted-in students' best correct time of a `final` submission, fastest first, as `viewer`
+    may see it: until the hidden groups are released, anyone but an instructor gets it computed from each
+    result as its student sees it (visible groups only), so a hidden failure moves nobody, in rank, row count
+    or time. Ties are ordered by pseudonym and share their rank."""
     best: dict[str, dict[str, BoardRow]] = {}
     with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
         rows = s.execute(select(Result.document, Student.pseudonym).join(Submission, Result.submission_pk == Submission.id)
                          .join(Student, Submission.student_pk == Student.id)
-                         .join(Assignment, Submission.assignment_pk == Assignment.id)
-                         .where(Assignment.name == assignment, Submission.mode == "final",
+                         .where(Submission.assignment_pk == found.id, Submission.mode == "final",
                                 Student.on_leaderboard.is_(True))).all()
     for document, pseudonym in rows:
-        result = GradeResult.model_validate(json.loads(document))
+        result = _shown_result(document, found, viewer if viewer is not None else Student(role="student"))
         for stage in result.stages:
             if not stage.correct or stage.timing is None:
                 continue
@@ -361,7 +536,13 @@ def leaderboard(db: Database, assignment: str) -> dict[str, list[BoardRow]]:
             held = best.setdefault(stage.name, {}).get(pseudonym)
             if held is None or row.median_us < held.median_us:
                 best[stage.name][pseudonym] = row
-    return {stage: sorted(rows.values(), key=lambda r: r.median_us) for stage, rows in best.items()}
+    board = {}
+    for stage, held in best.items():
+        ordered = sorted(held.values(), key=lambda r: (r.median_us, r.pseudonym))
+        for i, row in enumerate(ordered):
+            row.rank = ordered[i - 1].rank if i and row.median_us == ordered[i - 1].median_us else i + 1
+        board[stage] = ordered
+    return board
 
 
 def set_leaderboard(db: Database, student: Student, on: bool) -> None:
@@ -410,12 +591,31 @@ def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
 
 
 def set_open(db: Database, assignment: str, is_open: bool) -> None:
-    """Opens or closes an assignment: a closed one refuses uploads (a 403 that is no attempt)."""
+    """Opens or closes an assignment: a closed one refuses uploads (a 403 that is no attempt). The guard's
+    closing; the instructor's is close_assignment."""
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
         found.is_open = is_open
+
+
+def release(db: Database, assignment: str) -> None:
+    """The instructor releases `assignment`'s after_deadline groups: every student sees them from now on (a
+    release is recorded once and stays, reopening or a later deadline does not hide them again)."""
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+        if found.released_at is None:
+            found.released_at = now()
+
+
+def close_assignment(db: Database, assignment: str) -> None:
+    """The instructor closes `assignment`: no more uploads, and its hidden groups are released (the marking
+    is over, as after a deadline)."""
+    set_open(db, assignment, False)
+    release(db, assignment)
 
 
 def seed_check_key(seed: str, spec_hash: str, backend: str, device: str | None) -> str:
@@ -456,7 +656,8 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
     key = seed_check_key(seed, assignment_fingerprint(assignment).spec_hash, backend, device)
     if checked == key:
         return SeedCheck(ran=False, failures=[])
-    options = GradeOptions(assignment=assignment, backend=backend, device=device,  # type: ignore[arg-type]
+    options = GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
+                           device=grading_device(backend, device),
                            sandbox=sandbox, seed_mode="secret", seed=seed,  # type: ignore[arg-type]
                            build_cache=default_build_cache(), batch=True)
     if announce is not None:
@@ -507,15 +708,18 @@ def new_seed(db: Database, assignment: str) -> None:
 
 
 def change_stamp(db: Database, student: Student | None = None) -> str:
-    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase: what the pages'
-    live refresh watches."""
+    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase, or an
+    assignment's hidden cases are released (by the instructor or its deadline): what the pages' live refresh
+    watches."""
     columns = [func.coalesce(getattr(Submission, f"{p}_at"), 0) for p in PHASES]
     with db.session() as s:
         query = select(func.count(), func.max(Submission.id), func.sum(sum(columns[1:], columns[0])),
                        func.sum(Submission.grade_runs))
         if student is not None:
             query = query.where(Submission.student_pk == student.id)
-        return ":".join(str(v) for v in s.execute(query).one())
+        released = s.scalar(select(func.count()).select_from(Assignment).where(
+            or_(Assignment.released_at.is_not(None), Assignment.deadline < now())))
+        return ":".join(str(v) for v in (*s.execute(query).one(), released))
 
 
 def code_of(db: Database, submission_id: int, viewer: Student) -> tuple[list[tuple[str, str]], list[str]]:

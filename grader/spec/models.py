@@ -316,6 +316,10 @@ class AssignmentSpec(_Strict):
     def max_score(self) -> float:
         return sum(g.points for g in self.groups) + sum(s.points for s in self.stages)
 
+    def hidden_groups(self) -> frozenset[str]:
+        """The groups shown to a course server's students only after the deadline (or the instructor's release)."""
+        return frozenset(g.name for g in self.groups if g.visibility == "after_deadline")
+
     def gating_groups(self, stage: StageSpec) -> set[str]:
         """The stage's groups whose every case its entry must pass before its speed counts."""
         gating = {g.name for g in self.groups if g.gates_stages}

@@ -118,6 +118,22 @@ def test_build_phase_writes_build_and_mlu_gets_one_card_without_gvisor(tmp_path)
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", "worker-0", "uid-1")
 
 
+def test_a_node_selector_from_the_environment_reaches_the_phase_pod(tmp_path):
+    """A course server's MLU worker of one device type has its run pods scheduled on nodes of that type."""
+    from grader.sandbox.pod_runner import ENV_NODE_SELECTOR
+
+    environ = {ENV_NAMESPACE: "grading", ENV_CLAIM: "batch-pvc", ENV_CLAIM_ROOT: str(tmp_path), ENV_IMAGE: "reg/s:1",
+               ENV_NODE_SELECTOR: "bang-grader/device=mlu370-x4, zone=a"}
+    mounts = claim_mounts(tmp_path)
+    pod = phase_pod("p", Phase.RUN, ["true"], mounts, Limits(), None, PodSettings.from_env(environ),
+                    get_backend("mlu"), 10001, 10001)
+    assert pod["spec"]["nodeSelector"] == {"bang-grader/device": "mlu370-x4", "zone": "a"}
+    assert "nodeSelector" not in phase_pod("p", Phase.RUN, ["true"], mounts, Limits(), None, settings(tmp_path),
+                                           get_backend("mlu"), 1, 1)["spec"]
+    with pytest.raises(SandboxError, match="not key=value"):
+        PodSettings.from_env({**environ, ENV_NODE_SELECTOR: "mlu370-x4"})
+
+
 def test_a_folder_off_the_claim_is_refused(tmp_path):
     mounts = claim_mounts(tmp_path / "elsewhere")
     with pytest.raises(SandboxError, match="not on the batch volume"):

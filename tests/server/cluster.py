@@ -10,15 +10,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from grader.server.devices import device_type
 from grader.server.run import free_port, start_worker, stop, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
-QUEUE = "grade.emu.default"
 
 
 def missing_redis() -> str | None:
@@ -80,23 +82,61 @@ class Server:
         headers = {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
-    def submit(self, who: str, folder: Path, mode: str = "test", assignment: str = "sigmoid") -> httpx.Response:
-        """`who` uploads `folder` as `grade submit --server` packs it."""
+    def submit(self, who: str, folder: Path, mode: str = "test", assignment: str = "sigmoid",
+               device: str | None = None) -> httpx.Response:
+        """`who` uploads `folder` as `grade submit --server` packs it (to be graded on device type `device`)."""
         from grader.server.uploads import pack_folder
 
+        form = {"assignment": assignment, "mode": mode, **({"device": device} if device else {})}
         with self.client(who) as c:
-            return c.post("/api/submissions", data={"assignment": assignment, "mode": mode},
+            return c.post("/api/submissions", data=form,
                           files={"archive": ("s.tar.gz", pack_folder(folder), "application/gzip")})
 
-    def add_worker(self, name: str) -> subprocess.Popen:
-        proc = start_worker(QUEUE, name, broker=self.broker, db_url=self.db_url, work_dir=self.data / f"work-{name}",
-                            log=self.data / f"{name}.log")
+    def graded(self, who: str, sub_id: int, timeout: float = 600) -> dict:
+        """`who`'s view of submission `sub_id` once it is graded (its status polled)."""
+        deadline = time.monotonic() + timeout
+        with self.client(who) as c:
+            while (state := c.get(f"/api/submissions/{sub_id}").json())["status"] != "done":
+                assert time.monotonic() < deadline, state
+                time.sleep(0.5)
+        return state
+
+    @contextmanager
+    def page_session(self, who: str, lang: str = "en") -> Iterator[httpx.Client]:
+        """A browser-like session of `who`, logged in through the login form (cookie + CSRF token) with page
+        language `lang`; its `csrf` attribute holds the session's CSRF token for the pages' forms."""
+        with httpx.Client(base_url=self.url, timeout=30) as c:
+            c.csrf = csrf_of(c.get(f"/login?lang={lang}").text)  # type: ignore[attr-defined]
+            r = c.post("/login", data={"token": self.tokens[who], "csrf": c.csrf})  # type: ignore[attr-defined]
+            assert r.status_code == 303, r.text
+            c.csrf = csrf_of(c.get(r.headers["location"]).text)  # type: ignore[attr-defined]
+            yield c
+
+    def add_worker(self, name: str, kind: str | None = None) -> subprocess.Popen:
+        """An emulator worker slot of device type `kind` (default: the device table's default type)."""
+        proc = start_worker("emu", device_type(kind), name, broker=self.broker, db_url=self.db_url,
+                            work_dir=self.data / f"work-{name}", log=self.data / f"{name}.log")
         self.workers.append(proc)
         return proc
 
     def stop(self) -> None:
         for proc in [*self.workers, self.proc]:
             stop(proc)
+
+
+def iso(t: float) -> str:
+    """A UNIX time as the API's ISO 8601 with its offset."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).isoformat()
+
+
+def csrf_of(html: str) -> str:
+    import re
+
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, html[:300]
+    return found.group(1)
 
 
 def start_server(data: Path, broker: str, students: list[str], db_url: str | None = None,

@@ -92,6 +92,7 @@ def test_server_and_workers_run_grade_serve_as_the_code_expects() -> None:
     from grader.backends.mlu import MLU_RESOURCE
     from grader.batch.distributed import SERVICE_ACCOUNT
     from grader.sandbox import pod_runner
+    from grader.server.devices import device_type
     from grader.server.queue import queue_name
 
     known = serve_options()
@@ -113,13 +114,23 @@ def test_server_and_workers_run_grade_serve_as_the_code_expects() -> None:
         assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
         assert MLU_RESOURCE not in str(container.get("resources"))  # never a card in the server or a worker
         if "--worker-only" in command:
-            backend = command[command.index("--backend") + 1]
-            device = command[command.index("--device") + 1] if "--device" in command else None
-            workers[queue_name(backend, device)] = pod
+            options = dict(zip(command[4:], command[5:], strict=False))
+            backend = options["--backend"]
+            # a worker pod has no card to read its type from: an mlu worker must state it
+            assert backend == "emu" or "--device-type" in options, command
+            kind = device_type(options.get("--device-type") or options.get("--device"))
+            queue = queue_name(backend, kind)
+            assert queue not in workers, queue  # one Deployment per device type
+            workers[queue] = pod
+            if backend == "mlu":  # its node and its run pods' nodes have cards of its type
+                assert pod["nodeSelector"] == {"bang-grader/device": kind}, pod.get("nodeSelector")
+                selector = env[pod_runner.ENV_NODE_SELECTOR]["value"]
+                assert dict(pod_runner.node_selector(selector)) == pod["nodeSelector"], selector
         else:
             assert "--no-workers" in command
-    assert set(workers) == {"grade.emu.default", "grade.mlu.0"}, workers  # one Deployment per device type
-    assert workers["grade.emu.default"].get("runtimeClassName") == get_backend("emu").pod_runtime_class
-    mlu = workers["grade.mlu.0"]
-    assert "runtimeClassName" not in mlu and mlu["nodeSelector"] == {"bang-grader/device": "mlu370-x8"}
+            assert "--device-type" not in command  # the -a assignments ask for the table's default type
+    default = device_type(None)
+    assert set(workers) == {f"grade.emu.{default}", "grade.mlu.mlu370-x8", "grade.mlu.mlu370-x4"}, workers
+    assert workers[f"grade.emu.{default}"].get("runtimeClassName") == get_backend("emu").pod_runtime_class
+    assert all("runtimeClassName" not in workers[q] for q in ("grade.mlu.mlu370-x8", "grade.mlu.mlu370-x4"))
     assert get_backend("mlu").pod_resources == {MLU_RESOURCE: "1"}  # each run pod it starts takes one card

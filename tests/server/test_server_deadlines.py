@@ -12,20 +12,15 @@ import io
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 
 import pytest
-from cluster import REPO, start_server
+from cluster import REPO, iso, start_server
 
 from grader.server.uploads import pack_folder
 from tests.sandbox_ready import emu_image_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat()
 
 
 def submit(server, who: str, folder, mode: str):  # noqa: ANN001, ANN201
@@ -35,12 +30,7 @@ def submit(server, who: str, folder, mode: str):  # noqa: ANN001, ANN201
 
 
 def graded(server, who: str, sub_id: int) -> dict:  # noqa: ANN001
-    deadline = time.monotonic() + 400
-    with server.client(who) as c:
-        while (state := c.get(f"/api/submissions/{sub_id}").json())["status"] != "done":
-            assert time.monotonic() < deadline, state
-            time.sleep(0.5)
-    return state
+    return server.graded(who, sub_id, 400)
 
 
 def groups_seen(server, who: str, sub_id: int) -> set[str]:  # noqa: ANN001

@@ -23,7 +23,7 @@ def server(request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pyt
         if pg_bin() is None:
             pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
         pg = start_postgres(tmp_path_factory.mktemp("pg"))
-    srv = start_server(tmp_path_factory.mktemp(f"server-{request.param}"), redis_url, ["ann", "ben", "cho"],
+    srv = start_server(tmp_path_factory.mktemp(f"server-{request.param}"), redis_url, ["ann", "ben", "cho", "dan"],
                        db_url=pg.url if pg else None)
     yield srv
     srv.stop()
@@ -45,8 +45,8 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, target: str = "") -> tarfil
     return info
 
 
-def upload(client, data: bytes, assignment: str = "sigmoid", mode: str = "test"):  # noqa: ANN001, ANN201
-    return client.post("/api/submissions", data={"assignment": assignment, "mode": mode},
+def upload(client, data: bytes, assignment: str = "sigmoid", mode: str = "test", **form: str):  # noqa: ANN001, ANN201
+    return client.post("/api/submissions", data={"assignment": assignment, "mode": mode, **form},
                        files={"archive": ("s.tar.gz", data, "application/gzip")})
 
 
@@ -148,3 +148,157 @@ def test_the_cli_says_why_and_exits_2_when_nothing_is_graded(server, tmp_path) -
     done = submit(SIGMOID, "not-a-token")
     assert done.returncode == 2 and "missing or wrong token" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_device_type_no_worker_serves_shows_as_waiting_for_it(server) -> None:  # noqa: ANN001
+    """No worker runs here: a submission for the MLU370-X4 type is queued on that type's queue and shown, to the
+    student and on the instructor's dashboard (API and page), as waiting for a worker of that type."""
+    with server.client("dan") as dan:
+        r = upload(dan, pack_folder(SIGMOID), device="mars-1")
+        assert r.status_code == 400 and "unknown device type 'mars-1'" in r.json()["error"], r.text
+        r = upload(dan, pack_folder(SIGMOID), device="MLU370-X4")
+        assert r.status_code == 201, r.text
+        assert (r.json()["device_type"], r.json()["waiting_for"]) == ("mlu370-x4", "mlu370-x4"), r.json()
+        state = dan.get(f"/api/submissions/{r.json()['id']}").json()
+        assert (state["status"], state["device_type"], state["waiting_for"]) == ("queued", "mlu370-x4", "mlu370-x4")
+    assert attempts(server, "dan") == 1
+    # a counted (timed) run on a type whose speed thresholds nobody calibrated would score no speed: refused
+    with server.client("ben") as ben:
+        r = upload(ben, pack_folder(SIGMOID), mode="final", device="mlu270")
+        assert r.status_code == 400 and "no speed thresholds for device type mlu270" in r.json()["error"], r.text
+    assert attempts(server, "ben") == 0
+    with server.client("teacher") as t:
+        queues = {q["queue"]: q for q in t.get("/api/dashboard").json()["queues"]}
+    x4 = queues["grade.emu.mlu370-x4"]
+    assert (x4["device_type"], x4["queued"], x4["workers"], x4["unserved"]) == ("mlu370-x4", 1, [], True), queues
+    with server.page_session("teacher") as page:
+        html = page.get("/instructor").text
+    row = re.search(r'<tr id="queue-emu-mlu370-x4" class="unserved">(.*?)</tr>', html, re.S)
+    assert row is not None and "no live worker serves mlu370-x4" in row.group(1), html
+
+
+def test_the_assignment_buttons_need_the_csrf_token_and_an_instructor(server) -> None:  # noqa: ANN001
+    with server.page_session("teacher") as page:
+        for action in ("open", "close", "release"):
+            r = page.post(f"/instructor/assignments/sigmoid/{action}", data={"csrf": "forged"})
+            assert r.status_code == 403, (action, r.text)
+        assert page.post("/instructor/assignments/sigmoid/melt", data={"csrf": page.csrf}).status_code == 404
+    with server.page_session("ben") as page:
+        r = page.post("/instructor/assignments/sigmoid/release", data={"csrf": page.csrf})
+        assert r.status_code == 403 and "instructors only" in r.text
+    with server.client("teacher") as t:
+        row = next(a for a in t.get("/api/assignments").json() if a["name"] == "sigmoid")
+    assert row["open"] and row["released_at"] is None and row["has_hidden"], row
+    # sigmoid has no deadline: its hidden cases wait for the instructor, and a student's page says so
+    assert len(hidden_notes(server, "dan")) == 1
+    with server.page_session("teacher") as page:
+        r = page.post("/instructor/assignments/sigmoid/release", data={"csrf": page.csrf})
+        assert r.status_code == 303, r.text
+        assert "released" in re.search(r'<td class="hidden-state">(.*?)</td>', page.get("/instructor").text).group(1)
+    with server.client("teacher") as t:
+        row = next(a for a in t.get("/api/assignments").json() if a["name"] == "sigmoid")
+    assert row["open"] and row["released_at"] is not None and row["released"], row  # released, still open
+    assert hidden_notes(server, "dan") == []
+
+
+def hidden_notes(server, who: str) -> list[str]:  # noqa: ANN001
+    with server.page_session(who) as page:
+        return re.findall(r'<p class="hidden-cases">(.*?)</p>', page.get("/").text)
+
+
+def test_release_from_the_cli(redis_url: str, tmp_path) -> None:  # noqa: ANN001
+    """`grade serve --release NAME` on the running server's database: recorded, shown at once, then it exits."""
+    import subprocess
+    import sys
+
+    srv = start_server(tmp_path / "server", redis_url, ["eve"])
+    try:
+        assert len(hidden_notes(srv, "eve")) == 1
+
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "grader.cli", "serve", "--data", str(srv.data), *args],
+                                  cwd=REPO, capture_output=True, text=True, timeout=120)
+
+        done = cli("--release", "nope")
+        assert done.returncode == 2 and "no assignment 'nope'" in done.stderr, done.stdout + done.stderr
+        done = cli("--release", "sigmoid")
+        assert done.returncode == 0 and "released to the students: sigmoid" in done.stdout, done.stdout + done.stderr
+        assert hidden_notes(srv, "eve") == []
+        with srv.client("teacher") as t:
+            row = next(a for a in t.get("/api/assignments").json() if a["name"] == "sigmoid")
+        assert row["released_at"] is not None and row["open"], row
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_database_of_the_previous_schema_is_upgraded_and_its_queued_jobs_routed_by_type(
+        kind: str, redis_url: str, tmp_path) -> None:  # noqa: ANN001
+    """A database at migration 0002 (queues named grade.<backend>.<device or 'default'>, an mlu assignment's
+    device a card index), a job still queued on it: `grade serve` upgrades it (0003 on SQLite and PostgreSQL)
+    and queues the job again on its device type's queue, where the dashboard shows it waiting."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
+    from grader.server.db import MIGRATIONS, sqlite_url
+    from grader.server.devices import device_type
+
+    pg = None
+    if kind == "postgresql":
+        if pg_bin() is None:
+            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
+        pg = start_postgres(tmp_path / "pg")
+    data = tmp_path / "server"
+    data.mkdir()
+    url = pg.url if pg else sqlite_url(data)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    command.upgrade(config, "0002")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO assignments (name, backend, device, seed, is_open, late_penalty) VALUES "
+                          "('sigmoid', 'emu', NULL, 'old-seed', true, 0), ('matmul', 'mlu', '0', 's2', false, 0)"))
+        conn.execute(text("INSERT INTO students (student_id, name, role, token_hash, pseudonym, on_leaderboard) "
+                          "VALUES ('old', '', 'student', 'h', 'kernel-old', false)"))
+        conn.execute(text("INSERT INTO submissions (student_pk, assignment_pk, mode, archive, content_hash, queue, "
+                          "status, in_flight, grade_runs, submitted_at, late) VALUES (1, 1, 'test', :a, 'c', "
+                          "'grade.emu.default', 'queued', true, 0, 1.0, false)"), {"a": pack_folder(SIGMOID)})
+    engine.dispose()
+    server = start_server(data, redis_url, ["bob"], db_url=url)
+    try:
+        assert "1 queued submission(s) moved to their device type's queue" in server.startup, server.startup
+        default = device_type(None)
+        with server.client("teacher") as t:
+            dash = t.get("/api/dashboard").json()
+            rows = {a["name"]: a for a in t.get("/api/assignments").json()}
+        (sub,) = dash["submissions"]
+        assert (sub["status"], sub["device_type"]) == ("queued", default), sub
+        queues = {q["queue"]: q for q in dash["queues"]}
+        assert set(queues) == {f"grade.emu.{default}"} and queues[f"grade.emu.{default}"]["unserved"], queues
+        assert rows["matmul"]["device_type"] == default and rows["matmul"]["released_at"] is None, rows
+    finally:
+        server.stop()
+        if pg is not None:
+            pg.stop()
+
+
+def test_a_worker_states_a_device_type_it_can_grade_on(tmp_path) -> None:  # noqa: ANN001
+    """`grade serve --worker-only`: an emulator slot's --device and --device-type must agree, a type must be the
+    device table's, and an MLU worker needs a card (or, in a worker pod, --device-type): usage errors (exit 2)
+    before anything starts."""
+    import subprocess
+    import sys
+
+    def worker(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "grader.cli", "serve", "--worker-only", "--data", str(tmp_path),
+                               "--broker", "redis://127.0.0.1:1/0", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+
+    done = worker("--device", "mlu370-x8", "--device-type", "mlu270")
+    assert done.returncode == 2 and "differ" in done.stderr, done.stderr
+    done = worker("--device-type", "mars-1")
+    assert done.returncode == 2 and "unknown device type 'mars-1'" in done.stderr, done.stderr
+    done = worker("--backend", "mlu")
+    assert done.returncode == 2 and "no usable MLU card" in done.stderr, done.stderr

@@ -75,3 +75,50 @@ def test_live_pages_code_and_similarity(redis_url: str, tmp_path) -> None:  # no
         assert [(r["student_a"], r["student_b"], r["identical"]) for r in rows] == [("ann", "bob", "yes")], rows
     finally:
         server.stop()
+
+
+@pytest.fixture
+def chromium():  # noqa: ANN201 - playwright's Browser
+    """Debian's Chromium under Playwright, closed after the test; skipped visibly without them."""
+    if importlib.util.find_spec("playwright") is None or not Path(CHROMIUM).exists():
+        pytest.skip(f"needs playwright (pip install -e .[dev]) and {CHROMIUM} (Debian chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_hidden_cases_notice_waiting_type_and_the_release_button(redis_url: str, tmp_path, chromium) -> None:  # noqa: ANN001
+    """In Chromium: a student's page says (zh, en) that sigmoid hides cases until the instructor releases them
+    (no deadline is set); the dashboard shows a submission for a device type no worker serves as waiting for it;
+    the instructor's Release button (a CSRF form) releases them and the students' open pages lose the notice
+    (live refresh)."""
+    server = start_server(tmp_path / "server", redis_url, ["ann", "bob"])
+    try:
+        errors: list[str] = []
+        ann = login(chromium, server, "ann", "zh", errors)
+        bob = login(chromium, server, "bob", "en", errors)
+        teacher = login(chromium, server, "teacher", "en", errors)
+        assert "sigmoid 的部分用例已隐藏" in ann.locator("p.hidden-cases").inner_text()
+        ann.wait_for_timeout(1500)  # the pages' event streams are open and have sent their first stamp
+        assert bob.locator("p.hidden-cases").inner_text().startswith("Some cases of sigmoid are hidden")
+        assert teacher.locator("#assignment-sigmoid td.hidden-state").inner_text() == "hidden from students"
+        r = server.submit("bob", SIGMOID, device="mlu370-x4")
+        assert r.status_code == 201, r.text
+        teacher.reload()
+        row = teacher.locator("#queue-emu-mlu370-x4.unserved")
+        assert "no live worker serves mlu370-x4" in row.inner_text(), teacher.content()
+        teacher.click("#assignment-sigmoid button.release")
+        teacher.wait_for_url(f"{server.url}/instructor")
+        assert teacher.locator("#assignment-sigmoid td.hidden-state").inner_text().startswith("released")
+        assert teacher.locator("#assignment-sigmoid button.release").count() == 0
+        for page in (ann, bob):  # the open pages lose the notice without a reload (live refresh)
+            page.wait_for_selector("p.hidden-cases", state="detached", timeout=20_000)
+            assert page.evaluate("document.body.dataset.refreshed") is not None
+        assert not errors, errors
+    finally:
+        server.stop()
