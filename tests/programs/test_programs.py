@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.i18n import use_language
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.programs import grade_programs
+from grader.orchestration.programs import grade_programs, run_limits
 from grader.programs.spec import load_programs
 from grader.results import Verdict
 from grader.scoring import load_thresholds
@@ -192,3 +193,86 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
     # 03 copies right into WRAM untransposed: its own check prints 03PASSED, the captured output is wrong
     vector = next(c for c in result.cases if c.group == "vector")
     assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER and "N rows of K" in vector.message
+
+
+# A kernel the emulator stops (a __memcpy_async reads NRAM another one is still filling: async-hazard), whose
+# host code then carries on past the failed sync (HOST_END); the grader must name how the program ended.
+CRASHING = r"""
+#include <bang.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+__mlu_global__ void multiplyMatricesMLU(float *left, float *right, float *result, int m, int n, int k) {
+  __nram__ float a[64];
+  __memcpy_async(a, left, 64 * sizeof(float), GDRAM2NRAM);
+  __memcpy_async(result, a, 64 * sizeof(float), NRAM2GDRAM);
+  __sync_io();
+}
+int main() {
+  int m = 8, n = 8, k = 8;
+  float host[64];
+  for (int i = 0; i < 64; i++) host[i] = 1.0f;
+  float *l_d, *r_d, *o_d;
+  cnrtMalloc((void **)&l_d, 256);
+  cnrtMalloc((void **)&r_d, 256);
+  cnrtMalloc((void **)&o_d, 256);
+  cnrtMemcpy(l_d, host, 256, cnrtMemcpyHostToDev);
+  cnrtMemcpy(r_d, host, 256, cnrtMemcpyHostToDev);
+  cnrtQueue_t queue;
+  cnrtQueueCreate(&queue);
+  cnrtDim3_t dim = {1, 1, 1};
+  multiplyMatricesMLU<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(l_d, r_d, o_d, m, n, k);
+  cnrtQueueSync(queue);
+HOST_END
+  return 0;
+}
+"""
+NULL_WRITE = "  *(volatile int *)0 = 1;"  # SIGSEGV
+# SIGXFSZ: a file grown past the file size limit (lowered here so the test writes 2 MiB, not the sandbox's GiB)
+FILE_FLOOD = """  struct rlimit r = {1 << 20, 1 << 20};
+  setrlimit(RLIMIT_FSIZE, &r);
+  static char block[1 << 16];
+  FILE *f = fopen("flood.bin", "wb");
+  for (int i = 0; f && i < 32; i++) fwrite(block, 1, sizeof block, f), fflush(f);"""
+HAZARD_LINE = CRASHING.splitlines().index("  __memcpy_async(result, a, 64 * sizeof(float), NRAM2GDRAM);") + 1
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_an_unreadable_folder_is_staged_and_crashes_are_named(tmp_path: Path) -> None:
+    """A checkout only its owner can read (0700, files 0600: the sandbox's user cannot) is graded from a readable
+    copy: the honest program passes. Two programs die: one of a segmentation fault after the emulator stopped
+    its kernel (async-hazard), one of the file size limit; each is a crash naming the signal in words, in
+    English and in Chinese, never 'did not compile' or a missing trace, and earns nothing."""
+    if not emu_image_ready():
+        pytest.skip("needs Docker and the emulation image of these sources (grade setup)")
+    lab = tmp_path / "lab"
+    lab.mkdir(mode=0o700)
+    (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (lab / "03_vector_nram.mlu").write_text(CRASHING.replace("HOST_END", NULL_WRITE))
+    (lab / "04_vector_nram_blocks.mlu").write_text(CRASHING.replace("HOST_END", FILE_FLOOD))
+    for path in lab.iterdir():
+        path.chmod(0o600)
+    results = {}
+    for lang in ("en", "zh"):
+        with use_language(lang):
+            results[lang] = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="docker"))
+    result = results["en"]
+    cases = {c.group: c for c in result.cases}
+    by_stage = {s.name: s for s in result.stages}
+    assert result.sandbox == "docker"
+    assert cases["scalar_nram"].verdict == Verdict.PASSED and by_stage["scalar_nram"].points == 5, \
+        (cases["scalar_nram"].message, result.build and result.build.compiler_output)
+    segv, flood = cases["vector"], cases["multicore"]
+    assert segv.verdict == Verdict.CRASH and by_stage["vector"].points == 0, segv.message
+    assert "segmentation fault (SIGSEGV)" in segv.message, segv.message
+    assert f"async-hazard (03_vector_nram.mlu:{HAZARD_LINE})" in segv.message, segv.message
+    assert [d.kind for d in segv.diagnostics if d.severity == "error"] == ["async-hazard"]
+    assert flood.verdict == Verdict.CRASH and by_stage["multicore"].points == 0, flood.message
+    limit = run_limits(3).file_size_bytes >> 20
+    assert "output-size limit (SIGXFSZ)" in flood.message and f"{limit} MiB" in flood.message, flood.message
+    assert result.score == 10
+    zh = {c.group: c for c in results["zh"].cases}
+    assert zh["vector"].verdict == Verdict.CRASH and "段错误" in zh["vector"].message, zh["vector"].message
+    assert "输出大小上限" in zh["multicore"].message and f"{limit} MiB" in zh["multicore"].message, \
+        zh["multicore"].message
