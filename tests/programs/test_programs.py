@@ -4,8 +4,11 @@ the kernel's arguments captured at launch and checked on the host. Slow: real em
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tarfile
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -276,3 +279,48 @@ def test_an_unreadable_folder_is_staged_and_crashes_are_named(tmp_path: Path) ->
     assert zh["vector"].verdict == Verdict.CRASH and "段错误" in zh["vector"].message, zh["vector"].message
     assert "输出大小上限" in zh["multicore"].message and f"{limit} MiB" in zh["multicore"].message, \
         zh["multicore"].message
+
+
+def _as_nobody(fn: Callable[[], str]) -> str:
+    """fn's result, run in a forked child that gave up root for uid/gid 65534 (as a grader run by a user who
+    cannot read a classmate's 0600 file)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            out = fn()
+        except BaseException as exc:  # noqa: BLE001 -- reported to the parent
+            out = f"child failed: {exc!r}"
+        os.write(write, out.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        out = fh.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops root to play a user who cannot read the file")
+def test_a_file_the_grader_cannot_read_is_an_input_error_naming_it() -> None:
+    lab = Path(tempfile.mkdtemp(prefix="lab-unreadable-"))  # not under pytest's 0700 tmp: uid 65534 reaches it
+    try:
+        lab.chmod(0o755)
+        (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+        (lab / "02_scalar_nram.mlu").chmod(0o644)
+        (lab / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
+        (lab / "03_vector_nram.mlu").chmod(0o600)  # root's, unreadable to uid 65534
+
+        def grade() -> str:
+            result = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="none"))
+            return f"{result.verdict}|{result.message}|{len(result.cases)}"
+
+        verdict, message, cases = _as_nobody(grade).split("|")
+        assert verdict == Verdict.UNGRADABLE_LAYOUT, message
+        assert "03_vector_nram.mlu cannot be read by the grader (Permission denied)" in message, message
+        assert "compile" not in message and cases == "0"
+    finally:
+        shutil.rmtree(lab)
