@@ -51,8 +51,8 @@ from grader.orchestration.environment import UnavailableError, resolve_backend, 
 from grader.orchestration.judge import MESSAGE_CHARS, CallOutcome, judge_call
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.read_outputs import describe_outcome
-from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, write_trace_key
-from grader.orchestration.score_stages import stage_result, summary_line
+from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, journal_budget, write_trace_key
+from grader.orchestration.score_stages import CAUGHT, stage_result, summary_line, withhold_speed_points
 from grader.orchestration.trace_summary import TraceAccumulator
 from grader.programs.captures import (
     CAPTURE_DTYPES,
@@ -152,6 +152,7 @@ def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: Assign
                 # what the replay did, never what the program's own process recorded
                 launches = read_launches(replayed / stem / "trace.jsonl", program_key(master, stem))
                 ended = program_ending(work / "io" / "outputs", replayed, stem, launches, outcome, limits)
+                ended = ended or journal_ending(work / "replay" / "journals" / f"{stem}.journal", stem, limits)
                 if ended is not None:  # it crashed or ran out of time: named, and nothing it wrote is graded
                     scoring = JudgedProgram(with_diagnostics(judge_call(
                         base, spec.kernel, _case_at(stage, stem), ended, None, kernel_trace=False), launches.records))
@@ -163,6 +164,10 @@ def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: Assign
             result.stages.append(program_stage_result(spec, scored, stage, stem, scoring, thresholds, backend.device))
     except SandboxError as exc:
         return _finish(result, Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(error=exc))
+    caught = next((c for c in result.cases if c.verdict in CAUGHT), None)
+    if caught is not None:  # one submission, as the module path's: caught on one program, no speed points anywhere
+        result.integrity.append(withhold_speed_points(spec.kernel, _("program {file}").format(
+            file=f"{caught.name}.mlu"), caught.verdict, result.stages))
     ran = {c.group for c in result.cases}  # the programs handed in; max_score still counts every stage
     result.groups = group_scores(scored.model_copy(update={"groups": [g for g in scored.groups if g.name in ran]}),
                                  result.cases)
@@ -242,6 +247,17 @@ def program_ending(run_outputs: Path, replayed: Path, stem: str, launches: Launc
         file=f"{stem}.mlu", why=why)})
 
 
+def journal_ending(journal: Path, stem: str, limits: Limits) -> CallOutcome | None:
+    """A program whose device journal ran into a budget (replay.journal_budget: the runtime's cap): the calls
+    after that point could not be replayed, which is said as the limit it is (a crash, as on the module path),
+    not as records that do not add up."""
+    limit = journal_budget(journal, limits)
+    if limit is None:
+        return None
+    return CallOutcome(meta={"ok": False, "error_kind": ErrorKind.CRASH.value, "error": _("{file}: {why}").format(
+        file=f"{stem}.mlu", why=limit)})
+
+
 def _signal(code: object) -> int | None:
     return -code if isinstance(code, int) and not isinstance(code, bool) and code < 0 else None
 
@@ -291,6 +307,7 @@ def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built
     for stem in built:
         copy_untrusted(run_outputs / stem / "journal", io / "journals" / f"{stem}.journal", run_outputs,
                        JOURNAL_MAX_BYTES)
+        (run_outputs / stem / "journal").unlink(missing_ok=True)  # up to a GiB each: one copy on disk is enough
     key = write_trace_key(io)
     (io / PROGRAM_TWIN_FILE).write_text(json.dumps(twin), encoding="utf-8")
     try:

@@ -196,6 +196,11 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
     # 03 copies right into WRAM untransposed: its own check prints 03PASSED, the captured output is wrong
     vector = next(c for c in result.cases if c.group == "vector")
     assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER and "N rows of K" in vector.message
+    # 06: the emulator stops its UNION1 kernel (a __memcpy_async reads memory another is still filling); named
+    # with its line, not a missing trace (the emulator itself used to segfault right after reporting it)
+    sram = next(c for c in result.cases if c.group == "sram_union")
+    assert sram.verdict == Verdict.RUNTIME_ERROR, sram.message
+    assert sram.message.startswith("async-hazard (06_vector_sram_unions_pipe5.mlu:92): "), sram.message
 
 
 # A kernel the emulator stops (a __memcpy_async reads NRAM another one is still filling: async-hazard), whose
@@ -324,3 +329,29 @@ def test_a_file_the_grader_cannot_read_is_an_input_error_naming_it() -> None:
         assert "compile" not in message and cases == "0"
     finally:
         shutil.rmtree(lab)
+
+
+# The lab's host fallback: main() computes the product on the CPU and prints PASSED, the kernel never launched.
+HOST_ONLY = PROGRAM.replace("  multiplyMatricesMLU<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(l_d, r_d, o_d, m, n, k);\n",
+                            "  CNRT_CHECK(cnrtMemcpy(o_d, cpu, m * k * 4, cnrtMemcpyHostToDev));\n")
+
+
+@pytest.mark.slow
+def test_caught_on_one_program_no_speed_points_anywhere(tmp_path: Path) -> None:
+    """A lab folder is one submission, as an extension is (score_stages.withhold_speed_points): a program that
+    never launched its kernel costs every program's speed points and flags the grading; the honest program
+    keeps its correctness points. Without the rule the folder scored 10 (02: 5 + 5)."""
+    assert HOST_ONLY != PROGRAM
+    (tmp_path / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (tmp_path / "03_vector_nram.mlu").write_text(HOST_ONLY.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
+    cases = {c.group: c for c in result.cases}
+    by_stage = {s.name: s for s in result.stages}
+    groups = {g.name: g for g in result.groups}
+    assert cases["vector"].verdict == Verdict.NOT_USING_KERNEL, cases["vector"].message
+    assert cases["scalar_nram"].verdict == Verdict.PASSED and groups["scalar_nram"].points == 5
+    honest = by_stage["scalar_nram"]
+    assert honest.verdict == Verdict.NOT_USING_KERNEL and honest.points == 0, honest.message
+    assert "03_vector_nram.mlu" in honest.message and "flagged for review" in honest.message
+    assert result.integrity and "03_vector_nram.mlu" in result.integrity[0], result.integrity
+    assert result.score == 5
