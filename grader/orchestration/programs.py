@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from bang_emu.wram_layout import matmul_rhs_rows
-from bang_harness.programs import PROGRAM_TIMEOUT_SECONDS
+from bang_harness.programs import CAPTURE_MAX_BYTES, PROGRAM_TIMEOUT_SECONDS
 from bang_harness.protocol import KEY_FILE, PROGRAM_TWIN_FILE, ErrorKind, program_key
 
 from grader import __version__
@@ -140,9 +140,9 @@ def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: Assign
         built, log = _build(runner, folder, work, dict(backend.env))
         result.build = BuildInfo(ok=bool(built), toolchain="cncc-emu", compiler_output=log)
         limits = run_limits(len(built))
-        outcome = _run(runner, folder, work, dict(backend.env), limits)
+        ran = Ran(_run(runner, folder, work, dict(backend.env), limits), limits)
         seeds = draw_twin_seeds(built)
-        master, replayed = _replay(runner, folder, work, dict(backend.env), built, twin_plan(spec, seeds))
+        master, replayed, replay = _replay(runner, folder, work, dict(backend.env), built, twin_plan(spec, seeds))
         for stem, stage in stems.items():
             if stem not in built:
                 case = _case(spec, stage, stem, Verdict.COMPILE_ERROR,
@@ -151,7 +151,7 @@ def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: Assign
             else:
                 # what the replay did, never what the program's own process recorded
                 launches = read_launches(replayed / stem / "trace.jsonl", program_key(master, stem))
-                ended = program_ending(work / "io" / "outputs", replayed, stem, launches, outcome, limits)
+                ended = program_ending(work / "io" / "outputs", replayed, stem, launches, ran, replay)
                 ended = ended or journal_ending(work / "replay" / "journals" / f"{stem}.journal", stem, limits)
                 if ended is not None:  # it crashed or ran out of time: named, and nothing it wrote is graded
                     scoring = JudgedProgram(with_diagnostics(judge_call(
@@ -218,24 +218,27 @@ def _run(runner: Runner, folder: Path, work: Path, env: dict[str, str], limits: 
                       Mounts(submission=folder.resolve(), build=work / "build", io=work / "io"), limits, env=env)
 
 
-def program_ending(run_outputs: Path, replayed: Path, stem: str, launches: Launches, outcome: RunOutcome,
-                   limits: Limits) -> CallOutcome | None:
+def program_ending(run_outputs: Path, replayed: Path, stem: str, launches: Launches, run_sandbox: Ran,
+                   replay_sandbox: Ran) -> CallOutcome | None:
     """A program that crashed or ran out of time, as the module path's call outcome of one (error kind CRASH or
     TIMEOUT -> judge.ERROR_VERDICTS; read_outputs.describe_outcome names the signal), with the emulator's error
     it died after, if any; None when it ended on its own. What ended it: the replay's harness saw its replay die
     (no student host code runs there); the run's harness recorded a signal or its timeout in run.json (the
     program could rewrite that file, but a crash or timeout earns nothing, so believing one is safe, and a
-    claim of a clean exit changes nothing: the replay is graded); the host saw the run sandbox stop before the
-    program's record was written."""
+    claim of a clean exit changes nothing: the replay is graded); the host saw the run sandbox, or the replay's,
+    stop before the program's record was written."""
     run = _json_object_at(run_outputs / stem / "run.json", run_outputs)
     replay = _json_object_at(replayed / stem / "replay.json", replayed)
-    ended = None
+    ended, limits = None, run_sandbox.limits
     if replay.get("timed_out") is True or run.get("timed_out") is True:
         ended = RunOutcome(exit_code=None, timed_out=True, wall_seconds=PROGRAM_TIMEOUT_SECONDS)
     elif _signal(replay.get("returncode")) or _signal(run.get("exit_code")):
         ended = RunOutcome(exit_code=None, signal=_signal(replay.get("returncode")) or _signal(run.get("exit_code")))
-    elif not run and not outcome.ok:  # the run sandbox was stopped before this program's record
-        ended = outcome
+        limits = run_sandbox.limits if _signal(run.get("exit_code")) else replay_sandbox.limits
+    elif not run and not run_sandbox.outcome.ok:  # the run sandbox was stopped before this program's record
+        ended = run_sandbox.outcome
+    elif not replay and not replay_sandbox.outcome.ok:  # the replay's sandbox stopped before it
+        ended, limits = replay_sandbox.outcome, replay_sandbox.limits
     if ended is None:
         return None
     why = describe_outcome(ended, limits)
@@ -265,7 +268,7 @@ def _signal(code: object) -> int | None:
 def _json_object_at(path: Path, root: Path) -> dict[str, Any]:
     try:
         value = read_json_capped(path, root=root)
-    except (OSError, UntrustedFileError):
+    except (OSError, ValueError):  # missing, a link, too large, not JSON (UntrustedFileError is a ValueError)
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -296,10 +299,10 @@ def _emulator_error(records: list[dict[str, Any]], replay: dict[str, Any]) -> st
 
 
 def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built: set[str],
-            twin: dict[str, Any]) -> tuple[bytes, Path]:
+            twin: dict[str, Any]) -> tuple[bytes, Path, Ran]:
     """The programs' journals replayed in a sandbox of their own (orchestration/replay.py says why), the graded
-    kernel's inputs replaced by the twin: the key the replay signs with, and the folder of its per-program traces
-    and captures."""
+    kernel's inputs replaced by the twin: the key the replay signs with, the folder of its per-program traces
+    and captures, and how its sandbox ended."""
     io = work / "replay"
     (io / "journals").mkdir(parents=True)
     (io / "outputs").mkdir()
@@ -310,14 +313,31 @@ def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built
         (run_outputs / stem / "journal").unlink(missing_ok=True)  # up to a GiB each: one copy on disk is enough
     key = write_trace_key(io)
     (io / PROGRAM_TWIN_FILE).write_text(json.dumps(twin), encoding="utf-8")
+    limits = replay_limits(len(built))
     try:
-        runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "replay-programs"],
-                   Mounts(submission=folder.resolve(), build=work / "build", io=io),
-                   Limits(wall_seconds=RUN_SECONDS), env=env)
+        outcome = runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "replay-programs"],
+                             Mounts(submission=folder.resolve(), build=work / "build", io=io), limits, env=env)
     finally:
         (io / KEY_FILE).unlink(missing_ok=True)
         (io / PROGRAM_TWIN_FILE).unlink(missing_ok=True)
-    return key, io / "outputs"
+    return key, io / "outputs", Ran(outcome, limits)
+
+
+def replay_limits(programs: int) -> Limits:
+    """The replay sandbox's limits: room on its /io for every program's captures up to the runtime's cap per
+    process (CAPTURE_MAX_BYTES). The lab's 524288-row programs capture 192 MiB each (head and tail of left and of
+    result, in and out); the default 512 MiB for all of them ran out inside 06's under docker, which then had no
+    replay trace. Memory stays the default: an honest lab's replay holds ~2 GB (captures and one child)."""
+    alone = Limits()
+    return Limits(wall_seconds=RUN_SECONDS, tmpfs_bytes=alone.tmpfs_bytes + max(1, programs) * CAPTURE_MAX_BYTES)
+
+
+@dataclass
+class Ran:
+    """How a sandbox of the programs ended, and the limits it ran under."""
+
+    outcome: RunOutcome
+    limits: Limits
 
 
 @dataclass
