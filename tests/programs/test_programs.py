@@ -17,7 +17,7 @@ from grader.i18n import use_language
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.programs import grade_programs, run_limits
 from grader.programs.spec import load_programs
-from grader.results import Verdict
+from grader.results import CaseResult, GradeResult, GroupScore, StageResult, Verdict
 from grader.scoring import load_thresholds
 from tests.sandbox_ready import emu_image_ready
 
@@ -105,14 +105,21 @@ def _calibrated(stage: str) -> float:
     return table.stages[stage].threshold_us
 
 
+def _honest_02_beside(folder: Path, program_03: str) -> tuple[GradeResult, dict[str, CaseResult],
+                                                                dict[str, StageResult], dict[str, GroupScore]]:
+    """The honest scalar-NRAM program and `program_03` graded as a folder (process runner): the result, its cases,
+    stages and groups by stage name."""
+    (folder / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (folder / "03_vector_nram.mlu").write_text(program_03)
+    result = grade_programs(folder, GradeOptions(assignment="matmul_programs", sandbox="none"))
+    return (result, {c.group: c for c in result.cases}, {s.name: s for s in result.stages},
+            {g.name: g for g in result.groups})
+
+
 @pytest.mark.slow
 def test_two_stage_folder_graded_from_captured_launches(tmp_path: Path) -> None:
-    (tmp_path / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
-    (tmp_path / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
-    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
-    by_stage = {s.name: s for s in result.stages}
-    cases = {c.group: c for c in result.cases}
-    groups = {g.name: g for g in result.groups}
+    result, cases, by_stage, groups = _honest_02_beside(
+        tmp_path, PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
     ok, wrong = by_stage["scalar_nram"], by_stage["vector"]
     # each program: one case (its captured output, a group of 5 points) and its stage (5 speed points), scored
     # as an extension's entry is, with the base's calibrated threshold
@@ -342,12 +349,8 @@ def test_caught_on_one_program_no_speed_points_anywhere(tmp_path: Path) -> None:
     never launched its kernel costs every program's speed points and flags the grading; the honest program
     keeps its correctness points. Without the rule the folder scored 10 (02: 5 + 5)."""
     assert HOST_ONLY != PROGRAM
-    (tmp_path / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
-    (tmp_path / "03_vector_nram.mlu").write_text(HOST_ONLY.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
-    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
-    cases = {c.group: c for c in result.cases}
-    by_stage = {s.name: s for s in result.stages}
-    groups = {g.name: g for g in result.groups}
+    result, cases, by_stage, groups = _honest_02_beside(
+        tmp_path, HOST_ONLY.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
     assert cases["vector"].verdict == Verdict.NOT_USING_KERNEL, cases["vector"].message
     assert cases["scalar_nram"].verdict == Verdict.PASSED and groups["scalar_nram"].points == 5
     honest = by_stage["scalar_nram"]
