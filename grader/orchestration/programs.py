@@ -235,6 +235,8 @@ def program_ending(run_outputs: Path, replayed: Path, stem: str, launches: Launc
     elif _signal(replay.get("returncode")) or _signal(run.get("exit_code")):
         ended = RunOutcome(exit_code=None, signal=_signal(replay.get("returncode")) or _signal(run.get("exit_code")))
         limits = run_sandbox.limits if _signal(run.get("exit_code")) else replay_sandbox.limits
+    elif _int(replay.get("returncode")) > 0:  # the replay's child exited by itself before its own record
+        ended, limits = RunOutcome(exit_code=replay["returncode"]), replay_sandbox.limits
     elif not run and not run_sandbox.outcome.ok:  # the run sandbox was stopped before this program's record
         ended = run_sandbox.outcome
     elif not replay and not replay_sandbox.outcome.ok:  # the replay's sandbox stopped before it
@@ -261,8 +263,12 @@ def journal_ending(journal: Path, stem: str, limits: Limits) -> CallOutcome | No
         file=f"{stem}.mlu", why=limit)})
 
 
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _signal(code: object) -> int | None:
-    return -code if isinstance(code, int) and not isinstance(code, bool) and code < 0 else None
+    return -_int(code) if _int(code) < 0 else None
 
 
 def _json_object_at(path: Path, root: Path) -> dict[str, Any]:

@@ -3,6 +3,7 @@ the kernel's arguments captured at launch and checked on the host. Slow: real em
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,12 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from bang_harness.programs import emulator_errors
 
 from grader.i18n import use_language
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.programs import grade_programs, run_limits
+from grader.orchestration.programs import Ran, grade_programs, program_ending, run_limits
+from grader.programs.captures import Launches
 from grader.programs.spec import load_programs
 from grader.results import CaseResult, GradeResult, GroupScore, StageResult, Verdict
+from grader.sandbox.base import Limits, RunOutcome
 from grader.scoring import load_thresholds
 from tests.sandbox_ready import emu_image_ready
 
@@ -358,3 +362,23 @@ def test_caught_on_one_program_no_speed_points_anywhere(tmp_path: Path) -> None:
     assert "03_vector_nram.mlu" in honest.message and "flagged for review" in honest.message
     assert result.integrity and "03_vector_nram.mlu" in result.integrity[0], result.integrity
     assert result.score == 5
+
+
+def test_a_replay_child_that_died_is_named_from_its_harness_record(tmp_path: Path) -> None:
+    """What replay-programs writes when its child dies (the return code, the emulator's own error lines of its
+    stderr) becomes a crash naming the signal and the error with its line; nothing the run wrote is needed."""
+    stderr = (b"noise\nbang-emu: error: async-hazard: __memcpy_async reads [0x1, 0x2) while an asynchronous copy "
+              b"into that memory is still in flight (kernel multiplyMatricesMLU, /submission/06_x.mlu:92)\n")
+    (tmp_path / "replay" / "06_x").mkdir(parents=True)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "replay" / "06_x" / "replay.json").write_text(json.dumps(
+        {"returncode": -11, "emulator_errors": emulator_errors(stderr)}))
+    ok = RunOutcome(exit_code=0)
+    ended = program_ending(tmp_path / "run", tmp_path / "replay", "06_x", Launches(), Ran(ok, Limits()),
+                           Ran(ok, Limits()))
+    assert ended is not None and ended.meta is not None and ended.meta["error_kind"] == "crash"
+    assert ended.meta["error"].startswith("06_x.mlu: killed by a segmentation fault (SIGSEGV)"), ended.meta
+    assert "after the emulator's error async-hazard (06_x.mlu:92): __memcpy_async reads" in ended.meta["error"]
+    (tmp_path / "replay" / "06_x" / "replay.json").write_text(json.dumps({"status": 0, "message": ""}))
+    assert program_ending(tmp_path / "run", tmp_path / "replay", "06_x", Launches(), Ran(ok, Limits()),
+                          Ran(ok, Limits())) is None
