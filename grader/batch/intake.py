@@ -198,6 +198,66 @@ def unpack_archive(archive: Path, dest: Path, limits: IntakeLimits = IntakeLimit
 # --------------------------------------------------------------------------------------------- folders
 
 
+class UnreadableFile(IntakeError):
+    """A file or folder of a submission the grader itself cannot read (permissions, I/O)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name!r} cannot be read: {reason}")
+        self.name, self.reason = name, reason
+
+
+def stage_folder(source: Path, dest: Path, limits: IntakeLimits = IntakeLimits()) -> Path:
+    """A copy of the folder `source` at `dest` (created) that any user can read -- what a sandbox's user sees when
+    the student's checkout is 0700 or its files 0600 -- under the intake's caps. Regular files and folders only;
+    a symlink is copied as its target's bytes when that resolves inside `source`, and left out otherwise (never
+    followed out of the folder); IGNORED_NAMES and other special files are left out. Raises IntakeError past the
+    caps and UnreadableFile naming what the grader cannot read."""
+    source = source.resolve()
+    budget = _Budget(limits)
+    stack = [(source, dest, 0)]
+    while stack:
+        src_dir, dst_dir, depth = stack.pop()
+        if depth > limits.max_depth:
+            raise IntakeError(f"the folder nests deeper than {limits.max_depth} folders")
+        os.mkdir(dst_dir, 0o755)
+        os.chmod(dst_dir, 0o755)  # whatever the umask
+        try:
+            entries = sorted(os.scandir(src_dir), key=lambda e: e.name)
+        except OSError as exc:
+            raise UnreadableFile(_relative(src_dir, source) + "/", exc.strerror or str(exc)) from exc
+        for entry in entries:
+            if entry.name in IGNORED_NAMES:
+                continue
+            path = Path(entry.path)
+            name = _relative(path, source)
+            try:
+                target = path.resolve(strict=True) if entry.is_symlink() else path
+                if target != source and source not in target.parents:
+                    continue  # a link out of the folder: never followed
+                info = target.stat()
+            except (OSError, RuntimeError):
+                continue  # a dangling or looping link
+            if stat.S_ISDIR(info.st_mode):
+                if not entry.is_symlink():  # a linked folder would copy the folder into itself
+                    stack.append((path, dst_dir / entry.name, depth + 1))
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            budget.add_file(name)
+            try:
+                fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as exc:
+                raise UnreadableFile(name, exc.strerror or str(exc)) from exc
+            with os.fdopen(fd, "rb") as src:
+                budget.copy(src, dst_dir / entry.name, name)
+            os.chmod(dst_dir / entry.name, 0o755 if info.st_mode & 0o111 else 0o644)
+    return dest
+
+
+def _relative(path: Path, root: Path) -> str:
+    return text_name(path.relative_to(root).as_posix()) if path != root else "."
+
+
 def _visible_children(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name not in IGNORED_NAMES and not p.name.startswith("."))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -28,10 +29,12 @@ from typing import Any
 
 import numpy as np
 from bang_emu.wram_layout import matmul_rhs_rows
+from bang_harness.programs import CAPTURE_MAX_BYTES, PROGRAM_TIMEOUT_SECONDS
 from bang_harness.protocol import KEY_FILE, PROGRAM_TWIN_FILE, ErrorKind, program_key
 
 from grader import __version__
 from grader.backends import get_backend
+from grader.batch.intake import IntakeError, UnreadableFile, stage_folder
 from grader.checks import metrics
 from grader.checks.compare import compare
 from grader.checks.integrity import (
@@ -45,10 +48,12 @@ from grader.checks.integrity import (
 from grader.checks.requirements import check_requirements
 from grader.i18n import _
 from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
-from grader.orchestration.judge import CallOutcome, judge_call
+from grader.orchestration.judge import MESSAGE_CHARS, CallOutcome, judge_call
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, write_trace_key
-from grader.orchestration.score_stages import stage_result, summary_line
+from grader.orchestration.read_outputs import describe_outcome
+from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, journal_budget, write_trace_key
+from grader.orchestration.score_stages import CAUGHT, stage_result, summary_line, withhold_speed_points
+from grader.orchestration.trace_summary import TraceAccumulator
 from grader.programs.captures import (
     CAPTURE_DTYPES,
     CaptureError,
@@ -73,13 +78,16 @@ from grader.results import (
     Versions,
     worst,
 )
-from grader.sandbox.base import Limits, Mounts, Phase, Runner, SandboxError
+from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
 from grader.sandbox.capped import UntrustedFileError, read_json_capped
 from grader.scoring import ThresholdTable, at_shape, group_scores, load_thresholds, roofline, summarise
 from grader.spec import REFERENCES, AssignmentSpec, ConcreteCase, SeedPlan
 
 BUILD_SECONDS = 900.0
 RUN_SECONDS = 3600.0
+RUN_JOURNAL_MEMORY_BYTES = 2 << 30  # run_limits
+# An emulator error line as the runtime prints it: "<kind>: <message> (kernel <name>, <file>:<line>)".
+EMULATOR_LINE = re.compile(r"(?P<kind>[\w-]+): (?P<message>.*) \(kernel [^,]*, (?P<file>.*):(?P<line>\d+)\)$")
 
 
 def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
@@ -92,6 +100,26 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
                          max_score=scored.max_score, seeds=SeedPlan.create("public", None).record(),
                          versions=Versions(grader=__version__), started_at=started, finished_at=started,
                          layout="programs", assignment_facts=scored.facts())
+    work = Path(tempfile.mkdtemp(prefix="bang-programs-"))
+    try:
+        return _grade(folder, options, spec, base, scored, result, work)
+    finally:
+        if not os.environ.get("BANG_GRADER_KEEP_WORK"):
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: AssignmentSpec, scored: AssignmentSpec,
+           result: GradeResult, work: Path) -> GradeResult:
+    try:
+        # what the sandbox mounts: a copy its user can read (a checkout is often 0700, its files 0600)
+        folder = stage_folder(folder, work / "submission")
+    except UnreadableFile as exc:
+        return _finish(result, Verdict.UNGRADABLE_LAYOUT, _(
+            "{file} cannot be read by the grader ({error}): make the folder and its files readable (for instance "
+            "chmod -R a+rX on the folder) and submit again").format(file=exc.name, error=exc.reason))
+    except (IntakeError, OSError) as exc:
+        return _finish(result, Verdict.UNGRADABLE_LAYOUT, _("the folder cannot be taken in: {error}").format(
+            error=exc))
     stems = {p.stem: spec.stage_for(p.stem) for p in sorted(folder.glob("*.mlu"))}
     stems = {stem: stage for stem, stage in stems.items() if stage is not None}
     if not stems:
@@ -108,13 +136,13 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
     result.device_peaks = roofline.device_peaks(backend.device)  # what the floor scores with
     result.sandbox = getattr(runner, "name", type(runner).__name__)
     thresholds = load_thresholds(base, backend.name, backend.device)  # the base's calibration, this device's
-    work = Path(tempfile.mkdtemp(prefix="bang-programs-"))
     try:
         built, log = _build(runner, folder, work, dict(backend.env))
         result.build = BuildInfo(ok=bool(built), toolchain="cncc-emu", compiler_output=log)
-        _run(runner, folder, work, dict(backend.env))
+        limits = run_limits(len(built))
+        ran = Ran(_run(runner, folder, work, dict(backend.env), limits), limits)
         seeds = draw_twin_seeds(built)
-        master, replayed = _replay(runner, folder, work, dict(backend.env), built, twin_plan(spec, seeds))
+        master, replayed, replay = _replay(runner, folder, work, dict(backend.env), built, twin_plan(spec, seeds))
         for stem, stage in stems.items():
             if stem not in built:
                 case = _case(spec, stage, stem, Verdict.COMPILE_ERROR,
@@ -123,16 +151,23 @@ def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
             else:
                 # what the replay did, never what the program's own process recorded
                 launches = read_launches(replayed / stem / "trace.jsonl", program_key(master, stem))
-                facts = HostFacts(backend.device, device_profile(backend.device),
-                                  KernelSymbols.from_library(work / "build" / "programs" / stem))
-                scoring = _judge(spec, base, stage, stem, launches, replayed / stem, facts, seeds[stem])
+                ended = program_ending(work / "io" / "outputs", replayed, stem, launches, ran, replay)
+                ended = ended or journal_ending(work / "replay" / "journals" / f"{stem}.journal", stem, limits)
+                if ended is not None:  # it crashed or ran out of time: named, and nothing it wrote is graded
+                    scoring = JudgedProgram(with_diagnostics(judge_call(
+                        base, spec.kernel, _case_at(stage, stem), ended, None, kernel_trace=False), launches.records))
+                else:
+                    facts = HostFacts(backend.device, device_profile(backend.device),
+                                      KernelSymbols.from_library(work / "build" / "programs" / stem))
+                    scoring = _judge(spec, base, stage, stem, launches, replayed / stem, facts, seeds[stem])
             result.cases.append(scoring.case)
             result.stages.append(program_stage_result(spec, scored, stage, stem, scoring, thresholds, backend.device))
     except SandboxError as exc:
         return _finish(result, Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(error=exc))
-    finally:
-        if not os.environ.get("BANG_GRADER_KEEP_WORK"):
-            shutil.rmtree(work, ignore_errors=True)
+    caught = next((c for c in result.cases if c.verdict in CAUGHT), None)
+    if caught is not None:  # one submission, as the module path's: caught on one program, no speed points anywhere
+        result.integrity.append(withhold_speed_points(spec.kernel, _("program {file}").format(
+            file=f"{caught.name}.mlu"), caught.verdict, result.stages))
     ran = {c.group for c in result.cases}  # the programs handed in; max_score still counts every stage
     result.groups = group_scores(scored.model_copy(update={"groups": [g for g in scored.groups if g.name in ran]}),
                                  result.cases)
@@ -164,18 +199,116 @@ def _build(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> tup
     return built, log
 
 
-def _run(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> None:
+def run_limits(programs: int) -> Limits:
+    """The run sandbox's limits. Each program's device journal is one file that may reach the runtime's own cap
+    (it ends the journal there with an overflow record the host names), so neither the file size limit nor the
+    disk cuts an honest one first: at the lab's shape (524288 x 256 left, 512 MiB of fp32 uploaded) a journal is
+    537,002,571 bytes, past the default 256 MiB file size limit (Yuichi1001's 06 died of SIGXFSZ there). Those
+    journals' tmpfs pages are charged to the sandbox's memory: the lab's three large programs left 1.5 GiB of
+    journals beside a program of 2.4 GB resident, hence the fixed 2 GiB on top of the default 4 GiB."""
+    alone = Limits()
+    return Limits(wall_seconds=RUN_SECONDS, file_size_bytes=JOURNAL_MAX_BYTES,
+                  tmpfs_bytes=alone.tmpfs_bytes + max(1, programs) * JOURNAL_MAX_BYTES,
+                  memory_bytes=alone.memory_bytes + RUN_JOURNAL_MEMORY_BYTES)
+
+
+def _run(runner: Runner, folder: Path, work: Path, env: dict[str, str], limits: Limits) -> RunOutcome:
     """Each program once, journaled, with no key (bang_harness.programs.run_programs)."""
-    runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "run-programs"],
-               Mounts(submission=folder.resolve(), build=work / "build", io=work / "io"),
-               Limits(wall_seconds=RUN_SECONDS), env=env)
+    return runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "run-programs"],
+                      Mounts(submission=folder.resolve(), build=work / "build", io=work / "io"), limits, env=env)
+
+
+def program_ending(run_outputs: Path, replayed: Path, stem: str, launches: Launches, run_sandbox: Ran,
+                   replay_sandbox: Ran) -> CallOutcome | None:
+    """A program that crashed or ran out of time, as the module path's call outcome of one (error kind CRASH or
+    TIMEOUT -> judge.ERROR_VERDICTS; read_outputs.describe_outcome names the signal), with the emulator's error
+    it died after, if any; None when it ended on its own. What ended it: the replay's harness saw its replay die
+    (no student host code runs there); the run's harness recorded a signal or its timeout in run.json (the
+    program could rewrite that file, but a crash or timeout earns nothing, so believing one is safe, and a
+    claim of a clean exit changes nothing: the replay is graded); the host saw the run sandbox, or the replay's,
+    stop before the program's record was written."""
+    run = _json_object_at(run_outputs / stem / "run.json", run_outputs)
+    replay = _json_object_at(replayed / stem / "replay.json", replayed)
+    ended, limits = None, run_sandbox.limits
+    if replay.get("timed_out") is True or run.get("timed_out") is True:
+        ended = RunOutcome(exit_code=None, timed_out=True, wall_seconds=PROGRAM_TIMEOUT_SECONDS)
+    elif _signal(replay.get("returncode")) or _signal(run.get("exit_code")):
+        ended = RunOutcome(exit_code=None, signal=_signal(replay.get("returncode")) or _signal(run.get("exit_code")))
+        limits = run_sandbox.limits if _signal(run.get("exit_code")) else replay_sandbox.limits
+    elif _int(replay.get("returncode")) > 0:  # the replay's child exited by itself before its own record
+        ended, limits = RunOutcome(exit_code=replay["returncode"]), replay_sandbox.limits
+    elif not run and not run_sandbox.outcome.ok:  # the run sandbox was stopped before this program's record
+        ended = run_sandbox.outcome
+    elif not replay and not replay_sandbox.outcome.ok:  # the replay's sandbox stopped before it
+        ended, limits = replay_sandbox.outcome, replay_sandbox.limits
+    if ended is None:
+        return None
+    why = describe_outcome(ended, limits)
+    error = _emulator_error(launches.records, replay)
+    if error is not None:
+        why = _("{why}, after the emulator's error {error}").format(why=why, error=error)
+    kind = ErrorKind.TIMEOUT if ended.timed_out else ErrorKind.CRASH
+    return CallOutcome(meta={"ok": False, "error_kind": kind.value, "error": _("{file}: {why}").format(
+        file=f"{stem}.mlu", why=why)})
+
+
+def journal_ending(journal: Path, stem: str, limits: Limits) -> CallOutcome | None:
+    """A program whose device journal ran into a budget (replay.journal_budget: the runtime's cap): the calls
+    after that point could not be replayed, which is said as the limit it is (a crash, as on the module path),
+    not as records that do not add up."""
+    limit = journal_budget(journal, limits)
+    if limit is None:
+        return None
+    return CallOutcome(meta={"ok": False, "error_kind": ErrorKind.CRASH.value, "error": _("{file}: {why}").format(
+        file=f"{stem}.mlu", why=limit)})
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _signal(code: object) -> int | None:
+    return -_int(code) if _int(code) < 0 else None
+
+
+def _json_object_at(path: Path, root: Path) -> dict[str, Any]:
+    try:
+        value = read_json_capped(path, root=root)
+    except (OSError, ValueError):  # missing, a link, too large, not JSON (UntrustedFileError is a ValueError)
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def with_diagnostics(case: CaseResult, records: list[dict[str, Any]]) -> CaseResult:
+    """The case with the emulator's diagnostics of the replay's verified launch records (the report's advice)."""
+    seen = TraceAccumulator()
+    for record in records:
+        seen.add(record)
+    return case.model_copy(update={"diagnostics": seen.diagnostics}) if seen.diagnostics else case
+
+
+def _emulator_error(records: list[dict[str, Any]], replay: dict[str, Any]) -> str | None:
+    """The first error the emulator reported for the program, as "kind (file:line): message": from the replay's
+    verified launch records, else from the replay child's own error lines (its harness kept them)."""
+    for record in records:
+        for diag in record.get("diagnostics") or []:
+            if isinstance(diag, dict) and diag.get("severity") == "error":
+                where = Path(str(diag.get("file") or "?")).name + (f":{diag['line']}" if diag.get("line") else "")
+                return f"{diag.get('kind')} ({where}): {str(diag.get('message') or '')[:MESSAGE_CHARS // 8]}"
+    lines = replay.get("emulator_errors")
+    if isinstance(lines, list) and lines and isinstance(lines[0], str):
+        found = EMULATOR_LINE.match(lines[0])
+        if found is None:
+            return lines[0][:MESSAGE_CHARS // 8]
+        return f"{found['kind']} ({Path(found['file']).name}:{found['line']}): {found['message']}"
+    return None
 
 
 def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built: set[str],
-            twin: dict[str, Any]) -> tuple[bytes, Path]:
+            twin: dict[str, Any]) -> tuple[bytes, Path, Ran]:
     """The programs' journals replayed in a sandbox of their own (orchestration/replay.py says why), the graded
-    kernel's inputs replaced by the twin: the key the replay signs with, and the folder of its per-program traces
-    and captures."""
+    kernel's inputs replaced by the twin: the key the replay signs with, the folder of its per-program traces
+    and captures, and how its sandbox ended."""
     io = work / "replay"
     (io / "journals").mkdir(parents=True)
     (io / "outputs").mkdir()
@@ -183,16 +316,34 @@ def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built
     for stem in built:
         copy_untrusted(run_outputs / stem / "journal", io / "journals" / f"{stem}.journal", run_outputs,
                        JOURNAL_MAX_BYTES)
+        (run_outputs / stem / "journal").unlink(missing_ok=True)  # up to a GiB each: one copy on disk is enough
     key = write_trace_key(io)
     (io / PROGRAM_TWIN_FILE).write_text(json.dumps(twin), encoding="utf-8")
+    limits = replay_limits(len(built))
     try:
-        runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "replay-programs"],
-                   Mounts(submission=folder.resolve(), build=work / "build", io=io),
-                   Limits(wall_seconds=RUN_SECONDS), env=env)
+        outcome = runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "replay-programs"],
+                             Mounts(submission=folder.resolve(), build=work / "build", io=io), limits, env=env)
     finally:
         (io / KEY_FILE).unlink(missing_ok=True)
         (io / PROGRAM_TWIN_FILE).unlink(missing_ok=True)
-    return key, io / "outputs"
+    return key, io / "outputs", Ran(outcome, limits)
+
+
+def replay_limits(programs: int) -> Limits:
+    """The replay sandbox's limits: room on its /io for every program's captures up to the runtime's cap per
+    process (CAPTURE_MAX_BYTES). The lab's 524288-row programs capture 192 MiB each (head and tail of left and of
+    result, in and out); the default 512 MiB for all of them ran out inside 06's under docker, which then had no
+    replay trace. Memory stays the default: an honest lab's replay holds ~2 GB (captures and one child)."""
+    alone = Limits()
+    return Limits(wall_seconds=RUN_SECONDS, tmpfs_bytes=alone.tmpfs_bytes + max(1, programs) * CAPTURE_MAX_BYTES)
+
+
+@dataclass
+class Ran:
+    """How a sandbox of the programs ended, and the limits it ran under."""
+
+    outcome: RunOutcome
+    limits: Limits
 
 
 @dataclass
@@ -203,6 +354,10 @@ class JudgedProgram:
     samples: list[float] = field(default_factory=list)
     trace: TraceSummary | None = None
     dims: list[dict[str, int]] = field(default_factory=list)  # every shape it ran at, in the base's dims
+
+
+def _case_at(stage: ProgramStage, stem: str) -> ConcreteCase:
+    return ConcreteCase(name=stem, group=stage.stage, dtype="float32", shapes={}, output_shape=(), seed=0)
 
 
 def _case(spec: ProgramsSpec, stage: ProgramStage, stem: str, verdict: Verdict, message: str) -> CaseResult:
@@ -246,7 +401,7 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
     inputs the host drew with `twin_seed`."""
     ours = [r for r in launches.records if base_name(str(r.get("kernel") or "")) == spec.kernel]
     samples = [float(r.get("modelled_time_us", 0.0)) for r in ours] if not launches.findings else []
-    case = ConcreteCase(name=stem, group=stage.stage, dtype="float32", shapes={}, output_shape=(), seed=0)
+    case = _case_at(stage, stem)
     findings = list(launches.findings)
     if not findings:  # the launch records against the host's device table, the program's symbols, the time floor
         for r in launches.records:
@@ -259,8 +414,9 @@ def _judge(spec: ProgramsSpec, base: AssignmentSpec, stage: ProgramStage, stem: 
             "no verified launch of {kernel} (the program's own output is not believed)").format(kernel=spec.kernel))
         if errors and not findings and ours:
             got.meta = {"ok": False, "error_kind": ErrorKind.EMULATOR_ERROR.value,
-                        "error": f"{errors[0].get('kind')}: {errors[0].get('message')}"}
-        return JudgedProgram(judge_call(base, spec.kernel, case, got, None, kernel_trace=False), samples)
+                        "error": _emulator_error(ours, {})}
+        judged = judge_call(base, spec.kernel, case, got, None, kernel_trace=False)
+        return JudgedProgram(with_diagnostics(judged, launches.records), samples)
     judged, dims = None, []
     try:
         for r in ours:

@@ -3,6 +3,7 @@ array and signed launch trace (-> CallOutcome), the build's report and log, and 
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,13 @@ from bang_harness.protocol import ErrorKind
 
 from grader.checks.integrity import CallIntegrity, HostFacts
 from grader.checks.kernel_use import read_kernel_use, work_floor
-from grader.i18n import _
+from grader.i18n import N_, _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.judge import CallOutcome
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.replay import ReplayRound
 from grader.orchestration.trace_summary import read_trace, run_structure
-from grader.sandbox.base import RunOutcome
+from grader.sandbox.base import Limits, RunOutcome
 from grader.sandbox.capped import UntrustedFileError, load_npy_expected, read_bytes_capped, read_json_capped
 from grader.spec import REFERENCES, AssignmentSpec
 
@@ -91,7 +92,34 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
                         coverage=checker.coverage if ok else [], replayed=replayed), time.perf_counter() - started)
 
 
-def describe_outcome(outcome: RunOutcome) -> str:
+# What the signal that ended a process means, in a student's words (describe_outcome: the one place).
+SIGNAL_WORDS: dict[int, str] = {
+    signal.SIGSEGV: N_("a segmentation fault (SIGSEGV): an invalid memory access, e.g. through a null, freed or "
+                       "out-of-range pointer"),
+    signal.SIGBUS: N_("a bus error (SIGBUS): an access to memory that is not mapped or not aligned"),
+    signal.SIGFPE: N_("an arithmetic error (SIGFPE), e.g. an integer division by zero"),
+    signal.SIGABRT: N_("an abort (SIGABRT): an assertion or the C++ runtime stopped the process"),
+    signal.SIGILL: N_("an illegal instruction (SIGILL)"),
+    signal.SIGKILL: N_("SIGKILL, sent from outside the process (e.g. at a memory limit)"),
+    signal.SIGXCPU: N_("the CPU time limit (SIGXCPU)"),
+}
+FILE_SIZE_WORDS = N_("the output-size limit (SIGXFSZ): a file it wrote grew past the {mib} MiB the sandbox allows")
+
+
+def signal_words(number: int, limits: Limits | None = None) -> str:
+    """A signal in words; SIGXFSZ names the file size limit of `limits` (the sandbox's the process ran under)."""
+    if number == signal.SIGXFSZ:
+        return _(FILE_SIZE_WORDS).format(mib=(limits or Limits()).file_size_bytes >> 20)
+    if number in SIGNAL_WORDS:
+        return _(SIGNAL_WORDS[number])
+    try:
+        return _("signal {signal} ({name})").format(signal=number, name=signal.Signals(number).name)
+    except ValueError:
+        return _("signal {signal}").format(signal=number)
+
+
+def describe_outcome(outcome: RunOutcome, limits: Limits | None = None) -> str:
+    """How a process (or sandbox) ended, for a student; `limits`: the ones it ran under."""
     # The runner's notes say why it stopped the sandbox (disk or output flood, pids, memory ...).
     why = "".join(f"; {note}" for note in outcome.notes if "no isolation" not in note)
     if outcome.timed_out:
@@ -99,7 +127,7 @@ def describe_outcome(outcome: RunOutcome) -> str:
     if outcome.oom_killed:
         return _("killed: out of memory") + why
     if outcome.signal:
-        return _("killed by signal {signal}").format(signal=outcome.signal) + why
+        return _("killed by {what}").format(what=signal_words(outcome.signal, limits)) + why
     tail = output_tail(outcome)
     return _("exit status {code}").format(code=outcome.exit_code) + why + (f": {tail}" if tail else "")
 

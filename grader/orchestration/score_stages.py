@@ -128,23 +128,33 @@ def apply_integrity(calls: list[PlannedCall], outcomes: dict[str, CallOutcome], 
                 "verdict": Verdict.INTEGRITY, "points": 0.0,
                 "message": _("no points for {entry}(): the sandbox's claims for its {what} do not add up (see "
                              "integrity)").format(entry=stage.entry, what=failed[stage.entry])})
-    # Caught once is caught: an entry that computed without its kernels on any call (a cached answer for a
-    # repeated shape, a host fallback) earns no speed points in any stage, and the grading is flagged for review.
-    caught = [(call, judged[call.id]) for call in calls if call.id in judged
-              and judged[call.id].verdict in (Verdict.NOT_USING_KERNEL, Verdict.INTEGRITY)]
+    caught = [(call, judged[call.id]) for call in calls if call.id in judged and judged[call.id].verdict in CAUGHT]
     if caught:
         call, result = caught[0]
         what = _("stage {name}").format(name=call.stage) if call.stage else _("case {name}").format(name=call.case.name)
-        lines += [_("{entry}(), {what}: {verdict}, so no stage earns speed points (flagged for review)").format(
-            entry=call.entry, what=what, verdict=verdict_label(result.verdict))] if not failed else []
-        for i, stage in enumerate(stages):
-            if stage.points > 0 or stage.verdict == Verdict.PASSED:
-                stages[i] = stages[i].model_copy(update={
-                    "verdict": result.verdict, "points": 0.0,
-                    "message": _("no speed points: {entry}() was caught on its {what} ({verdict}); every stage's "
-                                 "speed points are withheld and the grading is flagged for review").format(
-                        entry=call.entry, what=what, verdict=verdict_label(result.verdict))})
+        line = withhold_speed_points(call.entry, what, result.verdict, stages)
+        lines += [line] if not failed else []
     return lines
+
+
+# Verdicts that say the submission computed without its kernels (a cached answer for a repeated shape, a host
+# fallback, records that do not add up): caught once is caught (withhold_speed_points).
+CAUGHT = (Verdict.NOT_USING_KERNEL, Verdict.INTEGRITY)
+
+
+def withhold_speed_points(entry: str, what: str, verdict: Verdict, stages: list[StageResult]) -> str:
+    """Caught once is caught: a submission caught on one call or program (`what`, judged `verdict`, one of
+    CAUGHT) earns no speed points in any stage (updated in place), and the grading is flagged for review: the
+    line for its record (GradeResult.integrity)."""
+    for i, stage in enumerate(stages):
+        if stage.points > 0 or stage.verdict == Verdict.PASSED:
+            stages[i] = stage.model_copy(update={
+                "verdict": verdict, "points": 0.0,
+                "message": _("no speed points: {entry}() was caught on its {what} ({verdict}); every stage's "
+                             "speed points are withheld and the grading is flagged for review").format(
+                    entry=entry, what=what, verdict=verdict_label(verdict))})
+    return _("{entry}(), {what}: {verdict}, so no stage earns speed points (flagged for review)").format(
+        entry=entry, what=what, verdict=verdict_label(verdict))
 
 
 def summary_line(verdict: Verdict, cases: list[CaseResult], stages: list[StageResult]) -> str:

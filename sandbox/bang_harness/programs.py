@@ -4,7 +4,8 @@
 cncc-emu and the lab's own flags; /build/programs.json `{stem: {ok, log_tail}}`.
 `python -m bang_harness run-programs`: each built program runs once, no key anywhere near it, its device journal in
 /io/outputs/<stem>/journal (BANG_EMU_JOURNAL, opened by the runtime before main()); /io/outputs/<stem>/run.json
-holds what the harness saw (exit status, stdout tail): for display only.
+holds what the harness saw (exit status or signal, stdout and stderr tails): the host believes it only to name a
+crash or a timeout, which earns nothing either way.
 `python -m bang_harness replay-programs` (a sandbox of its own; DESIGN.md "Threat model"): each journal replayed
 against the program's device module (`<stem>.module.so`, its kernels alone, confined), the replay's trace signed
 with HMAC-SHA256(replay key, "program:" + stem) (protocol.program_key, so no program's records verify in
@@ -81,12 +82,17 @@ def replay_programs(paths: HarnessPaths) -> int:
         out = paths.outputs / stem
         out.mkdir(parents=True, exist_ok=True)
         (out / "sites.json").write_text(json.dumps(device_module.site_records(module)))
-        env = _program_env(out)
+        env = _program_env(out, capture=True)
         fd = key_pipe(program_key(master, stem))
         env[KEY_FD_ENV] = str(fd)
         try:
-            subprocess.run([sys.executable, "-m", "bang_harness", "replay-program", stem], env=env, pass_fds=(fd,),
-                           capture_output=True, timeout=PROGRAM_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+            proc = subprocess.run([sys.executable, "-m", "bang_harness", "replay-program", stem], env=env,
+                                  pass_fds=(fd,), capture_output=True, timeout=PROGRAM_TIMEOUT_SECONDS,
+                                  stdin=subprocess.DEVNULL)
+            if proc.returncode != 0:  # died (a signal: -N) before its own replay.json: the host names it
+                (out / "replay.json").write_text(json.dumps({
+                    "returncode": proc.returncode, "emulator_errors": emulator_errors(proc.stderr)}),
+                    encoding="utf-8")
         except subprocess.TimeoutExpired:
             (out / "replay.json").write_text(json.dumps({"timed_out": True}), encoding="utf-8")
         finally:
@@ -138,13 +144,28 @@ def _twin_plan(paths: HarnessPaths, stem: str) -> tuple[str, int, list[tuple[int
 KEPT_EMU_ENV = ("BANG_EMU_CACHE", "BANG_EMU_DEVICE")
 
 
-def _program_env(out: Path) -> dict[str, str]:
+def _program_env(out: Path, capture: bool) -> dict[str, str]:
+    """`capture`: the launches' buffers copied out (the replay only: the host never reads the run's, and at the
+    lab's shape they would add up to CAPTURE_MAX_BYTES beside the run's journal)."""
     env = {k: v for k, v in os.environ.items()
            if (not k.startswith("BANG_EMU_") or k in KEPT_EMU_ENV) and k != KEY_FD_ENV}
-    env.update(BANG_EMU_TRACE=str(out / "trace.jsonl"), BANG_EMU_CAPTURE_DIR=str(out), BANG_EMU_POISON="nan",
-               BANG_EMU_CAPTURE_SEGMENT_BYTES=str(CAPTURE_SEGMENT_BYTES),
-               BANG_EMU_CAPTURE_MAX_BYTES=str(CAPTURE_MAX_BYTES))
+    env.update(BANG_EMU_TRACE=str(out / "trace.jsonl"), BANG_EMU_POISON="nan")
+    if capture:
+        env.update(BANG_EMU_CAPTURE_DIR=str(out), BANG_EMU_CAPTURE_SEGMENT_BYTES=str(CAPTURE_SEGMENT_BYTES),
+                   BANG_EMU_CAPTURE_MAX_BYTES=str(CAPTURE_MAX_BYTES))
     return env
+
+
+EMULATOR_ERROR_PREFIX = b"bang-emu: error: "
+EMULATOR_ERRORS_KEPT = 4
+
+
+def emulator_errors(stderr: bytes) -> list[str]:
+    """The emulator's own error lines of a replay child's stderr (no student host code runs there, and device
+    code cannot write to it): what it reported before it died."""
+    lines = [line[len(EMULATOR_ERROR_PREFIX):] for line in stderr.splitlines() if line.startswith(EMULATOR_ERROR_PREFIX)]
+    return [line[:LOG_TAIL_CHARS // EMULATOR_ERRORS_KEPT].decode("utf-8", "replace")
+            for line in lines[:EMULATOR_ERRORS_KEPT]]
 
 
 def run_programs(paths: HarnessPaths) -> int:
@@ -159,7 +180,7 @@ def run_programs(paths: HarnessPaths) -> int:
 
 def _run_one(exe: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    env = _program_env(out)
+    env = _program_env(out, capture=False)
     env["BANG_EMU_JOURNAL"] = str(out / "journal")
     fds: list[int] = []
     status: dict[str, object] = {"exit_code": None, "timed_out": False}

@@ -16,6 +16,7 @@ from grader.batch.intake import (
     collect_submissions,
     content_hash,
     read_roster,
+    stage_folder,
     unpack_archive,
 )
 
@@ -195,3 +196,37 @@ def test_every_entry_is_a_student_or_a_reason(tmp_path):
     assert (subs["hank"].path / "mlu" / "notes_\udcff\udcfe.h").is_file()
     if os.geteuid() != 0:  # root reads anything
         assert "cannot be read" in subs["gina"].problem
+
+
+def test_a_staged_folder_is_readable_by_anyone_and_never_leaves_the_folder(tmp_path: Path) -> None:
+    """stage_folder (the lab programs' intake): a 0700 checkout with 0600 files becomes a copy any sandbox user
+    reads; a link is copied as its target only when that is inside the folder; special files and junk stay out;
+    the intake's caps hold."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not the student's")
+    src = tmp_path / "lab"
+    (src / "inc").mkdir(parents=True)
+    (src / "01_scalar.mlu").write_text("int main() {}\n")
+    (src / "inc" / "common.h").write_text("#define N 4\n")
+    (src / "run.sh").write_text("#!/bin/sh\n")
+    (src / "run.sh").chmod(0o700)
+    (src / "same.h").symlink_to("inc/common.h")
+    (src / "leak.h").symlink_to(outside)
+    (src / "up").symlink_to(tmp_path)
+    os.mkfifo(src / "pipe")
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref\n")
+    for path in [src / "01_scalar.mlu", src / "inc" / "common.h"]:
+        path.chmod(0o600)
+    (src / "inc").chmod(0o700)
+    src.chmod(0o700)
+    staged = stage_folder(src, tmp_path / "staged")
+    found = {p.relative_to(staged).as_posix(): oct(p.stat().st_mode & 0o777) for p in staged.rglob("*")}
+    assert found == {"01_scalar.mlu": "0o644", "inc": "0o755", "inc/common.h": "0o644", "run.sh": "0o755",
+                     "same.h": "0o644"}
+    assert oct(staged.stat().st_mode & 0o777) == "0o755"
+    assert (staged / "same.h").read_text() == "#define N 4\n" and not (staged / "same.h").is_symlink()
+    with pytest.raises(IntakeError, match="more than 2 files"):
+        stage_folder(src, tmp_path / "capped", IntakeLimits(max_files=2))
+    with pytest.raises(IntakeError, match="more than 4 bytes"):
+        stage_folder(src, tmp_path / "capped2", IntakeLimits(max_file_bytes=4))

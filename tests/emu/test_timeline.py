@@ -52,3 +52,39 @@ def test_many_tasks_stay_under_the_cap(build, tmp_path):
     assert launch["timeline"]["merged_within"] > 0  # merged to fit
     assert {ev.core for ev in timeline.events} == set(range(16))
     assert len(str(launch["timeline"])) < 100_000
+
+
+UNION_STOPPED = r"""
+#include <bang.h>
+__mlu_global__ void hazard(float *x) {
+  __nram__ float a[64];
+  if (__is_ipu()) {
+    __memcpy_async(a, x, 64 * sizeof(float), GDRAM2NRAM);
+    __memcpy_async(x + 64 * (taskId + 1), a, 64 * sizeof(float), NRAM2GDRAM);  // reads a while it is filling
+  }
+  __sync_io();
+}
+int main() {
+  float *x;
+  cnrtMalloc((void **)&x, 64 * 9 * sizeof(float));
+  cnrtQueue_t queue;
+  cnrtQueueCreate(&queue);
+  cnrtDim3_t dim = {8, 1, 1};  // UNION1: two jobs of one cluster, run one after another until one fails
+  hazard<<<dim, CNRT_FUNC_TYPE_UNION1, queue>>>(x);
+  return cnrtQueueSync(queue) == cnrtSuccess ? 0 : 3;
+}
+"""
+
+
+def test_a_union_launch_stopped_by_an_error_keeps_its_timeline(build, tmp_path):
+    """The first job's error stops the launch before the second runs: the timeline covers the job that ran (it
+    read past it and the process died of SIGSEGV right after the error, as kolp323's lab 06 did)."""
+    source = tmp_path / "union_stopped.mlu"
+    source.write_text(UNION_STOPPED)
+    trace = tmp_path / "trace.jsonl"
+    proc = run(build(source), env={"BANG_EMU_TRACE": str(trace)})
+    assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
+    launch = read_trace(trace)[0]
+    assert [d["kind"] for d in launch["diagnostics"] if d["severity"] == "error"] == ["async-hazard"]
+    timeline = read_timeline(launch["timeline"], launch["kernel"])
+    assert timeline is not None and timeline.events

@@ -3,17 +3,25 @@ the kernel's arguments captured at launch and checked on the host. Slow: real em
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import tarfile
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from bang_harness.programs import emulator_errors
 
+from grader.i18n import use_language
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.programs import grade_programs
+from grader.orchestration.programs import Ran, grade_programs, program_ending, run_limits
+from grader.programs.captures import Launches
 from grader.programs.spec import load_programs
-from grader.results import Verdict
+from grader.results import CaseResult, GradeResult, GroupScore, StageResult, Verdict
+from grader.sandbox.base import Limits, RunOutcome
 from grader.scoring import load_thresholds
 from tests.sandbox_ready import emu_image_ready
 
@@ -101,14 +109,21 @@ def _calibrated(stage: str) -> float:
     return table.stages[stage].threshold_us
 
 
+def _honest_02_beside(folder: Path, program_03: str) -> tuple[GradeResult, dict[str, CaseResult],
+                                                                dict[str, StageResult], dict[str, GroupScore]]:
+    """The honest scalar-NRAM program and `program_03` graded as a folder (process runner): the result, its cases,
+    stages and groups by stage name."""
+    (folder / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (folder / "03_vector_nram.mlu").write_text(program_03)
+    result = grade_programs(folder, GradeOptions(assignment="matmul_programs", sandbox="none"))
+    return (result, {c.group: c for c in result.cases}, {s.name: s for s in result.stages},
+            {g.name: g for g in result.groups})
+
+
 @pytest.mark.slow
 def test_two_stage_folder_graded_from_captured_launches(tmp_path: Path) -> None:
-    (tmp_path / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
-    (tmp_path / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
-    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
-    by_stage = {s.name: s for s in result.stages}
-    cases = {c.group: c for c in result.cases}
-    groups = {g.name: g for g in result.groups}
+    result, cases, by_stage, groups = _honest_02_beside(
+        tmp_path, PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
     ok, wrong = by_stage["scalar_nram"], by_stage["vector"]
     # each program: one case (its captured output, a group of 5 points) and its stage (5 speed points), scored
     # as an extension's entry is, with the base's calibrated threshold
@@ -192,3 +207,178 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
     # 03 copies right into WRAM untransposed: its own check prints 03PASSED, the captured output is wrong
     vector = next(c for c in result.cases if c.group == "vector")
     assert by_stage["vector"].verdict == Verdict.WRONG_ANSWER and "N rows of K" in vector.message
+    # 06: the emulator stops its UNION1 kernel (a __memcpy_async reads memory another is still filling); named
+    # with its line, not a missing trace (the emulator itself used to segfault right after reporting it)
+    sram = next(c for c in result.cases if c.group == "sram_union")
+    assert sram.verdict == Verdict.RUNTIME_ERROR, sram.message
+    assert sram.message.startswith("async-hazard (06_vector_sram_unions_pipe5.mlu:92): "), sram.message
+
+
+# A kernel the emulator stops (a __memcpy_async reads NRAM another one is still filling: async-hazard), whose
+# host code then carries on past the failed sync (HOST_END); the grader must name how the program ended.
+CRASHING = r"""
+#include <bang.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+__mlu_global__ void multiplyMatricesMLU(float *left, float *right, float *result, int m, int n, int k) {
+  __nram__ float a[64];
+  __memcpy_async(a, left, 64 * sizeof(float), GDRAM2NRAM);
+  __memcpy_async(result, a, 64 * sizeof(float), NRAM2GDRAM);
+  __sync_io();
+}
+int main() {
+  int m = 8, n = 8, k = 8;
+  float host[64];
+  for (int i = 0; i < 64; i++) host[i] = 1.0f;
+  float *l_d, *r_d, *o_d;
+  cnrtMalloc((void **)&l_d, 256);
+  cnrtMalloc((void **)&r_d, 256);
+  cnrtMalloc((void **)&o_d, 256);
+  cnrtMemcpy(l_d, host, 256, cnrtMemcpyHostToDev);
+  cnrtMemcpy(r_d, host, 256, cnrtMemcpyHostToDev);
+  cnrtQueue_t queue;
+  cnrtQueueCreate(&queue);
+  cnrtDim3_t dim = {1, 1, 1};
+  multiplyMatricesMLU<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(l_d, r_d, o_d, m, n, k);
+  cnrtQueueSync(queue);
+HOST_END
+  return 0;
+}
+"""
+NULL_WRITE = "  *(volatile int *)0 = 1;"  # SIGSEGV
+# SIGXFSZ: a file grown past the file size limit (lowered here so the test writes 2 MiB, not the sandbox's GiB)
+FILE_FLOOD = """  struct rlimit r = {1 << 20, 1 << 20};
+  setrlimit(RLIMIT_FSIZE, &r);
+  static char block[1 << 16];
+  FILE *f = fopen("flood.bin", "wb");
+  for (int i = 0; f && i < 32; i++) fwrite(block, 1, sizeof block, f), fflush(f);"""
+HAZARD_LINE = CRASHING.splitlines().index("  __memcpy_async(result, a, 64 * sizeof(float), NRAM2GDRAM);") + 1
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_an_unreadable_folder_is_staged_and_crashes_are_named(tmp_path: Path) -> None:
+    """A checkout only its owner can read (0700, files 0600: the sandbox's user cannot) is graded from a readable
+    copy: the honest program passes. Two programs die: one of a segmentation fault after the emulator stopped
+    its kernel (async-hazard), one of the file size limit; each is a crash naming the signal in words, in
+    English and in Chinese, never 'did not compile' or a missing trace, and earns nothing."""
+    if not emu_image_ready():
+        pytest.skip("needs Docker and the emulation image of these sources (grade setup)")
+    lab = tmp_path / "lab"
+    lab.mkdir(mode=0o700)
+    (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    (lab / "03_vector_nram.mlu").write_text(CRASHING.replace("HOST_END", NULL_WRITE))
+    (lab / "04_vector_nram_blocks.mlu").write_text(CRASHING.replace("HOST_END", FILE_FLOOD))
+    for path in lab.iterdir():
+        path.chmod(0o600)
+    results = {}
+    for lang in ("en", "zh"):
+        with use_language(lang):
+            results[lang] = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="docker"))
+    result = results["en"]
+    cases = {c.group: c for c in result.cases}
+    by_stage = {s.name: s for s in result.stages}
+    assert result.sandbox == "docker"
+    assert cases["scalar_nram"].verdict == Verdict.PASSED and by_stage["scalar_nram"].points == 5, \
+        (cases["scalar_nram"].message, result.build and result.build.compiler_output)
+    segv, flood = cases["vector"], cases["multicore"]
+    assert segv.verdict == Verdict.CRASH and by_stage["vector"].points == 0, segv.message
+    assert "segmentation fault (SIGSEGV)" in segv.message, segv.message
+    assert f"async-hazard (03_vector_nram.mlu:{HAZARD_LINE})" in segv.message, segv.message
+    assert [d.kind for d in segv.diagnostics if d.severity == "error"] == ["async-hazard"]
+    assert flood.verdict == Verdict.CRASH and by_stage["multicore"].points == 0, flood.message
+    limit = run_limits(3).file_size_bytes >> 20
+    assert "output-size limit (SIGXFSZ)" in flood.message and f"{limit} MiB" in flood.message, flood.message
+    assert result.score == 10
+    zh = {c.group: c for c in results["zh"].cases}
+    assert zh["vector"].verdict == Verdict.CRASH and "段错误" in zh["vector"].message, zh["vector"].message
+    assert "输出大小上限" in zh["multicore"].message and f"{limit} MiB" in zh["multicore"].message, \
+        zh["multicore"].message
+
+
+def _as_nobody(fn: Callable[[], str]) -> str:
+    """fn's result, run in a forked child that gave up root for uid/gid 65534 (as a grader run by a user who
+    cannot read a classmate's 0600 file)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            out = fn()
+        except BaseException as exc:  # noqa: BLE001 -- reported to the parent
+            out = f"child failed: {exc!r}"
+        os.write(write, out.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        out = fh.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops root to play a user who cannot read the file")
+def test_a_file_the_grader_cannot_read_is_an_input_error_naming_it() -> None:
+    lab = Path(tempfile.mkdtemp(prefix="lab-unreadable-"))  # not under pytest's 0700 tmp: uid 65534 reaches it
+    try:
+        lab.chmod(0o755)
+        (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+        (lab / "02_scalar_nram.mlu").chmod(0o644)
+        (lab / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED).replace("FORGE", ""))
+        (lab / "03_vector_nram.mlu").chmod(0o600)  # root's, unreadable to uid 65534
+
+        def grade() -> str:
+            result = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="none"))
+            return f"{result.verdict}|{result.message}|{len(result.cases)}"
+
+        verdict, message, cases = _as_nobody(grade).split("|")
+        assert verdict == Verdict.UNGRADABLE_LAYOUT, message
+        assert "03_vector_nram.mlu cannot be read by the grader (Permission denied)" in message, message
+        assert "compile" not in message and cases == "0"
+    finally:
+        shutil.rmtree(lab)
+
+
+# The lab's host fallback: main() computes the product on the CPU and prints PASSED, the kernel never launched.
+HOST_ONLY = PROGRAM.replace("  multiplyMatricesMLU<<<dim, CNRT_FUNC_TYPE_BLOCK, queue>>>(l_d, r_d, o_d, m, n, k);\n",
+                            "  CNRT_CHECK(cnrtMemcpy(o_d, cpu, m * k * 4, cnrtMemcpyHostToDev));\n")
+
+
+@pytest.mark.slow
+def test_caught_on_one_program_no_speed_points_anywhere(tmp_path: Path) -> None:
+    """A lab folder is one submission, as an extension is (score_stages.withhold_speed_points): a program that
+    never launched its kernel costs every program's speed points and flags the grading; the honest program
+    keeps its correctness points. Without the rule the folder scored 10 (02: 5 + 5)."""
+    assert HOST_ONLY != PROGRAM
+    result, cases, by_stage, groups = _honest_02_beside(
+        tmp_path, HOST_ONLY.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
+    assert cases["vector"].verdict == Verdict.NOT_USING_KERNEL, cases["vector"].message
+    assert cases["scalar_nram"].verdict == Verdict.PASSED and groups["scalar_nram"].points == 5
+    honest = by_stage["scalar_nram"]
+    assert honest.verdict == Verdict.NOT_USING_KERNEL and honest.points == 0, honest.message
+    assert "03_vector_nram.mlu" in honest.message and "flagged for review" in honest.message
+    assert result.integrity and "03_vector_nram.mlu" in result.integrity[0], result.integrity
+    assert result.score == 5
+
+
+def test_a_replay_child_that_died_is_named_from_its_harness_record(tmp_path: Path) -> None:
+    """What replay-programs writes when its child dies (the return code, the emulator's own error lines of its
+    stderr) becomes a crash naming the signal and the error with its line; nothing the run wrote is needed."""
+    stderr = (b"noise\nbang-emu: error: async-hazard: __memcpy_async reads [0x1, 0x2) while an asynchronous copy "
+              b"into that memory is still in flight (kernel multiplyMatricesMLU, /submission/06_x.mlu:92)\n")
+    (tmp_path / "replay" / "06_x").mkdir(parents=True)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "replay" / "06_x" / "replay.json").write_text(json.dumps(
+        {"returncode": -11, "emulator_errors": emulator_errors(stderr)}))
+    ok = RunOutcome(exit_code=0)
+    ended = program_ending(tmp_path / "run", tmp_path / "replay", "06_x", Launches(), Ran(ok, Limits()),
+                           Ran(ok, Limits()))
+    assert ended is not None and ended.meta is not None and ended.meta["error_kind"] == "crash"
+    assert ended.meta["error"].startswith("06_x.mlu: killed by a segmentation fault (SIGSEGV)"), ended.meta
+    assert "after the emulator's error async-hazard (06_x.mlu:92): __memcpy_async reads" in ended.meta["error"]
+    (tmp_path / "replay" / "06_x" / "replay.json").write_text(json.dumps({"status": 0, "message": ""}))
+    assert program_ending(tmp_path / "run", tmp_path / "replay", "06_x", Launches(), Ran(ok, Limits()),
+                          Ran(ok, Limits())) is None

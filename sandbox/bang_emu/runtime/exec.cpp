@@ -1041,6 +1041,7 @@ static std::string timeline_json(const Executed &E, const LaunchState &L, const 
       cores = P.clusters * P.cores_per_cluster;
       continue;
     }
+    if (i >= E.job_threads.size()) break;  // a failed job ended the launch: the jobs after it never ran
     const std::vector<TaskResult> &threads = E.job_threads[i];
     double raw = 0;
     for (const TaskResult &t : threads) raw = std::max(raw, t.raw_cycles);
