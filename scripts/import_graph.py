@@ -17,8 +17,9 @@ from pathlib import Path
 # Top to bottom (DESIGN.md "Layers"); packages on one line share a layer.
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
+    ("server",),  # the course server: a front end like the CLI, over orchestration and batch
     ("orchestration",),
-    ("programs", "batch", "server"),
+    ("programs", "batch"),
     ("backends",),  # a backend owns its image and runner needs: above the sandbox, which never names one
     ("sandbox", "checks", "scoring", "reporting", "layout"),
     ("project_layouts",),

@@ -1,7 +1,7 @@
-"""The dependency direction DESIGN.md draws (cli -> orchestration -> sandbox/checks/scoring/reporting -> spec ->
-results), checked on the sources with scripts/import_graph.py: nothing at or below the sandbox/checks/scoring/
-reporting layer imports a layer above it, and the report reads no assignment spec (it renders from the results
-document alone: GradeResult.assignment_facts)."""
+"""The dependency direction DESIGN.md draws (cli -> server -> orchestration -> sandbox/checks/scoring/reporting ->
+spec -> results), checked on the sources with scripts/import_graph.py: no package imports a layer above it, no two
+packages import each other, and the report reads no assignment spec (it renders from the results document alone:
+GradeResult.assignment_facts)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,22 @@ _SPEC.loader.exec_module(graph)
 LOADERS = {"load_assignment", "load_programs", "assignment_dir", "is_programs_assignment", "load_thresholds"}
 
 
-def test_no_lower_layer_imports_a_higher_one():
-    floor = graph.RANK["sandbox"]
+def test_no_package_imports_a_layer_above_it():
     upward = {f"{a} -> {b}": sorted(lines) for (a, b), lines in graph.edges(ROOT).items()
-              if graph.RANK.get(a, 99) >= floor and graph.RANK.get(b, 99) < graph.RANK.get(a, 99)}
+              if graph.RANK.get(b, 99) < graph.RANK.get(a, 99)}
     assert not upward, upward
+
+
+def test_no_import_cycle_between_packages():
+    arrows: dict[str, set[str]] = {}
+    for a, b in graph.edges(ROOT):
+        arrows.setdefault(a, set()).add(b)
+    assert graph.cycles(arrows) == []
+
+
+def test_every_package_has_a_layer():
+    packages = {unit for pair in graph.edges(ROOT) for unit in pair}
+    assert packages - set(graph.RANK) == set()
 
 
 def test_the_report_loads_no_assignment_spec():

@@ -218,7 +218,7 @@ def _submit(submission: Path, options: GradeOptions, console: Console, *, out_di
 
 def _submit_remote(server: str, submission: Path, assignment: str | None, mode: str, out: Path | None,
                    device: str | None) -> None:
-    from grader.server.client import RemoteError, print_remote, submit_remote
+    from grader.cli.remote_submit import RemoteError, print_remote, submit_remote
     from grader.server.db import MODES
 
     _check_choice(mode, MODES, "--mode")

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
+from grader.cli.summary import print_summary
 from grader.i18n import N_, _, use_language
 from grader.results import GradeResult
 from grader.server.db import PHASES
@@ -127,8 +128,6 @@ def _follow(http: httpx.Client, sub_id: int, console: Console, poll_seconds: flo
 
 
 def print_remote(result: GradeResult, console: Console, out_dir: Path) -> None:
-    from grader.cli.summary import print_summary
-
     with use_language(result.lang):
         print_summary(result, console)
         console.print(_("results:     {path}").format(path=out_dir / "results.json"))
