@@ -98,21 +98,58 @@ print([(f.check, f.kind) for f in default.findings], default.passed, chosen.pass
 '''
 
 
-def test_a_new_check_is_its_module(tmp_path):
-    """A toy check dropped into a copy of grader/checks is found, run in its ORDER, named in its finding with its
-    kind, self-tested, and left out when the spec's `[checks] run` does not name it."""
+def _tree_with_toy_check(tmp_path):
+    """A copy of grader/ with the toy check dropped in, and the environment that imports it instead of ours."""
     import shutil
-    import subprocess
-    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     shutil.copytree(root / "grader", tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__", "locales"))
     shutil.copytree(root / "grader" / "locales", tmp_path / "grader" / "locales")
     (tmp_path / "grader" / "checks" / "toy.py").write_text(TOY_CHECK, encoding="utf-8")
-    env = {"PYTHONPATH": f"{tmp_path}:{root / 'sandbox'}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", TOY_SCRIPT], capture_output=True, text=True, env=env, cwd=tmp_path,
+    return {"PYTHONPATH": f"{tmp_path}:{root / 'sandbox'}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+
+
+def _run(script: str, env: dict[str, str], cwd) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ("[('toy_first_sign', 'toy_negative_first')] False True "
-                                   "['accuracy', 'nan_inf', 'toy_first_sign', 'unwritten', 'zero_guard']")
+    return done.stdout.strip()
+
+
+def test_a_new_check_is_its_module(tmp_path):
+    """A toy check dropped into a copy of grader/checks is found, run in its ORDER, named in its finding with its
+    kind, self-tested, and left out when the spec's `[checks] run` does not name it."""
+    env = _tree_with_toy_check(tmp_path)
+    assert _run(TOY_SCRIPT, env, tmp_path) == ("[('toy_first_sign', 'toy_negative_first')] False True "
+                                               "['accuracy', 'nan_inf', 'toy_first_sign', 'unwritten', 'zero_guard']")
+
+
+TOY_ADVICE = '''
+REGISTRY["toy_negative_first"] = Advice("output", "The first element is negative", "Keep its sign.", "Fix the sign")
+'''
+
+TOY_REPORT_SCRIPT = TOY_SCRIPT + '''
+from grader.reporting.hints import diagnose
+from grader.results import CaseResult, GradeResult, Verdict
+
+case = CaseResult(name="c0", group="aligned", entry="sigmoid", shapes={"x": [64]}, dtype="float32",
+                  verdict=Verdict.WRONG_ANSWER, passed=False, findings=default.findings)
+result = GradeResult.model_construct(verdict=Verdict.WRONG_ANSWER, cases=[case], stages=[], submission_path="",
+                                     source_excerpts=[], assignment_facts=None)
+print([(f.kind, f.title, f.evidence) for f in diagnose(result)])
+'''
+
+
+def test_a_new_checks_kind_reaches_the_report_with_one_registry_line(tmp_path):
+    """The toy check's kind, given one line in the advice registry (no other file), is a finding under "What went
+    wrong": the registry's title, and the check's name and message as evidence."""
+    env = _tree_with_toy_check(tmp_path)
+    with (tmp_path / "grader" / "reporting" / "advice.py").open("a", encoding="utf-8") as registry:
+        registry.write(TOY_ADVICE)
+    last = _run(TOY_REPORT_SCRIPT, env, tmp_path).splitlines()[-1]
+    assert last == ("[('toy_negative_first', 'The first element is negative', "
+                    "'The toy_first_sign check failed on 1 case. first element negative')]")

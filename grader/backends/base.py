@@ -38,6 +38,9 @@ class Backend(ABC):
     retimes: bool
     # The sandbox must pass a card's device nodes in (device_nodes): only the docker sandbox can.
     passes_device: bool = False
+    # A device is a profile of the device table, so its type is its name and its speed thresholds are calibrated
+    # per profile; otherwise a device is a card, whose type is read from the card and whose thresholds are its own.
+    devices_are_profiles: bool = False
     # Kubernetes (grader.sandbox.pod_runner, grader.batch.distributed): the RuntimeClass of this backend's pods
     # (None: the cluster's default runtime) and the extended resources a phase pod requests.
     pod_runtime_class: str | None = None

@@ -25,6 +25,7 @@ class EmuBackend(Backend):
     retimes = False
     # gVisor: the emulator needs no device, so its pods get the strongest runtime (k8s-job.json's RuntimeClass).
     pod_runtime_class = "gvisor"
+    devices_are_profiles = True
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("bang_emu") is None:

@@ -317,7 +317,8 @@ def serve(
     try:
         due_at = _due_time(due) if due is not None else None
         for name in assignment or []:
-            ensure_assignment(database, name, backend, device_type or (device if backend == "emu" else None))
+            profile = device if get_backend(backend).devices_are_profiles else None
+            ensure_assignment(database, name, backend, device_type or profile)
             set_policy(database, name, due=due_at, late_hours=late_hours, late_penalty=late_penalty, per_hour=rate)
         tokens = import_roster(database, roster) if roster is not None else {}
         if instructor:

@@ -42,7 +42,9 @@ def device_type(name: str | None) -> str:
 def grading_device(backend: str, kind: str | None) -> str | None:
     """The --device a grading of device type `kind` uses where no worker slot names one (the reference-seed
     guard on the server): an emulator profile is the type itself; a card is the backend's default one."""
-    return device_type(kind) if backend == "emu" else None
+    from grader.backends import get_backend
+
+    return device_type(kind) if get_backend(backend).devices_are_profiles else None
 
 
 def type_from_cnmon(text: str) -> str | None:

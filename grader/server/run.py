@@ -118,13 +118,14 @@ def slot_types(backend: str, device: str | None, workers: int | None,
     `grade batch`). An emulator slot's type is its profile: `device_type`, else `device`, else the table's
     default. A card's type is read from the card (grader.server.devices.card_type) unless `device_type`
     states it. Raises DeviceTypeError (or BatchError: no slot can run)."""
+    from grader.backends import get_backend
     from grader.batch.pool import Slot
     from grader.orchestration.batch import BatchError, device_slots
     from grader.sandbox.pod_runner import in_cluster
     from grader.server.devices import DeviceTypeError, card_type
     from grader.server.devices import device_type as spelled
 
-    if backend == "emu":
+    if get_backend(backend).devices_are_profiles:
         kind = spelled(device_type or device)
         if device is not None and device_type is not None and spelled(device) != kind:
             raise DeviceTypeError(_("--device {device} and --device-type {kind} differ: an emulator slot grades on "

@@ -219,12 +219,14 @@ def requeue_stranded(db: Database, enqueue: Enqueue) -> int:
 
 
 def _calibrated(assignment: Assignment, kind: str) -> bool:
-    """Whether a timed grading of `assignment` on device type `kind` can score speed: the emulator's thresholds
-    are per profile (grade calibrate --device TYPE); a card's are per card and checked where it grades."""
+    """Whether a timed grading of `assignment` on device type `kind` can score speed: a profile's thresholds are
+    per profile (grade calibrate --device TYPE); a card's are per card and checked where it grades."""
+    from grader.backends import get_backend
     from grader.scoring.thresholds import thresholds_path
     from grader.spec import load_assignment
 
-    return assignment.backend != "emu" or thresholds_path(load_assignment(assignment.name), "emu", kind).is_file()
+    return not get_backend(assignment.backend).devices_are_profiles or \
+        thresholds_path(load_assignment(assignment.name), assignment.backend, kind).is_file()
 
 
 def queue_position(db: Database, submission_id: int) -> int | None:

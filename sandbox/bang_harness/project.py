@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 
+from .backends import get_harness_backend
 from .paths import HarnessPaths
 
 BUILD_COMMAND = ["setup.py", "build_ext", "--inplace"]
@@ -26,7 +27,7 @@ def project_env(backend: str, project: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONSAFEPATH", None)
     paths = [project]
-    if backend == "emu":
+    if get_harness_backend(backend).loads_emulator_runtime:
         from bang_emu.torch_mlu_emu import pyshim_dir
 
         paths.append(str(pyshim_dir()))
