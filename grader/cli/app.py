@@ -250,7 +250,7 @@ def serve(
     no_workers: Annotated[bool, typer.Option("--no-workers", help="serve only; workers run elsewhere")] = False,
     worker_only: Annotated[bool, typer.Option("--worker-only", help="join --broker and --db as a grading "
                                                                     "node; no web server")] = False,
-    backend: BackendOpt = "emu",
+    backend: BackendOpt = DEFAULT_BACKEND,
     device: DeviceOpt = None,
     device_type: Annotated[str | None, typer.Option("--device-type", help="the device type (a device table name: "
                                                                           "mlu370-x8, mlu370-x4 ...) the -a "

@@ -30,6 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from grader.backends import DEFAULT_BACKEND
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # The phases of a submission, in order (PrairieLearn's external grader records the same): each a column
 # `<phase>_at` holding a UNIX time, stamped once when the phase is reached.
@@ -45,7 +47,7 @@ class Assignment(Base):
     __tablename__ = "assignments"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)  # the spec's name (assignments/<name>)
-    backend: Mapped[str] = mapped_column(String(16), default="emu")
+    backend: Mapped[str] = mapped_column(String(16), default=DEFAULT_BACKEND)
     # the device type its submissions ask for by default (a device table key; None: the table's default)
     device: Mapped[str | None] = mapped_column(String(64), nullable=True)
     seed: Mapped[str] = mapped_column(String(64))  # secret master seed: never sent to a client or the broker

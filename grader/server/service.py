@@ -13,6 +13,7 @@ from pathlib import Path
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from grader.backends import DEFAULT_BACKEND
 from grader.batch.intake import IntakeError, read_roster
 from grader.batch.store import BatchManifest
 from grader.i18n import _
@@ -45,7 +46,7 @@ class Refused(Exception):
         self.status = status
 
 
-def ensure_assignment(db: Database, name: str, backend: str = "emu", device: str | None = None) -> Assignment:
+def ensure_assignment(db: Database, name: str, backend: str = DEFAULT_BACKEND, device: str | None = None) -> Assignment:
     """The assignment `name` (a spec under assignments/), created with a fresh secret seed the first time.
     `device`: the device type its submissions ask for unless they say otherwise (given: changed)."""
     from grader.spec import SpecError, load_assignment
