@@ -32,7 +32,9 @@ def _check_sigmoid(actual: np.ndarray, expected: np.ndarray, dtype: str = "float
 
 
 def test_every_strategy_passes_its_self_tests():
-    assert self_test_all() == {"accuracy": [], "nan_inf": [], "unwritten": [], "zero_guard": []}
+    results = self_test_all()  # every check found, the four of the handout among them; a new one needs no edit here
+    assert {"accuracy", "nan_inf", "unwritten", "zero_guard"} <= set(results)
+    assert all(failures == [] for failures in results.values()), results
 
 
 @pytest.mark.parametrize(("bug", "findings"), [

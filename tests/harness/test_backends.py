@@ -68,7 +68,7 @@ def test_unknown_backend():
 def test_every_backend_has_its_two_halves_and_nothing_else():
     """A backend is grader/backends/<name>.py (found by discovery) and bang_harness/backends/<name>.py (looked
     up by the job's backend name): each side names exactly the other's backends."""
-    assert list(BACKENDS) == harness_backends.names() == ["emu", "mlu"]
+    assert sorted(BACKENDS) == harness_backends.names() and {"emu", "mlu"} <= set(BACKENDS)
     for name in BACKENDS:
         assert harness_backends.get_harness_backend(name).name == name
     with pytest.raises(ValueError, match="gpu"):
