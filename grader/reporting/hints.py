@@ -460,14 +460,15 @@ def _wrong_answer_findings(cases: list[CaseResult], result: GradeResult | None =
                 index=m.index, expected=_num(m.expected), actual=_num(m.actual)))
         findings.append(_advised("wrong_values", facts, evidence, labels(group)))
     for kind, group in by_kind.items():  # any other check's kind: its registry text, its own message as evidence
-        if kind in _OUTPUT_KINDS_WITH_EVIDENCE or advice_for(kind, facts) is None \
-                or not all(any(f.kind == kind for f in c.findings) for c in group):
+        if kind in _OUTPUT_KINDS_WITH_EVIDENCE or not all(any(f.kind == kind for f in c.findings) for c in group):
             continue  # a diagnostic's or a verdict's kind has a finding of its own (diagnose)
+        if (entry := advice_for(kind, facts)) is None:
+            continue  # no registry text: the case hint names the kind
         first = next(f for f in group[0].findings if f.kind == kind)
         evidence = ngettext("The {check} check failed on {n} case.", "The {check} check failed on {n} cases.",
                             len(group)).format(check=first.check, n=len(group))
         findings.append(_advised(kind, facts, then(evidence, first.message) if first.message else evidence,
-                                 labels(group)))
+                                 labels(group), entry=entry))
     # the kind that explains the most failing cases first (stable: ties keep the order above)
     return pattern + sorted(findings, key=lambda f: -len(f.cases)) + tolerance_finding
 
