@@ -429,6 +429,14 @@ class CallIntegrity:
         if not self.outputs and not errors:
             self.checked.add(record, self.itemsize)
 
+    def op(self, record: dict[str, Any]) -> None:
+        """A torch operator the replay ran (replay_ops.py): a modelled time and a byte count, never a launch."""
+        time_us, moved = _number(record.get("modelled_time_us")), record.get("bytes")
+        if time_us is None or time_us < 0:
+            self.find(f"torch operator record {str(record.get('op'))[:80]!r}: modelled_time_us is not a finite number")
+        if not isinstance(moved, int) or isinstance(moved, bool) or moved < 0:
+            self.find(f"torch operator record {str(record.get('op'))[:80]!r}: bytes is not a byte count")
+
     def output(self, record: dict[str, Any]) -> None:
         self.outputs.append(record)
 

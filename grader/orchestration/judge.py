@@ -100,10 +100,16 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
                            spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
         if not replayed.passed:
             # right on the run's inputs, wrong when the grader replays the kernels on inputs the run never saw
+            if got.replayed.host_data:  # host code's data reached the output: unverifiable, named, not accused
+                message = _("{where} reached the output: the grader replays your kernels and the torch work on the "
+                            "device with fresh inputs of the same case, but not host code, so this output cannot be "
+                            "credited to your kernels (replayed, it gave {outcome}). Do this step on the device."
+                            ).format(where=got.replayed.host_data, outcome=replayed.message)
+            else:
+                message = _("the output is right, but your kernels did not compute it: replayed by the grader on "
+                            "fresh inputs of the same case, they gave {outcome}").format(outcome=replayed.message)
             return CaseResult(**base, verdict=Verdict.INTEGRITY, passed=False, diagnostics=diagnostics,
-                              message=_("the output is right, but your kernels did not compute it: replayed by the "
-                                        "grader on fresh inputs of the same case, they gave {outcome}").format(
-                                  outcome=replayed.message)[:MESSAGE_CHARS])
+                              message=message[:MESSAGE_CHARS])
     if got.coverage:
         # Kernels that wrote or did less than the output needs: an honest bug when the values are wrong
         # (a dropped tail still holds the poison), a forgery when they are right anyway.

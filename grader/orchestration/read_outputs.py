@@ -88,8 +88,14 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
                 findings.append(_("the launch records written in your process ({run} launches) differ from what "
                                   "your kernels launched when the grader replayed them ({replayed}): they were "
                                   "changed inside the run").format(run=launches, replayed=trace.launch_count))
+    no_kernel = None
+    if ok and replayed.not_kernel:
+        no_kernel = _("{op} computed (part of) the output on the device. Around your kernels, torch may move, cast, "
+                      "fill, pad, concatenate, slice, clamp or scale data; the assignment's computation must be "
+                      "your kernels' own work").format(op=replayed.not_kernel)
     return (CallOutcome(meta=meta, output=output, trace=trace, read_error=read_error, integrity=findings,
-                        coverage=checker.coverage if ok else [], replayed=replayed), time.perf_counter() - started)
+                        coverage=checker.coverage if ok else [], replayed=replayed, no_kernel=no_kernel),
+            time.perf_counter() - started)
 
 
 # What the signal that ended a process means, in a student's words (describe_outcome: the one place).

@@ -42,6 +42,7 @@ from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, Sandb
 from grader.sandbox.capped import UntrustedFileError, read_bytes_capped, read_json_capped
 from grader.sandbox.layout import sandbox_user
 from grader.spec import ConcreteCase
+from grader.spec.models import DeviceOpsSpec
 
 JOURNAL_CAP_BYTES = 1 << 30  # the runtime stops a journal here, ending it with an overflow record (runtime/journal.h)
 JOURNAL_MAX_BYTES = JOURNAL_CAP_BYTES + (1 << 20)
@@ -60,6 +61,8 @@ class ReplayedCall:
     output: np.ndarray | None = None
     error: str | None = None  # why the replay could not stand for the call (None: it did)
     over_budget: bool = False  # the error is the run's journal running into a budget of the sandbox (error says which)
+    not_kernel: str | None = None  # a torch operator the assignment does not allow wrote into the output (which one)
+    host_data: str | None = None  # host code's upload reached the output (its line, where the shim saw one)
 
 
 @dataclass
@@ -135,9 +138,11 @@ def journal_budget(journal: Path, budget: Limits) -> str | None:
 
 
 def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound], io: Path, submission: Path,
-                 build_dir: Path, budget: Limits | None = None) -> ReplayRound:
+                 build_dir: Path, budget: Limits | None = None,
+                 device_ops: dict[str, list[str]] | None = None) -> ReplayRound:
     """Replays the rounds' journals in a sandbox of its own (see the module's docstring); `budget` is the run
-    rounds' own limits (disk, file size, memory; the wall limit is the replay's own)."""
+    rounds' own limits (disk, file size, memory; the wall limit is the replay's own); `device_ops` the torch
+    operators the replay runs itself (DeviceOpsSpec.policy; None: the default)."""
     budget = budget or Limits()
     shutil.rmtree(io, ignore_errors=True)
     (io / REPLAY_JOURNALS).mkdir(parents=True)
@@ -162,7 +167,8 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     for call in calls:
         for index, array in enumerate(twins[call.id].make_inputs().values()):
             (io / REPLAY_INPUTS / f"{call.id}.{index}.bin").write_bytes(np.ascontiguousarray(array).tobytes())
-    (io / REPLAY_JOB).write_text(json.dumps({"device": backend.device, "calls_per_journal": copied}))
+    (io / REPLAY_JOB).write_text(json.dumps({"device": backend.device, "calls_per_journal": copied,
+                                             "device_ops": device_ops or DeviceOpsSpec().policy()}))
     key = write_trace_key(io)
     outcome = None
     if copied:
@@ -197,6 +203,10 @@ def read_replayed(call: PlannedCall, twin: ConcreteCase, outputs: Path, outcome:
     if status.get("sealed") is not True:
         done.error = _("the run never marked the call's output")
         return done
+    if isinstance(status.get("not_kernel"), str) and status["not_kernel"]:
+        done.not_kernel = status["not_kernel"][:500]
+    if isinstance(status.get("host_data"), str) and status["host_data"]:
+        done.host_data = status["host_data"][:500]
     dtype = np.dtype(call.case.dtype)
     size = int(np.prod(call.case.output_shape, dtype=np.int64)) * dtype.itemsize
     try:

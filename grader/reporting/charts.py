@@ -371,7 +371,7 @@ def _pow10(e: int) -> str:
 
 # --- trace panels ------------------------------------------------------------------------------------
 
-SPLIT_ORDER = ("scalar", "vector", "tensor", "io", "wait")
+SPLIT_ORDER = ("scalar", "vector", "tensor", "io", "wait", "torch_ops")
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,48 @@ class IntegritySpec(_Strict):
         "the grading says it is flagged for review; zero_stages: every stage's performance points are withheld")
 
 
+# Torch operators a submission may run on mlu tensors around its kernels (issue 36): data movement, casts, fills,
+# padding, concatenation, slicing, clamping and scaling. torch_mlu runs them on the card as CNNL kernels; the
+# emulator's replay runs them itself on the twin's data (bang_harness/replay_ops.py). Anything else, e.g.
+# sigmoid, exp, tanh, mm, matmul, bmm, einsum, linear, addmm, is never run by the replay: whatever it wrote is not
+# the kernels' work, and an output holding it is not_using_kernel. Names are as the dispatcher sees them (views,
+# reshapes and transposes move no data and never reach it; CompositeImplicit operators arrive decomposed).
+DEFAULT_DEVICE_OPS = (
+    "aten::copy_", "aten::clone", "aten::_to_copy", "aten::contiguous", "aten::fill_", "aten::zero_", "aten::zeros_like",
+    "aten::ones_like", "aten::full_like", "aten::cat", "aten::stack", "aten::constant_pad_nd", "aten::pad",
+    "aten::repeat", "aten::flip", "aten::roll", "aten::narrow_copy", "aten::clamp", "aten::clamp_", "aten::clamp_min",
+    "aten::clamp_min_", "aten::clamp_max", "aten::clamp_max_", "aten::clip", "aten::clip_", "aten::hardtanh",
+    "aten::hardtanh_", "aten::nan_to_num", "aten::nan_to_num_",
+)
+# Arithmetic allowed with at most one operand of more than one element: `x * 0.5`, `x + 1`, `-x`, never `x * y`.
+DEFAULT_SCALAR_DEVICE_OPS = (
+    "aten::mul", "aten::mul_", "aten::div", "aten::div_", "aten::add", "aten::add_", "aten::sub", "aten::sub_",
+    "aten::rsub", "aten::neg", "aten::neg_",
+)
+
+
+class DeviceOpsSpec(_Strict):
+    """Torch operators on the device that count as the submission's own device work (DEFAULT_DEVICE_OPS)."""
+
+    allowed: list[str] = Field(default_factory=lambda: list(DEFAULT_DEVICE_OPS), description="`aten::<op>` "
+                               "(every overload) or `aten::<op>.<overload>`: operators a submission may run on mlu "
+                               "tensors around its kernels; their result counts as device work")
+    scalar_only: list[str] = Field(default_factory=lambda: list(DEFAULT_SCALAR_DEVICE_OPS), description="operators "
+                                   "allowed only with at most one operand of more than one element (scaling)")
+
+    @field_validator("allowed", "scalar_only")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        bad = [n for n in names if not re.fullmatch(r"aten::[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", n)]
+        if bad:
+            raise ValueError(f"not ATen operator names: {bad}")
+        return names
+
+    def policy(self) -> dict[str, list[str]]:
+        """What the replay harness reads (bang_harness.replay_ops.OpPolicy.from_json)."""
+        return {"allowed": list(self.allowed), "scalar_only": list(self.scalar_only)}
+
+
 class SimilaritySpec(_Strict):
     """Code similarity across a batch (grader.batch.similarity): pairs listed on the dashboard for review."""
 
@@ -243,6 +285,7 @@ class AssignmentSpec(_Strict):
     similarity: SimilaritySpec = Field(default_factory=SimilaritySpec)
     screening: ScreeningSpec = Field(default_factory=ScreeningSpec)
     integrity: IntegritySpec = Field(default_factory=IntegritySpec)
+    device_ops: DeviceOpsSpec = Field(default_factory=DeviceOpsSpec)
     feedback: FeedbackSpec = Field(default_factory=FeedbackSpec)
     submission: SubmissionSpec = Field(default_factory=SubmissionSpec)
     lang: str | None = Field(

@@ -45,6 +45,7 @@ class RecordKind(StrEnum):
     LAUNCH = "launch"
     OUTPUT = "output"
     WINDOW = "window"  # mlu backend: one invocation as the grader's timing driver saw it (KernelWindow)
+    OP = "op"  # emulator replay: a torch operator the replay ran on the device's bytes, and its modelled cost
 
 
 class ExitCode:

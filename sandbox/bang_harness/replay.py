@@ -30,9 +30,10 @@ from .protocol import (
     REPLAY_SECONDS_PER_CALL,
     ExitCode,
 )
+from .replay_ops import OpPolicy, OpRunner
 from .run import key_pipe, make_undumpable, take_trace_key
 
-REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}}
+REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}, "device_ops": policy}
 SITES_FILE = "sites.json"
 
 
@@ -88,6 +89,10 @@ def replay_one(paths: HarnessPaths, journal: Path) -> int:
     replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                        ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     replay.restype = ctypes.c_int
+    # torch operators the run journaled are run here by the replay itself (replay_ops.py)
+    job = json.loads((paths.io / REPLAY_JOB).read_text())
+    runner = OpRunner(library, OpPolicy.from_json(job.get("device_ops")))
+    runner.install()
     status = replay(str(journal).encode(), str(paths.build / DEVICE_MODULE).encode(), table, len(offsets),
                     str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
     if status != 0:

@@ -615,6 +615,31 @@ int seal_range(const void *p, size_t n, size_t *kernel_written, std::string *sha
   return 0;
 }
 
+// For the replay's torch operators (replay.cpp): the kernel marks in [p, p + n) (0 outside one device buffer),
+// setting them, and the user range of the device buffer holding p ({0, 0} if none).
+size_t device_marks(uintptr_t p, size_t n) {
+  std::shared_lock<std::shared_mutex> lk(g_buf_mu);
+  GdramBuf *b = device_holding(p, n);
+  if (!b || n == 0) return 0;
+  std::lock_guard<std::mutex> dk(g_dev_mu);
+  return count_marks(b, p - b->lo, p - b->lo + n);
+}
+
+void set_device_marks(uintptr_t p, size_t n, bool on) {
+  std::shared_lock<std::shared_mutex> lk(g_buf_mu);
+  GdramBuf *b = device_holding(p, n);
+  if (!b || n == 0) return;
+  std::lock_guard<std::mutex> dk(g_dev_mu);
+  set_marks(b, p - b->lo, p - b->lo + n, on);
+}
+
+std::pair<uintptr_t, uintptr_t> device_buffer_range(uintptr_t p) {
+  std::shared_lock<std::shared_mutex> lk(g_buf_mu);
+  GdramBuf *b = mapping_at(g_device, p);
+  if (!b || p < b->lo || p >= b->hi) return {0, 0};
+  return {b->lo, b->hi};
+}
+
 }  // namespace bang_emu
 
 using namespace bang_emu;
@@ -674,5 +699,9 @@ extern "C" int bang_emu_copy_strided(void *dst, const void *src, size_t elem_siz
   return copy_strided(dst, src, elem_size, ndim, sizes, dst_strides, src_strides);
 }
 
+extern "C" int bang_emu_is_device_range(const void *p, size_t bytes) {
+  std::shared_lock<std::shared_mutex> lk(g_buf_mu);
+  return device_holding(reinterpret_cast<uintptr_t>(p), bytes) != nullptr;
+}
 extern "C" void bang_emu_host_access_begin(const void *p, size_t bytes, int write) { host_window(p, bytes, write, true); }
 extern "C" void bang_emu_host_access_end(const void *p, size_t bytes, int write) { host_window(p, bytes, write, false); }

@@ -90,6 +90,11 @@ void put_str(std::string &s, const std::string &v) {
 
 bool journal_active() { return g_journal_fd >= 0; }
 
+// Depth of torch operators this thread is inside (bang_emu_journal_op_begin/end): their host-side writes into
+// device memory (the CPU fallback's copy-back) are the operator's result, which the replay recomputes.
+thread_local int t_op_depth = 0;
+bool journal_in_op() { return t_op_depth > 0; }
+
 void journal_alloc(const GdramBuf *b) {
   if (!journal_active()) return;
   std::string p;
@@ -113,7 +118,7 @@ void journal_free(uintptr_t lo, bool storage) {
 }
 
 void journal_host_write(const void *dst, size_t n) {
-  if (!journal_active() || n == 0) return;
+  if (!journal_active() || n == 0 || journal_in_op()) return;
   const unsigned char *bytes = static_cast<const unsigned char *>(dst);
   if (n >= 64 && std::all_of(bytes + 1, bytes + n, [&](unsigned char b) { return b == bytes[0]; })) {
     journal_memset(dst, bytes[0], n);  // a fill (torch's NaN poison of every new tensor): a few bytes, not n
@@ -153,7 +158,7 @@ void journal_copy(const void *dst, const void *src, size_t elem, int ndim, const
 }
 
 void journal_memset(const void *dst, int value, size_t n) {
-  if (!journal_active()) return;
+  if (!journal_active() || journal_in_op()) return;
   std::string p;
   put_u64(p, reinterpret_cast<uintptr_t>(dst));
   put_u32(p, (uint32_t)value);
@@ -199,6 +204,11 @@ void journal_mark(JournalMark what, uint32_t index, uintptr_t ptr, uint64_t n, c
   put_u64(p, n);
   put_str(p, text);
   std::lock_guard<std::mutex> lk(g_journal_mu);
+  if (what == JournalMark::kHostWhere) {
+    if (journal_in_op()) return;  // an operator's own copy-back: replayed as the operator
+    g_pending.push_back({0, 0, record(JournalKind::kMark, p), false});  // in order with the writes held back
+    return;
+  }
   if (what != JournalMark::kInput) {
     append_locked(JournalKind::kMark, p);
     return;
@@ -242,9 +252,29 @@ extern "C" int bang_emu_journal_open(const char *path) {
 }
 
 extern "C" int bang_emu_journal_mark(int what, unsigned index, const void *ptr, size_t n, const char *text) {
-  if (!journal_active() || what < 1 || what > 3) return -1;
+  if (!journal_active() || what < 1 || what > 4) return -1;
   journal_mark((JournalMark)what, index, reinterpret_cast<uintptr_t>(ptr), n, text ? text : "");
   return 0;
+}
+
+extern "C" int bang_emu_journal_op_begin(const char *op, const char *where, const char *args_json) {
+  if (t_op_depth++ > 0 || !journal_active()) return 1;  // nested: the outer operator stands for it
+  std::string p;
+  put_str(p, op ? op : "");
+  put_str(p, where ? where : "");
+  put_str(p, args_json ? args_json : "");
+  std::lock_guard<std::mutex> lk(g_journal_mu);
+  append_locked(JournalKind::kOpBegin, p);
+  return 0;
+}
+
+extern "C" void bang_emu_journal_op_end(const char *outs_json) {
+  if (t_op_depth <= 0) return;
+  if (--t_op_depth > 0 || !journal_active()) return;
+  std::string p;
+  put_str(p, outs_json ? outs_json : "");
+  std::lock_guard<std::mutex> lk(g_journal_mu);
+  append_locked(JournalKind::kOpEnd, p);
 }
 
 extern "C" void bang_emu_journal_close(void) {

@@ -19,8 +19,12 @@ enum class JournalKind : uint8_t {
                     // u64 n, n argument bytes
   kMark = 9,        // u8 mark, u32 index, u64 p, u64 n, str text
   kOverflow = 10,   // the journal reached its cap; nothing after it was kept
+  kOpBegin = 11,    // str op ("aten::cat" or "aten::add.Tensor"), str where (the student's file:line, a claim),
+                    // str args (JSON: the schema's arguments, tensors as [ptr, dtype, sizes, strides])
+  kOpEnd = 12,      // str outs (JSON: {"outs": [{"arg"|"ret": i, "t": tensor}...]} or {"failed": true})
 };
-enum class JournalMark : uint8_t { kCall = 1, kInput = 2, kOutput = 3 };
+// kHostWhere: the student's line of the host-to-device upload that follows (the shim's; shown, never believed)
+enum class JournalMark : uint8_t { kCall = 1, kInput = 2, kOutput = 3, kHostWhere = 4 };
 
 // Beyond this a journal stops (a kOverflow record) and its replay fails with a message that says so.
 constexpr uint64_t kJournalMaxBytes = 1ull << 30;
@@ -36,6 +40,9 @@ void journal_copy(const void *dst, const void *src, size_t elem, int ndim, const
                   const int64_t *dstr, const int64_t *sstr);
 void journal_memset(const void *dst, int value, size_t n);
 void journal_register(const void *p, size_t n, const std::string &label, bool add);
+// A torch operator on device tensors (the torch_mlu shim): its device writes are not journaled as bytes, the
+// replay runs the operator itself on its own data (replay_ops.py). Nested operators are part of the outer one.
+bool journal_in_op();
 void journal_mark(JournalMark what, uint32_t index, uintptr_t ptr, uint64_t n, const std::string &text);
 
 }  // namespace bang_emu

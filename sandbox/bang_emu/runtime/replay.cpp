@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -30,8 +31,20 @@ bool replay_free_device_buf(uintptr_t lo, bool storage);
 void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
                             size_t tls_size);
 std::string json_escape(const std::string &s);
+size_t device_marks(uintptr_t p, size_t n);
+void set_device_marks(uintptr_t p, size_t n, bool on);
+std::pair<uintptr_t, uintptr_t> device_buffer_range(uintptr_t p);
 
 namespace {
+
+// The replay harness's runner of torch operators (bang_harness/replay_ops.py), set before bang_emu_replay.
+// phase 1: `payload` is {"op", "where", "args"}; it reads the inputs and computes the result. phase 2: `payload`
+// is the operator's {"outs": ...}; it writes the result there. It answers in `result`: a first line "ok",
+// "forbidden" (the assignment does not allow this operator) or "error <why>", then a line "<address> <bytes>" per
+// device range it read (phase 1) or wrote (phase 2).
+using OpHandler = int (*)(int phase, const char *payload, size_t n, char *result, size_t result_len);
+OpHandler g_op_handler = nullptr;
+constexpr size_t kOpResultBytes = 1 << 20;
 
 struct Reader {
   const unsigned char *p, *end;
@@ -127,9 +140,79 @@ int module_phdrs(struct dl_phdr_info *info, size_t, void *data) {
   return 1;
 }
 
+struct Range {
+  uintptr_t lo, hi;
+  bool overlaps(uintptr_t a, uintptr_t b) const { return a < hi && lo < b; }
+};
+
+struct Taint {
+  std::vector<Range> ranges;
+  std::string why;
+  bool hits(uintptr_t lo, uintptr_t hi) const {
+    for (const Range &r : ranges)
+      if (r.overlaps(lo, hi)) return true;
+    return false;
+  }
+  void clear(uintptr_t lo, uintptr_t hi) {
+    ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [&](const Range &r) { return r.overlaps(lo, hi); }),
+                 ranges.end());
+  }
+  void add(uintptr_t lo, uintptr_t hi, const std::string &source) {
+    if (why.empty()) why = source;
+    ranges.push_back({lo, hi});
+  }
+  // A kernel whose argument bytes point into a tainted buffer: every buffer its arguments point to is tainted.
+  void through_kernel(const unsigned char *args, uint64_t n) {
+    bool reads = false;
+    for (uint64_t k = 0; !ranges.empty() && k + 8 <= n && !reads; k += 4) {
+      uint64_t word;
+      memcpy(&word, args + k, 8);
+      reads = hits(word, word + 1);
+    }
+    for (uint64_t k = 0; reads && k + 8 <= n; k += 4) {
+      uint64_t word;
+      memcpy(&word, args + k, 8);
+      auto range = device_buffer_range((uintptr_t)word);
+      if (range.first < range.second) ranges.push_back({range.first, range.second});
+    }
+  }
+};
+
+struct OpAnswer {
+  std::string status;  // "ok", "forbidden", "error ..."
+  std::vector<Range> ranges;
+};
+
+OpAnswer ask_op_handler(int phase, const std::string &payload) {
+  OpAnswer a;
+  if (!g_op_handler) {
+    a.status = "error the replay has no runner of torch operators";
+    return a;
+  }
+  std::vector<char> out(kOpResultBytes, 0);
+  g_op_handler(phase, payload.data(), payload.size(), out.data(), out.size() - 1);
+  std::istringstream in(std::string(out.data()));
+  std::getline(in, a.status);
+  uint64_t lo = 0, n = 0;
+  while (in >> lo >> n)
+    if (n) a.ranges.push_back({(uintptr_t)lo, (uintptr_t)(lo + n)});
+  return a;
+}
+
 struct Replay {
   std::string inputs, outputs;
   SiteMap sites;
+  // Device ranges whose bytes came from an operator the assignment does not allow (`forbidden`) or from host code
+  // during a call (`host`: an upload the replay repeats byte for byte, so it does not follow the twin's inputs),
+  // directly or through later copies, operators and kernels that read them; `why` names the first source.
+  Taint forbidden, host;
+  std::string host_where;  // the line of the next host upload (kHostWhere mark)
+  std::string not_kernel;  // the call's output holds forbidden bytes: which operator
+  std::string host_data;   // the call's output holds host bytes: which upload
+  bool op_open = false, op_marked = false, op_forbidden = false;
+  bool op_in_forbidden = false, op_in_host = false;
+  std::string op_name, op_where;
+  uint64_t op_bytes = 0;
   std::string call;        // the call being replayed ("" before the first mark)
   bool call_failed = false;
   std::string call_error;
@@ -145,7 +228,8 @@ struct Replay {
     if (call.empty()) return;
     std::string status = std::string("{\"call\":\"") + json_escape(call) + "\",\"ok\":" +
                          (call_failed ? "false" : "true") + ",\"sealed\":" + (sealed ? "true" : "false") +
-                         ",\"error\":\"" + json_escape(call_error) + "\"}\n";
+                         ",\"error\":\"" + json_escape(call_error) + "\",\"not_kernel\":\"" +
+                         json_escape(not_kernel) + "\",\"host_data\":\"" + json_escape(host_data) + "\"}\n";
     write_file(outputs + "/" + call + ".replay.json", status.data(), status.size());
     call.clear();
   }
@@ -154,6 +238,8 @@ struct Replay {
     finish_call();
     call_failed = false;
     call_error.clear();
+    not_kernel.clear();
+    host_data.clear();
     sealed = false;
     if (!safe_call_id(id) || !seen.insert(id).second) {
       call = "";
@@ -182,6 +268,8 @@ struct Replay {
   void output(uintptr_t p, uint64_t n) {
     if (call.empty() || sealed) return;
     sealed = true;
+    if (forbidden.hits(p, p + n)) not_kernel = forbidden.why;
+    if (host.hits(p, p + n)) host_data = host.why.empty() ? "host code" : host.why;
     if (bang_emu_seal_output(reinterpret_cast<void *>(p), n) != 0) {
       fail("the output was marked outside device memory");
       return;
@@ -212,11 +300,77 @@ struct Replay {
       return;
     }
     cnrtRet_t ret = it->second->invoke(kernel.c_str(), file.c_str(), (int)line, dim, func_type, args, n);
+    // a kernel that reads tainted bytes passes them on to whatever it may have written
+    forbidden.through_kernel(args, n);
+    host.through_kernel(args, n);
     if (ret == cnrtErrorArgsInvalid) fail("kernel " + kernel + " was launched with arguments of the wrong size");
     // a kernel error is in the trace already, as in the run
   }
 
   bool device_range(uintptr_t p, uint64_t n) { return n == 0 || is_device_ptr(reinterpret_cast<void *>(p), n); }
+
+  void untaint(uintptr_t lo, uintptr_t hi) {
+    forbidden.clear(lo, hi);
+    host.clear(lo, hi);
+  }
+
+  std::string op_text() const { return op_name + (op_where.empty() ? "" : " (" + op_where + ")"); }
+
+  // kOpBegin: the operator's inputs are read now (the run may free them before its end); its result is written
+  // at kOpEnd, where the run's copy-back put it.
+  void op_begin(Reader &r) {
+    op_name = r.str(256);
+    op_where = r.str(1024);
+    std::string args = r.str(64u << 20);
+    if (!r.ok) return;
+    if (op_open) fail("torch operator " + op_text() + " began inside another one");
+    op_open = true;
+    op_marked = op_forbidden = op_in_forbidden = op_in_host = false;
+    op_bytes = 0;
+    OpAnswer a = ask_op_handler(1, "{\"op\":\"" + json_escape(op_name) + "\",\"where\":\"" + json_escape(op_where) +
+                                       "\",\"args\":" + (args.empty() ? "null" : args) + "}");
+    if (a.status.compare(0, 5, "error") == 0) {
+      fail("torch operator " + op_text() + " could not be replayed:" + a.status.substr(5));
+      return;
+    }
+    op_forbidden = a.status == "forbidden";
+    for (const Range &in : a.ranges) {
+      op_bytes += in.hi - in.lo;
+      op_marked = op_marked || device_marks(in.lo, in.hi - in.lo) > 0;
+      op_in_forbidden = op_in_forbidden || forbidden.hits(in.lo, in.hi);
+      op_in_host = op_in_host || host.hits(in.lo, in.hi);
+    }
+  }
+
+  void op_end(Reader &r) {
+    std::string outs = r.str(64u << 20);
+    if (!r.ok) return;
+    if (!op_open) {
+      fail("a torch operator ended that never began");
+      return;
+    }
+    op_open = false;
+    OpAnswer a = ask_op_handler(2, outs.empty() ? "null" : outs);
+    if (a.status.compare(0, 5, "error") == 0) {
+      fail("torch operator " + op_text() + " could not be replayed:" + a.status.substr(5));
+      return;
+    }
+    for (const Range &out : a.ranges) {
+      op_bytes += out.hi - out.lo;
+      // an allowed operator passes the kernels' marks on (a cast of a kernel's output is still the kernels' work)
+      set_device_marks(out.lo, out.hi - out.lo, op_marked && !op_forbidden);
+      untaint(out.lo, out.hi);
+      if (op_forbidden) forbidden.add(out.lo, out.hi, op_text());
+      else if (op_in_forbidden) forbidden.add(out.lo, out.hi, "");
+      if (op_in_host) host.add(out.lo, out.hi, "");
+    }
+    // charged like a device library call: its bytes through GDRAM plus a launch
+    const Profile &P = profile();
+    double us = P.launch_overhead_us + (double)op_bytes / (P.gdram_gbps * 1000.0);
+    trace_record("op", "\"op\":\"" + json_escape(op_name) + "\",\"where\":\"" + json_escape(op_where) +
+                           "\",\"allowed\":" + (op_forbidden ? "false" : "true") + ",\"bytes\":" +
+                           std::to_string(op_bytes) + ",\"modelled_time_us\":" + json_number(us));
+  }
 
   // Applies one record; false ends the replay (a malformed journal).
   bool apply(JournalKind kind, Reader r, std::string *error) {
@@ -230,12 +384,17 @@ struct Replay {
           *error = "a device buffer could not be placed where the run had it";
           return false;
         }
+        untaint(lo, lo + bytes);
         return true;
       }
       case JournalKind::kFree: {
         uint64_t lo = r.get<uint64_t>();
         bool storage = r.get<uint8_t>() != 0;
-        if (r.ok) replay_free_device_buf(lo, storage);
+        if (r.ok) {
+          auto range = device_buffer_range(lo);
+          if (range.first < range.second) untaint(range.first, range.second);
+          replay_free_device_buf(lo, storage);
+        }
         return r.ok || (*error = "malformed free record", false);
       }
       case JournalKind::kWrite: {
@@ -248,6 +407,9 @@ struct Replay {
         }
         int64_t sz = (int64_t)n, one = 1;
         if (n) copy_strided(reinterpret_cast<void *>(dst), data, 1, 1, &sz, &one, &one);
+        untaint(dst, dst + n);
+        if (!call.empty() && n) host.add(dst, dst + n, host_where);
+        host_where.clear();
         return true;
       }
       case JournalKind::kCopy: {
@@ -273,6 +435,14 @@ struct Replay {
           return true;
         }
         copy_strided(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src), elem, (int)ndim, sizes, dstr, sstr);
+        {  // the copy carries what its source was made of
+          uintptr_t dlo = dst + lo * (int64_t)elem, dhi = dst + (hi + 1) * (int64_t)elem;
+          uintptr_t s_lo = src + slo * (int64_t)elem, s_hi = src + (shi + 1) * (int64_t)elem;
+          bool from_forbidden = forbidden.hits(s_lo, s_hi), from_host = host.hits(s_lo, s_hi);
+          untaint(dlo, dhi);
+          if (from_forbidden) forbidden.add(dlo, dhi, "");
+          if (from_host) host.add(dlo, dhi, "");
+        }
         return true;
       }
       case JournalKind::kMemset: {
@@ -281,7 +451,10 @@ struct Replay {
         uint64_t n = r.get<uint64_t>();
         if (!r.ok) break;
         if (!device_range(dst, n)) fail("a memset reached outside device memory");
-        else memset_device(reinterpret_cast<void *>(dst), (int)value, n);
+        else {
+          memset_device(reinterpret_cast<void *>(dst), (int)value, n);
+          untaint(dst, dst + n);
+        }
         return true;
       }
       case JournalKind::kRegister:
@@ -307,8 +480,17 @@ struct Replay {
         if (what == JournalMark::kCall) begin_call(text);
         else if (what == JournalMark::kInput) input(index, p, n);
         else if (what == JournalMark::kOutput) output(p, n);
+        else if (what == JournalMark::kHostWhere) host_where = text;
         return true;
       }
+      case JournalKind::kOpBegin:
+        op_begin(r);
+        if (!r.ok) break;
+        return true;
+      case JournalKind::kOpEnd:
+        op_end(r);
+        if (!r.ok) break;
+        return true;
       case JournalKind::kOverflow:
         fail("the run's device journal reached its cap (" + std::to_string(kJournalMaxBytes >> 20) +
              " MiB of host uploads): the replay stops here");
@@ -324,6 +506,8 @@ struct Replay {
 }  // namespace bang_emu
 
 using namespace bang_emu;
+
+extern "C" void bang_emu_replay_set_op_handler(OpHandler handler) { g_op_handler = handler; }
 
 extern "C" int bang_emu_replay(const char *journal_path, const char *device_module, const uint64_t *site_offsets,
                                size_t site_count, const char *inputs_dir, const char *outputs_dir, char *message,

@@ -50,6 +50,8 @@ int bang_emu_copy_strided(void *dst, const void *src, size_t elem_size, int ndim
  * wrote it) until the matching end call. Memory that is not device memory is left alone. */
 void bang_emu_host_access_begin(const void *p, size_t bytes, int write);
 void bang_emu_host_access_end(const void *p, size_t bytes, int write);
+/* 1 when [p, p + bytes) lies inside one device buffer's bytes, else 0. */
+int bang_emu_is_device_range(const void *p, size_t bytes);
 
 /* ---- the device journal and its replay (trusted replay; DESIGN.md "Threat model") ----
  * A grading worker opens a journal before any student code loads (0 = ok): from then on every change to device
@@ -58,6 +60,14 @@ void bang_emu_host_access_end(const void *p, size_t bytes, int write);
 int bang_emu_journal_open(const char *path);
 int bang_emu_journal_mark(int what, unsigned index, const void *ptr, size_t n, const char *text);
 void bang_emu_journal_close(void);
+/* A torch operator on device tensors (the torch_mlu shim's CPU fallback, a converting copy): `op` is its schema
+ * name ("aten::cat", "aten::add.Tensor"), `where` the student's line that called it (shown, never believed),
+ * `args_json` its arguments (tensors as [address, dtype, sizes, strides]). Until the matching end, host writes of
+ * this thread into device memory are not journaled: the replay runs the operator itself on its own data.
+ * `outs_json` names the tensors it wrote ({"outs": [...]}, or {"failed": true}). Returns 0 when journaled, 1
+ * when nested inside another operator (or no journal is open); call the end either way. */
+int bang_emu_journal_op_begin(const char *op, const char *where, const char *args_json);
+void bang_emu_journal_op_end(const char *outs_json);
 /* In a clean process: replays a journal against a device module (device_module.py; its launch-site records at
  * `site_offsets`, device_module.site_records), the fresh input `<inputs_dir>/<call>.<k>.bin` in place of each
  * marked input, kernels confined; writes per call `<call>.trace.jsonl` (signed with this process's key),
@@ -66,6 +76,10 @@ void bang_emu_journal_close(void);
 int bang_emu_replay(const char *journal, const char *device_module, const uint64_t *site_offsets,
                     size_t site_count, const char *inputs_dir, const char *outputs_dir, char *message,
                     size_t message_len);
+/* The replay harness's runner of torch operators journaled by the shim (bang_harness/replay_ops.py); see
+ * replay.cpp for its contract. */
+void bang_emu_replay_set_op_handler(int (*handler)(int phase, const char *payload, size_t n, char *result,
+                                                   size_t result_len));
 /* Where the device module's stubs for calls outside the builtins land: a kernel error (device_module.py). */
 void bang_emu_forbidden_call(const char *name);
 /* A kernel's printf in the device module: the host's vprintf, refusing %n (it stores through an argument). */
