@@ -769,8 +769,8 @@ def _check_escapes(src: _Source, text: str, start: int, trusted: Callable[[int],
     for offset, _line, file in src.markers:
         if offset >= start and _INTRINSIC_HEADER.search(file):
             marker = text.rfind("\n", 0, max(offset - 1, 0)) + 1  # the line marker entering it
-            where, line = src.location(marker - 1) if marker > 0 else ("<input>", 0)
-            raise RewriteError(f"{where}:{line + 1}: including '{file}' (x86 intrinsics) is not allowed in code the "
+            where, line = src.location(marker)  # the line of the #include in the file that includes it
+            raise RewriteError(f"{where}:{line}: including '{file}' (x86 intrinsics) is not allowed in code the "
                                f"grader replays: target builtins such as non-temporal and masked stores escape the "
                                "emulator's checks, and a BANG kernel never needs them")
     for m in _PRAGMA.finditer(text, start):
