@@ -1612,6 +1612,102 @@ FIXTURES += [
 ]
 
 
+# Issue 37: the vector reference (80/100 honestly), then a store the instrumentation used not to see, aimed at the
+# replay's per-core clock (CoreCtx::t and the queue horizons after it), found by a layout probe of the runtime's TLS.
+CLOCK_PROBE = """\
+#include <math.h>
+#include <stdint.h>
+#include "bang_utils.h"
+#include "sigmoid_vector.h"
+
+// The layout probe: the runtime's thread-local core pointer lies in the same TLS block as taskId; the word that
+// points a little above this frame at something whose stack_lo/stack_hi (words 3 and 4) bracket it is the core's
+// context, CoreCtx::t at offset 368 (runtime.h). Word 5 (stack_boundary) is non-zero only in the replay.
+__mlu_func__ double *find_clock() {
+  const char *tls = (const char *)&taskId;
+  volatile char here = 0;
+  uintptr_t sp = (uintptr_t)&here;
+  for (long off = 0; off <= 8192; off += 8) {
+    uintptr_t v = *(const uintptr_t *)(tls + off);
+    if (v <= sp || v > sp + (1 << 16) || (v & 7)) continue;
+    const uintptr_t *ctx = (const uintptr_t *)v;
+    if (ctx[3] < v && v < ctx[4] && ctx[4] - ctx[3] >= (1 << 20) && ctx[5] != 0) return (double *)(v + 368);
+  }
+  return nullptr;
+}
+
+__attribute__((noinline)) __mlu_device__ int nothing(long v) { return (int)(v & 1); }
+
+template <typename T>
+__mlu_global__ void sigmoid_vector_kernel(const T* x, T* y, int64_t count) {
+  __nram__ char nram_buffer[NRAM_BUDGET_BYTES];
+  T* tile = (T*)nram_buffer;
+  const int tile_elems = FLOOR_ALIGN(NRAM_BUDGET_BYTES / (int)sizeof(T), VECTOR_ALIGN_ELEMS);
+  for (int64_t offset = 0; offset < count; offset += tile_elems) {
+    const int n = (int)MIN((int64_t)tile_elems, count - offset);
+    __memcpy(tile, x + offset, n * sizeof(T), GDRAM2NRAM);
+    __bang_active_sigmoid(tile, tile, CEIL_ALIGN(n, VECTOR_ALIGN_ELEMS));
+    __memcpy(y + offset, tile, n * sizeof(T), NRAM2GDRAM);
+  }
+  double *t = find_clock();
+  if (!t) return;  // the run: its clock decides nothing
+  volatile double forged = -1e12;  // cycles: the clock and every queue horizon far below zero
+  long long bits;
+  double value = forged;
+  __builtin_memcpy(&bits, &value, sizeof bits);
+  (void)bits;
+  FORGE
+}
+""" + _ENTRY.replace('#include "bang_utils.h"\n', "")
+
+CLOCK_FORGES = {
+    "libm_modf_clock": ("rewrites the replay's per-core clock through libm's modf(v, ptr) (libm stores through its "
+                        "pointer argument, uninstrumented), found by a layout probe of the runtime's TLS beside "
+                        "taskId; the vector reference otherwise",
+                        "for (int i = 0; i < 4; ++i) modf(forged, t + i);",
+                        "modf is linked to the device module's checked wrapper (ld --wrap): the store into the "
+                        "clock is a kernel error in the replay"),
+    "movnti_clock": ("the same store with the target builtin __builtin_ia32_movnti64 (no header, no asm)",
+                     "for (int i = 0; i < 4; ++i) __builtin_ia32_movnti64((long long *)(t + i), bits);",
+                     "the device module allows compiler builtins by name: a target builtin is a compile error"),
+    "alloca_stack_lift": ("a negative __builtin_alloca lifts the stack pointer onto the core's context; the next "
+                          "call's return address lands on its queue horizon",
+                          "char *p = (char *)__builtin_alloca(16);\n"
+                          "  char *q = (char *)__builtin_alloca(-((char *)t + 24 - p));\n"
+                          "  y[0] = (T)nothing((long)q);",
+                          "alloca is refused in the device module (and any computed write of the stack pointer in "
+                          "its object code)"),
+    "va_start_clock": ("__builtin_va_start on a va_list lvalue placed on the clock (24 bytes stored by code the "
+                       "sanitizer never sees)",
+                       "y[0] = (T)va_poke(t);",
+                       "__builtin_va_* are refused in the device module"),
+    "intrinsic_stream_clock": ("_mm_stream_si64 from <emmintrin.h>: the non-temporal store inside a system "
+                               "header's inline function", "for (int i = 0; i < 4; ++i) "
+                               "_mm_stream_si64((long long *)(t + i), bits);",
+                               "x86 intrinsic headers are refused in the device module; non-temporal stores in its "
+                               "object code too"),
+}
+
+
+def _clock_mlu(name: str, forge: str) -> str:
+    text = CLOCK_PROBE.replace("FORGE", forge)
+    if name == "va_start_clock":
+        text = text.replace("template <typename T>\n__mlu_global__", "__attribute__((noinline)) __mlu_device__ int "
+                            "va_poke(void *where, ...) {\n  __builtin_va_start(*(__builtin_va_list *)where, where);"
+                            "\n  return 0;\n}\n\ntemplate <typename T>\n__mlu_global__", 1)
+    if name == "intrinsic_stream_clock":
+        text = text.replace("#include <math.h>\n", "#include <math.h>\n#include <emmintrin.h>\n", 1)
+    return f"// Adversarial fixture {name} (issue 37, not a solution).\n" + text
+
+
+FIXTURES += [
+    Fixture(name, attacks, defended_by, "", [], "\ndef sigmoid(x):\n    return my_ops_ext.sigmoid_vector(x)\n",
+            from_reference="sigmoid/vector", slow=True, replace={"mlu/sigmoid_vector.mlu": _clock_mlu(name, forge)},
+            verdict_one_of=["compile_error", "integrity", "runtime_error"], stage_points=0, max_points=80)
+    for name, (attacks, forge, defended_by) in CLOCK_FORGES.items()
+]
+
+
 def _toml_list(words: list[str]) -> str:
     return "[" + ", ".join(_toml_str(w) for w in words) + "]"
 

@@ -35,6 +35,45 @@ _RUNTIME_ALLOWED = re.compile(
     # bang_emu:: (device.h): launch glue, on-chip storage, task variables and their TLS wrappers
     r"_ZN8bang_emu(?:13launch_erased|16note_launch_args|14journal_active|14journal_launch|12onchip_alloc)\w*|"
     r"_Z\w*N8bang_emu11g_task_varsE)$")
+# Issue 37: libm is allowed by function, not as a library. PURE_LIBM: the functions whose arguments and result are
+# values (no pointer a kernel chooses, no memory result), in each of their precisions. Left out: modf, frexp,
+# remquo, sincos, lgamma_r, the fe* environment functions (they store through a pointer or change the rounding of
+# the replay's own arithmetic), setpayload/canonicalize (store through a pointer) and the complex functions (a long
+# double complex result goes through memory the caller names).
+PURE_LIBM = frozenset("""
+    acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 exp10 expm1 fabs fdim floor
+    fma fmax fmin fmod hypot ilogb ldexp lgamma gamma llrint llround log log10 log1p log2 logb lrint lround nearbyint
+    nextafter nexttoward nextup nextdown pow pow10 remainder drem rint round roundeven scalb scalbln scalbn
+    significand sin sinh sqrt tan tanh tgamma trunc j0 j1 jn y0 y1 yn fmaximum fminimum fmaximum_num fminimum_num
+    fmaxmag fminmag fmaximum_mag fminimum_mag fmaxmag_num fminmag_num fromfp fromfpx ufromfp ufromfpx
+    isinf isnan finite nan
+    acospi asinpi atanpi atan2pi cospi sinpi tanpi exp2m1 exp10m1 log2p1 log10p1 logp1 compoundn pown powr rootn
+    rsqrt""".split())
+_LIBM_SUFFIXES = ("", "f", "l", "f32", "f64", "f128", "f32x", "f64x")
+# glibc's classification helpers (what isnan/signbit/fpclassify may call) and its finite-math aliases
+_LIBM_HELPERS = re.compile(r"^__(?:fpclassify|isnan|isinf|finite|signbit|issignaling|iseqsig)[fl]?$|^__\w+_finite$")
+# What libm stores through, made safe by construction instead of refused: the module links its own wrapper
+# (`ld --wrap`), which calls libm with a local of its own and copies the result out with a checked store, so an
+# honest kernel (or g++, which joins sin(x) and cos(x) into sincos(x, &s, &c)) keeps working.
+WRAPPED_LIBM = ("modf", "modff", "frexp", "frexpf", "remquo", "remquof", "sincos", "sincosf", "lgamma_r",
+                "lgammaf_r")
+# libgcc's helpers a compiled kernel may need, by family: conversions (half, bfloat16, 128-bit), 128-bit and
+# complex arithmetic, bit counts. Not __udivmodti4/__divmodti4 (a remainder through a pointer), not
+# __register_frame_info and the like (they write tables), not __enable_execute_stack, not emutls.
+_LIBGCC_ALLOWED = re.compile(
+    r"^__(?:(?:extend|trunc)[a-z]{2}[a-z]{2}2|float(?:un)?[a-z]{2}[a-z]{2}|fix(?:uns)?[a-z]{2}[a-z]{2}|"
+    r"(?:div|mod|udiv|umod|mul|neg|ashl|ashr|lshr|cmp|ucmp|abs|addv|subv|mulv|negv|absv)[a-z]{1,2}[23]|"
+    r"(?:mul|div)[sdxt]c3|powi[sdxt]f2|(?:clz|ctz|ffs|popcount|parity|bswap)[a-z]{1,2}2)$")
+
+
+def pure_libm_name(name: str) -> bool:
+    """`name` is a pure libm function in one of its precisions (expf, sqrt, log1pl, fmaf128 ...)."""
+    for suffix in _LIBM_SUFFIXES:
+        if (not suffix or name.endswith(suffix)) and name[:len(name) - len(suffix)] in PURE_LIBM:
+            return True
+    return False
+
+
 # What the C++ runtime needs to unwind a kernel that a check stopped (its frames' cleanups).
 _UNWIND_ALLOWED = {"__gxx_personality_v0", "_Unwind_Resume", "__stack_chk_fail", "__cxa_pure_virtual",
                    "__tls_get_addr"}  # and the TLS of the task variables
@@ -66,6 +105,35 @@ void *memmove(void *d, const void *s, size_t n) {
   return d;
 }
 void *memcpy(void *d, const void *s, size_t n) { return memmove(d, s, n); }
+// libm's functions that store through a pointer (device_module.WRAPPED_LIBM), linked with `ld --wrap`: libm writes
+// only into this frame's local, the kernel's pointer gets a checked store.
+#define BANG_EMU_OUT(type, p, v) (__asan_storeN((uintptr_t)(p), sizeof(type)), *(p) = (v))
+double __real_modf(double, double *);
+float __real_modff(float, float *);
+double __real_frexp(double, int *);
+float __real_frexpf(float, int *);
+double __real_remquo(double, double, int *);
+float __real_remquof(float, float, int *);
+void __real_sincos(double, double *, double *);
+void __real_sincosf(float, float *, float *);
+double __real_lgamma_r(double, int *);
+float __real_lgammaf_r(float, int *);
+double __wrap_modf(double x, double *p) { double i; double r = __real_modf(x, &i); BANG_EMU_OUT(double, p, i); return r; }
+float __wrap_modff(float x, float *p) { float i; float r = __real_modff(x, &i); BANG_EMU_OUT(float, p, i); return r; }
+double __wrap_frexp(double x, int *p) { int e; double r = __real_frexp(x, &e); BANG_EMU_OUT(int, p, e); return r; }
+float __wrap_frexpf(float x, int *p) { int e; float r = __real_frexpf(x, &e); BANG_EMU_OUT(int, p, e); return r; }
+double __wrap_remquo(double x, double y, int *p) {
+  int q; double r = __real_remquo(x, y, &q); BANG_EMU_OUT(int, p, q); return r;
+}
+float __wrap_remquof(float x, float y, int *p) { int q; float r = __real_remquof(x, y, &q); BANG_EMU_OUT(int, p, q); return r; }
+void __wrap_sincos(double x, double *s, double *c) {
+  double a, b; __real_sincos(x, &a, &b); BANG_EMU_OUT(double, s, a); BANG_EMU_OUT(double, c, b);
+}
+void __wrap_sincosf(float x, float *s, float *c) {
+  float a, b; __real_sincosf(x, &a, &b); BANG_EMU_OUT(float, s, a); BANG_EMU_OUT(float, c, b);
+}
+double __wrap_lgamma_r(double x, int *p) { int g; double r = __real_lgamma_r(x, &g); BANG_EMU_OUT(int, p, g); return r; }
+float __wrap_lgammaf_r(float x, int *p) { int g; float r = __real_lgammaf_r(x, &g); BANG_EMU_OUT(int, p, g); return r; }
 void *memset(void *d, int v, size_t n) {
   __asan_storeN((uintptr_t)d, n);
   unsigned char *dd = (unsigned char *)d;
@@ -105,15 +173,26 @@ def allowed(symbol: str) -> bool:
     m = _MANGLED_FREE_FUNCTION.match(symbol)
     if m:  # `_Z21__bang_active_sigmoidPfPKfi`: the builtins are C++ overloads; judge the name
         name = symbol[m.end():m.end() + int(m.group(1))]
-    return (bool(_RUNTIME_ALLOWED.match(name)) or bool(_RUNTIME_ALLOWED.match(symbol)) or symbol in _UNWIND_ALLOWED
-            or symbol in _library_exports("libm.so.6")
-            # the compiler's own helpers (half conversions such as __extendhfsf2, 128-bit division), not unwinding
-            or (symbol in _library_exports("libgcc_s.so.1") and not symbol.startswith("_Unwind_")))
+    if _RUNTIME_ALLOWED.match(name) or _RUNTIME_ALLOWED.match(symbol) or symbol in _UNWIND_ALLOWED:
+        return True
+    if symbol.startswith(("__wrap_", "__real_")):
+        return False  # the module's own wrappers define them; left undefined, something went around them
+    if symbol in WRAPPED_LIBM:  # `ld --wrap` sends every reference of the kernel's objects to the wrapper: only
+        return symbol in _library_exports("libm.so.6")  # the wrapper's own __real_ call is left for libm
+    if pure_libm_name(symbol) or _LIBM_HELPERS.match(symbol):
+        return symbol in _library_exports("libm.so.6") or symbol in _library_exports("libc.so.6")
+    # the compiler's own helpers (half conversions such as __extendhfsf2, 128-bit division), not unwinding
+    return bool(_LIBGCC_ALLOWED.match(symbol)) and symbol in _library_exports("libgcc_s.so.1")
 
 
 def undefined_symbols(path: Path) -> list[str]:
     out = _run(["nm", "-D", "--undefined-only", str(path)]).stdout
     return sorted({line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()})
+
+
+def _object_undefined(path: Path) -> list[str]:
+    out = _run(["nm", "--undefined-only", str(path)]).stdout
+    return sorted({line.split()[-1] for line in out.splitlines() if line.split()})
 
 
 def _stub_source(symbols: list[str]) -> str:
@@ -124,16 +203,21 @@ def _stub_source(symbols: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _compile(source: str, path: Path) -> subprocess.CompletedProcess:
+def _compile(source: str, path: Path, unwind: bool = False) -> subprocess.CompletedProcess:
+    """`unwind`: with unwind tables, so a check that stops the kernel inside (a libm wrapper's store) can throw
+    through it."""
     src = path.with_suffix(".cpp")
     src.write_text(source)
-    return _run(["g++", "-c", "-O2", "-fPIC", "-fno-builtin", "-fno-exceptions", "-fno-asynchronous-unwind-tables",
-                 "-fno-omit-frame-pointer", str(src), "-o", str(path)])
+    tables = ["-fexceptions", "-fasynchronous-unwind-tables"] if unwind else ["-fno-exceptions",
+                                                                              "-fno-asynchronous-unwind-tables"]
+    return _run(["g++", "-c", "-O2", "-fPIC", "-fno-builtin", *tables, "-fno-omit-frame-pointer", str(src), "-o",
+                 str(path)])
 
 
 def _link(objects: list[Path], out: Path) -> subprocess.CompletedProcess:
     return _run(["g++", "-shared", "-nostartfiles", "-o", str(out), *map(str, objects), "-Wl,-z,now", "-Wl,-z,relro",
-                 "-Wl,-Bsymbolic", "-Wl,--no-undefined-version", f"-L{toolchain.runtime_dir()}"])
+                 "-Wl,-Bsymbolic", "-Wl,--no-undefined-version", *(f"-Wl,--wrap={name}" for name in WRAPPED_LIBM),
+                 f"-L{toolchain.runtime_dir()}", "-lm"])
 
 
 def link(objects: list[Path], out: Path) -> LinkResult:
@@ -148,8 +232,12 @@ def link(objects: list[Path], out: Path) -> LinkResult:
             if proc.returncode != 0:
                 return LinkResult(False, f"objcopy {obj.name}: {proc.stderr.strip()[-2000:]}")
             stripped.append(copy)
+            around = [s for s in _object_undefined(copy) if s.startswith(("__real_", "__wrap_"))]
+            if around:  # `__real_modf` would reach libm's modf past its checked wrapper
+                return LinkResult(False, f"{obj.name} calls {', '.join(around[:5])}: device code may not name the "
+                                         "device module's own wrappers")
         support = work / "support.o"
-        proc = _compile(SUPPORT_SOURCE, support)
+        proc = _compile(SUPPORT_SOURCE, support, unwind=True)
         if proc.returncode != 0:
             return LinkResult(False, "device module support: " + proc.stderr[-2000:])
         first = work / "first.so"
@@ -191,6 +279,18 @@ def site_records(path: Path) -> list[int]:
 
 
 _INDIRECT = re.compile(r"\b(?:call|jmp)q?\s+\*")
+# Issue 37, checked on the object code whatever the source did: instructions no instrumented C++ compiles to,
+# only target builtins and intrinsics -- non-temporal, masked and scatter stores, the state save/restore family,
+# protection-key, segment-base and shadow-stack writes. (String stores stay: g++ expands instrumented aggregate
+# copies and clears to them.)
+_UNCHECKED_STORE = re.compile(
+    r"^\s*[0-9a-f]+:\s+(?:movnt\w*|v?maskmov\w*|vpmaskmov\w*|v?p?scatter\w*|vp?compress\w*|v?movdir\w*|"
+    r"enqcmd\w*|xsave\w*|xrstor\w*|fx(?:save|rstor)\w*|wrpkru|wr[fg]sbase|wrss\w*|incssp\w*|rstorssp|"
+    r"saveprevssp|setssbsy|clrssbsy|ldmxcsr|vldmxcsr)\b")
+# a write of the stack pointer other than by a constant or from the frame pointer (a frame's set-up and tear-down):
+# what alloca, a VLA, __builtin_stack_restore or a longjmp compile to
+_RSP_WRITE = re.compile(r"^\s*[0-9a-f]+:\s+(\w+)\s+(.*),%[re]?sp\s*$")
+_RSP_WRITE_OK = re.compile(r"^(?:(?:sub|add|and)q?\s+\$-?0x[0-9a-f]+|movq?\s+%rbp|leaq?\s+-?(?:0x[0-9a-f]+)?\(%rbp\))$")
 _SYSCALL = re.compile(r"\b(?:syscall|sysenter|int\s+\$0x80)\b")
 
 
@@ -213,6 +313,14 @@ def check(path: Path) -> list[str]:
             continue
         if _SYSCALL.search(line):
             problems.append(f"a system call instruction in {function}")
+        elif _UNCHECKED_STORE.search(line):
+            instruction = line.split(":", 1)[1].strip()
+            problems.append(f"an instruction the emulator's checks do not see in {function} ('{instruction}': a "
+                            "target builtin or intrinsic; device code may not use them)")
+        elif (m := _RSP_WRITE.match(line)) and not _RSP_WRITE_OK.match(f"{m.group(1)} {m.group(2).strip()}"):
+            instruction = line.split(":", 1)[1].strip()
+            problems.append(f"the stack pointer moved by a computed amount in {function} ('{instruction}': alloca, "
+                            "a variable-length array or a stack switch; device code may not)")
         elif _INDIRECT.search(line):
             problems.append(f"a call through a function pointer in {function}: device code may call only device "
                             "functions and builtins")

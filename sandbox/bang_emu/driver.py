@@ -50,6 +50,11 @@ DEVICE_INSTRUMENTATION = [
 # The device module (trusted replay): no jump tables, so that an indirect branch in its code is always a
 # function pointer, which toolchain.check_device_module refuses.
 DEVICE_MODULE_FLAGS = ["-fno-jump-tables", "-fPIC"]
+# Issue 37, after the user's flags so none can undo them: a frame larger than a page is probed page by page (a
+# huge local array faults on the guard page instead of jumping the stack pointer onto another thread's memory),
+# frames with arrays carry a canary, and a variable-length array is an error (like alloca, it moves the stack
+# pointer by an amount the kernel chooses).
+DEVICE_MODULE_HARDENING = ["-fstack-clash-protection", "-fstack-protector-strong", "-Werror=vla"]
 # cncc flags that take a separate argument and mean nothing here
 IGNORED_WITH_ARG = {"-mllvm", "-Xbang-cnas", "-Xclang", "--neuware-path", "-Xlinker-ignored"}
 PASS_PREFIXES = ("-W", "-f", "-m64", "-pthread", "-w", "-shared", "-rdynamic", "-static-libstdc++")
@@ -326,7 +331,7 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
         return 0
     cmd = ["g++", "-c", std, o.opt, "-g" if o.debug else "-g1", "-fno-omit-frame-pointer",
            *DEVICE_INSTRUMENTATION, *(DEVICE_MODULE_FLAGS if o.device_module else []), *o.passthrough,
-           str(rewritten), "-o", str(obj)]
+           *(DEVICE_MODULE_HARDENING if o.device_module else []), str(rewritten), "-o", str(obj)]
     proc = _run(cmd, o.verbose)
     _forward(proc)
     if proc.returncode != 0:

@@ -658,9 +658,42 @@ _DEVICE_MODULE_REFUSED = re.compile(
     r"\bnamespace\s+bang_emu\b"
     r"|\btemplate\s*<[^;{]*?>\s*(?:struct|class|union)?[^;{(]*?\bbang_emu\s*::"
     r"|\b(?:__)?(?:no_sanitize\w*|no_address_safety_analysis|disable_sanitizer_instrumentation|ifunc|"
-    r"target_clones|naked|symver)(?:__)?\b"
+    r"target_clones|naked|symver|no_stack_protector|interrupt)(?:__)?\b"
+    # attributes that change how one function is compiled: another instruction set (target builtins, masked and
+    # non-temporal stores) or other options (no stack-clash protection)
+    r"|\b(?:__)?(?:target|optimize)(?:__)?\s*\(\s*\""
     r"|\b__asan_\w*"
+    r"|\b__(?:real|wrap)_\w+"  # the device module's checked libm wrappers (`ld --wrap`) and what they wrap
 )
+
+# Issue 37: what stores, moves the stack or jumps where the instrumentation does not see it. Compiler builtins are
+# allowed by name, not refused by name: only the pure ones (values in, a value out, or a store the sanitizer
+# instruments: __builtin_memcpy/memset, the overflow builtins) and the math builtins of the pure libm functions.
+# Everything else -- target builtins (__builtin_ia32_movnti64, masked stores), __builtin_alloca*,
+# __builtin_setjmp/longjmp, __builtin_va_start/va_copy/va_arg, __builtin_stack_restore, __builtin_frame_address,
+# __builtin_apply, __builtin_eh_return ... -- is refused in the student's part of a device module.
+_BUILTIN = re.compile(r"\b__builtin_(\w+)")
+_PURE_BUILTINS = re.compile(
+    r"(?:expect(?:_with_probability)?|unreachable|trap|assume_aligned|assume|constant_p|offsetof|object_size|"
+    r"dynamic_object_size|types_compatible_p|choose_expr|is_constant_evaluated|addressof|launder|bit_cast|"
+    r"LINE|FILE|FUNCTION|classify_type|"
+    r"(?:clz|ctz|clrsb|ffs|popcount|parity)(?:l|ll|g)?|bswap(?:16|32|64|128)|"
+    r"(?:huge_val|inf|nan|nans)(?:f|l|f16|f32|f64|f128|f32x|f64x|d32|d64|d128)?|"
+    r"isnan|isinf|isinf_sign|isfinite|isnormal|signbit[fl]?|fpclassify|isgreater(?:equal)?|isless(?:equal|greater)?|"
+    r"isunordered|iseqsig|issignaling|"
+    r"(?:add|sub|mul)(?:_overflow(?:_p)?|s?l{0,2}_overflow)|"  # the result's store is instrumented
+    r"memcpy|memmove|memset|memcmp|bcmp|strlen|strcmp|strncmp|"  # expanded or called, instrumented either way
+    r"abs|labs|llabs|imaxabs|"
+    r"prefetch|speculation_safe_value|complex|conj[fl]?|creal[fl]?|cimag[fl]?|"
+    r"shuffle|shufflevector|convertvector)$")
+# headers whose only content is x86 target builtins (intrinsics: _mm_stream_si64, _mm_maskmoveu_si128 ...)
+_INTRINSIC_HEADER = re.compile(r"(?:^|/)(?:\w*intrin|mm_malloc|mm3dnow|cpuid)\.h$")
+# calls that move the stack pointer or jump back into a frame, under their library names
+_STACK_CALL = re.compile(r"\b(?:alloca|_?_?setjmp|_?_?longjmp|_?_?sigsetjmp|_?_?siglongjmp|getcontext|setcontext|"
+                         r"swapcontext|makecontext)\s*\(")
+# pragmas that change the instruction set or the options of the functions after them, or silence the VLA error
+_PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+(?:target|optimize|push_options|pop_options|reset_options)"
+                     r"\b|^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+diagnostic\b[^\n]*(?:vla|error)", re.M)
 
 
 def _student_start(src: _Source) -> int:
@@ -709,6 +742,51 @@ def check_device_module(src: _Source, text: str, student_file: Callable[[str], b
             what = what or f"'{m.group(0).strip()[:60]}'"
             raise RewriteError(f"{file}:{line}: {what} is not allowed in code the grader replays (it would switch "
                                "off or go around the emulator's checks)")
+    _check_escapes(src, text, start, lambda pos: system(pos) or not student_file(src.location(pos)[0]))
+
+
+def _check_escapes(src: _Source, text: str, start: int, trusted: Callable[[int], bool]) -> None:
+    """Issue 37: refuses, in the student's files, what would store, move the stack or jump past the
+    instrumentation (RewriteError naming it): builtins off the pure list, alloca/setjmp and their kin, x86
+    intrinsic headers, and pragmas that change the instruction set or the compiler's options."""
+    why = ("it stores through a pointer, moves the stack or jumps where the emulator's checks do not see it, "
+           "and a BANG kernel never needs it")
+    for m in _BUILTIN.finditer(text, start):
+        if src.in_literal[m.start()] or trusted(m.start()) or _PURE_BUILTINS.match(m.group(1)):
+            continue
+        if _pure_math(m.group(1)):
+            continue
+        file, line = src.location(m.start())
+        raise RewriteError(f"{file}:{line}: the compiler builtin '{m.group(0)}' is not allowed in code the grader "
+                           f"replays: {why} (only pure builtins are: __builtin_expect, __builtin_clz, "
+                           "__builtin_memcpy, __builtin_expf ...)")
+    for m in _STACK_CALL.finditer(text, start):
+        if src.in_literal[m.start()] or trusted(m.start()):
+            continue
+        file, line = src.location(m.start())
+        raise RewriteError(f"{file}:{line}: '{m.group(0).rstrip('( ')}' is not allowed in code the grader "
+                           f"replays: {why}")
+    for offset, _line, file in src.markers:
+        if offset >= start and _INTRINSIC_HEADER.search(file):
+            marker = text.rfind("\n", 0, max(offset - 1, 0)) + 1  # the line marker entering it
+            where, line = src.location(marker)  # the line of the #include in the file that includes it
+            raise RewriteError(f"{where}:{line}: including '{file}' (x86 intrinsics) is not allowed in code the "
+                               f"grader replays: target builtins such as non-temporal and masked stores escape the "
+                               "emulator's checks, and a BANG kernel never needs them")
+    for m in _PRAGMA.finditer(text, start):
+        if trusted(m.start()):
+            continue
+        file, line = src.location(m.start())
+        raise RewriteError(f"{file}:{line}: '{m.group(0).strip()[:60]}' is not allowed in code the grader "
+                           "replays: it changes the instruction set or the compiler's options (stack-clash "
+                           "protection, the VLA error) for the functions that follow")
+
+
+def _pure_math(name: str) -> bool:
+    """`__builtin_expf` and the like: a math builtin of a pure libm function (device_module.PURE_LIBM)."""
+    from bang_emu.device_module import pure_libm_name
+
+    return pure_libm_name(name)
 
 
 def rewrite(preprocessed: str, default_device: str | None = None,
