@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
+from bang_emu import safe_tar
 from emu_helpers import PROGRAMS, cncc, run
 
 MIRROR_ROOT = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror"))
@@ -61,8 +61,7 @@ def export(repo: str, path: str, destination: Path, also: tuple[str, ...] = ()) 
     with archive.open("wb") as out:
         subprocess.run(["git", "--git-dir", str(mirror(repo)), "archive", "HEAD", path, *also], stdout=out,
                        stderr=subprocess.DEVNULL, check=True, timeout=120)
-    with tarfile.open(archive) as tar:
-        tar.extractall(destination, filter="data")
+    safe_tar.extract_tar(archive, destination)
     archive.unlink()
     return destination / path
 
