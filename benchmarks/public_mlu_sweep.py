@@ -27,7 +27,6 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -38,6 +37,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "sandbox"))
+
+from bang_emu import safe_tar  # noqa: E402
 
 # The public repositories of issue 12 (owner+name as fetched); others found under --mirrors are swept too.
 MIRRORS = [
@@ -115,8 +116,7 @@ def export_folder(mirror: Path, folder: str, into: Path) -> None:
     tar_path = into / ".export.tar"
     proc = git(mirror, "archive", "-o", str(tar_path), "HEAD", "--", *paths)
     if proc.returncode == 0:
-        with tarfile.open(tar_path) as tar:
-            tar.extractall(into, filter="data")
+        safe_tar.extract_tar(tar_path, into, unsupported="skip")  # a repository's root may hold a symlink
         tar_path.unlink()
         return
     tar_path.unlink(missing_ok=True)

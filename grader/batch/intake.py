@@ -19,7 +19,9 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+
+from bang_emu import safe_tar
 
 from grader.project_layouts import detect, text_name
 
@@ -36,7 +38,9 @@ class IntakeError(Exception):
 
 
 @dataclass(frozen=True)
-class IntakeLimits:
+class IntakeLimits(safe_tar.Limits):
+    """safe_tar's caps, sized for one student's submission."""
+
     max_files: int = 2000
     max_total_bytes: int = 64 << 20
     max_file_bytes: int = 16 << 20
@@ -96,46 +100,20 @@ def unsupported_archive(path: Path) -> str | None:
 
 
 def _member_target(root: Path, name: str, limits: IntakeLimits) -> Path | None:
-    """Where an archive member may go, or None for members that are skipped (directories, junk)."""
-    posix = PurePosixPath(name.replace("\\", "/"))
-    if posix.is_absolute() or re.match(r"^[A-Za-z]:", name):
-        raise IntakeError(f"absolute path in archive: {name!r}")
-    if ".." in posix.parts:
-        raise IntakeError(f"path traversal in archive: {name!r}")
-    parts = [p for p in posix.parts if p not in ("", ".")]
-    if not parts or any(p in IGNORED_NAMES for p in parts):
+    """Where an archive member may go (safe_tar's path rule), or None for members that are skipped (the root,
+    junk)."""
+    parts = safe_tar.member_parts(name, limits.max_depth)
+    if not parts or _ignored(parts):
         return None
-    if len(parts) > limits.max_depth:
-        raise IntakeError(f"archive nests deeper than {limits.max_depth} folders: {name!r}")
     return root.joinpath(*parts)
 
 
-class _Budget:
-    def __init__(self, limits: IntakeLimits) -> None:
-        self.limits = limits
-        self.files = 0
-        self.bytes = 0
-
-    def add_file(self, name: str) -> None:
-        self.files += 1
-        if self.files > self.limits.max_files:
-            raise IntakeError(f"more than {self.limits.max_files} files")
-
-    def copy(self, src, dst: Path, name: str) -> None:  # noqa: ANN001 - a binary file object
-        written = 0
-        with open(dst, "wb") as out:
-            while chunk := src.read(1 << 16):
-                written += len(chunk)
-                self.bytes += len(chunk)
-                if written > self.limits.max_file_bytes:
-                    raise IntakeError(f"{name!r} unpacks to more than {self.limits.max_file_bytes} bytes")
-                if self.bytes > self.limits.max_total_bytes:
-                    raise IntakeError(f"archive unpacks to more than {self.limits.max_total_bytes} bytes")
-                out.write(chunk)
+def _ignored(parts: tuple[str, ...]) -> bool:
+    return any(p in IGNORED_NAMES for p in parts)
 
 
 def _extract_zip(archive: Path, root: Path, limits: IntakeLimits) -> None:
-    budget = _Budget(limits)
+    budget = safe_tar.Budget(limits)
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             target = _member_target(root, info.filename, limits)
@@ -151,19 +129,8 @@ def _extract_zip(archive: Path, root: Path, limits: IntakeLimits) -> None:
 
 
 def _extract_tar(archive: Path, root: Path, limits: IntakeLimits) -> None:
-    budget = _Budget(limits)
-    with tarfile.open(archive) as tf:
-        for member in tf:
-            target = _member_target(root, member.name, limits)
-            if target is None or not member.isfile():
-                continue  # directories are made on demand; links, devices and fifos are never created
-            budget.add_file(member.name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            src = tf.extractfile(member)
-            if src is None:
-                continue
-            with src:
-                budget.copy(src, target, member.name)
+    # links, devices and fifos are left out, never created; folders are made on demand
+    safe_tar.extract_tar(archive, root, limits, unsupported="skip", skip=_ignored)
 
 
 def unpack_archive(archive: Path, dest: Path, limits: IntakeLimits = IntakeLimits()) -> Path:
@@ -187,6 +154,9 @@ def unpack_archive(archive: Path, dest: Path, limits: IntakeLimits = IntakeLimit
     except IntakeError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    except safe_tar.UnsafeArchive as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise IntakeError(str(exc)) from exc
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise IntakeError(f"cannot unpack archive: {exc}") from exc
@@ -212,8 +182,14 @@ def stage_folder(source: Path, dest: Path, limits: IntakeLimits = IntakeLimits()
     a symlink is copied as its target's bytes when that resolves inside `source`, and left out otherwise (never
     followed out of the folder); IGNORED_NAMES and other special files are left out. Raises IntakeError past the
     caps and UnreadableFile naming what the grader cannot read."""
-    source = source.resolve()
-    budget = _Budget(limits)
+    try:
+        return _stage_folder(source.resolve(), dest, limits)
+    except safe_tar.TooLarge as exc:
+        raise IntakeError(str(exc)) from exc
+
+
+def _stage_folder(source: Path, dest: Path, limits: IntakeLimits) -> Path:
+    budget = safe_tar.Budget(limits)
     stack = [(source, dest, 0)]
     while stack:
         src_dir, dst_dir, depth = stack.pop()
@@ -249,8 +225,7 @@ def stage_folder(source: Path, dest: Path, limits: IntakeLimits = IntakeLimits()
             except OSError as exc:
                 raise UnreadableFile(name, exc.strerror or str(exc)) from exc
             with os.fdopen(fd, "rb") as src:
-                budget.copy(src, dst_dir / entry.name, name)
-            os.chmod(dst_dir / entry.name, 0o755 if info.st_mode & 0o111 else 0o644)
+                budget.copy(src, dst_dir / entry.name, name, 0o755 if info.st_mode & 0o111 else 0o644)
     return dest
 
 

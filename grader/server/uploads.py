@@ -13,7 +13,9 @@ import os
 import shutil
 import tarfile
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+
+from bang_emu import safe_tar
 
 from grader.batch.intake import (
     IGNORED_NAMES,
@@ -73,11 +75,14 @@ def check_members(data: bytes) -> None:
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
             for member in tf:
-                posix = PurePosixPath(member.name)
-                if posix.is_absolute() or ".." in posix.parts:
-                    raise UploadError(_("the archive has a path outside its folder: {name}").format(name=member.name))
-                if not (member.isfile() or member.isdir()):
-                    raise UploadError(_("the archive holds a link or special file: {name}").format(name=member.name))
+                try:
+                    safe_tar.check_member(member)  # the intake's rules (bang_emu/safe_tar.py), refused outright
+                except safe_tar.UnsafePath as exc:
+                    raise UploadError(_("the archive has a path outside its folder: {name}")
+                                      .format(name=member.name)) from exc
+                except safe_tar.UnsafeMember as exc:
+                    raise UploadError(_("the archive holds a link or special file: {name}")
+                                      .format(name=member.name)) from exc
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise UploadError(_("not a readable .tar.gz archive: {error}").format(error=exc)) from exc
 

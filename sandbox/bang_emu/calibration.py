@@ -16,14 +16,13 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-from bang_emu import toolchain
+from bang_emu import safe_tar, toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 CALIBRATION_DIR = REPO / "reference_kernels" / "calibration"
@@ -221,8 +220,7 @@ def lab_folder(path: Path, work: Path) -> Path:
         # only that folder: mirrors may lack large unrelated blobs
         subprocess.run(["git", "--git-dir", str(git_dir), "archive", "HEAD", folder], stdout=out,
                        stderr=subprocess.DEVNULL, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
+    safe_tar.extract_tar(archive, work)
     archive.unlink()
     return work / folder
 

@@ -8,11 +8,10 @@ its code recorded in tests/realcode/answers.py for the same answer graded throug
 from __future__ import annotations
 
 import subprocess
-import tarfile
-from io import BytesIO
 from pathlib import Path
 
 import pytest
+from bang_emu import safe_tar
 
 from grader.orchestration import GradeOptions, grade_submission
 from tests.e2e.conftest import BUILD_CACHE, e2e_sandbox
@@ -27,8 +26,7 @@ def published_folder(answer: answers.Answer, destination: Path) -> Path:
         pytest.skip(f"no mirror of {answer.repo} at {answer.mirror} (fetch github:{answer.repo} to run this)")
     archive = subprocess.run(["git", "--git-dir", str(answer.mirror), "archive", "--format=tar",
                               f"{answer.commit or 'HEAD'}:{answer.root}"], capture_output=True, check=True, timeout=120)
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(destination, filter="data")
+    safe_tar.extract_tar(archive.stdout, destination)
     return destination
 
 

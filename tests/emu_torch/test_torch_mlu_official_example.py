@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from bang_emu import safe_tar
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +29,7 @@ def export_example(destination: Path) -> Path:
             check=True,
             timeout=60,
         )
-    with tarfile.open(archive) as tar:
-        tar.extractall(destination, filter="data")
+    safe_tar.extract_tar(archive, destination)
     return destination / EXAMPLE
 
 

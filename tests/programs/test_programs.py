@@ -7,12 +7,12 @@ import json
 import os
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from bang_emu import safe_tar
 from bang_harness.programs import emulator_errors
 
 from grader.i18n import use_language
@@ -191,8 +191,7 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
     with archive.open("wb") as out:
         subprocess.run(["git", "--git-dir", str(MIRROR), "archive", "HEAD", "matmul_optimization"], stdout=out,
                        check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(tmp_path, filter="data")
+    safe_tar.extract_tar(archive, tmp_path)
     result = grade_programs(tmp_path / "matmul_optimization", GradeOptions(assignment="matmul_programs",
                                                                             sandbox="none"))
     by_stage = {s.name: s for s in result.stages}
