@@ -188,3 +188,29 @@ def test_a_malformed_timeline_is_dropped_and_unknown_names_are_skipped():
     assert odd is not None and [(e.lane, e.kind) for e in odd.events] == [("io", "load")]
     capped = read_timeline(_timeline([[0, 2, 1, i, i + 1] for i in range(5000)]), "k")
     assert capped is not None and len(capped.events) == TIMELINE_MAX_EVENTS
+
+
+def test_torch_operators_count_in_the_stage_time_as_their_own_row(tmp_path):
+    """Operators the replay ran on the device (issue 36): their modelled time joins the launches', as the time
+    split's torch_ops row, and they are never launches (a call of operators alone launched no kernel)."""
+    from grader.checks.integrity import CallIntegrity, HostFacts
+
+    key = new_key()
+    op = {"record": "op", "op": "aten::clamp.out", "where": "ops.py:7", "allowed": True, "bytes": 8192,
+          "modelled_time_us": 30.03}
+    records = [op, {"record": "launch", **_launch(time_us=10.0), "work": {}}, {**op, "op": "aten::copy_"}]
+    records = [{**r, "call": "c0", "seq": n} for n, r in enumerate(records)]
+    checker = CallIntegrity("c0", HostFacts(device="mlu370-x8", profile=None, symbols=None), None, 4)
+    reading = read_trace(write_signed(tmp_path / "c0.trace.jsonl", key, "c0", records, number=False), key, "c0",
+                         checker)
+    assert reading.findings == [] and checker.findings == [] and reading.launch_count == 1
+    summary = reading.summary(invocations=1, device="mlu370-x8")
+    assert summary is not None and summary.modelled_time_us == 70.06
+    assert summary.time_split_us["torch_ops"] == 60.06 and summary.time_split_us["io"] == 5.0
+    only_ops = read_trace(write_signed(tmp_path / "c1.trace.jsonl", key, "c1", [{**op, "call": "c1", "seq": 0}],
+                                       number=False), key, "c1")
+    assert only_ops.launch_count == 0 and only_ops.summary(invocations=1, device="mlu370-x8") is None
+    forged = [{**op, "call": "c2", "seq": 0, "modelled_time_us": -5.0, "bytes": "lots"}]
+    checker = CallIntegrity("c2", HostFacts(device="mlu370-x8", profile=None, symbols=None), None, 4)
+    read_trace(write_signed(tmp_path / "c2.trace.jsonl", key, "c2", forged, number=False), key, "c2", checker)
+    assert len(checker.findings) == 2
