@@ -1680,12 +1680,38 @@ CLOCK_FORGES = {
     "va_start_clock": ("__builtin_va_start on a va_list lvalue placed on the clock (24 bytes stored by code the "
                        "sanitizer never sees)",
                        "y[0] = (T)va_poke(t);",
-                       "__builtin_va_* are refused in the device module"),
+                       "va_start/va_arg/va_copy are rewritten to store through a checked store of the va_list first: "
+                       "a kernel error in the replay"),
     "intrinsic_stream_clock": ("_mm_stream_si64 from <emmintrin.h>: the non-temporal store inside a system "
                                "header's inline function", "for (int i = 0; i < 4; ++i) "
                                "_mm_stream_si64((long long *)(t + i), bits);",
                                "x86 intrinsic headers are refused in the device module; non-temporal stores in its "
                                "object code too"),
+    "memcpy_size_overflow": ("size-overflow operands: a __memcpy of 0x7ffffff0 bytes into NRAM, then a strided one "
+                             "whose stride * segments wraps 32 bits, hoping the builtin writes before it bounds",
+                             "__memcpy(tile, x, 0x7ffffff0, GDRAM2NRAM);\n"
+                             "  __memcpy(y, tile, 64, NRAM2GDRAM, 0x40000000, 64, 4);",
+                             "the builtins bound every range before they copy: a kernel error in the replay"),
+    "vector_negative_count": ("__bang_active_sigmoid and __bang_add with a negative and an overflowing element count",
+                              "__bang_active_sigmoid(tile, tile, -64);\n  __bang_add(tile, tile, tile, 0x7ffffff0);",
+                              "the vector builtins refuse a negative count and bound the range: a kernel error"),
+    "stack_clash_array": ("a 256 MiB local array: without stack probes the stack pointer would jump the guard page "
+                          "onto other memory",
+                          "y[0] = (T)big_frame(1);",
+                          "-fstack-clash-protection probes it page by page: the guard page faults, a named kernel "
+                          "error (invalid-address) instead of a crash of the replay"),
+    "frame_probe_clock": ("the layout probe through the kernel's own stack (walks up from a local to the core's "
+                          "context), then a plain store into its clock",
+                          "volatile uintptr_t anchor = 0;\n"
+                          "  const uintptr_t *w = (const uintptr_t *)&anchor;\n"
+                          "  for (long i = 1; i < (1 << 16); ++i) {\n"
+                          "    uintptr_t v = (uintptr_t)(w + i);\n"
+                          "    if (w[i + 3] < v && v < w[i + 4] && w[i + 4] - w[i + 3] >= (1 << 20)) {\n"
+                          "      *(volatile double *)(v + 368) = forged;\n"
+                          "      break;\n"
+                          "    }\n"
+                          "  }",
+                          "the store is instrumented and outside the kernel's memory: a kernel error in the replay"),
 }
 
 
@@ -1695,6 +1721,10 @@ def _clock_mlu(name: str, forge: str) -> str:
         text = text.replace("template <typename T>\n__mlu_global__", "__attribute__((noinline)) __mlu_device__ int "
                             "va_poke(void *where, ...) {\n  __builtin_va_start(*(__builtin_va_list *)where, where);"
                             "\n  return 0;\n}\n\ntemplate <typename T>\n__mlu_global__", 1)
+    if name == "stack_clash_array":
+        text = text.replace("template <typename T>\n__mlu_global__", "__attribute__((noinline)) __mlu_device__ int "
+                            "big_frame(int v) {\n  volatile char big[256 << 20];\n  big[v] = 1;\n  return big[v];\n}"
+                            "\n\ntemplate <typename T>\n__mlu_global__", 1)
     if name == "intrinsic_stream_clock":
         text = text.replace("#include <math.h>\n", "#include <math.h>\n#include <emmintrin.h>\n", 1)
     return f"// Adversarial fixture {name} (issue 37, not a solution).\n" + text

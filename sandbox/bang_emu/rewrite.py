@@ -164,10 +164,13 @@ def _split_initializer(declarator: str) -> tuple[str, str | None]:
     return declarator, None
 
 
-def _match_forward(text: str, pos: int, open_ch: str, close_ch: str) -> int:
-    """Index just past the bracket closing the one at text[pos]."""
+def _match_forward(text: str, pos: int, open_ch: str, close_ch: str, skip: bytearray | None = None) -> int:
+    """Index just past the bracket closing the one at text[pos]; `skip`: a mask of characters not counted (inside
+    literals)."""
     depth = 0
     for i in range(pos, len(text)):
+        if skip is not None and skip[i]:
+            continue
         if text[i] == open_ch:
             depth += 1
         elif text[i] == close_ch:
@@ -659,9 +662,9 @@ _DEVICE_MODULE_REFUSED = re.compile(
     r"|\btemplate\s*<[^;{]*?>\s*(?:struct|class|union)?[^;{(]*?\bbang_emu\s*::"
     r"|\b(?:__)?(?:no_sanitize\w*|no_address_safety_analysis|disable_sanitizer_instrumentation|ifunc|"
     r"target_clones|naked|symver|no_stack_protector|interrupt)(?:__)?\b"
-    # attributes that change how one function is compiled: another instruction set (target builtins, masked and
-    # non-temporal stores) or other options (no stack-clash protection)
-    r"|\b(?:__)?(?:target|optimize)(?:__)?\s*\(\s*\""
+    # an attribute that compiles one function for another instruction set (target builtins, masked and
+    # non-temporal stores); `optimize(...)` is neutralised instead (_neutralise)
+    r"|\b(?:__)?target(?:__)?\s*\(\s*\""
     r"|\b__asan_\w*"
     r"|\b__(?:real|wrap)_\w+"  # the device module's checked libm wrappers (`ld --wrap`) and what they wrap
 )
@@ -686,14 +689,23 @@ _PURE_BUILTINS = re.compile(
     r"abs|labs|llabs|imaxabs|"
     r"prefetch|speculation_safe_value|complex|conj[fl]?|creal[fl]?|cimag[fl]?|"
     r"shuffle|shufflevector|convertvector)$")
+_VA_BUILTINS = {"va_list", "va_end", "va_start", "va_arg", "va_copy"}
 # headers whose only content is x86 target builtins (intrinsics: _mm_stream_si64, _mm_maskmoveu_si128 ...)
 _INTRINSIC_HEADER = re.compile(r"(?:^|/)(?:\w*intrin|mm_malloc|mm3dnow|cpuid)\.h$")
 # calls that move the stack pointer or jump back into a frame, under their library names
 _STACK_CALL = re.compile(r"\b(?:alloca|_?_?setjmp|_?_?longjmp|_?_?sigsetjmp|_?_?siglongjmp|getcontext|setcontext|"
                          r"swapcontext|makecontext)\s*\(")
-# pragmas that change the instruction set or the options of the functions after them, or silence the VLA error
-_PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+(?:target|optimize|push_options|pop_options|reset_options)"
-                     r"\b|^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+diagnostic\b[^\n]*(?:vla|error)", re.M)
+# pragmas that change the instruction set of the functions after them (enable target builtins)
+_PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+target\b", re.M)
+# Honest code carries these (tuning an inner loop, silencing a warning), and all they could do here is take back
+# our options (stack-clash protection, the VLA error): they are blanked instead of refused (_neutralise), so the
+# device module's flags stand and the student loses nothing.
+_NEUTRAL_PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+(?:(?:optimize|push_options|pop_options|"
+                             r"reset_options)\b|diagnostic\b[^\n]*(?:vla|error|pedantic))[^\n]*", re.M)
+_ATTRIBUTE_LIST = re.compile(r"\b__attribute__\s*\(\s*\(|\[\s*\[")
+_OPTIMIZE_ATTRIBUTE = re.compile(r"(?:\b(?:gnu|__gnu__)\s*::\s*)?\b(?:__)?optimize(?:__)?\s*\(")
+# the variadic builtins that store into a va_list, rewritten to go through a checked store of it (_va_edits)
+_VA_STORE = re.compile(r"\b__builtin_(va_start|va_arg|va_copy)\s*\(")
 
 
 def _student_start(src: _Source) -> int:
@@ -729,11 +741,7 @@ def check_device_module(src: _Source, text: str, student_file: Callable[[str], b
             line = raw.count("\n", 0, m.start()) + 1
             raise RewriteError(f"{file}:{line}: line markers and #line are not allowed in code the grader replays")
     start = _student_start(src)
-
-    def system(pos: int) -> bool:
-        i = src._marker_index(pos)
-        return i >= 0 and entered[i]
-
+    system = _system_predicate(src)
     for pattern, what in ((_DEVICE_MODULE_REFUSED, None), (_ASM, "inline assembly")):
         for m in pattern.finditer(text, start):
             if src.in_literal[m.start()] or system(m.start()):
@@ -742,7 +750,96 @@ def check_device_module(src: _Source, text: str, student_file: Callable[[str], b
             what = what or f"'{m.group(0).strip()[:60]}'"
             raise RewriteError(f"{file}:{line}: {what} is not allowed in code the grader replays (it would switch "
                                "off or go around the emulator's checks)")
-    _check_escapes(src, text, start, lambda pos: system(pos) or not student_file(src.location(pos)[0]))
+    _check_escapes(src, text, start, _trusted_predicate(src, student_file))
+
+
+def _system_predicate(src: _Source) -> Callable[[int], bool]:
+    """pos -> inside a system header as entered (_Source.entered_system)."""
+    entered = src.entered_system()
+
+    def system(pos: int) -> bool:
+        i = src._marker_index(pos)
+        return i >= 0 and entered[i]
+
+    return system
+
+
+def _trusted_predicate(src: _Source, student_file: Callable[[str], bool]) -> Callable[[int], bool]:
+    """pos -> not the student's text (a system header, or a file that is not the student's)."""
+    system = _system_predicate(src)
+    return lambda pos: system(pos) or not student_file(src.location(pos)[0])
+
+
+def _match_code(src: _Source, pos: int, open_ch: str, close_ch: str) -> int:
+    """Index just past the bracket closing the one at src.text[pos], brackets inside literals not counted; -1 if
+    none closes it."""
+    try:
+        return _match_forward(src.text, pos, open_ch, close_ch, src.in_literal)
+    except RewriteError:
+        return -1
+
+
+def _blank(chars: list[str], begin: int, end: int) -> None:
+    for i in range(begin, end):
+        if chars[i] != "\n":
+            chars[i] = " "
+
+
+def _neutralise(src: _Source, start: int, trusted: Callable[[int], bool]) -> str:
+    """Issue 37: the student's `#pragma GCC optimize/push_options/pop_options/reset_options`, diagnostic pragmas
+    naming vla/error/pedantic and `optimize(...)` attributes, blanked (same length, same lines): honest code uses
+    them to tune or to silence a warning, and here they could only take back the device module's own options
+    (stack-clash protection, the VLA error), which therefore stand. `target` pragmas and attributes stay refused
+    (they enable other instructions)."""
+    text = src.text
+    chars: list[str] | None = None
+    for m in _NEUTRAL_PRAGMA.finditer(text, start):
+        if not trusted(m.start()):
+            chars = chars if chars is not None else list(text)
+            _blank(chars, m.start(), m.end())
+    for m in _ATTRIBUTE_LIST.finditer(text, start):
+        if src.in_literal[m.start()] or trusted(m.start()):
+            continue
+        opening = m.start() if text[m.start()] == "[" else text.index("(", m.start())
+        end = _match_code(src, opening, text[opening], "]" if text[opening] == "[" else ")")
+        if end < 0:
+            continue  # unbalanced: g++ says so
+        for a in _OPTIMIZE_ATTRIBUTE.finditer(text, m.end(), end):
+            if src.in_literal[a.start()]:
+                continue
+            close = _match_code(src, a.end() - 1, "(", ")")
+            if close < 0 or close > end:
+                continue
+            chars = chars if chars is not None else list(text)
+            _blank(chars, a.start(), close)
+    return text if chars is None else "".join(chars)
+
+
+def _va_edits(src: _Source, text: str, start: int, trusted: Callable[[int], bool]) -> list[tuple[int, int, str]]:
+    """Issue 37: va_start, va_arg and va_copy store into the va_list they are given (its offsets and pointers)
+    with stores the instrumentation does not see; a va_list placed on the replay's memory made them a way to
+    write it. In the student's text each is rewritten to take the va_list's address once, store to every word of
+    it through an instrumented (checked) store, and only then run the builtin on that same address: an honest
+    variadic helper keeps working, a placed va_list is stopped by the check like any store."""
+    edits = []
+    for m in _VA_STORE.finditer(text, start):
+        if src.in_literal[m.start()] or trusted(m.start()):
+            continue
+        close = _match_code(src, m.end() - 1, "(", ")")
+        if close < 0:
+            continue
+        args = _split_top(text[m.end():close - 1], ",")
+        if len(args) < 2:
+            continue  # g++ refuses it
+        target, rest = args[0], ",".join(args[1:])
+        # va_start/va_copy take the va_list object itself (an array); va_arg also takes a parameter (decayed)
+        address = f"&({target})" if m.group(1) != "va_arg" else f"&({target})[0]"
+        use = "*__bang_emu_va" if m.group(1) != "va_arg" else "__bang_emu_va"
+        edits.append((m.start(), close,
+                      f"({{ __typeof__({address}) __bang_emu_va = {address}; "
+                      "::bang_emu_va_touch((void *)__bang_emu_va, sizeof *__bang_emu_va); "
+                      f"__builtin_{m.group(1)}({use},{rest}); }})"))
+    return edits
 
 
 def _check_escapes(src: _Source, text: str, start: int, trusted: Callable[[int], bool]) -> None:
@@ -753,6 +850,8 @@ def _check_escapes(src: _Source, text: str, start: int, trusted: Callable[[int],
            "and a BANG kernel never needs it")
     for m in _BUILTIN.finditer(text, start):
         if src.in_literal[m.start()] or trusted(m.start()) or _PURE_BUILTINS.match(m.group(1)):
+            continue
+        if m.group(1) in _VA_BUILTINS:  # the type, the no-op va_end, and what _va_edits makes a checked store
             continue
         if _pure_math(m.group(1)):
             continue
@@ -795,8 +894,14 @@ def rewrite(preprocessed: str, default_device: str | None = None,
     functions defined there are compiled without instrumentation, except in a device module (`device_module`:
     every function instrumented, and what could escape the checks refused)."""
     src = _Source(preprocessed)
+    va: list[tuple[int, int, str]] = []
     if device_module:
-        check_device_module(src, preprocessed, user_file or (lambda f: not f.startswith("/usr/")))
+        student_file = user_file or (lambda f: not f.startswith("/usr/"))
+        neutral = _neutralise(src, _student_start(src), _trusted_predicate(src, student_file))
+        if neutral is not preprocessed:
+            preprocessed, src = neutral, _Source(neutral)
+        check_device_module(src, preprocessed, student_file)
+        va = _va_edits(src, preprocessed, _student_start(src), _trusted_predicate(src, student_file))
         user_file = lambda f: False  # noqa: E731 -- no function runs uninstrumented
     if user_file is None:  # without the driver's predicate: everything but the emulator's own headers
         user_file = lambda f: not f.startswith("<") and not re.search(r"/(bang_emu|torch_mlu_emu)/include/", f)  # noqa: E731
@@ -810,7 +915,7 @@ def rewrite(preprocessed: str, default_device: str | None = None,
         return i >= 0 and bodies[i][0] < pos < bodies[i][1]
 
     edits, decls = _onchip_edits(src, preprocessed, in_function)
-    edits += _asm_edits(src, preprocessed, in_function)
+    edits += _asm_edits(src, preprocessed, in_function) + va
     host_functions = []
     kernel_names: list[str] = []
     seen: dict[str, int] = {}

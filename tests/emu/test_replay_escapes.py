@@ -3,7 +3,10 @@ clock (tests/emu/programs/replay_escapes.mlu). Before the fix, libm's `modf` and
 `__builtin_ia32_movnti64` forged the replay's modelled time and a negative `__builtin_alloca` lifted the stack
 pointer onto the core's context, each with nothing flagged. Now each attack is refused when the device module is
 built (compile error naming what and why), or stopped in the replay by a named kernel error: none changes the
-replay's modelled time."""
+replay's modelled time. Also (the issue's "Must show"): size-overflow operands of the copy and vector builtins
+and a local array larger than the stack end in named kernel errors; a layout probe through the kernel's own
+frame is stopped at its store; what honest code carries (optimize pragmas and attributes, variadic helpers) is
+neutralised or checked, not refused."""
 
 from __future__ import annotations
 
@@ -82,10 +85,13 @@ REFUSED_AT_BUILD = {
     "ALLOCA": "'__builtin_alloca' is not allowed",
     "VLA": "variable length array",
     "SETJMP": "setjmp' is not allowed",
-    "VA_START": "'__builtin_va_start' is not allowed",
-    "PRAGMA": "#pragma GCC optimize",
 }
-STOPPED_IN_REPLAY = ["MODF", "FREXP", "SINCOS", "TLS_STORE", "FRAME_STORE"]
+STOPPED_IN_REPLAY = ["MODF", "FREXP", "SINCOS", "TLS_STORE", "FRAME_STORE", "FRAME_PROBE", "VA_START",
+                     "VA_LIST_PARAMETER", "VPRINTF"]
+# size-overflow operands of the builtins that take a length or a stride, and a local array larger than the stack:
+# each must end in a named kernel error of the replay (not a crash of it), with nothing gained
+SIZE_OVERFLOWS = ["MEMCPY_HUGE", "MEMCPY_NEGATIVE", "MEMCPY_STRIDE", "MEMCPY_STRIDE_NEGATIVE", "VECTOR_NEGATIVE",
+                  "VECTOR_HUGE", "STACK_CLASH"]
 
 
 @pytest.mark.parametrize("attack", sorted(REFUSED_AT_BUILD))
@@ -103,6 +109,119 @@ def test_a_store_through_libm_or_a_probed_pointer_is_stopped_in_the_replay(tmp_p
     _gains_nothing(got, honest_time)
     kinds = {d["kind"] for d in got["launch"]["diagnostics"]}
     assert kinds & {"kernel-store-outside-device", "invalid-address"}, got["launch"]["diagnostics"]
+
+
+@pytest.mark.parametrize("attack", SIZE_OVERFLOWS)
+def test_a_size_overflow_or_a_stack_clash_ends_in_a_named_kernel_error(tmp_path, honest_time, attack):
+    got = build_and_replay(tmp_path, attack)
+    assert "refused" not in got, got["refused"]
+    launch = got["launch"]
+    errors = [d for d in launch["diagnostics"] if d.get("severity") == "error"]
+    assert errors and all(d.get("kind") and d.get("message") for d in errors), launch["diagnostics"]
+    # stopped before the honest work (the stack probe faults in the kernel's prologue) or after it: either way
+    # the output is not what the time is charged for, and no time is gained over it
+    written = sum(b["written"] for b in launch["written_bytes"])
+    assert written == 0 or launch["modelled_time_us"] >= honest_time * 0.999, launch
+
+
+@pytest.mark.xfail(strict=True, reason="g++'s ASan checks a read-modify-write once, as a load (has_mem_ref_been_"
+                   "instrumented and sanopt drop the store's check), and loads are not refused: `*t -= x` rewrites "
+                   "the clock unchecked. Needs the store checked apart from the load (or loads refused outside the "
+                   "kernel's memory) in the runtime's callbacks; see the report of issue 37")
+def test_a_read_modify_write_of_the_probed_clock_is_stopped(tmp_path, honest_time):
+    got = build_and_replay(tmp_path, "TLS_READ_MODIFY_WRITE")
+    assert "refused" not in got, got["refused"]
+    _gains_nothing(got, honest_time)
+
+
+def test_optimize_pragmas_and_attributes_are_neutralised_not_refused(tmp_path, honest_time):
+    """`#pragma GCC optimize("no-stack-clash-protection")` and an `optimize(...)` attribute are blanked: the
+    build goes through, the function after them keeps its stack probes and canary, nothing is flagged or gained."""
+    got = build_and_replay(tmp_path, "PRAGMA")
+    assert "refused" not in got, got["refused"]
+    assert not got["launch"]["diagnostics"], got["launch"]
+    assert got["launch"]["modelled_time_us"] >= honest_time * 0.999, got["launch"]  # (plus after_pragma's work)
+    obj = tmp_path / "device.o"
+    dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", obj], capture_output=True, text=True).stdout
+    body = dump[dump.index("after_pragma"):]
+    body = body[:body.find("\n\n")]
+    assert "orq    $0x0,(%rsp)" in body and "%fs:0x28" in body, body  # page probes, canary
+
+
+HONEST_PATTERNS = r"""#include <bang.h>
+#include <stdarg.h>
+#pragma GCC optimize("O3")
+#pragma GCC push_options
+#pragma GCC optimize("unroll-loops")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#pragma GCC diagnostic ignored "-Wvla"
+#define TUNE _Pragma("GCC optimize(\"O2\")")
+TUNE
+__attribute__((optimize("O2"), noinline)) __mlu_func__ float twice(float v) { int unused; return v * 2; }
+__attribute__((__optimize__(2))) __mlu_func__ float thrice(float v) { return v * 3; }
+[[gnu::optimize("O3")]] __mlu_func__ float four(float v) { return v * 4; }
+[[gnu::always_inline, gnu::optimize("no-stack-clash-protection")]] inline float five(float v) { return v * 5; }
+__mlu_func__ int logmsg(const char *fmt, ...) {
+  va_list ap, cp;
+  va_start(ap, fmt);
+  va_copy(cp, ap);
+  int first = va_arg(ap, int);
+  int n = vprintf(fmt, cp);
+  va_end(cp);
+  va_end(ap);
+  return n + first * 0;
+}
+__mlu_func__ int vsum(int count, va_list ap) {
+  int s = 0;
+  for (int i = 0; i < count; ++i) s += va_arg(ap, int);
+  return s;
+}
+__mlu_func__ int sum(int count, ...) { va_list ap; va_start(ap, count); int s = vsum(count, ap); va_end(ap); return s; }
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+__mlu_global__ void k(float *y, const float *x, int n) {
+  if (__builtin_expect(n <= 0, 0)) return;
+  y[0] = twice(x[0]) + thrice(x[1]) + four(x[2]) + five(x[3]) + (float)sum(3, 1, 2, 3);
+  if (n < 0) __builtin_unreachable();
+  logmsg("%d %d\n", 7, 8);
+}
+"""
+
+
+def test_honest_pragmas_attributes_and_variadic_helpers_build_into_a_device_module(tmp_path):
+    """What honest lab code carries: optimize/push_options/diagnostic pragmas (also by _Pragma), optimize
+    attributes in both spellings, a variadic logging helper (va_start, va_copy, va_arg, vprintf, a va_list
+    parameter): the device module builds and links; the optimize ones are blanked, the va_* go through a checked
+    store of the va_list."""
+    source = tmp_path / "k.mlu"
+    source.write_text(HONEST_PATTERNS)
+    proc = cncc("--emu-device-module", "-E", "-O2", source, "-o", tmp_path / "k.ii")
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "k.ii").read_text()
+    assert "optimize" not in text and "push_options" not in text and '"-Wvla"' not in text
+    assert text.count("bang_emu_va_touch((void *)") == 5
+    obj = tmp_path / "k.o"
+    proc = cncc("--emu-device-module", "-c", "-O2", source, "-o", obj)
+    assert proc.returncode == 0, proc.stderr
+    from bang_emu import device_module
+
+    linked = device_module.link([obj], tmp_path / "module.so")
+    assert linked.ok, linked.message
+    assert "vprintf" not in device_module.undefined_symbols(tmp_path / "module.so")
+
+
+@pytest.mark.parametrize("line,refused", [
+    ('#pragma GCC target("avx2")', "#pragma GCC target"),
+    ('__attribute__((target("avx512f"))) __mlu_func__ int f(int v) { return v; }', 'target("'),
+    ("__mlu_func__ void *f() { return __builtin_frame_address(0); }", "__builtin_frame_address"),
+    ("__mlu_func__ int f(int v, ...) { return __builtin_va_arg_pack_len(); }", "__builtin_va_arg_pack_len"),
+])
+def test_what_enables_instructions_or_moves_the_stack_stays_refused(tmp_path, line, refused):
+    source = tmp_path / "k.mlu"
+    source.write_text(f"#include <bang.h>\n{line}\n__mlu_global__ void k(float *y) {{ y[0] = 1; }}\n")
+    proc = cncc("--emu-device-module", "-c", "-O2", source, "-o", tmp_path / "k.o")
+    assert proc.returncode != 0 and refused in proc.stderr, proc.stderr
 
 
 def test_an_honest_kernel_may_still_call_modf_frexp_and_sincos_into_its_own_variables(tmp_path):

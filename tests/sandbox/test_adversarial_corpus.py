@@ -94,7 +94,8 @@ REPLAY_ATTACKS = {"key_from_frames", "key_from_memory", "decoy_resign", "output_
                   "cached_clone", "got_patching", "preload_interposition", "ptrace_siblings", "fd_overwrite",
                   "torch_files_overwrite", "key_from_descriptors", "program_host_answer"}  # issue 26: secrets and counters where student code runs
 # Issue 37: stores the instrumentation did not see, aimed at the replay's own clock.
-ESCAPES = {"libm_modf_clock", "movnti_clock", "alloca_stack_lift", "va_start_clock", "intrinsic_stream_clock"}
+ESCAPES = {"libm_modf_clock", "movnti_clock", "alloca_stack_lift", "va_start_clock", "intrinsic_stream_clock",
+           "memcpy_size_overflow", "vector_negative_count", "stack_clash_array", "frame_probe_clock"}
 # Issue 28: bytes from one student never stop the class or blame the grader.
 ODD_BYTES = {"fifo_binding", "nonutf8_file_name", "line_directive_blame", "include_own_stdout"}
 

@@ -40,6 +40,9 @@
 #define __mlu_vector__ __mlu_vector__
 #define __mlu_device__ __mlu_device__
 #define __mlu_host__ __mlu_host__
+/* the device module's checked store of a whole va_list, before va_start/va_arg/va_copy write it (the rewriter
+ * inserts the call; device_module.py defines it) */
+extern "C" void bang_emu_va_touch(void *va_list_object, size_t bytes);
 #else
 #define __nram__
 #define __wram__
