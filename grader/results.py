@@ -152,6 +152,16 @@ class Timeline(BaseModel):
         return (core // 5, core % 5) if self.union else (None, core)
 
 
+class TorchOp(BaseModel):
+    """A torch operator on the device, as the replay ran it (per invocation of the entry)."""
+
+    op: str = Field(description="ATen name, e.g. aten::cat or aten::copy_ (a cast)")
+    where: str = Field("", description="the student's line that called it (file:line), where known")
+    count: int = 1
+    modelled_us: float = Field(description="modelled time per invocation: its bytes through GDRAM plus a launch")
+    allowed: bool = True
+
+
 class TraceSummary(BaseModel):
     """Per-launch emulator trace, summarised (the emulator's trace JSON, read on the host under a size cap)."""
 
@@ -169,6 +179,8 @@ class TraceSummary(BaseModel):
     launches: int = 1
     diagnostics: list[EmuDiagnostic] = Field(default_factory=list)
     timeline: Timeline | None = Field(None, description="modelled per-core timeline of the longest launch")
+    torch_ops: list[TorchOp] = Field(default_factory=list, description="torch operators the replay ran on the "
+                                     "device around the kernels (issue 36), in the order of their first run")
 
 
 class ScreeningFinding(BaseModel):

@@ -207,6 +207,8 @@ def test_torch_operators_count_in_the_stage_time_as_their_own_row(tmp_path):
     summary = reading.summary(invocations=1, device="mlu370-x8")
     assert summary is not None and summary.modelled_time_us == 70.06
     assert summary.time_split_us["torch_ops"] == 60.06 and summary.time_split_us["io"] == 5.0
+    assert [(o.op, o.where, o.modelled_us) for o in summary.torch_ops] == [("aten::clamp.out", "ops.py:7", 30.03),
+                                                                          ("aten::copy_", "ops.py:7", 30.03)]
     only_ops = read_trace(write_signed(tmp_path / "c1.trace.jsonl", key, "c1", [{**op, "call": "c1", "seq": 0}],
                                        number=False), key, "c1")
     assert only_ops.launch_count == 0 and only_ops.summary(invocations=1, device="mlu370-x8") is None

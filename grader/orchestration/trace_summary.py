@@ -35,12 +35,14 @@ from grader.results import (
     SourceLocation,
     Timeline,
     TimelineEvent,
+    TorchOp,
     TraceSummary,
 )
 from grader.sandbox.capped import UntrustedFileError, open_capped
 
 MAX_DIAGNOSTICS = 20
 TORCH_OPS_SPLIT = "torch_ops"  # the time split's row for torch operators run on the device (issue 36)
+MAX_TORCH_OPS = 50  # distinct (operator, line) pairs kept for the summary; their time always counts
 
 
 def _num(value: Any, default: float = 0.0) -> float:
@@ -80,7 +82,7 @@ class TraceAccumulator:
         self.timeline: Timeline | None = None
         self._timeline_time = -1.0
         self.structure = hashlib.sha256()  # the launches' kernels, grids and cores, in order (launch_structure)
-        self.ops: Counter[str] = Counter()  # torch operators run on the device, by name
+        self.ops: dict[tuple[str, str, bool], list[float]] = {}  # (op, where, allowed) -> [runs, modelled µs]
 
     def add(self, record: dict[str, Any]) -> None:
         self.launches += 1
@@ -115,7 +117,11 @@ class TraceAccumulator:
         t = _num(record.get("modelled_time_us"))
         self.total_us += t
         self.split[TORCH_OPS_SPLIT] += t
-        self.ops[str(record.get("op", "?"))[:120]] += 1
+        key = (str(record.get("op", "?"))[:120], str(record.get("where") or "")[:200], record.get("allowed") is True)
+        if key in self.ops or len(self.ops) < MAX_TORCH_OPS:
+            totals = self.ops.setdefault(key, [0, 0.0])
+            totals[0] += 1
+            totals[1] += t
 
     def _add_diagnostics(self, diags: Any) -> None:
         if not isinstance(diags, list):
@@ -159,6 +165,9 @@ class TraceAccumulator:
             launches=max(1, self.launches // invocations),
             diagnostics=self.diagnostics,
             timeline=self.timeline,
+            torch_ops=[TorchOp(op=op, where=where, allowed=allowed, count=max(1, int(runs) // invocations),
+                               modelled_us=us / invocations)
+                       for (op, where, allowed), (runs, us) in self.ops.items()],
         )
 
 

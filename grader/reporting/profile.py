@@ -51,6 +51,25 @@ def _stage_events(pid: int, stage: StageResult, timeline: Timeline, device: str)
         ends[tid] = end
         events.append({"ph": "X", "name": ev.kind, "cat": _CATEGORY.get(ev.kind, "other"), "pid": pid, "tid": tid,
                        "ts": round(start / clock, 3), "dur": round(round(end / clock, 3) - round(start / clock, 3), 3)})
+    return events + _torch_op_events(pid, stage)
+
+
+def _torch_op_events(pid: int, stage: StageResult) -> list[dict[str, Any]]:
+    """The torch operators the replay ran around the kernels (issue 36), one after another on a thread of their
+    own after the launch: their order against the launches is not recorded, their modelled time is."""
+    ops = stage.trace.torch_ops if stage.trace else []
+    if not ops:
+        return []
+    tid = 0x7000  # after every core's threads
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": _("torch operators")}},
+        {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}]
+    start = 0.0
+    for op in ops:
+        events.append({"ph": "X", "name": op.op, "cat": "torch_ops", "pid": pid, "tid": tid, "ts": round(start, 3),
+                       "dur": round(op.modelled_us, 3),
+                       "args": {"where": op.where, "runs": op.count, "allowed": op.allowed}})
+        start += op.modelled_us
     return events
 
 

@@ -36,3 +36,21 @@ def test_names_follow_the_grading_language():
 def test_no_timeline_no_file(tmp_path):
     assert write_profile(samples.passing_matmul(), tmp_path / "profile.json") is None
     assert not (tmp_path / "profile.json").exists()
+
+
+def test_torch_operators_have_a_thread_of_their_own(tmp_path):
+    """Issue 36: the device operators around the kernels are on the profile, named, with their modelled time."""
+    from grader.results import TorchOp
+
+    result = samples.slow_sigmoid()
+    trace_summary = result.stages[0].trace
+    assert trace_summary is not None
+    trace_summary.torch_ops = [TorchOp(op="aten::copy_", where="ops.py:7", modelled_us=40.5),
+                               TorchOp(op="aten::cat", where="ops.py:8", count=2, modelled_us=71.25)]
+    trace = json.loads(write_profile(result, tmp_path / "profile.json").read_text())  # type: ignore[union-attr]
+    events = check_perfetto_json(trace)
+    ops = [e for e in events if e.get("cat") == "torch_ops"]
+    assert [(e["name"], e["ts"], e["dur"], e["args"]["where"]) for e in ops] == [
+        ("aten::copy_", 0.0, 40.5, "ops.py:7"), ("aten::cat", 40.5, 71.25, "ops.py:8")]
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert "torch operators" in threads

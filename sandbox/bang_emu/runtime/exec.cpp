@@ -1143,6 +1143,8 @@ static bool timeline_wanted() {
 cnrtRet_t launch_erased(const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
                         cnrtQueue_t queue, TaskBody body, void *ctx) {
   std::lock_guard<std::mutex> launch_lock(g_launch_mu);
+  if (uintptr_t top = launcher_frames_top())  // the replay: the invoker's frames above this one hold the arguments
+    set_launcher_frames(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) + 16, top);
   const Profile &P = profile();
   auto wall_start = std::chrono::steady_clock::now();
   if (!queue) queue = default_queue_impl();

@@ -108,7 +108,11 @@ namespace {
 struct StrictMode {
   bool on = false;
   std::vector<std::pair<uintptr_t, uintptr_t>> writable;  // the device module's data (RELRO excluded)
+  std::vector<std::pair<uintptr_t, uintptr_t>> image;     // every segment of the device module (loads)
   size_t tls_modid = 0, tls_size = 0;
+  // The launching thread's frames of device-module code during a launch (the site's invoker and the launch
+  // template hold the kernel's bound arguments): [launch_erased's caller frame, the replay's stack pointer).
+  std::atomic<uintptr_t> launcher_lo{0}, launcher_hi{0};
 };
 StrictMode g_strict;
 struct TlsIndex {
@@ -152,6 +156,35 @@ std::string hex_addr(uintptr_t a) {
 
 bool strict_confinement() { return g_strict.on; }
 
+// Loads in strict mode (issue 37): kernel code may read device memory, on-chip arrays, its own frames below the
+// point where the runtime entered it, the launching frames of device-module code that hold its arguments, the
+// device module's own segments and TLS, and the task variables. Nothing of the runtime: its clock, counters,
+// per-core context (on the worker's stack above the boundary), key and trace state. g++'s sanitizer checks a
+// read-modify-write (`*p -= x`) once, as a load, so refusing loads is also what stops that store.
+bool strict_readable(CoreCtx *c, uintptr_t lo, size_t n) {
+  uintptr_t hi = lo + n;
+  if (hi < lo) return false;
+  uintptr_t top = c->stack_boundary ? c->stack_boundary : c->stack_hi;
+  if (lo >= c->stack_lo && hi <= top) return true;
+  uintptr_t llo = g_strict.launcher_lo.load(std::memory_order_relaxed);
+  uintptr_t lhi = g_strict.launcher_hi.load(std::memory_order_relaxed);
+  if (llo && lo >= llo && hi <= lhi) return true;
+  for (auto &r : g_strict.image)
+    if (lo >= r.first && hi <= r.second) return true;
+  if (in_module_data(lo, hi)) return true;
+  auto vars = reinterpret_cast<uintptr_t>(&g_task_vars);
+  return lo >= vars && hi <= vars + sizeof(g_task_vars);
+}
+
+void set_launcher_frames(uintptr_t lo, uintptr_t hi) {
+  g_strict.launcher_hi.store(hi, std::memory_order_relaxed);
+  g_strict.launcher_lo.store(lo < hi ? lo : 0, std::memory_order_relaxed);
+}
+
+uintptr_t launcher_frames_top() { return g_strict.launcher_hi.load(std::memory_order_relaxed); }
+
+void set_strict_image(const std::vector<std::pair<uintptr_t, uintptr_t>> &image) { g_strict.image = image; }
+
 void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
                             size_t tls_size) {
   g_strict.writable = writable;
@@ -178,6 +211,13 @@ void access_slow(CoreCtx *c, uintptr_t a, size_t n, bool store, const void *ret,
   const char *verb = store ? "write" : "read";
   bool device = find_gdram(a) || c->mem->nram.contains(a) || c->mem->wram.contains(a) ||
                 (c->mem->sram && c->mem->sram->contains(a));
+  if (g_strict.on && !store && !device && !strict_readable(c, a, n))
+    kernel_error("kernel-load-outside-device",
+                 "scalar read of " + std::to_string(n) + " B at " + hex_addr(a) +
+                     " is outside every device buffer, on-chip array, the kernel's own stack and its module: "
+                     "kernel code can only read device memory and its own data (replay of the grading run, strict "
+                     "mode)",
+                 ret);
   if (g_strict.on && store && !device) {
     // the stack and everything that is not device memory: checked every time (never cached)
     strict_check_local_range(c, a, n, "scalar store", ret, frame);

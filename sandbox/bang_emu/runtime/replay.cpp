@@ -30,6 +30,7 @@ GdramBuf *replay_device_buf(uintptr_t map_base, size_t map_len, uintptr_t lo, si
 bool replay_free_device_buf(uintptr_t lo, bool storage);
 void set_strict_confinement(const std::vector<std::pair<uintptr_t, uintptr_t>> &writable, size_t tls_modid,
                             size_t tls_size);
+void set_strict_image(const std::vector<std::pair<uintptr_t, uintptr_t>> &image);
 std::string json_escape(const std::string &s);
 size_t device_marks(uintptr_t p, size_t n);
 void set_device_marks(uintptr_t p, size_t n, bool on);
@@ -299,7 +300,11 @@ struct Replay {
            ") was launched from a site that the submission's device code does not have");
       return;
     }
+    uintptr_t sp;
+    asm volatile("mov %%rsp, %0" : "=r"(sp));
+    set_launcher_frames(0, sp);  // the invoker's frames, below this one, hold the kernel's arguments
     cnrtRet_t ret = it->second->invoke(kernel.c_str(), file.c_str(), (int)line, dim, func_type, args, n);
+    set_launcher_frames(0, 0);
     // a kernel that reads tainted bytes passes them on to whatever it may have written
     forbidden.through_kernel(args, n);
     host.through_kernel(args, n);
@@ -528,6 +533,7 @@ extern "C" int bang_emu_replay(const char *journal_path, const char *device_modu
   dl_iterate_phdr(module_phdrs, &img);
   if (img.image.empty()) return say("the device module's segments were not found");
   set_strict_confinement(img.writable, img.tls_modid, img.tls_size);
+  set_strict_image(img.image);
   Replay R;
   R.inputs = inputs_dir;
   R.outputs = outputs_dir;

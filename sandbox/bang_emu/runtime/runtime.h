@@ -268,6 +268,10 @@ int seal_range(const void *p, size_t n, size_t *kernel_written, std::string *sha
 void host_access_fault(uintptr_t addr, bool write);
 ssize_t write_all_stderr(const char *s);
 bool is_device_ptr(const void *p, size_t bytes);
+// Strict mode's launcher frames (memory.cpp): the replay sets the top before a site's invoker runs; the launch
+// sets the bottom (its caller's frame). hi = 0 ends it.
+void set_launcher_frames(uintptr_t lo, uintptr_t hi);
+uintptr_t launcher_frames_top();
 size_t gdram_bytes_in_use();
 void set_last_error(cnrtRet_t e);
 cnrtRet_t last_error(bool clear);
