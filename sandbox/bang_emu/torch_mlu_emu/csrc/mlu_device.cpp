@@ -554,6 +554,12 @@ void mlu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   std::string name = schema.name();
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  if (name == "aten::fill_.Scalar" || name == "aten::zero_") {
+    // a constant, whatever the device holds: its bytes journal exactly (as a memset when they repeat, e.g. the
+    // NaN poison every torch.empty gets), and the replay needs no torch for it
+    at::native::cpu_fallback(op, stack);
+    return;
+  }
   journaled_op(name, args, [&] { at::native::cpu_fallback(op, stack); }, [&] {
     // the tensors it wrote: its mutable arguments (in-place, out=), then the returns that alias none of them
     std::string o = "{\"outs\":[";
