@@ -184,6 +184,13 @@ REGISTRY: dict[str, Advice] = {
         "on-chip array and the kernel's own locals (or on a stack frame's return address). A kernel can only "
         "write device memory: check the pointer arithmetic, and pass device pointers, never host addresses."),
         N_("Write only device memory from kernels")),
+    "kernel_load_outside_device": Advice(
+        "emulator", N_("Kernel code read outside device memory"),
+        N_("When the grader replays your kernels, a load of kernel code read memory outside every device buffer, "
+        "on-chip array, the kernel's own locals and its constants (the emulator's own state, host memory, a stray "
+        "pointer). A kernel can only read device memory and its own data: check the pointer arithmetic, and pass "
+        "device pointers, never host addresses."),
+        N_("Read only device memory and your own data from kernels")),
     "forbidden_call": Advice(
         "emulator", N_("Kernel code called a host function"),
         N_("Kernel code called a function that device code cannot call (libc, a host helper, an allocation, "
