@@ -86,7 +86,7 @@ class Executor:
         replay = None
         if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
             replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir,
-                                  budget=self._budget(), device_ops=self.spec.device_ops.policy())
+                                  budget=self._budget(), device_ops=self.spec.device_ops.model_dump())
             if replay.outcome is not None and not replay.outcome.ok:
                 self.notes.append(_("the replay did not finish cleanly: {why}").format(
                     why=describe_outcome(replay.outcome)))

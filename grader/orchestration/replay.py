@@ -142,7 +142,7 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
                  device_ops: dict[str, list[str]] | None = None) -> ReplayRound:
     """Replays the rounds' journals in a sandbox of its own (see the module's docstring); `budget` is the run
     rounds' own limits (disk, file size, memory; the wall limit is the replay's own); `device_ops` the torch
-    operators the replay runs itself (DeviceOpsSpec.policy; None: the default)."""
+    operators the replay runs itself (DeviceOpsSpec.model_dump(); None: the default)."""
     budget = budget or Limits()
     shutil.rmtree(io, ignore_errors=True)
     (io / REPLAY_JOURNALS).mkdir(parents=True)
@@ -168,7 +168,7 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
         for index, array in enumerate(twins[call.id].make_inputs().values()):
             (io / REPLAY_INPUTS / f"{call.id}.{index}.bin").write_bytes(np.ascontiguousarray(array).tobytes())
     (io / REPLAY_JOB).write_text(json.dumps({"device": backend.device, "calls_per_journal": copied,
-                                             "device_ops": device_ops or DeviceOpsSpec().policy()}))
+                                             "device_ops": device_ops or DeviceOpsSpec().model_dump()}))
     key = write_trace_key(io)
     outcome = None
     if copied:

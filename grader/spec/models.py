@@ -199,7 +199,8 @@ DEFAULT_SCALAR_DEVICE_OPS = (
 
 
 class DeviceOpsSpec(_Strict):
-    """Torch operators on the device that count as the submission's own device work (DEFAULT_DEVICE_OPS)."""
+    """Torch operators on the device that count as the submission's own device work (DEFAULT_DEVICE_OPS); its
+    model_dump() is what the replay harness reads (bang_harness.replay_ops.OpPolicy.from_json)."""
 
     allowed: list[str] = Field(default_factory=lambda: list(DEFAULT_DEVICE_OPS), description="`aten::<op>` "
                                "(every overload) or `aten::<op>.<overload>`: operators a submission may run on mlu "
@@ -214,10 +215,6 @@ class DeviceOpsSpec(_Strict):
         if bad:
             raise ValueError(f"not ATen operator names: {bad}")
         return names
-
-    def policy(self) -> dict[str, list[str]]:
-        """What the replay harness reads (bang_harness.replay_ops.OpPolicy.from_json)."""
-        return {"allowed": list(self.allowed), "scalar_only": list(self.scalar_only)}
 
 
 class SimilaritySpec(_Strict):

@@ -100,7 +100,10 @@ class OpRunner:
         except Exception as exc:  # anything wrong with a record is this operator's failure, never the process's
             self.pending = None
             status, ranges = f"error {type(exc).__name__}: {str(exc)[:300]}".replace("\n", " "), []
-        text = "\n".join([status, *(f"{lo} {n}" for lo, n in ranges)]).encode()[: max(0, result_len - 1)]
+        text = "\n".join([status, *(f"{lo} {n}" for lo, n in ranges)]).encode()
+        if len(text) >= result_len:  # never a cut list: a range the runtime did not see would escape its taint
+            self.pending = None
+            text = b"error ValueError: the operator has more operands than the replay takes"[: max(0, result_len - 1)]
         ctypes.memmove(result, text, len(text))
         ctypes.memset(result + len(text), 0, 1)
         return 0
@@ -186,7 +189,7 @@ class OpRunner:
     def _span(self, descriptor: Any) -> tuple[int, int, int]:
         """(first byte, bytes, elements) of an mlu tensor operand, checked to lie in one device buffer."""
         address, dtype, sizes, strides = descriptor
-        itemsize = self.torch.empty((), dtype=self._dtype(dtype)).element_size()
+        itemsize = self._dtype(dtype).itemsize
         if not (isinstance(sizes, list) and isinstance(strides, list) and len(sizes) == len(strides) <= 16):
             raise ValueError("malformed tensor operand")
         numel = math.prod(int(s) for s in sizes)
@@ -201,36 +204,34 @@ class OpRunner:
             raise ValueError("a tensor operand lies outside device memory")
         return first, count, numel
 
-    def _view(self, descriptor: Any) -> tuple[Any, int, int]:
+    def _view(self, descriptor: Any, first: int, count: int) -> Any:
+        """The operand as a tensor over the device's bytes [first, first + count) (`_span`'s, already checked)."""
         address, dtype, sizes, strides = descriptor
-        first, count, numel = self._span(descriptor)
-        torch = self.torch
-        if numel == 0:
-            return torch.empty([int(s) for s in sizes], dtype=self._dtype(dtype)), first, count
-        flat = torch.frombuffer((ctypes.c_char * count).from_address(first), dtype=self._dtype(dtype))
+        if count == 0:
+            return self.torch.empty([int(s) for s in sizes], dtype=self._dtype(dtype))
+        flat = self.torch.frombuffer((ctypes.c_char * count).from_address(first), dtype=self._dtype(dtype))
         offset = (int(address) - first) // flat.element_size()
-        return flat.as_strided([int(s) for s in sizes], [int(s) for s in strides], offset), first, count
+        return flat.as_strided([int(s) for s in sizes], [int(s) for s in strides], offset)
 
     def _read(self, descriptor: Any) -> Any:
-        first, count, numel = self._span(descriptor)
-        if numel == 0:
-            return self._view(descriptor)[0]
+        first, count, _numel = self._span(descriptor)
+        if count == 0:
+            return self._view(descriptor, first, count)
         self.library.bang_emu_host_access_begin(first, count, 0)
         try:
-            return self._view(descriptor)[0].clone()
+            return self._view(descriptor, first, count).clone()
         finally:
             self.library.bang_emu_host_access_end(first, count, 0)
 
     def _write(self, descriptor: Any, value: Any) -> tuple[int, int]:
-        first, count, numel = self._span(descriptor)
+        first, count, _numel = self._span(descriptor)
         if not isinstance(value, self.torch.Tensor) or list(value.shape) != [int(s) for s in descriptor[2]]:
             raise ValueError("the operator's result does not have the shape the run wrote")
-        if numel == 0:
+        if count == 0:
             return first, 0
         self.library.bang_emu_host_access_begin(first, count, 1)
         try:
-            view, _, _ = self._view(descriptor)
-            view.copy_(value)
+            self._view(descriptor, first, count).copy_(value)
         finally:
             self.library.bang_emu_host_access_end(first, count, 1)
         return first, count

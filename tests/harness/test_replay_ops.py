@@ -17,7 +17,7 @@ from bang_harness.replay_ops import OpPolicy
 
 from grader.spec.models import DeviceOpsSpec
 
-POLICY = OpPolicy.from_json(DeviceOpsSpec().policy())
+POLICY = OpPolicy.from_json(DeviceOpsSpec().model_dump())
 
 
 def test_policy_allows_data_movement_and_scaling_only():
@@ -34,7 +34,7 @@ def test_policy_allows_data_movement_and_scaling_only():
 
 
 def test_assignment_spec_refuses_names_that_are_not_aten_operators():
-    assert DeviceOpsSpec(allowed=["aten::cat", "aten::add.Tensor"]).policy()["allowed"] == ["aten::cat",
+    assert DeviceOpsSpec(allowed=["aten::cat", "aten::add.Tensor"]).model_dump()["allowed"] == ["aten::cat",
                                                                                            "aten::add.Tensor"]
     with pytest.raises(ValueError):
         DeviceOpsSpec(allowed=["torch.sigmoid"])
@@ -51,7 +51,7 @@ RUNNER = textwrap.dedent("""
     lib.bang_emu_device_alloc.argtypes = [ctypes.c_size_t, ctypes.c_char_p]
     lib.bang_emu_copy_strided.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    runner = OpRunner(lib, OpPolicy.from_json(DeviceOpsSpec().policy()))
+    runner = OpRunner(lib, OpPolicy.from_json(DeviceOpsSpec().model_dump()))
     n = 1000
     src, dst = (lib.bang_emu_device_alloc(n * 4, b"t") for _ in range(2))
     host = np.linspace(-40, 40, n, dtype=np.float32)

@@ -257,6 +257,8 @@ extern "C" int bang_emu_journal_mark(int what, unsigned index, const void *ptr, 
   return 0;
 }
 
+extern "C" int bang_emu_journal_op_wanted(void) { return journal_active() && !journal_in_op(); }
+
 extern "C" int bang_emu_journal_op_begin(const char *op, const char *where, const char *args_json) {
   if (t_op_depth++ > 0 || !journal_active()) return 1;  // nested: the outer operator stands for it
   std::string p;

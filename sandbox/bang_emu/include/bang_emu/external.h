@@ -67,6 +67,9 @@ void bang_emu_journal_close(void);
  * `outs_json` names the tensors it wrote ({"outs": [...]}, or {"failed": true}). Returns 0 when journaled, 1
  * when nested inside another operator (or no journal is open); call the end either way. */
 int bang_emu_journal_op_begin(const char *op, const char *where, const char *args_json);
+/* 1 when an operator begun now would be journaled (a journal is open, this thread is inside no operator): the shim
+ * describes its operands and finds the student's line only then. */
+int bang_emu_journal_op_wanted(void);
 void bang_emu_journal_op_end(const char *outs_json);
 /* In a clean process: replays a journal against a device module (device_module.py; its launch-site records at
  * `site_offsets`, device_module.site_records), the fresh input `<inputs_dir>/<call>.<k>.bin` in place of each

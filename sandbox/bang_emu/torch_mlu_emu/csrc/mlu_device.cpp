@@ -344,31 +344,30 @@ bool json_ivalue(std::string& o, const c10::IValue& v) {
   return true;
 }
 
-// Journals one operator around `run`: begin with its arguments, end with the tensors it wrote. An operator
-// with an operand the replay cannot have is left to the byte journal (its writes are the host's).
+// Journals one operator around `run`: begin with its arguments, end with the tensors it wrote. With no journal, or
+// inside another operator (which stands for this one), only the depth is kept, and the operands are not described.
+// An operator with an operand the replay cannot have is left to the byte journal (its writes are the host's).
 template <class Run>
 void journaled_op(const std::string& name, const std::vector<c10::IValue>& args, const Run& run,
                   const std::function<std::string()>& outs) {
+  const bool wanted = bang_emu_journal_op_wanted() != 0;
   std::string json = "[";
-  bool ok = true;
-  for (size_t i = 0; i < args.size() && ok; ++i) {
+  for (size_t i = 0; wanted && i < args.size(); ++i) {
     if (i) json += ',';
-    ok = json_ivalue(json, args[i]);
+    if (!json_ivalue(json, args[i])) {
+      run();
+      return;
+    }
   }
   json += ']';
-  if (!ok || bang_emu_journal_op_begin(name.c_str(), student_line().c_str(), json.c_str()) != 0) {
-    if (ok) bang_emu_journal_op_end("{\"failed\":true}");  // nested, or no journal: the outer one stands
-    run();
-    return;
-  }
+  bang_emu_journal_op_begin(name.c_str(), wanted ? student_line().c_str() : "", json.c_str());
   try {
     run();
   } catch (...) {
     bang_emu_journal_op_end("{\"failed\":true}");
     throw;
   }
-  const std::string written = outs();
-  bang_emu_journal_op_end(written.c_str());
+  bang_emu_journal_op_end(wanted ? outs().c_str() : "");
 }
 
 at::Tensor as_host_view(const at::Tensor& t) {
@@ -445,7 +444,7 @@ at::Tensor mlu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*n
   TORCH_CHECK(dst.is_cpu() || dst.device().is_privateuseone(), "mlu (bang_emu) copy: unsupported destination ",
               dst.device());
   if (self.numel() == 0 || dst.numel() == 0) return dst;
-  if (self.is_cpu() && dst.device().is_privateuseone()) {
+  if (self.is_cpu() && dst.device().is_privateuseone() && bang_emu_journal_op_wanted()) {
     // an upload from host code: the journal keeps its bytes; the line is named if they reach an output the
     // replay cannot stand for (the host's computation does not follow the twin's inputs)
     const std::string where = student_line();
@@ -545,13 +544,6 @@ void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack* s
 void mlu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   check_same_device(op, stack);
   const auto& schema = op.schema();
-  const size_t count = schema.arguments().size();
-  const std::vector<c10::IValue> args(stack->end() - count, stack->end());
-  std::vector<bool> written(count, false);
-  for (size_t i = 0; i < count; ++i) {
-    const auto* alias = schema.arguments()[i].alias_info();
-    written[i] = alias != nullptr && alias->isWrite();
-  }
   std::string name = schema.name();
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();
   if (name == "aten::fill_.Scalar" || name == "aten::zero_") {
@@ -559,6 +551,13 @@ void mlu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // NaN poison every torch.empty gets), and the replay needs no torch for it
     at::native::cpu_fallback(op, stack);
     return;
+  }
+  const size_t count = schema.arguments().size();
+  const std::vector<c10::IValue> args(stack->end() - count, stack->end());
+  std::vector<bool> written(count, false);
+  for (size_t i = 0; i < count; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    written[i] = alias != nullptr && alias->isWrite();
   }
   journaled_op(name, args, [&] { at::native::cpu_fallback(op, stack); }, [&] {
     // the tensors it wrote: its mutable arguments (in-place, out=), then the returns that alias none of them
