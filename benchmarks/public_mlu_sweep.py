@@ -1,6 +1,7 @@
 """Compile every public `.mlu` of the fetched mirrors with cncc-emu (-c) and group the failures by first error.
 
     .venv/bin/python benchmarks/public_mlu_sweep.py [--mirrors /work/.mirror] [--jobs 2] [--json out.json]
+        [--device-module]
 
 Each mirror is a bare git repository at `<mirrors>/<owner>+<name>/repo`. For every `.mlu` at its HEAD the
 file's folder is exported with `git archive` (the headers beside it come along; a folder at the repository
@@ -208,7 +209,7 @@ class RepoHeaders:
 
 
 def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, headers: RepoHeaders,
-                stubs: Path | None = None) -> Result:
+                stubs: Path | None = None, device_module: bool = False) -> Result:
     obj = work / "out.o"
     start = time.monotonic()
     includes: list[str] = [f"-I{stubs}"] if stubs else []
@@ -217,7 +218,7 @@ def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, head
     for _ in range(MAX_HEADER_LOOKUPS):
         try:
             proc = subprocess.run([sys.executable, "-m", "bang_emu.driver", "-c", "--bang-mlu-arch=mtp_372",
-                                   *includes, str(src), "-o", str(obj)], capture_output=True, text=True,
+                                   *(["--emu-device-module"] if device_module else []), *includes, str(src), "-o", str(obj)], capture_output=True, text=True,
                                   timeout=timeout, cwd=src.parent, env=_env())
         except subprocess.TimeoutExpired:
             return Result(repo, rel, False, "timeout", "", f"cncc-emu took more than {timeout:.0f} s",
@@ -259,7 +260,8 @@ def _env() -> dict:
     return env
 
 
-def sweep(mirror_root: Path, jobs: int, timeout: float, only: list[str] | None) -> list[Result]:
+def sweep(mirror_root: Path, jobs: int, timeout: float, only: list[str] | None,
+          device_module: bool = False) -> list[Result]:
     names = [n for n in MIRRORS if (mirror_root / n / "repo").is_dir()]
     names += sorted(p.parent.name for p in mirror_root.glob("*/repo") if p.parent.name not in names)
     if only:
@@ -287,7 +289,7 @@ def sweep(mirror_root: Path, jobs: int, timeout: float, only: list[str] | None) 
                     continue
                 work = Path(td) / "obj" / f"{i}-{len(futures)}"
                 work.mkdir(parents=True)
-                futures.append(pool.submit(compile_one, repo, src, rel, work, timeout, headers, stubs))
+                futures.append(pool.submit(compile_one, repo, src, rel, work, timeout, headers, stubs, device_module))
         results += [f.result() for f in futures]
     return results
 
@@ -328,9 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per file")
     ap.add_argument("--only", nargs="*", help="substrings of the mirror names to sweep")
     ap.add_argument("--json", type=Path, help="also write every file's result here")
+    ap.add_argument("--device-module", action="store_true",
+                    help="compile as the trusted replay's device module (--emu-device-module: its refusals too)")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    results = sweep(args.mirrors, max(1, min(args.jobs, 2)), args.timeout, args.only)
+    results = sweep(args.mirrors, max(1, min(args.jobs, 2)), args.timeout, args.only, args.device_module)
     if not results:
         print(f"no .mlu files under {args.mirrors}/*/repo", file=sys.stderr)
         return 1

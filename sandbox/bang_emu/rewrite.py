@@ -299,6 +299,21 @@ def _asm_instructions(literals: str) -> list[str]:
     return [ins.strip() for ins in body.split(";") if ins.strip()]
 
 
+def _refuse_stray_asm(src: _Source, text: str, start: int, trusted: Callable[[int], bool],
+                      in_function: Callable[[int], bool]) -> None:
+    """Device module: every asm of the student's text outside a function body (a top-level asm statement, an asm
+    label naming a symbol) is refused. Inside a body _asm_edits replaces each one (the barrier by `__sync()`, any
+    other by a call that fails the build if it is compiled), exactly as in the normal build: no assembly of the
+    student's reaches the module, and a kernel that builds normally builds here (an unused helper of mlu-ops'
+    common.h with `fuse.nram` assembly included as a header)."""
+    for m in _ASM.finditer(text, start):
+        if src.in_literal[m.start()] or trusted(m.start()) or in_function(m.start()):
+            continue
+        file, line = src.location(m.start())
+        raise RewriteError(f"{file}:{line}: inline assembly is not allowed in code the grader replays (it would "
+                           "switch off or go around the emulator's checks)")
+
+
 def _asm_edits(src: _Source, text: str, in_function: Callable[[int], bool]) -> list[tuple[int, int, str]]:
     """Inline assembly in the student's functions: the known barrier becomes `__sync()`; anything else a call to a
     function declared with GCC's error attribute, so the build fails at that line ("inline assembly is not supported
@@ -742,14 +757,13 @@ def check_device_module(src: _Source, text: str, student_file: Callable[[str], b
             raise RewriteError(f"{file}:{line}: line markers and #line are not allowed in code the grader replays")
     start = _student_start(src)
     system = _system_predicate(src)
-    for pattern, what in ((_DEVICE_MODULE_REFUSED, None), (_ASM, "inline assembly")):
-        for m in pattern.finditer(text, start):
-            if src.in_literal[m.start()] or system(m.start()):
-                continue
-            file, line = src.location(m.start())
-            what = what or f"'{m.group(0).strip()[:60]}'"
-            raise RewriteError(f"{file}:{line}: {what} is not allowed in code the grader replays (it would switch "
-                               "off or go around the emulator's checks)")
+    # (inline assembly: _refuse_stray_asm and _asm_edits, once function bodies are known)
+    for m in _DEVICE_MODULE_REFUSED.finditer(text, start):
+        if src.in_literal[m.start()] or system(m.start()):
+            continue
+        file, line = src.location(m.start())
+        raise RewriteError(f"{file}:{line}: '{m.group(0).strip()[:60]}' is not allowed in code the grader replays (it "
+                           "would switch off or go around the emulator's checks)")
     _check_escapes(src, text, start, _trusted_predicate(src, student_file))
 
 
@@ -914,6 +928,8 @@ def rewrite(preprocessed: str, default_device: str | None = None,
         i = bisect.bisect_right(starts, pos) - 1
         return i >= 0 and bodies[i][0] < pos < bodies[i][1]
 
+    if device_module:
+        _refuse_stray_asm(src, preprocessed, _student_start(src), _trusted_predicate(src, student_file), in_function)
     edits, decls = _onchip_edits(src, preprocessed, in_function)
     edits += _asm_edits(src, preprocessed, in_function) + va
     host_functions = []

@@ -128,6 +128,12 @@ def test_a_libc_call_from_a_kernel_is_a_kernel_error_in_the_replay(built, tmp_pa
     ("__attribute__((no_sanitize_address)) __mlu_global__ void k(float *y) { y[0] = 1; }", "no_sanitize_address"),
     ("namespace bang_emu { int spoof; }\n__mlu_global__ void k(float *y) { y[0] = 1; }", "namespace bang_emu"),
     ('__asm__(".globl spoof");\n__mlu_global__ void k(float *y) { y[0] = 1; }', "inline assembly"),
+    # the barrier is allowed as a statement only: not as a top-level statement or an asm label naming a symbol
+    ('__asm__("sync;");\n__mlu_global__ void k(float *y) { y[0] = 1; }', "inline assembly"),
+    ('extern "C" void s(void) __asm__("sync");\n__mlu_global__ void k(float *y) { s(); y[0] = 1; }',
+     "inline assembly"),
+    ('__mlu_global__ void k(float *y) { __asm__ volatile("sync;\\n\\tmv.gpr %r1, %r2;"); y[0] = 1; }',
+     "inline assembly"),
 ])
 def test_the_device_module_refuses_what_would_switch_the_checks_off(tmp_path, code, refusal):
     source = tmp_path / "k.mlu"
@@ -135,6 +141,29 @@ def test_the_device_module_refuses_what_would_switch_the_checks_off(tmp_path, co
     proc = cncc("--emu-device-module", "-c", "-O2", source, "-o", tmp_path / "k.o")
     assert proc.returncode != 0
     assert refusal in proc.stderr
+
+
+def test_the_hand_written_barrier_builds_into_a_device_module_as_sync(tmp_path):
+    """`__asm__ volatile("sync;")` is how mlu-ops and torch_mlu kernels write the barrier; the normal build makes
+    it __sync(), and so must the replay's module (it was refused there, as was any header with an unused assembly
+    helper: kernels that built failed their replay)."""
+    source = tmp_path / "k.mlu"
+    source.write_text("#include <bang.h>\n"
+                      # an unused helper with other assembly (mlu-ops' common.h has several): builds as normally
+                      "__mlu_func__ unsigned last1(unsigned v) {\n  unsigned e = 0;\n"
+                      "  asm volatile(\"findlast1.gpr.b32 %[dst], %[src];\\n\\t\" : [dst] \"+&r\"(e) : [src] \"r\"(v));"
+                      "\n  return e;\n}\n"
+                      "__mlu_global__ void k(float *out) {\n  __nram__ float buf[64];\n"
+                      "  __memcpy_async(buf, out, 256, GDRAM2NRAM);\n  __asm__ volatile(\"sync;\\n\\t\");\n"
+                      "  buf[0] += 1;\n  asm volatile(\"sync;\");\n  __memcpy(out, buf, 256, NRAM2GDRAM);\n}\n")
+    proc = cncc("--emu-device-module", "-c", "-O2", source, "-o", tmp_path / "k.o")
+    assert proc.returncode == 0, proc.stderr
+    from bang_emu import device_module
+
+    linked = device_module.link([tmp_path / "k.o"], tmp_path / "module.so")
+    assert linked.ok, linked.message
+    symbols = subprocess.run(["nm", "-u", str(tmp_path / "module.so")], capture_output=True, text=True).stdout
+    assert "sync" in symbols and "__bang_emu_asm" not in symbols
 
 
 def test_a_call_through_a_function_pointer_is_refused_at_link(tmp_path):
