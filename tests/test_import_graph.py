@@ -1,7 +1,7 @@
 """The dependency direction DESIGN.md draws (cli -> server -> orchestration -> sandbox/checks/scoring/reporting ->
 spec -> results), checked on the sources with scripts/import_graph.py: no package imports a layer above it, no two
-packages import each other, and the report reads no assignment spec (it renders from the results document alone:
-GradeResult.assignment_facts)."""
+packages import each other, no two modules of one package either, and the report reads no assignment spec (it
+renders from the results document alone: GradeResult.assignment_facts)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,28 @@ def test_the_report_loads_no_assignment_spec():
             if isinstance(node, ast.ImportFrom | ast.Import):
                 found += [f"{path.name}: {a.name}" for a in node.names if a.name in LOADERS]
     assert not found, found
+
+
+def test_no_import_cycle_inside_a_package():
+    assert graph.module_cycles(ROOT) == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_a_circle_inside_a_package_is_found_however_it_is_hidden(tmp_path):
+    _tree(tmp_path, {"grader/__init__.py": "", "grader/sandbox/__init__.py": "",
+                     "grader/sandbox/a.py": "from grader.sandbox.b import f\n",
+                     "grader/sandbox/b.py": "def f():\n    from . import c\n",
+                     "grader/sandbox/c.py": "import grader.sandbox.a\n",
+                     "grader/sandbox/d.py": "from grader.sandbox import a\n"})
+    assert graph.module_cycles(tmp_path) == [["grader.sandbox.a", "grader.sandbox.b", "grader.sandbox.c"]]
+    (tmp_path / "grader/sandbox/c.py").write_text("from grader.sandbox import d\n")  # d -> a -> b -> c -> d
+    assert graph.module_cycles(tmp_path) == [["grader.sandbox.a", "grader.sandbox.b", "grader.sandbox.c",
+                                              "grader.sandbox.d"]]
+    (tmp_path / "grader/sandbox/c.py").write_text("from grader.results import GradeResult\n")
+    assert graph.module_cycles(tmp_path) == []

@@ -50,7 +50,7 @@ from grader.sandbox.layout import (
     sandbox_user,
     writable_dirs,
 )
-from grader.sandbox.reaper import watch_this_process
+from grader.sandbox.lifeline import watch_this_process
 from grader.sandbox.watch import (
     FLOOD_FACTOR,
     NOTE_OUTPUT_FLOOD,
