@@ -9,6 +9,8 @@ import ast
 import importlib.util
 from pathlib import Path
 
+from factories import write_tree
+
 ROOT = Path(__file__).resolve().parents[1]
 _SPEC = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
 assert _SPEC is not None and _SPEC.loader is not None
@@ -74,15 +76,8 @@ def test_no_import_cycle_inside_a_package():
     assert graph.module_cycles(ROOT) == []
 
 
-def _tree(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
-
-
 def test_a_circle_inside_a_package_is_found_however_it_is_hidden(tmp_path):
-    _tree(tmp_path, {"grader/__init__.py": "", "grader/sandbox/__init__.py": "",
+    write_tree(tmp_path, {"grader/__init__.py": "", "grader/sandbox/__init__.py": "",
                      "grader/sandbox/a.py": "from grader.sandbox.b import f\n",
                      "grader/sandbox/b.py": "def f():\n    from . import c\n",
                      "grader/sandbox/c.py": "import grader.sandbox.a\n",
