@@ -55,16 +55,20 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def edges(root: Path) -> dict[tuple[str, str], set[str]]:
-    """{(from package, to package): {"file.py -> module", ...}} for grader/ (the emulator and harness too)."""
-    out: dict[tuple[str, str], set[str]] = defaultdict(set)
-    files = list((root / "grader").rglob("*.py"))
-    files += [p for p in (root / "sandbox").rglob("*.py") if "/tests/" not in str(p) and "pyshim" not in str(p)]
+def _files(root: Path) -> list[Path]:
+    files = sorted((root / "grader").rglob("*.py"))
+    files += sorted(p for p in (root / "sandbox").rglob("*.py") if "/tests/" not in str(p) and "pyshim" not in str(p))
+    return files
+
+
+def imports(root: Path) -> list[tuple[str, str, Path]]:
+    """(importing module, imported module, file) for every import of grader/ (the emulator and harness too), lazy
+    ones included. `from a.b import c` names a.b.c when that is a module of the tree, else a.b."""
+    files = [p for p in _files(root) if _unit(_module_name(root, p))]
+    known = {_module_name(root, p) for p in files}
+    out: list[tuple[str, str, Path]] = []
     for path in files:
         module = _module_name(root, path)
-        src_unit = _unit(module)
-        if src_unit is None:
-            continue
         is_pkg = path.name == "__init__.py"
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             targets: list[str] = []
@@ -77,14 +81,33 @@ def edges(root: Path) -> dict[tuple[str, str], set[str]]:
                     prefix = ".".join(base + ([node.module] if node.module else []))
                 else:
                     prefix = node.module or ""
-                targets = [prefix] if node.module else [f"{prefix}.{a.name}" for a in node.names]
-                if node.module and prefix == "grader":
-                    targets = [f"grader.{a.name}" for a in node.names]
-            for target in targets:
-                dst_unit = _unit(target)
-                if dst_unit and dst_unit != src_unit:
-                    out[(src_unit, dst_unit)].add(f"{path.relative_to(root)} -> {target}")
+                targets = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in known or not node.module else prefix
+                           for a in node.names]
+            out += [(module, target, path) for target in dict.fromkeys(targets)]
     return out
+
+
+def edges(root: Path) -> dict[tuple[str, str], set[str]]:
+    """{(from package, to package): {"file.py -> module", ...}} for grader/ (the emulator and harness too)."""
+    out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for module, target, path in imports(root):
+        src_unit, dst_unit = _unit(module), _unit(target)
+        if dst_unit and dst_unit != src_unit:
+            out[(src_unit, dst_unit)].add(f"{path.relative_to(root)} -> {target}")
+    return out
+
+
+def module_cycles(root: Path) -> list[list[str]]:
+    """Circles between the modules of one package (lazy imports count: a circle is a circle however it is hidden);
+    a package's __init__ is left out, as importing a submodule always runs it."""
+    files = [p for p in _files(root) if _unit(_module_name(root, p))]
+    modules = {_module_name(root, p): p.name == "__init__.py" for p in files}  # name -> is a package
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, target, _path in imports(root):
+        inside = module.rsplit(".", 1)[0] == target.rsplit(".", 1)[0] and target != module
+        if inside and modules.get(target) is False and not modules[module]:
+            graph[module].add(target)
+    return cycles(graph)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -138,6 +161,9 @@ def main(argv: list[str]) -> int:
             for b in comp:
                 for line in sorted(found.get((a, b), ())):
                     print(f"    {line}")
+    print("\n# cycles between the modules of one package")
+    for comp in module_cycles(root):
+        print(" <-> ".join(comp))
     print("\n# upward and sideways arrows (by DESIGN.md's layers)")
     for (a, b), lines in sorted(found.items()):
         ra, rb = RANK.get(a, 99), RANK.get(b, 99)

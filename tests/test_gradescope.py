@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from factories import grade_result
+
 from grader.batch.exports import ClassRow, write_exports
 from grader.batch.intake import StudentSubmission
 from grader.gradescope import to_gradescope, write_gradescope
@@ -32,9 +34,8 @@ OUTPUT_FORMATS = {"text", "html", "simple_format", "md", "ansi"}
 
 
 def _result() -> GradeResult:
-    return GradeResult(
-        assignment="matmul", submission_path="/s", submission_hash="h", backend="emu", device_profile="mlu370-x8",
-        time_source="modelled", sandbox="docker", verdict=Verdict.TOO_SLOW, score=47.5, max_score=100,
+    return grade_result(
+        submission_path="/s", verdict=Verdict.TOO_SLOW, score=47.5, max_score=100,
         groups=[GroupScore(name="tail", points=7.5, points_possible=15, passed_cases=2, total_cases=4),
                 GroupScore(name="tiny", points=5, points_possible=5, passed_cases=3, total_cases=3)],
         cases=[CaseResult(name="primes", group="tail", entry="matmul", shapes={}, dtype="float32",

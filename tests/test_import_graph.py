@@ -1,13 +1,15 @@
 """The dependency direction DESIGN.md draws (cli -> server -> orchestration -> sandbox/checks/scoring/reporting ->
 spec -> results), checked on the sources with scripts/import_graph.py: no package imports a layer above it, no two
-packages import each other, and the report reads no assignment spec (it renders from the results document alone:
-GradeResult.assignment_facts)."""
+packages import each other, no two modules of one package either, DESIGN.md's arrow list is the real one, and the
+report reads no assignment spec (it renders from the results document alone: GradeResult.assignment_facts)."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
 from pathlib import Path
+
+from factories import write_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 _SPEC = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
@@ -45,3 +47,44 @@ def test_the_report_loads_no_assignment_spec():
             if isinstance(node, ast.ImportFrom | ast.Import):
                 found += [f"{path.name}: {a.name}" for a in node.names if a.name in LOADERS]
     assert not found, found
+
+
+def _design_arrows() -> set[tuple[str, str]]:
+    """The arrows of DESIGN.md's ```arrows block ("a -> b, c" per line)."""
+    text = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
+    blocks = text.split("```arrows\n")
+    assert len(blocks) == 2, "DESIGN.md needs exactly one ```arrows block"
+    arrows = set()
+    for line in blocks[1].split("```", 1)[0].splitlines():
+        source, sep, targets = line.partition(" -> ")
+        assert sep and source.strip(), f"not an arrow line: {line!r}"
+        arrows |= {(source.strip(), t.strip()) for t in targets.split(",")}
+    return arrows
+
+
+def test_designs_arrow_list_is_the_real_one():
+    real = set(graph.edges(ROOT))
+    design = _design_arrows()
+    missing = sorted(f"{a} -> {b}" for a, b in real - design)
+    claimed = sorted(f"{a} -> {b}" for a, b in design - real)
+    assert (missing, claimed) == ([], []), ("arrows the code has and DESIGN.md lacks, arrows DESIGN.md claims "
+                                            "and the code lacks: paste the '# arrows' block of "
+                                            "scripts/import_graph.py into DESIGN.md")
+
+
+def test_no_import_cycle_inside_a_package():
+    assert graph.module_cycles(ROOT) == []
+
+
+def test_a_circle_inside_a_package_is_found_however_it_is_hidden(tmp_path):
+    write_tree(tmp_path, {"grader/__init__.py": "", "grader/sandbox/__init__.py": "",
+                     "grader/sandbox/a.py": "from grader.sandbox.b import f\n",
+                     "grader/sandbox/b.py": "def f():\n    from . import c\n",
+                     "grader/sandbox/c.py": "import grader.sandbox.a\n",
+                     "grader/sandbox/d.py": "from grader.sandbox import a\n"})
+    assert graph.module_cycles(tmp_path) == [["grader.sandbox.a", "grader.sandbox.b", "grader.sandbox.c"]]
+    (tmp_path / "grader/sandbox/c.py").write_text("from grader.sandbox import d\n")  # d -> a -> b -> c -> d
+    assert graph.module_cycles(tmp_path) == [["grader.sandbox.a", "grader.sandbox.b", "grader.sandbox.c",
+                                              "grader.sandbox.d"]]
+    (tmp_path / "grader/sandbox/c.py").write_text("from grader.results import GradeResult\n")
+    assert graph.module_cycles(tmp_path) == []

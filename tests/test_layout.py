@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from bang_harness.plan import BuildPlan
+from factories import write_tree
 
 from grader.batch.intake import collect_submissions, looks_like_submission
 from grader.layout import (
@@ -28,20 +29,12 @@ KEYS = stage_keys([MATMUL, SIGMOID])
 PYBIND = '#include <torch/extension.h>\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("mm", &mm); }\n'
 
 
-def make(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
 GOOD = {"mlu/mm.mlu": "__mlu_global__ void k() {}\n", "cpp/bind.cpp": PYBIND,
         "ops.py": "import my_ops_ext\n\ndef matmul(a, b):\n    return my_ops_ext.mm(a, b)\n"}
 
 
 def test_a_good_submission_passes_with_defaults(tmp_path):
-    sub = inspect_submission(make(tmp_path, GOOD))
+    sub = inspect_submission(write_tree(tmp_path, GOOD))
     assert (sub.module, sub.extension, sub.student.id, sub.assignment) == ("ops", "my_ops_ext", "anonymous", None)
     entries = resolve_entries(sub, MATMUL, KEYS)
     assert set(entries.values()) == {"matmul"} and len(entries) == 6
@@ -56,7 +49,7 @@ def test_fifos_sockets_and_devices_are_refused_before_anything_reads_them(tmp_pa
     from grader.orchestration.options import GradeOptions
     from grader.orchestration.resolve import guess_spec
 
-    root = make(tmp_path / "sub", GOOD)
+    root = write_tree(tmp_path / "sub", GOOD)
     (root / "cpp" / "bind.cpp").unlink()
     os.mkfifo(root / "cpp" / "bind.cpp")
     os.mkfifo(root / "grade.toml")
@@ -76,7 +69,7 @@ def test_fifos_sockets_and_devices_are_refused_before_anything_reads_them(tmp_pa
     ("ops.py", "missing ops.py (the default module)"),
 ])
 def test_missing_parts_are_named_and_the_layout_is_shown(tmp_path, remove, message):
-    make(tmp_path, GOOD)
+    write_tree(tmp_path, GOOD)
     (tmp_path / remove).unlink()
     with pytest.raises(LayoutError) as info:
         inspect_submission(tmp_path)
@@ -85,28 +78,28 @@ def test_missing_parts_are_named_and_the_layout_is_shown(tmp_path, remove, messa
 
 
 def test_missing_folders_are_all_listed_at_once(tmp_path):
-    make(tmp_path, {"ops.py": "def matmul(a, b): ...\n", "kernel.mlu": ""})
+    write_tree(tmp_path, {"ops.py": "def matmul(a, b): ...\n", "kernel.mlu": ""})
     with pytest.raises(LayoutError) as info:
         inspect_submission(tmp_path)
     assert "missing folder mlu/" in str(info.value) and "missing folder cpp/" in str(info.value)
 
 
 def test_bindings_without_any_registration_are_rejected(tmp_path):
-    make(tmp_path, {**GOOD, "cpp/bind.cpp": "torch::Tensor mm(torch::Tensor a, torch::Tensor b);\n"})
+    write_tree(tmp_path, {**GOOD, "cpp/bind.cpp": "torch::Tensor mm(torch::Tensor a, torch::Tensor b);\n"})
     with pytest.raises(LayoutError, match="registers an operator"):
         inspect_submission(tmp_path)
 
 
 def test_torch_library_registration_is_accepted(tmp_path):
     lib = 'TORCH_LIBRARY(my_ops, m) { m.def("mm(Tensor a, Tensor b) -> Tensor"); }\n'
-    assert inspect_submission(make(tmp_path, {**GOOD, "cpp/bind.cpp": lib})).module == "ops"
+    assert inspect_submission(write_tree(tmp_path, {**GOOD, "cpp/bind.cpp": lib})).module == "ops"
 
 
 def test_grade_toml_settings_and_entries(tmp_path):
     toml = ('assignment = "matmul"\nmodule = "my_module"\n[student]\nid = "s123"\nname = "Ada"\n'
             '[entries]\nmatmul_vector = "mm_vec"\nscalar_gdram = "mm_slow"\nmatmul = "mm_fast"\n')
     files = {**GOOD, "grade.toml": toml, "my_module.py": "def mm_vec(a, b): ...\ndef mm_slow(a, b): ...\n"}
-    sub = inspect_submission(make(tmp_path, files))
+    sub = inspect_submission(write_tree(tmp_path, files))
     assert (sub.student.id, sub.student.name, sub.module, sub.assignment) == ("s123", "Ada", "my_module", "matmul")
     entries = resolve_entries(sub, MATMUL, KEYS)
     assert entries["vector"] == "mm_vec" and entries["scalar_gdram"] == "mm_slow"
@@ -118,7 +111,7 @@ def test_grade_toml_settings_and_entries(tmp_path):
 
 
 def test_unknown_entry_keys_list_the_valid_ones(tmp_path):
-    make(tmp_path, {**GOOD, "grade.toml": '[entries]\nmatmul_vectr = "x"\n'})
+    write_tree(tmp_path, {**GOOD, "grade.toml": '[entries]\nmatmul_vectr = "x"\n'})
     sub = inspect_submission(tmp_path)
     with pytest.raises(LayoutError) as info:
         resolve_entries(sub, MATMUL, KEYS)
@@ -126,7 +119,7 @@ def test_unknown_entry_keys_list_the_valid_ones(tmp_path):
 
 
 def test_entries_for_the_other_assignment_are_ignored(tmp_path):
-    make(tmp_path, {**GOOD, "grade.toml": '[entries]\nsigmoid_vector = "sig"\n'})
+    write_tree(tmp_path, {**GOOD, "grade.toml": '[entries]\nsigmoid_vector = "sig"\n'})
     assert set(resolve_entries(inspect_submission(tmp_path), MATMUL, KEYS).values()) == {"matmul"}
 
 
@@ -137,25 +130,25 @@ def test_entries_for_the_other_assignment_are_ignored(tmp_path):
     ('[entries]\nvector = 3\n', "[entries] maps stage names to function names"),
 ])
 def test_bad_grade_toml_is_explained(tmp_path, toml, message):
-    make(tmp_path, {**GOOD, "grade.toml": toml})
+    write_tree(tmp_path, {**GOOD, "grade.toml": toml})
     with pytest.raises(LayoutError) as info:
         inspect_submission(tmp_path)
     assert message in str(info.value)
 
 
 def test_a_module_that_does_not_parse_is_a_syntax_error_with_the_line(tmp_path):
-    make(tmp_path, {**GOOD, "ops.py": "def matmul(a, b)\n    return a\n"})
+    write_tree(tmp_path, {**GOOD, "ops.py": "def matmul(a, b)\n    return a\n"})
     with pytest.raises(ModuleSyntaxError, match=r"ops.py:1"):
         check_entry_functions(inspect_submission(tmp_path), {"matmul": ["vector"]})
 
 
 def test_dynamic_modules_are_not_second_guessed(tmp_path):
-    make(tmp_path, {**GOOD, "ops.py": "from my_ops_ext import *\n"})
+    write_tree(tmp_path, {**GOOD, "ops.py": "from my_ops_ext import *\n"})
     check_entry_functions(inspect_submission(tmp_path), {"matmul": ["vector"]})
 
 
 def test_symlinks_out_of_the_submission_are_refused(tmp_path):
-    make(tmp_path / "sub", GOOD)
+    write_tree(tmp_path / "sub", GOOD)
     (tmp_path / "secret").write_text("x")
     (tmp_path / "sub" / "mlu" / "leak.h").symlink_to(tmp_path / "secret")
     with pytest.raises(LayoutError, match="symlink pointing outside"):
@@ -163,12 +156,12 @@ def test_symlinks_out_of_the_submission_are_refused(tmp_path):
 
 
 def test_setup_py_is_ignored_with_a_warning(tmp_path):
-    sub = inspect_submission(make(tmp_path, {**GOOD, "setup.py": "raise SystemExit"}))
+    sub = inspect_submission(write_tree(tmp_path, {**GOOD, "setup.py": "raise SystemExit"}))
     assert any("setup.py is ignored" in w for w in sub.warnings)
 
 
 def test_sources_in_subfolders_are_pointed_out(tmp_path):
-    make(tmp_path, {**{k: v for k, v in GOOD.items() if k != "mlu/mm.mlu"}, "mlu/kernels/mm.mlu": ""})
+    write_tree(tmp_path, {**{k: v for k, v in GOOD.items() if k != "mlu/mm.mlu"}, "mlu/kernels/mm.mlu": ""})
     with pytest.raises(LayoutError, match=r"mlu/kernels/mm.mlu is in a subfolder, but only mlu/\*.mlu is compiled"):
         inspect_submission(tmp_path)
 
@@ -205,7 +198,7 @@ def bound(root: Path, spec=SIGMOID):
 
 
 def test_the_exp_5_1_project_is_graded_through_its_own_python_function(tmp_path):
-    sub = bound(make(tmp_path, EXP_5_1))
+    sub = bound(write_tree(tmp_path, EXP_5_1))
     assert sub.layout == "aics_exp_5_1" and sub.extension == "libmlu_custom_ext"
     assert (sub.module, sub.entry_default) == ("mlu_custom_ext.mlu_functions.mlu_functions", "sigmoid")
     assert "entry: mlu_custom_ext.mlu_functions.mlu_functions.sigmoid" in sub.warnings
@@ -217,21 +210,21 @@ def test_the_exp_5_1_project_is_graded_through_its_own_python_function(tmp_path)
 
 
 def test_without_the_python_function_the_exp_5_1_entry_is_the_pybind11_op(tmp_path):
-    make(tmp_path, {**EXP_5_1, "mlu_custom_ext/mlu_functions/mlu_functions.py": "import torch\n"})
+    write_tree(tmp_path, {**EXP_5_1, "mlu_custom_ext/mlu_functions/mlu_functions.py": "import torch\n"})
     sub = bound(tmp_path)
     assert (sub.module, sub.entry_default) == ("libmlu_custom_ext", "active_sigmoid")
     check_entry_functions(sub, {"active_sigmoid": ["vector"]})  # not a file of the submission: nothing to parse
 
 
 def test_cambricons_mlu_extension_takes_its_name_from_setup_py_and_its_entry_from_ops(tmp_path):
-    sub = bound(make(tmp_path, MLU_EXTENSION))
+    sub = bound(write_tree(tmp_path, MLU_EXTENSION))
     assert (sub.layout, sub.extension) == ("mlu_extension", "_C")
     assert (sub.module, sub.entry_default) == ("mlu_custom_ext.ops.custom_ops", "active_sigmoid_mlu")
     assert sub.plan.include_dirs == ("mlu_custom_ext/src", "mlu_custom_ext/src/mlu")
 
 
 def test_a_torch_library_op_without_python_is_called_through_torch_ops(tmp_path):
-    make(tmp_path, {k: v for k, v in MLU_EXTENSION.items() if "/ops/" not in k})
+    write_tree(tmp_path, {k: v for k, v in MLU_EXTENSION.items() if "/ops/" not in k})
     (tmp_path / "mlu_custom_ext/ops").mkdir()
     (tmp_path / "mlu_custom_ext/ops/__init__.py").write_text("")
     sub = bound(tmp_path)
@@ -240,15 +233,15 @@ def test_a_torch_library_op_without_python_is_called_through_torch_ops(tmp_path)
 
 def test_a_flat_folder_builds_everything_beside_each_other(tmp_path):
     bind = '#include <torch/extension.h>\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("matmul", &mm); }\n'
-    sub = bound(make(tmp_path, {"mm.mlu": KERNEL, "bind.cpp": bind, "setup.py": "x = 1\n"}), MATMUL)
+    sub = bound(write_tree(tmp_path, {"mm.mlu": KERNEL, "bind.cpp": bind, "setup.py": "x = 1\n"}), MATMUL)
     assert (sub.layout, sub.extension, sub.module, sub.entry_default) == ("flat", "my_ops_ext", "my_ops_ext", "matmul")
     assert (sub.plan.mlu_sources, sub.plan.cpp_sources) == (("mm.mlu",), ("bind.cpp",))
-    ops = bound(make(tmp_path, {"ops.py": "def matmul(a, b): ...\n"}), MATMUL)
+    ops = bound(write_tree(tmp_path, {"ops.py": "def matmul(a, b): ...\n"}), MATMUL)
     assert (ops.module, ops.entry_default) == ("ops", "matmul")  # a Python function comes first
 
 
 def test_an_incomplete_lab_project_names_its_layout_and_what_is_missing(tmp_path):
-    make(tmp_path, {k: v for k, v in EXP_5_1.items() if not k.endswith(".mlu")})
+    write_tree(tmp_path, {k: v for k, v in EXP_5_1.items() if not k.endswith(".mlu")})
     with pytest.raises(LayoutError) as info:
         inspect_submission(tmp_path)
     assert "AICS exp_5_1" in str(info.value) and "mlu_custom_ext/mlu/src/*.mlu (kernels)" in str(info.value)
@@ -256,14 +249,14 @@ def test_an_incomplete_lab_project_names_its_layout_and_what_is_missing(tmp_path
 
 
 def test_a_project_without_the_assignments_entry_says_what_was_looked_for(tmp_path):
-    sub = inspect_submission(make(tmp_path, EXP_5_1))
+    sub = inspect_submission(write_tree(tmp_path, EXP_5_1))
     with pytest.raises(LayoutError, match=r"no entry for matmul found.*matmul\(\) or active_matmul_mlu\(\)"):
         bind_entry(sub, MATMUL)
 
 
 def test_an_unknown_folder_gets_the_closest_layout_and_the_project_inside_it(tmp_path):
-    make(tmp_path / "labs" / "exp_5_1", EXP_5_1)
-    make(tmp_path, {"README.md": "my labs\n", "mlu_custom_ext/mlu_functions/mlu_functions.py": "def sigmoid(x): ...\n"})
+    write_tree(tmp_path / "labs" / "exp_5_1", EXP_5_1)
+    write_tree(tmp_path, {"README.md": "my labs\n", "mlu_custom_ext/mlu_functions/mlu_functions.py": "def sigmoid(x): ...\n"})
     with pytest.raises(LayoutError) as info:
         inspect_submission(tmp_path)
     text = str(info.value)
@@ -273,17 +266,17 @@ def test_an_unknown_folder_gets_the_closest_layout_and_the_project_inside_it(tmp
 
 
 def test_build_outputs_are_never_sources(tmp_path):
-    make(tmp_path, {**EXP_5_1, "build/lib/mlu_custom_ext/mlu/src/old.cpp": "", "build/x/mlu_functions.py": ""})
+    write_tree(tmp_path, {**EXP_5_1, "build/lib/mlu_custom_ext/mlu/src/old.cpp": "", "build/x/mlu_functions.py": ""})
     assert inspect_submission(tmp_path).plan.cpp_sources == ("mlu_custom_ext/mlu/src/bang_sigmoid.cpp",)
 
 
 def test_batch_intake_takes_every_layout_mixed_in_one_class(tmp_path):
     klass = tmp_path / "class"
-    make(klass / "alice", GOOD)
-    make(klass / "bob" / "exp_5_1_custom_pytorch_mlu_op", EXP_5_1)  # wrapped one level down
-    make(klass / "carol", {k: v for k, v in EXP_5_1.items() if k.startswith("mlu_custom_ext/")})  # package only
-    make(klass / "dave" / "mlu_extension", MLU_EXTENSION)
-    make(klass / "erin", {"k.mlu": KERNEL, "b.cpp": PYBIND, "ops.py": "def matmul(a, b): ...\n"})
+    write_tree(klass / "alice", GOOD)
+    write_tree(klass / "bob" / "exp_5_1_custom_pytorch_mlu_op", EXP_5_1)  # wrapped one level down
+    write_tree(klass / "carol", {k: v for k, v in EXP_5_1.items() if k.startswith("mlu_custom_ext/")})  # package only
+    write_tree(klass / "dave" / "mlu_extension", MLU_EXTENSION)
+    write_tree(klass / "erin", {"k.mlu": KERNEL, "b.cpp": PYBIND, "ops.py": "def matmul(a, b): ...\n"})
     subs = collect_submissions(klass, tmp_path / "unpacked")
     assert all(s.problem is None for s in subs), [s.problem for s in subs]
     layouts = {s.student_id: inspect_submission(s.path).layout for s in subs}

@@ -4,27 +4,19 @@ writes results.json atomically."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from factories import MATMUL_FILES, write_tree
 
 from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.score_stages import next_step
 from grader.results import GradeResult, Verdict
 from grader.spec import load_assignment
 
-GOOD = {"mlu/mm.mlu": "__mlu_global__ void k() {}\n",
-        "cpp/bind.cpp": 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("mm", &mm); }\n',
-        "ops.py": "import my_ops_ext\n\ndef matmul(a, b):\n    return my_ops_ext.mm(a, b)\n"}
-
-
-def make(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
+GOOD = MATMUL_FILES
 
 
 def test_layout_errors_become_a_result_with_results_json(tmp_path):
-    sub = make(tmp_path / "sub", {k: v for k, v in GOOD.items() if not k.startswith("cpp/")})
+    sub = write_tree(tmp_path / "sub", {k: v for k, v in GOOD.items() if not k.startswith("cpp/")})
     steps = []
     result = grade_submission(sub, GradeOptions(out_dir=tmp_path / "out", progress=lambda s, f: steps.append(s)))
     assert result.verdict == Verdict.UNGRADABLE_LAYOUT and result.score == 0
@@ -36,26 +28,26 @@ def test_layout_errors_become_a_result_with_results_json(tmp_path):
 
 
 def test_a_module_syntax_error_is_a_compile_error(tmp_path):
-    sub = make(tmp_path, {**GOOD, "ops.py": "def matmul(a, b):\nreturn a\n", "grade.toml": 'assignment = "matmul"'})
+    sub = write_tree(tmp_path, {**GOOD, "ops.py": "def matmul(a, b):\nreturn a\n", "grade.toml": 'assignment = "matmul"'})
     result = grade_submission(sub, GradeOptions())
     assert result.verdict == Verdict.COMPILE_ERROR
     assert result.build is not None and "ops.py:2" in result.build.compiler_output
 
 
 def test_an_unknown_assignment_in_grade_toml_is_the_students_layout_problem(tmp_path):
-    sub = make(tmp_path, {**GOOD, "grade.toml": 'assignment = "matmull"\n'})
+    sub = write_tree(tmp_path, {**GOOD, "grade.toml": 'assignment = "matmull"\n'})
     result = grade_submission(sub, GradeOptions())
     assert result.verdict == Verdict.UNGRADABLE_LAYOUT and "'matmull' is unknown" in result.message
 
 
 def test_an_ambiguous_module_asks_for_the_assignment(tmp_path):
-    sub = make(tmp_path, {**GOOD, "ops.py": "def matmul(a, b): ...\ndef sigmoid(x): ...\n"})
+    sub = write_tree(tmp_path, {**GOOD, "ops.py": "def matmul(a, b): ...\ndef sigmoid(x): ...\n"})
     result = grade_submission(sub, GradeOptions())
     assert result.verdict == Verdict.UNGRADABLE_LAYOUT and "--assignment" in result.message
 
 
 def test_a_missing_entry_function_for_a_stage_is_named(tmp_path):
-    sub = make(tmp_path, {**GOOD, "grade.toml": 'assignment = "matmul"\n[entries]\nvector = "matmul_vector"\n'})
+    sub = write_tree(tmp_path, {**GOOD, "grade.toml": 'assignment = "matmul"\n[entries]\nvector = "matmul_vector"\n'})
     result = grade_submission(sub, GradeOptions(stages=["vector", "multicore"]))
     assert result.verdict == Verdict.UNGRADABLE_LAYOUT
     assert "matmul_vector  (serves stage vector)" in result.message
@@ -70,7 +62,7 @@ def test_results_are_valid_json_with_seeds_and_versions(tmp_path):
 
 
 def test_an_unavailable_backend_is_reported_not_blamed_on_the_student(tmp_path):
-    sub = make(tmp_path, GOOD)
+    sub = write_tree(tmp_path, GOOD)
     result = grade_submission(sub, GradeOptions(backend="mlu"))
     assert result.verdict == Verdict.ENVIRONMENT_ERROR
     assert "backend 'mlu' is not available here" in result.message and "grade doctor" in result.message

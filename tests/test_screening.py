@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from factories import grade_result, write_tree
 
 from grader.checks.screening import apply_screening, screen_submission
 from grader.results import GradeResult, Seeds, StageResult, Verdict, Versions
@@ -34,16 +35,8 @@ def test_every_known_bad_fixture_and_reference_is_screened():
     assert len(HONEST) >= 20
 
 
-def _submission(tmp_path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path
-
-
 def _rules(tmp_path: Path, name: str, text: str) -> list[tuple[str, int]]:
-    return [(f.rule, f.line) for f in screen_submission(_submission(tmp_path, {name: text}))]
+    return [(f.rule, f.line) for f in screen_submission(write_tree(tmp_path, {name: text}))]
 
 
 CXX_HATCHES = [
@@ -79,7 +72,7 @@ def test_cxx_hatches_are_found(tmp_path, name, file, code, rule):
 
 
 def test_finding_has_file_line_and_source(tmp_path):
-    root = _submission(tmp_path, {"mlu/k.mlu": "// fine\n#include <bang.h>\n\nvoid f() {\n  asm(\"nop\");\n}\n"})
+    root = write_tree(tmp_path, {"mlu/k.mlu": "// fine\n#include <bang.h>\n\nvoid f() {\n  asm(\"nop\");\n}\n"})
     [finding] = screen_submission(root)
     assert (finding.rule, finding.file, finding.line) == ("inline_asm", "mlu/k.mlu", 5)
     assert finding.source_line == 'asm("nop");'
@@ -164,7 +157,7 @@ def test_python_that_does_not_parse_is_still_screened(tmp_path):
 
 
 def test_symlinks_and_huge_files(tmp_path):
-    root = _submission(tmp_path / "sub", {"ops.py": "import torch\n"})
+    root = write_tree(tmp_path / "sub", {"ops.py": "import torch\n"})
     (tmp_path / "outside.py").write_text("import ctypes\n")
     (root / "link.py").symlink_to(tmp_path / "outside.py")
     (root / "big.h").write_text("int x;\n" * 400_000)
@@ -175,15 +168,13 @@ def test_symlinks_and_huge_files(tmp_path):
 def _result(stage_points: list[float]) -> GradeResult:
     stages = [StageResult(name=f"s{i}", title="t", entry="sigmoid", points=p, points_possible=10.0, correct=True,
                           verdict=Verdict.PASSED) for i, p in enumerate(stage_points)]
-    return GradeResult(assignment="sigmoid", submission_path="/x", submission_hash="h", backend="emu",
-                       device_profile="mlu370-x8", time_source="modelled", sandbox="docker", verdict=Verdict.PASSED,
-                       score=50.0 + sum(stage_points), max_score=80.0, stages=stages,
-                       seeds=Seeds(mode="public", master="s", master_digest="d"), versions=Versions(grader="t"),
-                       finished_at=datetime.now(UTC))
+    return grade_result(assignment="sigmoid", submission_path="/x", score=50.0 + sum(stage_points), max_score=80.0,
+                        stages=stages, seeds=Seeds(mode="public", master="s", master_digest="d"),
+                        versions=Versions(grader="t"), finished_at=datetime.now(UTC))
 
 
 def test_zero_stages_withholds_stage_points_only(tmp_path):
-    root = _submission(tmp_path, {"ops.py": "import ctypes\n"})
+    root = write_tree(tmp_path, {"ops.py": "import ctypes\n"})
     findings = screen_submission(root, load_assignment("sigmoid"))
     result = apply_screening(_result([10.0, 10.0, 0.0]), findings)
     assert [s.points for s in result.stages] == [0.0, 0.0, 0.0]
@@ -194,7 +185,7 @@ def test_zero_stages_withholds_stage_points_only(tmp_path):
 
 
 def test_review_keeps_points_and_flags(tmp_path):
-    root = _submission(tmp_path, {"ops.py": "import ctypes\n"})
+    root = write_tree(tmp_path, {"ops.py": "import ctypes\n"})
     spec = load_assignment("sigmoid").model_copy(update={"screening": ScreeningSpec(action="review")})
     findings = screen_submission(root, spec)
     assert {f.action for f in findings} == {"review"}
@@ -217,7 +208,7 @@ def test_default_action_is_zero_stages():
 def test_report_shows_the_findings_escaped(tmp_path):
     from grader.reporting.render import render_report_html
 
-    root = _submission(tmp_path, {"ops.py": "import os\nos.environ['BANG_EMU_DEVICE'] = '<script>x</script>'\n"})
+    root = write_tree(tmp_path, {"ops.py": "import os\nos.environ['BANG_EMU_DEVICE'] = '<script>x</script>'\n"})
     html = render_report_html(apply_screening(_result([10.0]), screen_submission(root)))
     section = html[html.index('id="screening"'):]
     assert "stage points withheld" in section and "ops.py:2" in section

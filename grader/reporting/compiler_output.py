@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from grader.reporting.submission_files import read_submission_file, submission_relative
+
 LineKind = Literal["error", "warning", "note", "source", "caret", "context", "plain"]
 
 _DIAG = re.compile(
@@ -40,9 +42,6 @@ _UNDECLARED_BUILTIN = re.compile(r"['‘`](?P<name>__bang_\w+)['’] (?:was not 
 # Headers that are not the student's: the emulator's (bang_emu), torch's, pybind11's, the C++ library's.
 _EMULATOR_MARK = "bang_emu"
 _LIBRARY_MARKS = ("/usr/include/", "/usr/lib/gcc/", "site-packages/", "dist-packages/", "/torch/", "pybind11")
-
-# Paths as the sandbox saw them; the student knows their files relative to the submission root.
-_SANDBOX_PREFIXES = ("/submission/", "/build/src/", "/build/")
 
 
 @dataclass(frozen=True)
@@ -69,19 +68,6 @@ class CompilerOutput:
     @property
     def errors(self) -> list[CompilerMessage]:
         return [m for m in self.messages if m.severity == "error"]
-
-
-def submission_relative(path: str, root: str | None = None) -> str:
-    """A path as the student knows it: /submission/mlu/k.mlu, or <root>/mlu/k.mlu when the submission ran
-    unsandboxed from its own folder, -> mlu/k.mlu."""
-    if root:
-        prefix = root.rstrip("/") + "/"
-        if path.startswith(prefix):
-            return path[len(prefix) :]
-    for prefix in _SANDBOX_PREFIXES:
-        if path.startswith(prefix):
-            return path[len(prefix) :]
-    return path.removeprefix("./")
 
 
 def _origin(path: str, root: str | None) -> Literal["student", "emulator", "library"]:
@@ -160,8 +146,6 @@ def _edit_distance(a: str, b: str) -> int:
 def _read_line(root: str | None, file: str, line: int) -> str | None:
     if not root:
         return None
-    from grader.reporting.excerpts import read_submission_file  # excerpts imports this module
-
     lines = read_submission_file(Path(root), file)
     return lines[line - 1] if lines and 0 < line <= len(lines) else None
 

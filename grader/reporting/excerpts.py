@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.reporting.compiler_output import submission_relative
+from grader.reporting.submission_files import read_submission_file, submission_relative
 from grader.results import GradeResult, SourceExcerpt, SourceLocation
-
-_MAX_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -28,19 +26,6 @@ class Excerpt:
     file: str
     line: int
     lines: list[ExcerptLine]
-
-
-def read_submission_file(root: Path, relative: str) -> list[str] | None:
-    """The file's lines, or None when it is missing, too large or not inside root."""
-    try:
-        base = root.resolve(strict=True)
-        path = (base / relative).resolve(strict=True)
-        path.relative_to(base)
-        if not path.is_file() or path.stat().st_size > _MAX_FILE_BYTES:
-            return None
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except (OSError, ValueError):
-        return None
 
 
 def _find_in_recorded(recorded: list[SourceExcerpt], file: str, line: int) -> SourceExcerpt | None:

@@ -17,7 +17,8 @@ from typing import Literal
 
 from grader.i18n import _, ngettext
 from grader.reporting.advice import COMPILE_PATTERNS, REGISTRY, Advice, advice_for, feedback
-from grader.reporting.compiler_output import CompilerMessage, parse_compiler_output, submission_relative
+from grader.reporting.compiler_output import CompilerMessage, parse_compiler_output
+from grader.reporting.submission_files import submission_relative
 from grader.results import (
     AssignmentFacts,
     CaseResult,

@@ -16,10 +16,8 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import threading
-import time
-from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from grader.sandbox.base import (
     SANDBOX_BUILD,
@@ -28,28 +26,11 @@ from grader.sandbox.base import (
     Limits,
     Mounts,
     Phase,
-    RunOutcome,
     Started,
     StartingRunner,
 )
-from grader.sandbox.io_cap import capped_io
-from grader.sandbox.layout import (
-    MAX_NEW_ENTRIES,
-    check_mounts,
-    prepare_writable,
-    sandbox_env,
-    sandbox_user,
-    writable_dirs,
-)
-from grader.sandbox.watch import (
-    FLOOD_FACTOR,
-    NOTE_OUTPUT_FLOOD,
-    DiskWatch,
-    KillSwitch,
-    OutputTail,
-    pump,
-    tree_usage,
-)
+from grader.sandbox.layout import sandbox_env, sandbox_user
+from grader.sandbox.supervise import Ending, supervise
 
 REPO_SANDBOX = Path(__file__).resolve().parents[2] / "sandbox"
 SANDBOX_PACKAGES_AT = "/opt/bang-grader/sandbox"
@@ -161,82 +142,54 @@ class BwrapRunner(StartingRunner):
     def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
               env: dict[str, str] | None = None) -> Started:
         """bwrap started; its outcome comes from the returned handle."""
-        check_mounts(mounts)
         if not self._prebuilt:
             self._prebuild_on_host()
-        cleanup = ExitStack()
         # bwrap binds host paths in our own mount namespace, so a host tmpfs on /io is what the sandbox sees.
-        self.io_note = cleanup.enter_context(capped_io(mounts.io, limits.tmpfs_bytes))
+        started, self.io_note = supervise(
+            phase, mounts, limits, lambda _uid, _gid: _Bwrap(self.command(phase, argv, mounts, limits, env)),
+            notes=self.notes)
+        return started
+
+
+class _Bwrap:
+    """One phase's bwrap process tree as the supervision (grader.sandbox.supervise) drives it."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> dict[str, Any]:
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+                                     env={"PATH": "/usr/bin:/bin"})
+        return {"stdout": self.proc.stdout, "stderr": self.proc.stderr}
+
+    def wait(self, seconds: float | None) -> bool:
+        assert self.proc is not None
         try:
-            uid, gid = sandbox_user()
-            prepare_writable(phase, mounts, uid, gid)
-            watched = writable_dirs(phase, mounts)
-            base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
-            cmd = self.command(phase, argv, mounts, limits, env)
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"})
-        except BaseException:
-            cleanup.close()
-            raise
-        notes: list[str] = list(self.notes)
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
-        def stop_group() -> None:
-            # Killing bwrap's group kills the sandbox's pid 1 (--die-with-parent), hence the whole pid namespace.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    def stop(self) -> None:
+        # Killing bwrap's group kills the sandbox's pid 1 (--die-with-parent), hence the whole pid namespace.
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
-        kill = KillSwitch(stop_group, notes)
+    def ending(self, stopped: bool) -> Ending:  # noqa: ARG002 - the exit status says it all
+        assert self.proc is not None
+        code = self.proc.returncode
+        # bwrap returns the child's status; a child killed by signal N shows as 128+N (or -N for bwrap itself).
+        return Ending(code, -code if code < 0 else (code - 128 if code > 128 else None))
 
-        flood = limits.log_bytes * FLOOD_FACTOR
-        tails = {name: OutputTail(limits.log_bytes, flood,
-                                  lambda n=name: kill(f"{NOTE_OUTPUT_FLOOD}: {n} passed {flood} bytes"))
-                 for name in ("stdout", "stderr")}
-        pumps = [threading.Thread(target=pump, args=(proc.stdout, tails["stdout"]), daemon=True),
-                 threading.Thread(target=pump, args=(proc.stderr, tails["stderr"]), daemon=True)]
-        for thread in pumps:
-            thread.start()
-        disk = DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill)
-        disk.start()
-        started = time.monotonic()
-
-        def finish() -> RunOutcome:
-            timed_out = False
-            try:
-                proc.wait(timeout=max(0.0, limits.wall_seconds - (time.monotonic() - started)))
-            except subprocess.TimeoutExpired:
-                timed_out = not kill.fired.is_set()
-                kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
-                proc.wait()
-            finally:
-                wall = time.monotonic() - started
-                disk.stop()
-                if proc.poll() is None:
-                    kill("grader interrupted")
-                    proc.wait()
-            try:
-                if not kill.fired.is_set():
-                    disk.check()
-                for thread in pumps:
-                    thread.join(timeout=5)
-            finally:
-                cleanup.close()
-            code = proc.returncode
-            # bwrap returns the child's status; a child killed by signal N shows as 128+N (or -N for bwrap itself).
-            sig = -code if code < 0 else (code - 128 if code > 128 else None)
-            return RunOutcome(
-                exit_code=None if (timed_out or sig) else code,
-                signal=sig,
-                timed_out=timed_out,
-                oom_killed=False,
-                wall_seconds=wall,
-                stdout_tail=tails["stdout"].text(),
-                stderr_tail=tails["stderr"].text(),
-                notes=notes,
-            )
-
-        return Started(finish, kill)
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:  # interrupted: killed by the supervision just now
+            self.proc.wait()
 
 
 def _parents_readable(path: Path, made: set[str]) -> list[str]:

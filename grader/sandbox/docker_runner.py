@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
-import time
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -36,30 +34,14 @@ from grader.sandbox.base import (
     Limits,
     Mounts,
     Phase,
-    RunOutcome,
     SandboxError,
     Started,
     StartingRunner,
 )
-from grader.sandbox.io_cap import capped_io, same_mount_namespace_as
-from grader.sandbox.layout import (
-    MAX_NEW_ENTRIES,
-    check_mounts,
-    prepare_writable,
-    sandbox_env,
-    sandbox_user,
-    writable_dirs,
-)
-from grader.sandbox.reaper import watch_this_process
-from grader.sandbox.watch import (
-    FLOOD_FACTOR,
-    NOTE_OUTPUT_FLOOD,
-    DiskWatch,
-    KillSwitch,
-    OutputTail,
-    pump,
-    tree_usage,
-)
+from grader.sandbox.io_cap import same_mount_namespace_as
+from grader.sandbox.layout import sandbox_env
+from grader.sandbox.lifeline import watch_this_process
+from grader.sandbox.supervise import Ending, supervise
 
 RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; the sweep removes by it
 OWNER_LABEL = "org.bang-grader.owner-pid"
@@ -85,19 +67,6 @@ def seccomp_option(profile: Path = SECCOMP_PROFILE) -> str:
     except OSError as exc:
         raise SandboxError(f"seccomp profile {profile} is missing: {exc}") from exc
     return "seccomp=" + text
-
-
-@dataclass
-class _Live:
-    """A started container and the host-side guards that watch it until it is removed."""
-
-    container: docker.models.containers.Container
-    kill: KillSwitch
-    notes: list[str]
-    tails: dict[str, OutputTail]
-    disk: DiskWatch
-    pumps: list[threading.Thread] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
 
 
 class DockerRunner(StartingRunner):
@@ -131,102 +100,11 @@ class DockerRunner(StartingRunner):
     def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
               env: dict[str, str] | None = None) -> Started:
         """The container started; its outcome (and its removal) come from the returned handle."""
-        check_mounts(mounts)
-        cleanup = ExitStack()
-        # Kept off outcome.notes: those end up in the student's messages.
-        self.io_note = cleanup.enter_context(capped_io(mounts.io, limits.tmpfs_bytes, enabled=self.cap_io))
-        try:
-            live = self._start(phase, argv, mounts, limits, env)
-        except BaseException:
-            cleanup.close()
-            raise
-        return Started(lambda: self._finish(live, limits, cleanup), live.kill)
-
-    def _start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
-               env: dict[str, str] | None) -> _Live:
-        uid, gid = sandbox_user()
-        prepare_writable(phase, mounts, uid, gid)
-        watched = writable_dirs(phase, mounts)
-        base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
-        container = self._create(phase, argv, mounts, limits, env, uid, gid)
-        notes: list[str] = []
-
-        def stop_container() -> None:
-            try:
-                container.kill()
-            except (docker.errors.APIError, requests.exceptions.RequestException):
-                pass  # already stopped
-
-        kill = KillSwitch(stop_container, notes)
-
-        flood = limits.log_bytes * FLOOD_FACTOR
-        tails = {
-            name: OutputTail(limits.log_bytes, flood, lambda n=name: kill(f"{NOTE_OUTPUT_FLOOD}: {n} passed "
-                                                                           f"{flood} bytes"))
-            for name in ("stdout", "stderr")
-        }
-        live = _Live(container, kill, notes, tails,
-                     DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill))
-        try:
-            # Attach before start so nothing printed early is missed; the log driver caps what the daemon keeps.
-            for name in ("stdout", "stderr"):
-                stream = container.attach(stdout=name == "stdout", stderr=name == "stderr", stream=True,
-                                          logs=True)
-                thread = threading.Thread(target=pump, args=(stream, tails[name]), daemon=True)
-                thread.start()
-                live.pumps.append(thread)
-            container.start()
-            live.started = time.monotonic()
-            live.disk.start()
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            self._end(live)
-            raise SandboxError(f"docker run failed: {exc}") from exc
-        return live
-
-    def _finish(self, live: _Live, limits: Limits, cleanup: ExitStack) -> RunOutcome:
-        container, kill = live.container, live.kill
-        timed_out = False
-        try:
-            try:
-                result = container.wait(timeout=max(limits.wall_seconds, 0.1))
-            except requests.exceptions.RequestException:  # ReadTimeout / ConnectionError: our wall clock ran out
-                timed_out = not kill.fired.is_set()
-                kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
-                result = container.wait(timeout=KILL_GRACE_SECONDS)
-            wall = time.monotonic() - live.started
-            live.disk.stop()
-            if not kill.fired.is_set():
-                live.disk.check()  # a last look: a fast fill can finish between two polls
-            container.reload()
-            exit_code = int(result.get("StatusCode", -1))
-            oom = bool(container.attrs.get("State", {}).get("OOMKilled", False))
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise SandboxError(f"docker run failed: {exc}") from exc
-        finally:
-            try:
-                self._end(live)
-            finally:
-                cleanup.close()
-        # docker-init reports a child killed by signal N as 128+N.
-        signal = exit_code - 128 if exit_code > 128 else None
-        if oom:
-            live.notes.append("memory limit reached (cgroup OOM kill)")
-        return RunOutcome(
-            exit_code=None if (timed_out or signal) else exit_code,
-            signal=signal,
-            timed_out=timed_out,
-            oom_killed=oom,
-            wall_seconds=wall,
-            stdout_tail=live.tails["stdout"].text(),
-            stderr_tail=live.tails["stderr"].text(),
-            notes=live.notes,
-        )
-
-    def _end(self, live: _Live) -> None:
-        live.disk.stop()
-        self._remove(live.container)
-        for thread in live.pumps:
-            thread.join(timeout=5)
+        # The io note is kept off outcome.notes: those end up in the student's messages.
+        started, self.io_note = supervise(
+            phase, mounts, limits, lambda uid, gid: _Container(self._create(phase, argv, mounts, limits, env, uid, gid)),
+            cap_io=self.cap_io)
+        return started
 
     def _create(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
                 env: dict[str, str] | None, uid: int, gid: int) -> docker.models.containers.Container:
@@ -277,14 +155,65 @@ class DockerRunner(StartingRunner):
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise SandboxError(f"could not create the sandbox container: {exc}") from exc
 
-    def _remove(self, container: docker.models.containers.Container) -> None:
+
+class _Container:
+    """One phase's container as the supervision (grader.sandbox.supervise) drives it."""
+
+    def __init__(self, container: docker.models.containers.Container) -> None:
+        self.container = container
+        self.result: dict = {}
+
+    def start(self) -> dict[str, Any]:
+        with _docker_run_errors():
+            # Attached before the start so nothing printed early is missed; the log driver caps what the daemon
+            # keeps.
+            streams = {name: self.container.attach(stdout=name == "stdout", stderr=name == "stderr", stream=True,
+                                                   logs=True) for name in ("stdout", "stderr")}
+            self.container.start()
+        return streams
+
+    def wait(self, seconds: float | None) -> bool:
+        with _docker_run_errors():
+            if seconds is None:
+                self.result = self.container.wait(timeout=KILL_GRACE_SECONDS)
+                return True
+            try:
+                # Our own wall clock: docker's wait timeout only stops waiting (docker/docker-py#1966).
+                self.result = self.container.wait(timeout=max(seconds, 0.1))
+            except requests.exceptions.RequestException:  # ReadTimeout / ConnectionError: the clock ran out
+                return False
+        return True
+
+    def stop(self) -> None:
         try:
-            container.remove(force=True, v=True)
+            self.container.kill()
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            pass  # already stopped
+
+    def ending(self, stopped: bool) -> Ending:  # noqa: ARG002 - docker's record says it all
+        with _docker_run_errors():
+            self.container.reload()
+        code = int(self.result.get("StatusCode", -1))
+        # docker-init reports a child killed by signal N as 128+N.
+        return Ending(code, code - 128 if code > 128 else None,
+                      oom_killed=bool(self.container.attrs.get("State", {}).get("OOMKilled", False)))
+
+    def close(self) -> None:
+        try:
+            self.container.remove(force=True, v=True)
         except docker.errors.NotFound:
             pass
         except (docker.errors.APIError, requests.exceptions.RequestException):
             # Left for the sweep (sweep_leftovers) rather than hiding the run's real outcome.
             pass
+
+
+@contextmanager
+def _docker_run_errors() -> Iterator[None]:
+    try:
+        yield
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise SandboxError(f"docker run failed: {exc}") from exc
 
 
 def sweep_leftovers(client: docker.DockerClient | None = None, only_dead_owners: bool = False) -> list[str]:

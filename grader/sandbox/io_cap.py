@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from grader.sandbox.lifeline import watch_this_process
 from grader.sandbox.watch import tree_usage
 
 COPY_CHUNK = 1 << 20
@@ -169,8 +170,6 @@ def capped_io(io: Path, cap_bytes: int, enabled: bool = True) -> Iterator[str]:
     # the write before the poll would kill the run, so the student sees ENOSPC, not a kill.
     size = max(tree_usage([io], 1 << 62, 1 << 62)[0] + int(cap_bytes), 1 << 20)
     info = os.lstat(io)
-    from grader.sandbox.reaper import watch_this_process
-
     watch_this_process()  # before the mount: a SIGKILL from here on still gets the tmpfs unmounted
     stash = io.with_name(f".{io.name}.host-{uuid.uuid4().hex[:8]}")
     stash.mkdir(mode=0o700)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,23 +35,9 @@ from grader.sandbox.base import (
     SandboxError,
     SandboxTarget,
 )
-from grader.sandbox.layout import (
-    MAX_NEW_ENTRIES,
-    check_mounts,
-    prepare_writable,
-    sandbox_env,
-    sandbox_user,
-    writable_dirs,
-)
-from grader.sandbox.watch import (
-    FLOOD_FACTOR,
-    NOTE_OUTPUT_FLOOD,
-    DiskWatch,
-    KillSwitch,
-    OutputTail,
-    pump,
-    tree_usage,
-)
+from grader.sandbox.layout import sandbox_env
+from grader.sandbox.supervise import Ending, supervise
+from grader.sandbox.watch import FLOOD_FACTOR
 
 # The cluster needs a RuntimeClass of this name (handler runsc). gVisor passes no Cambricon device through,
 # so MLU pods keep the node's default runtime.
@@ -238,100 +224,99 @@ class PodRunner:
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
-        check_mounts(mounts)
-        uid, gid = sandbox_user()
-        prepare_writable(phase, mounts, uid, gid)
-        watched = writable_dirs(phase, mounts)
-        base_bytes, base_files = tree_usage(watched, 1 << 62, 1 << 62)
-        name = f"bang-grader-{phase}-{uuid.uuid4().hex[:12]}"
-        body = phase_pod(name, phase, argv, mounts, limits, env, self.settings, self.target, uid, gid)
-        ns = self.settings.namespace
-        notes: list[str] = []
-        kill = KillSwitch(lambda: self._delete(name), notes)
+        def make(uid: int, gid: int) -> _Pod:
+            name = f"bang-grader-{phase}-{uuid.uuid4().hex[:12]}"
+            return _Pod(self, name, phase_pod(name, phase, argv, mounts, limits, env, self.settings, self.target,
+                                              uid, gid))
 
-        flood = limits.log_bytes * FLOOD_FACTOR
-        # The kubelet interleaves stdout and stderr in one log: it is kept as one tail.
-        tail = OutputTail(limits.log_bytes, flood, lambda: kill(f"{NOTE_OUTPUT_FLOOD}: output passed {flood} bytes"))
-        disk = DiskWatch(watched, base_bytes + limits.tmpfs_bytes, base_files + MAX_NEW_ENTRIES, kill)
-        log_thread: threading.Thread | None = None
-        stream: Any = None
-        timed_out = False
-        try:
+        # No /io cap: the folders are subPaths of the batch volume, not host mounts the pod would see.
+        outcome = supervise(phase, mounts, limits, make, cap_io=None)[0].wait()
+        assert outcome is not None
+        return outcome
+
+
+class _Pod:
+    """One phase's pod as the supervision (grader.sandbox.supervise) drives it."""
+
+    def __init__(self, runner: PodRunner, name: str, body: dict[str, Any]) -> None:
+        self.api, self.namespace, self.api_error = runner.api, runner.settings.namespace, runner._api_error
+        self.model = runner._pod_model
+        self.name, self.body = name, body
+        self.pod: Any = None  # its last status read
+        self.stream: Any = None
+
+    def start(self) -> dict[str, Any]:
+        with self._api_errors():
             # The client's typed model (kubernetes >= 37); Strict: the server refuses a field it would drop.
-            self.api.create_namespaced_pod(ns, self._pod_model.from_dict(body), field_validation="Strict")
-            self._wait_started(name)
-            started = time.monotonic()
-            stream = self.api.read_namespaced_pod_log(name, ns, follow=True, _preload_content=False)
-            log_thread = threading.Thread(target=pump, args=(stream.stream(1 << 16), tail), daemon=True)
-            log_thread.start()
-            disk.start()
-            pod = self._get(name)
-            while pod is not None and _terminated(pod) is None \
-                    and getattr(pod.status, "phase", None) not in ("Succeeded", "Failed"):
-                if time.monotonic() - started > limits.wall_seconds:
-                    timed_out = not kill.fired.is_set()
-                    kill(f"wall-clock limit of {limits.wall_seconds:g} s reached")
-                    break
-                time.sleep(POLL_SECONDS)
-                pod = self._get(name)
-            wall = time.monotonic() - started
-            disk.stop()
-            if not kill.fired.is_set():
-                disk.check()  # a last look: a fast fill can finish between two polls
-            if log_thread is not None:
-                log_thread.join(timeout=5)
-        except self._api_error as exc:
-            raise SandboxError(f"Kubernetes API: {exc}") from exc
-        finally:
-            disk.stop()
-            if stream is not None:
-                stream.close()  # ends the log thread if it is still reading
-            self._delete(name)
-        exit_code, signal, timed_out, oom = pod_ending(None if kill.fired.is_set() else pod, timed_out)
-        if oom:
-            notes.append("memory limit reached (cgroup OOM kill)")
-        return RunOutcome(
-            exit_code=exit_code,
-            signal=signal,
-            timed_out=timed_out,
-            oom_killed=oom,
-            wall_seconds=wall,
-            stdout_tail=tail.text(),
-            notes=notes,
-        )
+            self.api.create_namespaced_pod(self.namespace, self.model.from_dict(self.body), field_validation="Strict")
+            self._wait_started()
+            self.stream = self.api.read_namespaced_pod_log(self.name, self.namespace, follow=True,
+                                                           _preload_content=False)
+        # The kubelet interleaves stdout and stderr in one log: it is kept as one tail.
+        return {"output": self.stream.stream(1 << 16)}
 
-    def _wait_started(self, name: str) -> None:
+    def wait(self, seconds: float | None) -> bool:
+        if seconds is None:
+            return True  # killed: deleted, and read as killed (pod_ending)
+        deadline = time.monotonic() + seconds
+        with self._api_errors():
+            self.pod = self._get()
+            while self.pod is not None and _terminated(self.pod) is None \
+                    and getattr(self.pod.status, "phase", None) not in ("Succeeded", "Failed"):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(POLL_SECONDS)
+                self.pod = self._get()
+        return True
+
+    def stop(self) -> None:
+        try:
+            self.api.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=0)
+        except self.api_error:
+            pass  # already gone; else garbage-collected with its owner, the grading pod
+
+    def ending(self, stopped: bool) -> Ending:
+        code, signal, timed_out, oom = pod_ending(None if stopped else self.pod, False)
+        return Ending(code, signal, oom, timed_out)
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()  # ends the log thread if it is still reading
+        self.stop()
+
+    def _wait_started(self) -> None:
         """Until the container runs or ended; a pod that cannot start (pull, scheduling) is the cluster's fault."""
         deadline = time.monotonic() + POD_START_SECONDS
         while time.monotonic() < deadline:
-            pod = self._get(name)
+            pod = self._get()
             if pod is None:
-                raise SandboxError(f"pod {name} vanished before it started")
+                raise SandboxError(f"pod {self.name} vanished before it started")
             for status in _statuses(pod):
                 if status.state.running is not None or status.state.terminated is not None:
                     return
                 waiting = status.state.waiting
                 if waiting is not None and waiting.reason in ("ErrImagePull", "ImagePullBackOff",
                                                               "CreateContainerConfigError", "InvalidImageName"):
-                    raise SandboxError(f"pod {name} cannot start: {waiting.reason}: {waiting.message}")
+                    raise SandboxError(f"pod {self.name} cannot start: {waiting.reason}: {waiting.message}")
             if pod.status is not None and pod.status.phase == "Failed":
                 return
             time.sleep(POLL_SECONDS)
-        raise SandboxError(f"pod {name} did not start within {POD_START_SECONDS} s")
+        raise SandboxError(f"pod {self.name} did not start within {POD_START_SECONDS} s")
 
-    def _get(self, name: str) -> Any:
+    def _get(self) -> Any:
         try:
-            return self.api.read_namespaced_pod(name, self.settings.namespace)
-        except self._api_error as exc:
+            return self.api.read_namespaced_pod(self.name, self.namespace)
+        except self.api_error as exc:
             if getattr(exc, "status", None) == 404:
                 return None
             raise
 
-    def _delete(self, name: str) -> None:
+    @contextmanager
+    def _api_errors(self) -> Iterator[None]:
         try:
-            self.api.delete_namespaced_pod(name, self.settings.namespace, grace_period_seconds=0)
-        except self._api_error:
-            pass  # already gone; else garbage-collected with its owner, the grading pod
+            yield
+        except self.api_error as exc:
+            raise SandboxError(f"Kubernetes API: {exc}") from exc
 
 
 def pod_ending(pod: Any, timed_out: bool) -> tuple[int | None, int | None, bool, bool]:

@@ -1,9 +1,9 @@
 """Removes a grader's sandbox containers and unmounts its io tmpfs mounts when the grader dies, however it
 dies (SIGKILL included).
 
-`watch_this_process()` starts one small process per grader process, in its own session (a kill of the grader's
-process group, as the batch pool does to a worker, does not reach it), reading a pipe whose only write end the
-grader holds. The kernel closes that end when the grader exits, for any reason; the reaper then removes every
+`grader.sandbox.lifeline.watch_this_process()` starts one such process per grader process, in its own session
+(a kill of the grader's process group, as the batch pool does to a worker, does not reach it), reading a pipe
+whose only write end the grader holds. The kernel closes that end when the grader exits, for any reason; the reaper then removes every
 container labelled with the grader's pid on this host (docker_runner.remove_containers_of), then unmounts the
 capped io tmpfs mounts named after its pid (io_cap.release_mounts_of). The `finally` of a run and the sweep at
 start (docker_runner.sweep_leftovers) stay: this covers what they cannot, a SIGKILL.
@@ -13,31 +13,7 @@ start (docker_runner.sweep_leftovers) stay: this covers what they cannot, a SIGK
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
-
-_write_ends: dict[int, int] = {}  # pid -> the pipe's write end (kept open for the life of the process)
-
-
-def watch_this_process() -> None:
-    """Starts this process's reaper, once per process (a forked child gets its own)."""
-    pid = os.getpid()
-    if pid in _write_ends:
-        return
-    read_end, write_end = os.pipe()  # both close-on-exec: no other child inherits the write end
-    try:
-        subprocess.Popen([sys.executable, "-m", "grader.sandbox.reaper", str(pid)], stdin=read_end,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                             [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])})
-    except OSError:
-        os.close(write_end)
-        return  # no reaper: the finally and the sweep at the next start still remove the containers
-    finally:
-        os.close(read_end)
-    _write_ends[pid] = write_end
 
 
 def main(argv: list[str]) -> int:

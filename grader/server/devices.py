@@ -39,6 +39,11 @@ def device_type(name: str | None) -> str:
     return spelled
 
 
+def queue_name(backend: str, device_type: str) -> str:
+    """The queue of a backend's device type: every worker slot of that type consumes it (grader.server.queue)."""
+    return f"grade.{backend}.{device_type}"
+
+
 def grading_device(backend: str, kind: str | None) -> str | None:
     """The --device a grading of device type `kind` uses where no worker slot names one (the reference-seed
     guard on the server): an emulator profile is the type itself; a card is the backend's default one."""

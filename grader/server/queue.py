@@ -54,11 +54,6 @@ app.conf.update(
 _db = None
 
 
-def queue_name(backend: str, device_type: str) -> str:
-    """The queue of a backend's device type (grader.server.devices): every worker slot of that type consumes it."""
-    return f"grade.{backend}.{device_type}"
-
-
 def database():  # noqa: ANN201 - grader.server.db.Database, imported late (the server's and the worker's)
     global _db
     if _db is None:

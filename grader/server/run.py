@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.i18n import _
+from grader.server.devices import queue_name
 from grader.server.queue import (
     ENV_BROKER,
     ENV_DB,
@@ -24,7 +25,6 @@ from grader.server.queue import (
     ENV_SLOT_DEVICE,
     ENV_SLOT_TYPE,
     ENV_WORK,
-    queue_name,
 )
 
 

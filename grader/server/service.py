@@ -31,7 +31,7 @@ from grader.server.db import (
     new_token,
     now,
 )
-from grader.server.devices import DeviceTypeError, device_type, grading_device
+from grader.server.devices import DeviceTypeError, device_type, grading_device, queue_name
 from grader.server.uploads import UploadError, inspect_upload
 
 Enqueue = Callable[[int, str], None]  # (submission id, queue name)
@@ -142,8 +142,6 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
     Refused (nothing stored, no attempt counted) for a bad upload, an unknown or closed assignment, a bad mode
     or device type, an upload after the deadline's late window, one over the hourly rate (429), or a
     submission of this student still in flight (409). One inside the late window is taken and marked late."""
-    from grader.server.queue import queue_name
-
     if mode not in MODES:
         raise Refused(_("unknown mode {mode!r}: one of {modes}").format(mode=mode, modes=", ".join(MODES)))
     try:
@@ -200,8 +198,6 @@ def requeue_stranded(db: Database, enqueue: Enqueue) -> int:
     """Queued submissions whose queue no worker consumes any more (queued before queues were named by device
     type: grade.emu.default, grade.mlu.0) are queued again on their type's queue; returns how many. A copy
     left in the old queue is never taken (and would be counted once if it were: grading.commit_result)."""
-    from grader.server.queue import queue_name
-
     moved = []
     with db.session() as s:
         rows = s.execute(select(Submission, Assignment).join(Assignment, Submission.assignment_pk == Assignment.id)

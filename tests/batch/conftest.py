@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from factories import grade_result
 
 from grader.batch.exports import ClassRow
 from grader.batch.intake import StudentSubmission
@@ -45,13 +46,12 @@ def make_result(student: str, *, verdict: Verdict = Verdict.PASSED, stage_us: fl
                           timing=Timing(source="modelled", median_us=stage_us, min_us=stage_us, max_us=stage_us,
                                         spread=0.0, repeats=5), threshold_us=80.0)]
     score = sum(g.points for g in groups) + sum(s.points for s in stages)
-    return GradeResult(student=Student(id=student, name=student.title()), assignment="matmul",
-                       submission_path=f"/subs/{student}", submission_hash="ab" * 32, backend="emu",
-                       device_profile="mlu370-x8", time_source="modelled", sandbox="docker", verdict=verdict,
-                       message="" if ok else f"{verdict} in a case", score=score, max_score=10, groups=groups,
-                       cases=cases, stages=stages, build=BuildInfo(ok=True, toolchain="cncc-emu 0.1"),
-                       seeds=Seeds(mode="secret", master_digest="0123456789abcdef"),
-                       versions=Versions(grader="0.1.0"))
+    return grade_result(student=Student(id=student, name=student.title()), submission_path=f"/subs/{student}",
+                        submission_hash="ab" * 32, verdict=verdict, message="" if ok else f"{verdict} in a case",
+                        score=score, max_score=10, groups=groups, cases=cases, stages=stages,
+                        build=BuildInfo(ok=True, toolchain="cncc-emu 0.1"),
+                        seeds=Seeds(mode="secret", master_digest="0123456789abcdef"),
+                        versions=Versions(grader="0.1.0"))
 
 
 @pytest.fixture

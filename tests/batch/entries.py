@@ -3,7 +3,7 @@ fault handling (a grader that crashes, hangs or raises must cost one submission,
 
 `quick` stands in for grading where the test is about scheduling, not grading: it returns a result made
 from the submission's `score.txt` and records which process graded it and when. Jobs name them as
-"entries:<name>" (this folder is put on PYTHONPATH).
+"entries:<name>" (this folder and tests/, for factories.py, are put on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import signal
 import time
 from pathlib import Path
 
+from factories import grade_result
+
 from grader.batch.jobs import GradeJob
-from grader.results import GradeResult, Seeds, Verdict, Versions
+from grader.results import GradeResult, Seeds, Verdict
 
 
 def crash(job: GradeJob, work_dir: Path) -> GradeResult:  # noqa: ARG001
@@ -42,11 +44,10 @@ def quick(job: GradeJob, work_dir: Path) -> GradeResult:
     with open(os.environ["BATCH_TEST_LOG"], "a") as fh:  # who graded what, when: for the scheduling tests
         fh.write(json.dumps({"submission": submission.name, "pid": os.getpid(), "start": started,
                              "end": time.time(), "device": job.device}) + "\n")
-    return GradeResult(assignment=job.assignment, submission_path=str(submission),
-                       submission_hash="", backend=job.backend, device_profile=job.device or "",
-                       time_source="modelled", sandbox="docker",
-                       verdict=Verdict.PASSED if score >= 10 else Verdict.WRONG_ANSWER, score=score, max_score=10,
-                       seeds=Seeds(mode=job.seed_mode, master_digest="x"), versions=Versions(grader="test"))
+    return grade_result(assignment=job.assignment, submission_path=str(submission), submission_hash="",
+                        backend=job.backend, device_profile=job.device or "",
+                        verdict=Verdict.PASSED if score >= 10 else Verdict.WRONG_ANSWER, score=score, max_score=10,
+                        seeds=Seeds(mode=job.seed_mode, master_digest="x"))
 
 
 def nosy(job: GradeJob, work_dir: Path) -> GradeResult:

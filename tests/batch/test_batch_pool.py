@@ -18,7 +18,7 @@ from grader.results import Verdict
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
     log = tmp_path / "graded.jsonl"
     log.touch()
     monkeypatch.setenv("BATCH_TEST_LOG", str(log))

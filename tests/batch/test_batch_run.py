@@ -26,7 +26,7 @@ ASSIGNMENT_TITLE = "MatMul on the MLU: from scalar loops to a pipelined multi-co
 
 @pytest.fixture
 def quick_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
     log = tmp_path / "graded.jsonl"
     log.touch()
     monkeypatch.setenv("BATCH_TEST_LOG", str(log))

@@ -345,7 +345,7 @@ def test_batch_writes_similarity_csv_and_the_dashboard_section(tmp_path, monkeyp
 
     from grader.orchestration.batch import BatchError, run_batch
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("BATCH_TEST_LOG", str(tmp_path / "graded.jsonl"))
     subs_all, handout = klass
     subs = tmp_path / "subs"
@@ -381,7 +381,8 @@ def test_shares_are_the_same_in_every_process(klass, report):
 
     subs, handout = klass
     script = (
-        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import test_similarity as t;"
+        "import json, sys; from pathlib import Path; sys.path[:0] = [sys.argv[1], str(Path(sys.argv[1]).parent)];"
+        "import test_similarity as t;"
         "from grader.batch.similarity import compare_submissions, SimilaritySettings;"
         "r = compare_submissions(t.members(Path(sys.argv[2])), [Path(sys.argv[3])], SimilaritySettings(threshold=0.6));"
         "print(json.dumps([[p.a, p.b, round(p.share_a, 6), round(p.share_b, 6)] for p in r.pairs]))")

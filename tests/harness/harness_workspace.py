@@ -6,6 +6,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import factories
 import numpy as np
 from bang_harness.toolchains import StepOutcome, Toolchain
 
@@ -62,11 +63,8 @@ def counts(x):
 
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
+    """factories.write_tree of the texts dedented (they are written indented in the tests)."""
+    return factories.write_tree(root, {name: textwrap.dedent(text) for name, text in files.items()})
 
 
 class HostOnlyToolchain(Toolchain):

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from factories import grade_result
+
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -308,7 +310,7 @@ def _base(**kw: object) -> dict[str, object]:
 
 def passing_matmul() -> GradeResult:
     cases = _matmul_cases(tail_broken=False)
-    return GradeResult(
+    return grade_result(
         **_base(
             verdict=Verdict.PASSED,
             message="All 12 cases pass and all six stages reach full marks.",
@@ -334,13 +336,13 @@ def passing_matmul() -> GradeResult:
             ],
             cases=cases,
             stages=matmul_stages(),
-        )  # type: ignore[arg-type]
+        )
     )
 
 
 def failing_matmul() -> GradeResult:
     cases = _matmul_cases(tail_broken=True)
-    return GradeResult(
+    return grade_result(
         **_base(
             verdict=Verdict.WRONG_ANSWER,
             message="2 tail cases of matmul_multicore are wrong.",
@@ -352,7 +354,7 @@ def failing_matmul() -> GradeResult:
             ],
             cases=cases,
             stages=matmul_stages(multicore_ok=False),
-        )  # type: ignore[arg-type]
+        )
     )
 
 
@@ -393,7 +395,7 @@ def compile_error(submission_dir: Path | None = None) -> GradeResult:
     if submission_dir is not None:
         (submission_dir / "mlu").mkdir(parents=True, exist_ok=True)
         (submission_dir / "mlu" / "matmul.mlu").write_text(MATMUL_SOURCE)
-    return GradeResult(
+    return grade_result(
         **_base(
             verdict=Verdict.COMPILE_ERROR,
             message="The submission did not compile.",
@@ -406,7 +408,7 @@ def compile_error(submission_dir: Path | None = None) -> GradeResult:
                 compiler_output=COMPILE_LOG,
                 duration_seconds=2.3,
             ),
-        )  # type: ignore[arg-type]
+        )
     )
 
 
@@ -455,7 +457,7 @@ def runtime_error() -> GradeResult:
             diagnostics=[_oob()],
         ),
     ]
-    return GradeResult(
+    return grade_result(
         **_sigmoid_base(
             verdict=Verdict.RUNTIME_ERROR,
             message="The emulator stopped a kernel that wrote out of bounds.",
@@ -502,12 +504,12 @@ def runtime_error() -> GradeResult:
                     ),
                 )
             ],
-        )  # type: ignore[arg-type]
+        )
     )
 
 
 def timeout() -> GradeResult:
-    return GradeResult(
+    return grade_result(
         **_sigmoid_base(
             verdict=Verdict.TIMEOUT,
             message="The run phase exceeded its 120 s limit and was stopped.",
@@ -529,7 +531,7 @@ def timeout() -> GradeResult:
                     message="stopped after 120 s",
                 ),
             ],
-        )  # type: ignore[arg-type]
+        )
     )
 
 
@@ -589,7 +591,7 @@ def slow_sigmoid() -> GradeResult:
             diff3=8.3e-4,
         ),
     ]
-    return GradeResult(
+    return grade_result(
         **_sigmoid_base(
             verdict=Verdict.TOO_SLOW,
             message="Correct on every case; the vector stage is slower than its threshold.",
@@ -601,7 +603,7 @@ def slow_sigmoid() -> GradeResult:
             ],
             cases=cases,
             stages=[stage],
-        )  # type: ignore[arg-type]
+        )
     )
 
 
@@ -625,5 +627,5 @@ def saturated_sigmoid(expected: float = 2.06115e-09) -> GradeResult:
         _case("n64", "aligned", "sigmoid", {"x": [64]}),
         _case("n65", "tail", "sigmoid", {"x": [65]}),
     ]
-    return GradeResult(**_sigmoid_base(verdict=Verdict.WRONG_ANSWER, score=66.67, max_score=100, cases=cases,
-                                       stages=[]))  # type: ignore[arg-type]
+    return grade_result(**_sigmoid_base(verdict=Verdict.WRONG_ANSWER, score=66.67, max_score=100, cases=cases,
+                                        stages=[]))

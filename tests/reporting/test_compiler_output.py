@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.reporting.compiler_output import parse_compiler_output, student_errors, submission_relative
+from grader.reporting.compiler_output import parse_compiler_output, student_errors
+from grader.reporting.submission_files import submission_relative
 
 from . import samples
 

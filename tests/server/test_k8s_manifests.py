@@ -92,8 +92,7 @@ def test_server_and_workers_run_grade_serve_as_the_code_expects() -> None:
     from grader.backends.mlu import MLU_RESOURCE
     from grader.batch.distributed import SERVICE_ACCOUNT
     from grader.sandbox import pod_runner
-    from grader.server.devices import device_type
-    from grader.server.queue import queue_name
+    from grader.server.devices import device_type, queue_name
 
     known = serve_options()
     runner_env = {pod_runner.ENV_NAMESPACE, pod_runner.ENV_OWNER_NAME, pod_runner.ENV_OWNER_UID,
