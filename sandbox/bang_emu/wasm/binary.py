@@ -98,29 +98,22 @@ class Reader:
         self.pos += n
         return b
 
-    def u(self) -> int:
+    def _leb(self, signed: bool) -> int:
         result = shift = 0
         while True:
             b = self.byte()
             result |= (b & 0x7F) << shift
             shift += 7
             if not b & 0x80:
-                return result
+                return result - (1 << shift) if signed and b & 0x40 else result
             if shift > 70:
                 raise WasmError("LEB128 too long")
 
+    def u(self) -> int:
+        return self._leb(False)
+
     def s(self) -> int:
-        result = shift = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                if b & 0x40:
-                    result -= 1 << shift
-                return result
-            if shift > 70:
-                raise WasmError("LEB128 too long")
+        return self._leb(True)
 
     def name(self) -> str:
         raw = self.bytes(self.u())

@@ -169,8 +169,11 @@ def devlibc() -> Path:
 
 # ------------------------------------------------------------------------------------------------ compile, link
 def _compile_flags(archs: list[str]) -> list[str]:
-    return [*CXXFLAGS, *driver._arch_macros(archs), "-isystem", str(INCLUDE_DIR), "-isystem", str(LIBCXX_INCLUDE),
-            "-isystem", str(CLANG_RESOURCE_INCLUDE), "-isystem", str(WASI_INCLUDE)]
+    """clang-19's flags for device code: CXXFLAGS, the macros cncc predefines (the architecture's from the driver,
+    one source), and the include dirs in order: the wasm bang.h, libc++, clang's own, wasi-libc's (system headers:
+    the rewriter's refusals do not apply to them)."""
+    return [*CXXFLAGS, "-D__BANG__=1", "-D__MLU__=1", *driver._arch_macros(archs),
+            *(a for d in (INCLUDE_DIR, LIBCXX_INCLUDE, CLANG_RESOURCE_INCLUDE, WASI_INCLUDE) for a in ("-isystem", str(d)))]
 
 
 _ONCHIP_RECORD = re.compile(r'__asm__ __volatile__\("\.pushsection ' + re.escape(rw.ONCHIP_SECTION))
@@ -271,14 +274,23 @@ def allowed_imports() -> dict[str, wb.FuncType]:
     return sigs
 
 
-def check_layout(module: bytes) -> None:
-    """The module's data (and core 0's stack before it) must end below the on-chip arenas."""
-    for start, size in wb.Module.parse(module).data_segments():
-        if start is None:
-            raise WasmBuildError("the device module has a data segment without a constant address")
-        if start + size > layout.ONCHIP_BASE:
-            raise WasmBuildError(f"the device module's data ({start + size} bytes with the stack) does not fit below "
-                                 f"the on-chip arenas at {layout.ONCHIP_BASE} bytes")
+def check_layout(module: bytes) -> int:
+    """The end of the module's static data (core 0's stack, then data and zero-initialised data: wasm-ld's
+    `__heap_base`), which must lie below the on-chip arenas (WasmBuildError otherwise)."""
+    mod = wb.Module.parse(module)
+    n_imported = sum(1 for i in mod.imports() if i.kind == wb.KIND_GLOBAL)
+    heap_base = next((e.index for e in mod.exports() if e.name == "__heap_base" and e.kind == wb.KIND_GLOBAL), None)
+    init = wb.Reader(mod.globals()[heap_base - n_imported][2]) if heap_base is not None else None
+    if init is None or init.byte() != wb.I32_CONST:
+        raise WasmBuildError("internal: the device module does not export __heap_base as a constant")
+    end = init.s()
+    ends = [start + size for start, size in mod.data_segments() if start is not None]
+    if end < max(ends, default=0) or any(start is None for start, _ in mod.data_segments()):
+        raise WasmBuildError("internal: the device module's data segments are not below __heap_base")
+    if end > layout.ONCHIP_BASE:
+        raise WasmBuildError(f"the device module's static data ({end} bytes with the stack) does not fit below the "
+                             f"on-chip arenas at {layout.ONCHIP_BASE} bytes")
+    return end
 
 
 def build(sources: list[Path], includes: list[Path] | None = None, archs: list[str] | None = None) -> BuildResult:

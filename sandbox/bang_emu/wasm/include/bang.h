@@ -20,12 +20,7 @@
 #endif
 #include "cnrt.h" /* host API types (cnrtQueue_t, cnrtDim3_t): host entries compile, the link drops them */
 
-#ifndef __BANG__
-#define __BANG__ 1
-#endif
-#ifndef __MLU__
-#define __MLU__ 1
-#endif
+/* __BANG__, __MLU__ and the architecture's macros come from the compile line (build.py), as cncc predefines them */
 #define __mlu_const__
 #ifdef BANG_WASM_REWRITE
 /* preprocessing for the rewriter (bang_emu.rewrite, as cncc-emu does): the keywords stay. Kernels are kept and
