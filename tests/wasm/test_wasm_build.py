@@ -85,6 +85,9 @@ def test_reference_kernels_import_only_memory_and_builtins(built, tmp_path):
     assert mm.imports == []  # scalar code only: no builtin
     assert len(mm.kernels) == 2 and all("matmul_scalar_gdram_kernel" in k for k in mm.kernels)
     assert built["matmul_nram"].imports == ["float2half_rn", "memcpy_strided", "onchip_alloc"]
+    # the host entries that held the launches are not in the modules at all (the name section would carry them)
+    assert b"sigmoid_vector_entry" not in sig.wasm and b"matmul_scalar_gdram_entry" not in mm.wasm
+    assert b"sigmoid_vector_kernel" in sig.wasm
     for name, result in built.items():
         module = wb.Module.parse(result.wasm)
         assert {(i.module, i.name) for i in module.imports()} <= {("env", "memory")} | {("bang", n) for n in allowed}
