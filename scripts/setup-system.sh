@@ -33,6 +33,12 @@ wanted+=("redis-server:redis-server")
 # postgresql: the server tests' PostgreSQL path (a cluster of their own, started with initdb/pg_ctl in a temp dir)
 [ "$with_tests" = 1 ] && wanted+=("chromium:chromium" "fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
                                   "clang-19:clang++-19" "postgresql:/usr/lib/postgresql")
+# the WebAssembly build of device code (sandbox/bang_emu/wasm, tests/wasm; bang_emu.wasm.build.REQUIRED): wasm-ld,
+# llvm-ar/nm, the wasi libc and libc++ headers, compiler-rt's wasm32 builtins; wabt: wasm-validate and wasm2c
+[ "$with_tests" = 1 ] && wanted+=("lld-19:wasm-ld-19" "llvm-19:llvm-ar-19" "wasi-libc:/usr/lib/wasm32-wasi/libc.a"
+                                  "libc++-19-dev-wasm32:/usr/include/wasm32-wasi/c++/v1/type_traits"
+                                  "libclang-rt-19-dev-wasm32:/usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a"
+                                  "wabt:wasm2c")
 for pkg_cmd in "${wanted[@]}"; do
   probe="${pkg_cmd#*:}"
   if [ "${probe#/}" != "$probe" ]; then [ -e "$probe" ] || need+=("${pkg_cmd%%:*}")

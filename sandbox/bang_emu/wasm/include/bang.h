@@ -1,0 +1,191 @@
+/* bang.h, wasm flavour (bang_emu/wasm, issue 37). Device code compiled by clang-19 for wasm32: every builtin, the
+ * task variables and the on-chip allocator are *imports* of module "bang", host functions outside the kernel's
+ * linear memory. Pointers are 32-bit offsets into that memory; the host checks every operand range.
+ *
+ * Each import is declared once, with BANG_IMPORT("name"): the import check (imports.py) takes its allow-list and
+ * the signature of each name from a probe module built from this header, so this file is the one list.
+ *
+ * Covered (a start): what the reference kernels' sigmoid and matmul stages use -- __memcpy/__memcpy_async (plain,
+ * strided, two-level strided), __sync_io/_compute/_cluster/_all and __sync, task variables, __is_ipu/__is_mpu,
+ * __bang_write_zero, __bang_add, __bang_active_sigmoid (float, half), __bang_float2half_rn, __bang_matmul
+ * (float and half operands, float result), __bang_transpose, and the `half` type. Not yet: the rest of
+ * device.h/libdevice.h/vector_regs.h, bfloat16_t, printf, file-scope on-chip arrays (the rewriter refuses them). */
+#ifndef BANG_WASM_BANG_H_
+#define BANG_WASM_BANG_H_
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+#include <type_traits>
+#include <utility>
+#endif
+#include "cnrt.h" /* host API types (cnrtQueue_t, cnrtDim3_t): host entries compile, the link drops them */
+
+/* __BANG__, __MLU__ and the architecture's macros come from the compile line (build.py), as cncc predefines them */
+#define __mlu_const__
+#ifdef BANG_WASM_REWRITE
+/* preprocessing for the rewriter (bang_emu.rewrite, as cncc-emu does): the keywords stay. Kernels are kept and
+ * exported under their (mangled) names: device code is compiled -fvisibility=hidden and linked --export-dynamic,
+ * so they are the module's only function exports. */
+#define __nram__ __nram__
+#define __wram__ __wram__
+#define __mlu_shared__ __mlu_shared__
+#define __mlu_global__ __mlu_global__ __attribute__((used, noinline, visibility("default")))
+#define __mlu_entry__ __mlu_entry__ __attribute__((used, noinline, visibility("default")))
+#define __mlu_func__ __mlu_func__
+#define __mlu_vector__ __mlu_vector__
+#define __mlu_device__ __mlu_device__
+#define __mlu_host__ __mlu_host__
+#else
+#define __nram__
+#define __wram__
+#define __mlu_shared__
+#define __mlu_global__ __attribute__((used, noinline, visibility("default")))
+#define __mlu_entry__ __attribute__((used, noinline, visibility("default")))
+#define __mlu_func__ inline
+#define __mlu_vector__ inline
+#define __mlu_device__
+#define __mlu_host__
+#endif
+
+/* clang-19 has no _Float16 on wasm32 ("not supported on this target") and __fp16 cannot be a parameter or return
+ * type. g++ 12 on x86-64 rounds _Float16 arithmetic to half after every operation, so a class that computes each
+ * operation in float and rounds its result reproduces it (conversions from compiler-rt). */
+#ifdef __cplusplus
+extern "C" float __extendhfsf2(unsigned short);
+extern "C" unsigned short __truncsfhf2(float);
+struct half {
+  unsigned short bits;
+  half() = default;
+  half(float f) : bits(__truncsfhf2(f)) {}
+  half(double f) : bits(__truncsfhf2((float)f)) {}
+  half(int i) : bits(__truncsfhf2((float)i)) {}
+  operator float() const { return __extendhfsf2(bits); }
+  half &operator+=(half o) { return *this = half(float(*this) + float(o)); }
+  half &operator-=(half o) { return *this = half(float(*this) - float(o)); }
+  half &operator*=(half o) { return *this = half(float(*this) * float(o)); }
+  half &operator/=(half o) { return *this = half(float(*this) / float(o)); }
+};
+inline half operator+(half a, half b) { return half(float(a) + float(b)); }
+inline half operator-(half a, half b) { return half(float(a) - float(b)); }
+inline half operator*(half a, half b) { return half(float(a) * float(b)); }
+inline half operator/(half a, half b) { return half(float(a) / float(b)); }
+#else
+typedef unsigned short half;
+#endif
+
+/* the native header's directions, in its order (bang_emu/include/bang_emu/device.h: the host decodes them) */
+typedef enum {
+  GDRAM2NRAM = 0, NRAM2GDRAM, LDRAM2NRAM, NRAM2LDRAM, GDRAM2WRAM, WRAM2GDRAM, LDRAM2WRAM, WRAM2LDRAM, NRAM2NRAM,
+  NRAM2WRAM, WRAM2NRAM, GDRAM2SRAM, SRAM2GDRAM, LDRAM2SRAM, SRAM2LDRAM, SRAM2NRAM, NRAM2SRAM, SRAM2WRAM, WRAM2SRAM,
+  SRAM2SRAM, GDRAM2GDRAM, GDRAM2LDRAM, LDRAM2GDRAM, LDRAM2LDRAM
+} mluMemcpyDirection_t;
+
+#define BANG_IMPORT(name) __attribute__((import_module("bang"), import_name(name)))
+#ifdef __cplusplus
+extern "C" {
+#endif
+BANG_IMPORT("task_var") int __bang_wasm_task_var(int which);
+/* the on-chip array `tag` (its "name@file:line", as the native rewriter names it) of this core or cluster */
+BANG_IMPORT("onchip_alloc") void *__bang_wasm_onchip_alloc(int space, size_t bytes, const char *tag);
+BANG_IMPORT("memcpy") void __bang_wasm_memcpy(void *dst, const void *src, int size, int dir, int async);
+BANG_IMPORT("memcpy_strided") void __bang_wasm_memcpy_strided(void *dst, const void *src, int size, int dir,
+                                                              int dst_stride, int src_stride, int segnum, int async);
+BANG_IMPORT("memcpy_strided2") void __bang_wasm_memcpy_strided2(void *dst, const void *src, int size, int dir,
+                                                                int dst_stride0, int src_stride0, int segnum0,
+                                                                int dst_stride1, int src_stride1, int segnum1,
+                                                                int async);
+BANG_IMPORT("sync") void __bang_wasm_sync(int which); /* 0 this core's queues, 1 the cluster, 2 every core */
+BANG_IMPORT("write_zero") void __bang_wasm_write_zero(void *dst, int bytes);
+BANG_IMPORT("add_f32") void __bang_wasm_add_f32(float *dst, const float *a, const float *b, int n);
+BANG_IMPORT("add_f16") void __bang_wasm_add_f16(half *dst, const half *a, const half *b, int n);
+BANG_IMPORT("active_sigmoid_f32") void __bang_wasm_active_sigmoid_f32(float *dst, const float *src, int n);
+BANG_IMPORT("active_sigmoid_f16") void __bang_wasm_active_sigmoid_f16(half *dst, const half *src, int n);
+BANG_IMPORT("float2half_rn") void __bang_wasm_float2half_rn(half *dst, const float *src, int n);
+BANG_IMPORT("matmul_f32") void __bang_wasm_matmul_f32(float *dst, const float *lhs, const float *rhs, int M, int K,
+                                                      int N);
+BANG_IMPORT("matmul_f16") void __bang_wasm_matmul_f16(float *dst, const half *lhs, const half *rhs, int M, int K,
+                                                      int N);
+BANG_IMPORT("transpose") void __bang_wasm_transpose(void *dst, const void *src, int height, int width,
+                                                    int elem_bytes);
+#ifdef __cplusplus
+}
+#endif
+
+/* task variables: the host owns them (a kernel cannot change what another core sees) */
+#define taskIdX (__bang_wasm_task_var(0))
+#define taskIdY (__bang_wasm_task_var(1))
+#define taskIdZ (__bang_wasm_task_var(2))
+#define taskDimX (__bang_wasm_task_var(3))
+#define taskDimY (__bang_wasm_task_var(4))
+#define taskDimZ (__bang_wasm_task_var(5))
+#define taskId (__bang_wasm_task_var(6))
+#define taskDim (__bang_wasm_task_var(7))
+#define coreId (__bang_wasm_task_var(8))
+#define coreDim (__bang_wasm_task_var(9))
+#define clusterId (__bang_wasm_task_var(10))
+#define clusterDim (__bang_wasm_task_var(11))
+
+#ifdef __cplusplus
+inline bool __is_ipu() { return coreId != 0x80; }
+inline bool __is_mpu() { return coreId == 0x80; }
+inline void __memcpy(void *d, const void *s, int n, mluMemcpyDirection_t dir) { __bang_wasm_memcpy(d, s, n, dir, 0); }
+inline void __memcpy_async(void *d, const void *s, int n, mluMemcpyDirection_t dir) {
+  __bang_wasm_memcpy(d, s, n, dir, 1);
+}
+inline void __memcpy(void *d, const void *s, int n, mluMemcpyDirection_t dir, int ds, int ss, int seg) {
+  __bang_wasm_memcpy_strided(d, s, n, dir, ds, ss, seg, 0);
+}
+inline void __memcpy_async(void *d, const void *s, int n, mluMemcpyDirection_t dir, int ds, int ss, int seg) {
+  __bang_wasm_memcpy_strided(d, s, n, dir, ds, ss, seg, 1);
+}
+inline void __memcpy(void *d, const void *s, int n, mluMemcpyDirection_t dir, int ds0, int ss0, int seg0, int ds1,
+                     int ss1, int seg1) {
+  __bang_wasm_memcpy_strided2(d, s, n, dir, ds0, ss0, seg0, ds1, ss1, seg1, 0);
+}
+inline void __memcpy_async(void *d, const void *s, int n, mluMemcpyDirection_t dir, int ds0, int ss0, int seg0,
+                           int ds1, int ss1, int seg1) {
+  __bang_wasm_memcpy_strided2(d, s, n, dir, ds0, ss0, seg0, ds1, ss1, seg1, 1);
+}
+inline void __sync() { __bang_wasm_sync(0); }
+inline void __sync_io() { __bang_wasm_sync(0); }
+inline void __sync_compute() { __bang_wasm_sync(0); }
+inline void __sync_cluster() { __bang_wasm_sync(1); }
+inline void __sync_all() { __bang_wasm_sync(2); }
+template <class T>
+inline void __bang_write_zero(T *d, int n) { __bang_wasm_write_zero(d, n * (int)sizeof(T)); }
+template <class T>
+inline void __bang_transpose(T *d, const T *s, int h, int w) { __bang_wasm_transpose(d, s, h, w, (int)sizeof(T)); }
+inline void __bang_add(float *d, const float *a, const float *b, int n) { __bang_wasm_add_f32(d, a, b, n); }
+inline void __bang_add(half *d, const half *a, const half *b, int n) { __bang_wasm_add_f16(d, a, b, n); }
+inline void __bang_active_sigmoid(float *d, const float *s, int n) { __bang_wasm_active_sigmoid_f32(d, s, n); }
+inline void __bang_active_sigmoid(half *d, const half *s, int n) { __bang_wasm_active_sigmoid_f16(d, s, n); }
+inline void __bang_float2half_rn(half *d, const float *s, int n) { __bang_wasm_float2half_rn(d, s, n); }
+inline void __bang_matmul(float *d, const float *l, const float *r, int M, int K, int N) {
+  __bang_wasm_matmul_f32(d, l, r, M, K, N);
+}
+inline void __bang_matmul(float *d, const half *l, const half *r, int M, int K, int N) {
+  __bang_wasm_matmul_f16(d, l, r, M, K, N);
+}
+
+/* What the shared rewriter (bang_emu/rewrite.py) writes into device code, given its wasm meaning. */
+namespace bang_emu {
+/* on-chip declarations: a reference into this core's (or cluster's) arena, fetched at each call */
+inline void *onchip_alloc(int space, size_t bytes, const char *tag) { return __bang_wasm_onchip_alloc(space, bytes, tag); }
+/* launch sites: the call instantiates the kernel (templates); the host function holding it is not exported, so
+ * the link drops it. The replay's per-site invokers (the journal's argument bytes) come next. */
+template <unsigned long long FileHash, int Line, int Index>
+struct SiteTag {};
+template <class Tag = void, class D, class T, class F, class... A>
+void launch_cfg(const char *, const char *, int, D, T, cnrtQueue_t, F fn, A &&...args) {
+  fn(args...);
+}
+template <class Tag = void, class D, class T, class F, class... A>
+void launch_cfg2(const char *, const char *, int, D, T, F fn, A &&...args) {
+  fn(args...);
+}
+}  // namespace bang_emu
+/* va_start/va_arg/va_copy: the native module checks the va_list's store first; in wasm it is the kernel's own
+ * memory like any other, so nothing to check */
+extern "C" inline void bang_emu_va_touch(void *, size_t) {}
+#endif
+#endif

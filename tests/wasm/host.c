@@ -1,0 +1,125 @@
+/* Test host (wasm2c + gcc) for tests/wasm: runs one exported float kernel of a counted device module and prints
+ * its result check and the module's six counters. Built by test_wasm_build.py with -DKERNEL=<the wasm2c name of the
+ * kernel's export>, -DGDRAM_BASE/-DONCHIP_BASE (layout.py), -DWITH_BANG when the module imports builtins and
+ * -DMATMUL for a matmul kernel (a, b, c, M, K, N), else a sigmoid kernel (x, y, count).
+ * The few builtins here are the least a reference kernel needs (plain copies, sigmoid, on-chip arrays), with no
+ * cost model: the replay's host is the next piece. Arguments: M K N (matmul) or N (sigmoid). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "wasm-rt-impl.h"
+
+struct Z_env_instance_t { int unused; };
+static wasm_rt_memory_t g_memory;
+static uint64_t g_end; /* the memory's size in bytes */
+wasm_rt_memory_t *Z_envZ_memory(struct Z_env_instance_t *env) { (void)env; return &g_memory; }
+
+#ifdef WITH_BANG
+#define ARENA (1024u * 1024u) /* per space: NRAM, WRAM, SRAM from ONCHIP_BASE */
+struct Z_bang_instance_t { u32 tag[64], off[64], used[3]; int n; };
+static void kernel_error(const char *what) {
+  fprintf(stderr, "kernel error: %s\n", what);
+  wasm_rt_trap(WASM_RT_TRAP_UNREACHABLE);
+}
+static u8 *operand(u32 off, uint64_t n) {
+  if ((uint64_t)off + n > g_end) kernel_error("operand out of the memory");
+  return g_memory.data + off;
+}
+u32 Z_bangZ_task_var(struct Z_bang_instance_t *b, u32 which) {
+  (void)b;
+  return which == 3 || which == 4 || which == 5 || which == 7 || which == 9 || which == 11; /* dims 1, ids 0 */
+}
+u32 Z_bangZ_onchip_alloc(struct Z_bang_instance_t *b, u32 space, u32 bytes, u32 tag) {
+  if (space < 2 || space > 4) kernel_error("on-chip space");
+  for (int i = 0; i < b->n; i++)
+    if (b->tag[i] == tag) return b->off[i];
+  u32 at = (b->used[space - 2] + 127u) & ~127u;
+  if (b->n == 64 || (uint64_t)at + bytes > ARENA) kernel_error("on-chip arrays exceed the space");
+  b->used[space - 2] = at + bytes;
+  b->tag[b->n] = tag;
+  b->off[b->n] = ONCHIP_BASE + (space - 2) * ARENA + at;
+  return b->off[b->n++];
+}
+void Z_bangZ_memcpy(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 size, u32 dir, u32 async) {
+  (void)b, (void)dir, (void)async;
+  memmove(operand(dst, size), operand(src, size), size);
+}
+void Z_bangZ_memcpy_strided(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 size, u32 dir, u32 dst_stride,
+                            u32 src_stride, u32 segnum, u32 async) {
+  for (uint64_t i = 0; i <= segnum; i++)
+    Z_bangZ_memcpy(b, (u32)(dst + i * (int32_t)dst_stride), (u32)(src + i * (int32_t)src_stride), size, dir, async);
+}
+void Z_bangZ_active_sigmoid_f32(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 n) {
+  (void)b;
+  float *d = (float *)operand(dst, 4ull * n), *s = (float *)operand(src, 4ull * n);
+  for (u32 i = 0; i < n; i++) d[i] = 1.0f / (1.0f + expf(-s[i]));
+}
+void Z_bangZ_active_sigmoid_f16(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 n) {
+  (void)b, (void)dst, (void)src, (void)n;
+  kernel_error("half builtins are not in the test host");
+}
+void Z_bangZ_float2half_rn(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 n) {
+  Z_bangZ_active_sigmoid_f16(b, dst, src, n);
+}
+#endif
+
+int main(int argc, char **argv) {
+#ifdef MATMUL
+  const int matmul = 1;
+  if (argc != 4) return 2;
+  const unsigned M = atoi(argv[1]), K = atoi(argv[2]), N = atoi(argv[3]);
+#else
+  const int matmul = 0;
+  if (argc != 2) return 2;
+  const unsigned M = atoi(argv[1]), K = 0, N = 0;
+#endif
+  const unsigned A = GDRAM_BASE, B = A + 4 * (matmul ? M * K : M), C = B + 4 * (matmul ? K * N : M);
+  g_end = ((uint64_t)C + 4ull * M * N + 65535) / 65536 * 65536;
+  wasm_rt_init();
+  wasm_rt_allocate_memory(&g_memory, g_end / 65536, 65536);
+  Z_device_init_module();
+  static Z_device_instance_t inst;
+  struct Z_env_instance_t env;
+#ifdef WITH_BANG
+  static struct Z_bang_instance_t bang;
+  Z_device_instantiate(&inst, &bang, &env);
+#else
+  Z_device_instantiate(&inst, &env);
+#endif
+  float *a = (float *)(g_memory.data + A), *b = (float *)(g_memory.data + B), *c = (float *)(g_memory.data + C);
+  for (unsigned i = 0; i < (matmul ? M * K : M); i++) a[i] = (float)((int)(i % 17) - 8) / 4.0f;
+  for (unsigned i = 0; i < K * N; i++) b[i] = (float)((int)(i % 13) - 6) / 8.0f;
+  wasm_rt_trap_t trap = wasm_rt_impl_try();
+  if (trap != WASM_RT_TRAP_NONE) {
+    printf("trap %d\n", (int)trap);
+    return 3;
+  }
+  double worst = 0;
+#ifdef MATMUL
+  {
+    KERNEL(&inst, A, B, C, M, K, N);
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned j = 0; j < N; j++) {
+        double s = 0;
+        for (unsigned k = 0; k < K; k++) s += (double)a[i * K + k] * b[k * N + j];
+        worst = fmax(worst, fabs(s - c[i * N + j]));
+      }
+  }
+#else
+  KERNEL(&inst, A, B, (u64)M);
+  for (unsigned i = 0; i < M; i++) worst = fmax(worst, fabs(1.0 / (1.0 + exp(-(double)a[i])) - b[i]));
+#endif
+  printf("max_abs_err %g\n", worst);
+  printf("load_gdram %llu load_onchip %llu load_other %llu store_gdram %llu store_onchip %llu store_other %llu\n",
+         (unsigned long long)*Z_deviceZ_bang_count_load_gdram(&inst),
+         (unsigned long long)*Z_deviceZ_bang_count_load_onchip(&inst),
+         (unsigned long long)*Z_deviceZ_bang_count_load_other(&inst),
+         (unsigned long long)*Z_deviceZ_bang_count_store_gdram(&inst),
+         (unsigned long long)*Z_deviceZ_bang_count_store_onchip(&inst),
+         (unsigned long long)*Z_deviceZ_bang_count_store_other(&inst));
+  Z_device_free(&inst);
+  return 0;
+}
