@@ -291,7 +291,7 @@ def serve(
                                                      "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
 ) -> None:
     """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
-    from grader.orchestration.batch import BatchError
+    from grader.drivers.batch import BatchError
     from grader.server.db import Database, migrate, sqlite_url
     from grader.server.devices import DeviceTypeError
     from grader.server.run import BrokerUnavailable, start_slots
@@ -531,9 +531,9 @@ def batch(
                                                                 "(a grader.batch.jobs.GradeFn)")] = None,
     lang: LangOpt = None,
 ) -> None:
-    """Grade a whole class, resumably (see grader.orchestration.batch)."""
+    """Grade a whole class, resumably (see grader.drivers.batch)."""
     from grader.batch.similarity import SimilarityOptions
-    from grader.orchestration.batch import GRADE_ENTRY, BatchError, BatchInterrupted, run_batch
+    from grader.drivers.batch import GRADE_ENTRY, BatchError, BatchInterrupted, run_batch
 
     console = Console()
     try:
@@ -577,8 +577,8 @@ def calibrate(
     build_cache: Annotated[Path | None, typer.Option()] = None,
 ) -> None:
     """Time the reference kernels and write assignments/<name>/thresholds/<backend>-<device>.toml."""
-    from grader.orchestration.calibrate import CalibrationError
-    from grader.orchestration.calibrate import calibrate as run_calibration
+    from grader.drivers.calibrate import CalibrationError
+    from grader.drivers.calibrate import calibrate as run_calibration
 
     console = Console(highlight=False)
     options = GradeOptions(backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]

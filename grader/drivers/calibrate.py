@@ -16,9 +16,7 @@ from grader.orchestration.pipeline import grade_submission
 from grader.programs.spec import is_programs_assignment, load_programs
 from grader.results import GradeResult
 from grader.scoring.thresholds import StageThreshold, compute_thresholds, load_thresholds, write_thresholds
-from grader.spec import load_assignment
-
-REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "reference_kernels"
+from grader.spec import REFERENCE_ROOT, load_assignment
 
 
 class CalibrationError(Exception):
