@@ -432,11 +432,12 @@ def _check_assignment(name: str | None) -> None:
     """An assignment that does not exist is the command line's mistake, not the grader's."""
     if name is None:
         return
-    from grader.programs.spec import is_programs_assignment
+    from grader.orchestration.kinds import kind_named
+    from grader.orchestration.pipeline import KINDS
     from grader.spec import SpecError
     from grader.spec.loader import assignment_dir
 
-    if is_programs_assignment(name):
+    if kind_named(KINDS, name) is not None:
         return
     try:
         assignment_dir(name)
