@@ -34,8 +34,8 @@ from pathlib import Path
 from bang_harness.toolchains import GXX_ONLY_ENV
 
 from grader.batch.pool import FRESH_WORKERS_ENV
+from grader.drivers.batch import device_slots, run_batch
 from grader.orchestration import object_cache
-from grader.orchestration.batch import device_slots, run_batch
 from grader.orchestration.execute import PER_ROUND_ENV
 from grader.results import GradeResult
 

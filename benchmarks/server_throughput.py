@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "tests" / "server"))
 from cluster import start_server  # noqa: E402 - the tests' launcher of the real parts
 
 from grader.batch.similarity import SimilarityOptions  # noqa: E402
-from grader.orchestration.batch import device_slots, run_batch  # noqa: E402
+from grader.drivers.batch import device_slots, run_batch  # noqa: E402
 from grader.server.run import start_redis, stop  # noqa: E402
 from grader.server.uploads import pack_folder  # noqa: E402
 

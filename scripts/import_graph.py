@@ -17,7 +17,8 @@ from pathlib import Path
 # Top to bottom (DESIGN.md "Layers"); packages on one line share a layer.
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
-    ("server",),  # the course server: a front end like the CLI, over orchestration and batch
+    ("server",),  # the course server: a front end like the CLI, over the drivers, orchestration and batch
+    ("drivers",),  # many submissions (batch, calibration, reference check) over orchestration's one
     ("orchestration",),
     ("programs", "batch"),
     ("backends",),  # a backend owns its image and runner needs: above the sandbox, which never names one

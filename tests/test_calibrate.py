@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from grader.drivers.calibrate import CalibrationError, calibrate
 from grader.orchestration import GradeOptions
-from grader.orchestration.calibrate import CalibrationError, calibrate
 
 
 def test_a_missing_reference_stops_calibration_before_anything_runs(tmp_path):

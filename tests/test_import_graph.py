@@ -17,7 +17,7 @@ assert _SPEC is not None and _SPEC.loader is not None
 graph = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(graph)
 
-LOADERS = {"load_assignment", "load_programs", "assignment_dir", "is_programs_assignment", "load_thresholds"}
+LOADERS = {"load_assignment", "load_programs", "assignment_dir", "load_thresholds"}
 
 
 def test_no_package_imports_a_layer_above_it():

@@ -204,7 +204,7 @@ def test_the_gradebook_keeps_a_layout_message_whole(rows):
 def test_batch_progress_and_summary_speak_chinese():
     from rich.progress import TextColumn
 
-    from grader.orchestration.batch import OUTPUT_LABELS, BatchSummary, _progress_bar
+    from grader.drivers.batch import OUTPUT_LABELS, BatchSummary, _progress_bar
 
     with use_language("zh"):
         bar, _task = _progress_bar(3)

@@ -220,7 +220,7 @@ def render_dashboard(stats: ClassStats) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              extensions=["jinja2.ext.i18n"])
-    install_jinja(env, current_language())  # the batch's language (orchestration.batch sets it)
+    install_jinja(env, current_language())  # the batch's language (drivers.batch sets it)
     # Verdicts by their machine names (the CSS classes), shown by their names in the dashboard's language.
     env.globals["verdict_name"] = lambda name: verdict_label(name) if name in Verdict.__members__.values() else name
     return env.get_template("dashboard.html.j2").render(s=stats)

@@ -291,7 +291,7 @@ def serve(
                                                      "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
 ) -> None:
     """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
-    from grader.orchestration.batch import BatchError
+    from grader.drivers.batch import BatchError
     from grader.server.db import Database, migrate, sqlite_url
     from grader.server.devices import DeviceTypeError
     from grader.server.run import BrokerUnavailable, start_slots
@@ -432,11 +432,12 @@ def _check_assignment(name: str | None) -> None:
     """An assignment that does not exist is the command line's mistake, not the grader's."""
     if name is None:
         return
-    from grader.programs.spec import is_programs_assignment
+    from grader.orchestration.kinds import kind_named
+    from grader.orchestration.pipeline import KINDS
     from grader.spec import SpecError
     from grader.spec.loader import assignment_dir
 
-    if is_programs_assignment(name):
+    if kind_named(KINDS, name) is not None:
         return
     try:
         assignment_dir(name)
@@ -531,9 +532,9 @@ def batch(
                                                                 "(a grader.batch.jobs.GradeFn)")] = None,
     lang: LangOpt = None,
 ) -> None:
-    """Grade a whole class, resumably (see grader.orchestration.batch)."""
+    """Grade a whole class, resumably (see grader.drivers.batch)."""
     from grader.batch.similarity import SimilarityOptions
-    from grader.orchestration.batch import GRADE_ENTRY, BatchError, BatchInterrupted, run_batch
+    from grader.drivers.batch import GRADE_ENTRY, BatchError, BatchInterrupted, run_batch
 
     console = Console()
     try:
@@ -577,8 +578,8 @@ def calibrate(
     build_cache: Annotated[Path | None, typer.Option()] = None,
 ) -> None:
     """Time the reference kernels and write assignments/<name>/thresholds/<backend>-<device>.toml."""
-    from grader.orchestration.calibrate import CalibrationError
-    from grader.orchestration.calibrate import calibrate as run_calibration
+    from grader.drivers.calibrate import CalibrationError
+    from grader.drivers.calibrate import calibrate as run_calibration
 
     console = Console(highlight=False)
     options = GradeOptions(backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ rounds) over execute (one run phase) and read_outputs (the sandbox's files), sco
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import platform
@@ -49,13 +48,13 @@ from grader.orchestration.environment import (
     resolve_runner,
 )
 from grader.orchestration.execute import MAX_SEEDS_PER_ROUND, Executor
+from grader.orchestration.kinds import Grader, choose
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.plan import plan_calls
 from grader.orchestration.policy import run_seeds_calls
-from grader.orchestration.programs import grade_programs
+from grader.orchestration.programs import ProgramsGrader
 from grader.orchestration.resolve import all_specs, grading_language, guess_spec, load_spec, selected_stages
 from grader.orchestration.score_stages import Scorer, apply_integrity, summary_line
-from grader.programs.spec import is_programs_assignment, programs_assignment_for
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -70,6 +69,7 @@ from grader.results import (
 from grader.sandbox.base import Runner, SandboxError
 from grader.scoring import group_scores, load_thresholds, roofline
 from grader.spec import AssignmentSpec, SeedPlan, SpecError
+from grader.spec.loader import SPEC_FILE
 
 
 def grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
@@ -84,14 +84,10 @@ def grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
 
 
 def _grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
-    grading = _Grading(Path(submission), options)
+    grading: Grader = _Grading(Path(submission), options)
     try:
-        programs = options.assignment if options.assignment and is_programs_assignment(options.assignment) \
-            else None if options.assignment else programs_assignment_for(Path(submission))
-        if programs:  # a folder of lab programs with their own main()
-            result = grade_programs(Path(submission), dataclasses.replace(options, assignment=programs))
-        else:
-            result = grading.run()
+        grading = choose(KINDS, Path(submission), options)  # the assignment's kind (kinds.py)
+        result = grading.run()
     except Exception:  # noqa: BLE001 -- a grader bug must still produce a result document
         message = _("the grader failed (not your fault):") + "\n" + traceback.format_exc()
         try:
@@ -149,7 +145,11 @@ def _bare_result(root: Path, options: GradeOptions, seeds: SeedPlan, message: st
                        versions=Versions(grader=__version__), finished_at=datetime.now(UTC))
 
 
-class _Grading:
+class _Grading(Grader):
+    """The kind of an extension module submission: assignments/<name>/assignment.toml (the default kind)."""
+
+    spec_file = SPEC_FILE
+
     def __init__(self, root: Path, options: GradeOptions, masters: list[str] | None = None,
                  per_round: int = 1) -> None:
         self.root = root
@@ -329,6 +329,10 @@ class _Grading:
             verdict = worst([c.verdict for c in self.cases] + [s.verdict for s in self.stages])
             results.append(self.finish(verdict, summary_line(verdict, self.cases, self.stages)))
         return results
+
+
+# The grader kinds, the default (an assignment.toml's extension module) last: kinds.choose picks one per submission.
+KINDS: tuple[type[Grader], ...] = (ProgramsGrader, _Grading)
 
 
 def _backend(name: str) -> Backend | None:

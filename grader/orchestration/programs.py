@@ -1,4 +1,5 @@
-"""grade_programs(): a folder of standalone lab programs, each file one stage (assignments/<name>/programs.toml).
+"""ProgramsGrader (a grader kind, kinds.py): a folder of standalone lab programs, each file one stage
+(assignments/<name>/programs.toml); grade_programs() runs it.
 
 The flow beside pipeline._Grading (which grades an extension); the programs' own pieces, their spec and the
 reading of their captures, sit below in grader.programs, so orchestration imports programs and never the reverse.
@@ -7,11 +8,12 @@ Built and run inside the runner (bang_harness.programs), then replayed from thei
 their own (the run's process holds no key; DESIGN.md "Threat model"), each launch of the kernel on the host's twin
 inputs (grader.programs.captures.twin_plan); on the host: each program's launch records as the replay signed them
 (grader.programs.captures), the twin inputs the host draws (the captured ones must be them), the kernel's captured
-output judged against float64 left @ right of them as an extension's call is (judge.judge_call); then scored as an
+output judged against the base's float64 reference of them as an extension's call is (judge.judge_call; a wrong
+one that matches one of the reference's misreadings, spec.references, names that cause); then scored as an
 extension is (ProgramsSpec.scored_as: a case group and a stage per program; score_stages.stage_result /
 decide_stage), against the base's calibrated threshold for the device carried to the lab's dims
 (scoring.thresholds.at_shape). Only the build/run/replay of whole programs, the reading of their captures and
-twin, the lab-dims requirement and the recognition of the lab's untransposed right matrix are the programs' own.
+twin and the lab-dims requirement are the programs' own.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bang_emu.wram_layout import matmul_rhs_rows
 from bang_harness.programs import CAPTURE_MAX_BYTES, PROGRAM_TIMEOUT_SECONDS
 from bang_harness.protocol import KEY_FILE, PROGRAM_TWIN_FILE, ErrorKind, program_key
 
@@ -49,6 +50,7 @@ from grader.checks.requirements import check_requirements
 from grader.i18n import _
 from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
 from grader.orchestration.judge import MESSAGE_CHARS, CallOutcome, judge_call
+from grader.orchestration.kinds import Grader
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.read_outputs import describe_outcome
 from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, journal_budget, write_trace_key
@@ -66,7 +68,13 @@ from grader.programs.captures import (
     twin_inputs,
     twin_plan,
 )
-from grader.programs.spec import ProgramsSpec, ProgramStage, load_programs
+from grader.programs.spec import (
+    PROGRAMS_FILE,
+    ProgramsSpec,
+    ProgramStage,
+    load_programs,
+    programs_assignment_for,
+)
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -90,22 +98,50 @@ RUN_JOURNAL_MEMORY_BYTES = 2 << 30  # run_limits
 EMULATOR_LINE = re.compile(r"(?P<kind>[\w-]+): (?P<message>.*) \(kernel [^,]*, (?P<file>.*):(?P<line>\d+)\)$")
 
 
+class ProgramsGrader(Grader):
+    """The kind of a folder of standalone lab programs: assignments/<name>/programs.toml (see the module doc)."""
+
+    spec_file = PROGRAMS_FILE
+
+    def __init__(self, root: Path, options: GradeOptions) -> None:
+        super().__init__(root, options)
+        if not options.assignment:
+            raise ValueError("lab programs are graded for a named programs assignment (kinds.choose names it)")
+        self.spec, self.base = load_programs(options.assignment)
+        self.scored = self.spec.scored_as(self.base)
+        self.seeds = SeedPlan.create("public", None)
+        started = datetime.now(UTC)
+        self.result = GradeResult(
+            assignment=self.spec.name, assignment_title=self.spec.title, submission_path=str(root.resolve()),
+            submission_hash="", backend=options.backend, device_profile=options.device or "",
+            time_source="modelled", sandbox=options.sandbox, verdict=Verdict.PASSED, score=0.0,
+            max_score=self.scored.max_score, seeds=self.seeds.record(), versions=Versions(grader=__version__),
+            started_at=started, finished_at=started, layout="programs", assignment_facts=self.scored.facts())
+
+    @classmethod
+    def recognise(cls, folder: Path) -> str | None:
+        return programs_assignment_for(folder)
+
+    @classmethod
+    def calibrated_as(cls, assignment: str) -> str:
+        """The base's: the programs are held to its table, carried to their dims (scoring.thresholds.at_shape)."""
+        return load_programs(assignment)[0].base
+
+    def run(self) -> GradeResult:
+        work = Path(tempfile.mkdtemp(prefix="bang-programs-"))
+        try:
+            return _grade(self.root, self.options, self.spec, self.base, self.scored, self.result, work)
+        finally:
+            if not os.environ.get("BANG_GRADER_KEEP_WORK"):
+                shutil.rmtree(work, ignore_errors=True)
+
+    def finish(self, verdict: Verdict, message: str = "") -> GradeResult:
+        return _finish(self.result, verdict, message)
+
+
 def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
-    spec, base = load_programs(options.assignment or "matmul_programs")
-    scored = spec.scored_as(base)
-    started = datetime.now(UTC)
-    result = GradeResult(assignment=spec.name, assignment_title=spec.title, submission_path=str(folder.resolve()),
-                         submission_hash="", backend=options.backend, device_profile=options.device or "",
-                         time_source="modelled", sandbox=options.sandbox, verdict=Verdict.PASSED, score=0.0,
-                         max_score=scored.max_score, seeds=SeedPlan.create("public", None).record(),
-                         versions=Versions(grader=__version__), started_at=started, finished_at=started,
-                         layout="programs", assignment_facts=scored.facts())
-    work = Path(tempfile.mkdtemp(prefix="bang-programs-"))
-    try:
-        return _grade(folder, options, spec, base, scored, result, work)
-    finally:
-        if not os.environ.get("BANG_GRADER_KEEP_WORK"):
-            shutil.rmtree(work, ignore_errors=True)
+    """The lab programs in `folder` graded for `options.assignment` (a programs assignment)."""
+    return ProgramsGrader(folder, options).run()
 
 
 def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: AssignmentSpec, scored: AssignmentSpec,
@@ -459,12 +495,13 @@ def _judge_launch(spec: ProgramsSpec, base: AssignmentSpec, case: ConcreteCase, 
     rows_r, result = load_rows(folder, record, a["result"], "out", m, k)
     rows = np.intersect1d(rows_l, rows_r)  # a capture over the segment cap holds head and tail rows only
     checked_left = left[np.searchsorted(rows_l, rows)].astype(np.float64)  # the rows captured of both
-    expected = checked_left @ right.astype(np.float64)
+    reference = REFERENCES[base.reference]
+    expected = reference.compute(checked_left, right)
     actual = result[np.searchsorted(rows_r, rows)]
     # right values the kernel did not compute (e.g. DMA'd from a buffer host code filled) are not its own
     work = WorkTotals()
     work.add(record, itemsize)
-    shortfalls = work.shortfalls(REFERENCES[base.reference].required(case.shapes))
+    shortfalls = work.shortfalls(reference.required(case.shapes))
     judged = judge_call(base, spec.kernel, dataclasses.replace(case, dtype=str(actual.dtype)),
                         CallOutcome(meta={"ok": True}, output=actual, coverage=shortfalls), expected,
                         kernel_trace=False)
@@ -474,23 +511,17 @@ def _judge_launch(spec: ProgramsSpec, base: AssignmentSpec, case: ConcreteCase, 
             diff1=judged.diff1 or 0)
     elif judged.verdict == Verdict.WRONG_ANSWER:
         message = _("captured output vs float64 left @ right: {message}").format(message=judged.message)
-        # The lab's untransposed right matrix in WRAM: recognised, so the message names the cause, not a number.
-        if k <= 64 or k % 64 == 0:
-            wram = right.astype(np.float64).reshape(-1).reshape(k, n)[matmul_rhs_rows(k)]
-            as_rows = checked_left @ wram.T
+        # An operand read in a layout the kernel never arranged (the reference's misreadings, e.g. matmul's
+        # untransposed right matrix in WRAM): recognised, so the message names the cause, not a number.
+        for misread in reference.misreadings({"a": checked_left, "b": right}):
             tolerance = base.tolerances[str(actual.dtype)]  # type: ignore[index]
-            if compare(actual, as_rows, str(actual.dtype), tolerance, base.checks).passed:
+            if compare(actual, misread.expected, str(actual.dtype), tolerance, base.checks).passed:
                 # a layout mistake, not rounding, however close the values (inputs in [1, 1.1] make every sum alike)
                 judged = judged.model_copy(update={"findings": [f.model_copy(update={"kind": metrics.KIND})
                                                                 if f.check == metrics.NAME else f
                                                                 for f in judged.findings]})
-                message += ". " + _("The output is right read from WRAM as it lies in memory: __bang_matmul takes "
-                                    "its right-hand matrix in WRAM as N rows of K (column-major, Cambricon's BANG C "
-                                    "guide), and for more than 64 columns column j in row (j % 64) * (N / 64) + "
-                                    "j / 64 (the order __bang_reshape_filter writes), so transpose right and "
-                                    "arrange its rows so before it goes to WRAM. The lab's own check (inputs in "
-                                    "[1, 1.1], 10% tolerance) cannot tell layouts apart, which is why the program "
-                                    "prints PASSED")
+                message += ". " + misread.explanation
+                break
     else:
         message = judged.message
     return judged.model_copy(update={"message": message + covered}), (m, n, k)

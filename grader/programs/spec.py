@@ -49,10 +49,6 @@ class ProgramsSpec(_Strict):
         return base.model_copy(update={"name": self.name, "title": self.title, "groups": groups, "stages": stages})
 
 
-def is_programs_assignment(name: str, root: Path = ASSIGNMENTS_ROOT) -> bool:
-    return (root / name / PROGRAMS_FILE).is_file()
-
-
 def programs_assignment_for(folder: Path, root: Path = ASSIGNMENTS_ROOT) -> str | None:
     """The programs assignment a folder is laid out for (lab programs with their own main(), no binding), if any:
     what lets `grade submit` take the exp_5_2 folder as published, without `-a`."""

@@ -1,6 +1,6 @@
 """Grading one uploaded submission on a worker, and committing its result: the body of the queue's task.
 
-The grading is the batch's (grader.batch.worker.grade_job around grader.orchestration.batch.job_options and
+The grading is the batch's (grader.batch.worker.grade_job around grader.drivers.batch.job_options and
 grade_submission): the same sandbox, build cache and secret seed handling, and a grader failure becomes the
 job's internal_error result. What differs is where the input comes from (the upload, stored in the
 database) and where the result goes: one transaction inserting the `results` row, unique per submission, so
@@ -21,8 +21,8 @@ from sqlalchemy.exc import IntegrityError
 from grader.batch.jobs import GradeJob
 from grader.batch.store import ResultStore
 from grader.batch.worker import grade_job
+from grader.drivers.batch import GRADE_ENTRY, job_options, sweep_dead_workers_containers
 from grader.i18n import resolve_language
-from grader.orchestration.batch import GRADE_ENTRY, job_options, sweep_dead_workers_containers
 from grader.orchestration.build_cache import default_build_cache
 from grader.results import GradeResult
 from grader.server.db import Assignment, Database, Result, Student, Submission, now
@@ -94,7 +94,7 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
 def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, work_root: Path, *, name: str,
            backend: str, device: str | None, seed: str, student_id: str, student_name: str, content_hash: str,
            mode: str, sandbox: str, lang: str | None) -> GradeResult:
-    from grader.orchestration.batch import assignment_fingerprint
+    from grader.drivers.batch import assignment_fingerprint
     from grader.orchestration.pipeline import grade_submission
 
     root = unpack_upload(archive, unpack_dir)

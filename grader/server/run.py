@@ -114,13 +114,13 @@ class Cluster:
 
 def slot_types(backend: str, device: str | None, workers: int | None,
                device_type: str | None = None) -> list[tuple[str, str | None]]:
-    """(device type, device) of each worker slot of `backend` here (orchestration.batch.device_slots, as
+    """(device type, device) of each worker slot of `backend` here (drivers.batch.device_slots, as
     `grade batch`). An emulator slot's type is its profile: `device_type`, else `device`, else the table's
     default. A card's type is read from the card (grader.server.devices.card_type) unless `device_type`
     states it. Raises DeviceTypeError (or BatchError: no slot can run)."""
     from grader.backends import get_backend
     from grader.batch.pool import Slot
-    from grader.orchestration.batch import BatchError, device_slots
+    from grader.drivers.batch import BatchError, device_slots
     from grader.sandbox.pod_runner import in_cluster
     from grader.server.devices import DeviceTypeError, card_type
     from grader.server.devices import device_type as spelled

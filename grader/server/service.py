@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +34,9 @@ from grader.server.db import (
 )
 from grader.server.devices import DeviceTypeError, device_type, grading_device, queue_name
 from grader.server.uploads import UploadError, inspect_upload
+
+if TYPE_CHECKING:
+    from grader.drivers.reference_check import ReferenceCheck
 
 Enqueue = Callable[[int, str], None]  # (submission id, queue name)
 
@@ -565,7 +569,7 @@ def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
     the exports' notes."""
     from grader.batch.exports import ClassRow, write_exports
     from grader.batch.intake import StudentSubmission
-    from grader.orchestration.batch import assignment_fingerprint
+    from grader.drivers.batch import assignment_fingerprint
 
     info = assignment_fingerprint(assignment)
     latest: dict[str, tuple[Student, Submission, str]] = {}
@@ -617,15 +621,6 @@ def close_assignment(db: Database, assignment: str) -> None:
     release(db, assignment)
 
 
-def seed_check_key(seed: str, spec_hash: str, backend: str, device: str | None) -> str:
-    """What a passed reference check holds for: the seed, the assignment's files, the grader, the device (as
-    the batch's guard keys it)."""
-    from grader import __version__
-    from grader.batch.store import seed_digest
-
-    return f"{seed_digest(seed)}:{spec_hash}:{__version__}:{backend}:{device}"
-
-
 @dataclass
 class SeedCheck:
     ran: bool  # False: this seed passed before (recorded), nothing graded
@@ -633,44 +628,60 @@ class SeedCheck:
     message: str = ""  # for the instructor, when it failed
 
 
+@dataclass
+class AssignmentSeedRecord:
+    """The server's SeedRecord (drivers.reference_check.guard_seed): the assignment's row. A pass is kept as its
+    key; a failure closes the assignment and keeps the failures for the instructor."""
+
+    db: Database
+    assignment: str
+
+    def passed_key(self) -> str | None:
+        with self.db.session() as s:
+            return s.scalar(select(Assignment.seed_checked).where(Assignment.name == self.assignment))
+
+    def save(self, key: str, check: ReferenceCheck) -> None:
+        with self.db.session() as s:
+            found = s.scalar(select(Assignment).where(Assignment.name == self.assignment))
+            assert found is not None
+            if check.failures:
+                found.is_open, found.seed_checked = False, None
+                found.seed_failures = "\n".join(check.failures)
+            else:
+                found.seed_checked, found.seed_failures = key, None
+
+
 def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_root: Path | None = None,
                announce: Callable[[str], None] | None = None) -> SeedCheck:
-    """The batch's reference-seed guard (issue 27, orchestration.reference_check) on the secret seed the server
-    drew for `assignment`: its reference kernels graded on it before anyone is. A failure keeps the assignment
-    closed (nobody is graded on a seed its own references fail) and is recorded with the instructor's message;
-    a pass is recorded in the database, so each seed is checked once. `announce` hears, before the grading,
-    what is being done (it takes a while)."""
+    """The reference-seed guard (issue 27, drivers.reference_check.guard_seed, as the batch runs it) on the
+    secret seed the server drew for `assignment`: its reference kernels graded on it before anyone is. A failure
+    keeps the assignment closed (nobody is graded on a seed its own references fail) and is recorded with the
+    instructor's message; a pass is recorded in the database, so each seed is checked once. `announce` hears,
+    before the grading, what is being done (it takes a while)."""
     from grader.batch.store import seed_digest
-    from grader.orchestration.batch import assignment_fingerprint
+    from grader.drivers.batch import assignment_fingerprint
+    from grader.drivers.reference_check import failure_message, guard_seed
     from grader.orchestration.build_cache import default_build_cache
-    from grader.orchestration.calibrate import REFERENCE_ROOT
     from grader.orchestration.options import GradeOptions
-    from grader.orchestration.reference_check import check_references
+    from grader.spec import REFERENCE_ROOT
 
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
-        seed, backend, device, checked = found.seed, found.backend, found.device, found.seed_checked
-    key = seed_check_key(seed, assignment_fingerprint(assignment).spec_hash, backend, device)
-    if checked == key:
-        return SeedCheck(ran=False, failures=[])
+        seed, backend, device = found.seed, found.backend, found.device
     options = GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
                            device=grading_device(backend, device),
                            sandbox=sandbox, seed_mode="secret", seed=seed,  # type: ignore[arg-type]
                            build_cache=default_build_cache(), batch=True)
-    if announce is not None:
-        announce(_("{name}: grading its reference kernels on its secret seed before it opens (once per "
-                   "seed)").format(name=assignment))
-    check = check_references(assignment, options, reference_root or REFERENCE_ROOT)
-    with db.session() as s:
-        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
-        assert found is not None
-        if check.failures:
-            found.is_open, found.seed_checked = False, None
-            found.seed_failures = "\n".join(check.failures)
-        else:
-            found.seed_checked, found.seed_failures = key, None
+    told = None if announce is None else lambda: announce(_(
+        "{name}: grading its reference kernels on its secret seed before it opens (once per seed)").format(
+            name=assignment))
+    check = guard_seed(assignment, options, AssignmentSeedRecord(db, assignment),
+                       spec_hash=assignment_fingerprint(assignment).spec_hash, device=device,
+                       root=reference_root or REFERENCE_ROOT, announce=told)
+    if check is None:
+        return SeedCheck(ran=False, failures=[])
     if not check.failures:
         return SeedCheck(ran=True, failures=[], message=_("{name}: the reference kernels pass on its seed; "
                                                           "open").format(name=assignment))
@@ -680,8 +691,7 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
     advice = _("This is a defect of the grader or of the assignment's tolerances, never of a student; please "
                "report it with the lines above. `grade serve --new-seed {name}` draws another seed (checked "
                "again before the assignment opens).").format(name=assignment)
-    return SeedCheck(ran=True, failures=check.failures,
-                     message="\n".join([head, *(f"  {line}" for line in check.failures), advice]))
+    return SeedCheck(ran=True, failures=check.failures, message=failure_message(head, check, advice))
 
 
 def open_assignment(db: Database, assignment: str, sandbox: str = "auto", *, trust_seed: bool = False,

@@ -10,6 +10,8 @@ from pydantic import ValidationError
 from grader.spec.models import AssignmentSpec
 
 ASSIGNMENTS_ROOT = Path(__file__).resolve().parents[2] / "assignments"
+# The instructor's reference kernels: reference_kernels/<assignment>/<stage>/ (calibration, the reference-seed guard).
+REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "reference_kernels"
 SPEC_FILE = "assignment.toml"
 
 

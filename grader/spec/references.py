@@ -1,5 +1,7 @@
 """Float64 host references and the minimal work each operator must do: for the roofline floor (`work`) and for
-the host's integrity check of the emulator's counted work (`required`, DESIGN.md "Threat model").
+the host's integrity check of the emulator's counted work (`required`, DESIGN.md "Threat model"); and the
+operator's known misreadings (`misreadings`): what a kernel outputs when it reads an operand in a layout it
+never arranged, so a wrong answer can name its cause.
 
 These run on the host with inputs the host drew itself; student code never sees or calls them.
 """
@@ -10,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from bang_emu.wram_layout import matmul_rhs_rows
+
+from grader.i18n import _
 
 
 @dataclass(frozen=True)
@@ -77,13 +82,42 @@ def _matmul_required(shapes: dict[str, tuple[int, ...]]) -> RequiredWork:
 
 
 @dataclass(frozen=True)
+class Misreading:
+    """What the kernel's output would be had it read an operand as it lies in memory, and what that says."""
+
+    expected: np.ndarray  # float64, as the reference computes
+    explanation: str  # the cause and the fix, for the student
+
+
+def _no_misreadings(inputs: dict[str, np.ndarray]) -> list[Misreading]:
+    return []
+
+
+def _matmul_misreadings(inputs: dict[str, np.ndarray]) -> list[Misreading]:
+    """The lab's untransposed right matrix in WRAM: b (K x N) taken as the N rows of K __bang_matmul reads there,
+    in the row order __bang_reshape_filter writes (bang_emu.wram_layout), when N allows that order."""
+    a, b = inputs["a"], inputs["b"]
+    k, n = b.shape
+    if not (n <= 64 or n % 64 == 0):
+        return []
+    wram = b.astype(np.float64).reshape(-1).reshape(n, k)[matmul_rhs_rows(n)]
+    return [Misreading(a.astype(np.float64) @ wram.T, _(
+        "The output is right read from WRAM as it lies in memory: __bang_matmul takes its right-hand matrix in "
+        "WRAM as N rows of K (column-major, Cambricon's BANG C guide), and for more than 64 columns column j in "
+        "row (j % 64) * (N / 64) + j / 64 (the order __bang_reshape_filter writes), so transpose right and "
+        "arrange its rows so before it goes to WRAM. The lab's own check (inputs in [1, 1.1], 10% tolerance) "
+        "cannot tell layouts apart, which is why the program prints PASSED"))]
+
+
+@dataclass(frozen=True)
 class Reference:
     compute: Callable[..., np.ndarray]
     work: Callable[[dict[str, tuple[int, ...]], int], Work]
     required: Callable[[dict[str, tuple[int, ...]]], RequiredWork]
+    misreadings: Callable[[dict[str, np.ndarray]], list[Misreading]] = _no_misreadings  # inputs by name
 
 
 REFERENCES: dict[str, Reference] = {
     "sigmoid": Reference(_sigmoid, _sigmoid_work, _sigmoid_required),
-    "matmul": Reference(_matmul, _matmul_work, _matmul_required),
+    "matmul": Reference(_matmul, _matmul_work, _matmul_required, _matmul_misreadings),
 }

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grader.batch
 from grader.batch.worker import resolve_entry
-from grader.orchestration.batch import GRADE_ENTRY, grade_batch_job
+from grader.drivers.batch import GRADE_ENTRY, grade_batch_job
 
 BATCH = Path(grader.batch.__file__).parent
 ABOVE = ("grader.orchestration", "grader.cli")

@@ -161,7 +161,7 @@ def test_a_reference_failing_on_the_batch_seed_stops_the_batch_before_anyone(tmp
     """Issue 27: a class is never graded on a seed its own references fail. A reference folder whose vector
     "reference" drops the tail fails on every seed: the batch stops with which reference, case and why, and
     grades nobody."""
-    from grader.orchestration.batch import BatchError, run_batch
+    from grader.drivers.batch import BatchError, run_batch
 
     references = tmp_path / "references"
     shutil.copytree(KERNELS / "known_bad" / "tail_dropped", references / "sigmoid" / "vector")
@@ -216,8 +216,8 @@ def test_the_reference_guard_grades_on_the_batchs_own_seed_not_the_public_one(tm
     """Issue 27: the guard must grade the references on the seed the class is graded on. A reference that passes
     the public seed and fails every other stops a batch on a fresh secret seed; a guard that graded on the public
     seed would let the class be graded."""
+    from grader.drivers.batch import BatchError, run_batch
     from grader.orchestration import GradeOptions, grade_submission
-    from grader.orchestration.batch import BatchError, run_batch
 
     references = tmp_path / "references"
     reference = public_only_reference(references / "sigmoid" / "vector")

@@ -18,7 +18,7 @@ import zipfile
 import pytest
 from conftest import HERE
 
-from grader.orchestration.batch import BatchError, run_batch
+from grader.drivers.batch import BatchError, run_batch
 
 ASSIGNMENT = "matmul"
 ASSIGNMENT_TITLE = "MatMul on the MLU: from scalar loops to a pipelined multi-core __bang_matmul"

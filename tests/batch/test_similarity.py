@@ -343,7 +343,7 @@ def test_dashboard_section_in_chromium(dashboard):
 def test_batch_writes_similarity_csv_and_the_dashboard_section(tmp_path, monkeypatch, klass):
     import os
 
-    from grader.orchestration.batch import BatchError, run_batch
+    from grader.drivers.batch import BatchError, run_batch
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("BATCH_TEST_LOG", str(tmp_path / "graded.jsonl"))

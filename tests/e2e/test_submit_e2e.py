@@ -7,8 +7,8 @@ import tomllib
 
 import pytest
 
+from grader.drivers.calibrate import calibrate
 from grader.orchestration import GradeOptions
-from grader.orchestration.calibrate import calibrate
 from grader.results import GradeResult, Verdict
 from grader.scoring import load_thresholds
 from grader.spec import load_assignment

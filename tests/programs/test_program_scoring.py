@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.orchestration.calibrate import calibrated_assignment
+from grader.drivers.calibrate import calibrated_assignment
 from grader.orchestration.programs import JudgedProgram, program_stage_result
 from grader.programs.spec import load_programs
 from grader.results import CaseResult, TraceSummary, Verdict

@@ -214,7 +214,7 @@ def test_fixture_gets_its_verdict(fixture, expected, emu_image, tmp_path):
 def test_batch_exports_neutralise_the_fixture(fixture, expected, emu_image, tmp_path):
     """Graded through `grade batch` (folder intake, real docker grading, exports): no cell of gradebook.csv or
     canvas.csv starts like a formula, and the name comes from the folder, not grade.toml alone."""
-    from grader.orchestration.batch import run_batch
+    from grader.drivers.batch import run_batch
 
     submissions = tmp_path / "class"
     shutil.copytree(fixture, submissions / "eve")
@@ -249,7 +249,7 @@ def test_a_class_of_honest_students_is_graded_beside_every_odd_one(emu_image, tm
     import subprocess
     import tarfile
 
-    from grader.orchestration.batch import run_batch
+    from grader.drivers.batch import run_batch
 
     honest = CORPUS.parent / "sigmoid" / "vector"
     class_dir = tmp_path / "class"

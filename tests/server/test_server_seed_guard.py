@@ -1,5 +1,5 @@
 """The reference-seed guard runs by itself when the server draws an assignment's secret seed (issue 27's batch
-guard, orchestration.reference_check): `grade serve -a sigmoid` grades the reference kernels on that seed before
+guard, drivers.reference_check): `grade serve -a sigmoid` grades the reference kernels on that seed before
 the assignment opens, keeps it closed with the instructor's message when one fails, and checks each seed once.
 Real parts: `grade serve` (uvicorn, SQLite), redis-server, the references graded in the Docker sandbox."""
 

@@ -33,14 +33,14 @@ from grader.batch.pool import Slot, WorkerPool
 from grader.batch.similarity import SimilarityOptions, similarity_step
 from grader.batch.similarity import check_options as check_similarity_options
 from grader.batch.store import KeyParts, ResultStore, seed_digest
+from grader.drivers.reference_check import FileRecord, guard_message, guard_seed
 from grader.i18n import N_, _, ngettext, resolve_language, use_language
 from grader.orchestration.build_cache import default_build_cache
-from grader.orchestration.calibrate import REFERENCE_ROOT
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.reference_check import check_references, checked_before, guard_message, record_check
 from grader.results import GradeResult, Verdict, verdict_label
+from grader.spec import REFERENCE_ROOT
 
-GRADE_ENTRY = "grader.orchestration.batch:grade_batch_job"  # the GradeFn real batches run (a test resolves it)
+GRADE_ENTRY = "grader.drivers.batch:grade_batch_job"  # the GradeFn real batches run (a test resolves it)
 BREAKER_FAILURES = 4  # consecutive grader failures from the start that stop the batch
 UNSANDBOXED = ("none", "process", "bwrap")  # bwrap has no cgroup limits: self-checks only
 # The summary's names for what the batch wrote (BatchSummary.outputs keys), shown in the batch's language.
@@ -418,15 +418,14 @@ def _references_pass(store: ResultStore, assignment: str, spec_hash: str, seed: 
                      options: GradeOptions) -> None:
     """Raises BatchError (nobody graded) when a reference kernel fails on the batch's seed (reference_check.py);
     a seed the references passed is not checked again in this batch directory."""
-    key = f"{seed_digest(seed)}:{spec_hash}:{grader.__version__}:{options.backend}:{options.device}"
-    if checked_before(store.root, key):
+    check = guard_seed(assignment, options, FileRecord(store.root), spec_hash=spec_hash, device=options.device,
+                       root=root)
+    if check is None:
         return
-    check = check_references(assignment, options, root)
     store.log("references_checked", references=check.references, failures=check.failures,
               seconds=round(check.seconds, 1))
     if check.failures:
         raise BatchError(guard_message(check, seed_digest(seed), seed_mode, store.root))
-    record_check(store.root, key, check)
 
 
 def _grade(store: ResultStore, jobs: list[GradeJob], slots: list[Slot], counts: dict[str, int], *,

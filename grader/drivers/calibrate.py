@@ -11,14 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.orchestration.kinds import kind_named
 from grader.orchestration.options import GradeOptions
-from grader.orchestration.pipeline import grade_submission
-from grader.programs.spec import is_programs_assignment, load_programs
+from grader.orchestration.pipeline import KINDS, grade_submission
 from grader.results import GradeResult
 from grader.scoring.thresholds import StageThreshold, compute_thresholds, load_thresholds, write_thresholds
-from grader.spec import load_assignment
-
-REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "reference_kernels"
+from grader.spec import REFERENCE_ROOT, load_assignment
 
 
 class CalibrationError(Exception):
@@ -87,12 +85,12 @@ def calibrate(assignment: str, options: GradeOptions, reference: Path | None = N
 
 
 def calibrated_assignment(assignment: str, log: Callable[[str], None] = print) -> str:
-    """The assignment whose thresholds `assignment` is scored with: itself, or a lab-programs assignment's base
-    (its programs are held to the base's table, carried to their dims: scoring.thresholds.at_shape)."""
-    if not is_programs_assignment(assignment):
-        return assignment
-    base = load_programs(assignment)[0].base
-    log(f"{assignment} is scored with {base}'s thresholds (at the programs' dims): calibrating {base}")
+    """The assignment whose thresholds `assignment` is scored with: itself, or the one its kind calibrates it
+    as (kinds.Grader.calibrated_as: a lab-programs assignment's base, carried to their dims)."""
+    kind = kind_named(KINDS, assignment)
+    base = kind.calibrated_as(assignment) if kind is not None else assignment
+    if base != assignment:
+        log(f"{assignment} is scored with {base}'s thresholds (at its own dims): calibrating {base}")
     return base
 
 

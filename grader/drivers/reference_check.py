@@ -6,22 +6,26 @@ case there would cost every student the same points for what is a defect of the 
 the batch stops and says which reference, which case and why, before any student is graded. It does not draw
 another seed: that would hide the defect from the instructor (and from us), and secret inputs chosen by what the
 references pass are no longer the spec's distribution. Builds are cached by content, so this costs each
-reference's run phase only, and once per batch directory and seed: the verdict is kept in DIR/references.json.
+reference's run phase only, and once per seed: guard_seed() is the one guard, keyed by seed_check_key() and
+kept in a SeedRecord (the batch's DIR/references.json, FileRecord; the course server's assignment row).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
+from grader import __version__
 from grader.atomic_file import atomic_write_text
+from grader.batch.store import seed_digest
 from grader.i18n import _
-from grader.orchestration.calibrate import REFERENCE_ROOT
 from grader.orchestration.options import GradeOptions
 from grader.orchestration.pipeline import grade_submission
-from grader.spec import load_assignment
+from grader.spec import REFERENCE_ROOT, load_assignment
 
 RECORD = "references.json"
 
@@ -60,6 +64,41 @@ def check_references(assignment: str, options: GradeOptions, root: Path = REFERE
     return check
 
 
+def seed_check_key(seed: str, spec_hash: str, backend: str, device: str | None) -> str:
+    """What a passed reference check holds for: the seed, the assignment's files, the grader, the device."""
+    return f"{seed_digest(seed)}:{spec_hash}:{__version__}:{backend}:{device}"
+
+
+class SeedRecord(Protocol):
+    """Where the guard keeps its verdict on a seed: the key of the check that passed last, and each check."""
+
+    def passed_key(self) -> str | None: ...
+
+    def save(self, key: str, check: ReferenceCheck) -> None: ...
+
+
+def guard_seed(assignment: str, options: GradeOptions, record: SeedRecord, *, spec_hash: str, device: str | None,
+               root: Path = REFERENCE_ROOT, announce: Callable[[], None] | None = None) -> ReferenceCheck | None:
+    """The reference-seed guard: the assignment's reference kernels graded on `options`' seed (check_references)
+    and the check saved in `record`, unless a check on the same key passed before (then None: nothing graded).
+    `device`: the device the key names (the batch's first slot, the server's device type); `announce`: called
+    before the references are graded (it takes a while)."""
+    assert options.seed is not None, "the guard checks a drawn seed"
+    key = seed_check_key(options.seed, spec_hash, options.backend, device)
+    if record.passed_key() == key:
+        return None
+    if announce is not None:
+        announce()
+    check = check_references(assignment, options, root)
+    record.save(key, check)
+    return check
+
+
+def failure_message(head: str, check: ReferenceCheck, advice: str) -> str:
+    """What the instructor reads when the references fail on a seed: `head`, each failure, `advice`."""
+    return "\n".join([head, *(f"  {line}" for line in check.failures), advice])
+
+
 def guard_message(check: ReferenceCheck, digest: str, seed_mode: str, batch_dir: Path) -> str:
     """What the instructor reads when the references fail on the batch's seed."""
     head = _("stopped before grading anyone: the assignment's own reference kernels fail on this batch's {mode} "
@@ -69,20 +108,27 @@ def guard_message(check: ReferenceCheck, digest: str, seed_mode: str, batch_dir:
                "report it with the lines above. `grade submit <reference> --seed <the seed in {manifest}>` "
                "reproduces it. To grade the class now on another seed, remove {manifest} (a new secret seed is "
                "drawn) or pass --seed, and rerun.").format(manifest=batch_dir / "batch.json")
-    return "\n".join([head, *(f"  {line}" for line in check.failures), advice])
+    return failure_message(head, check, advice)
 
 
-def checked_before(batch_dir: Path, key: str) -> bool:
-    try:
-        return json.loads((batch_dir / RECORD).read_text()).get("key") == key
-    except (OSError, ValueError, AttributeError):
-        return False
+@dataclass
+class FileRecord:
+    """The batch's SeedRecord: DIR/references.json, written when a check passes (a failure stops the batch)."""
 
+    batch_dir: Path
 
-def record_check(batch_dir: Path, key: str, check: ReferenceCheck) -> None:
-    atomic_write_text(batch_dir / RECORD, json.dumps({"key": key, "references": check.references,
-                                                      "failures": check.failures,
-                                                      "seconds": round(check.seconds, 1)}, indent=1))
+    def passed_key(self) -> str | None:
+        try:
+            key = json.loads((self.batch_dir / RECORD).read_text()).get("key")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return key if isinstance(key, str) else None
+
+    def save(self, key: str, check: ReferenceCheck) -> None:
+        if not check.failures:
+            atomic_write_text(self.batch_dir / RECORD, json.dumps({
+                "key": key, "references": check.references, "failures": check.failures,
+                "seconds": round(check.seconds, 1)}, indent=1))
 
 
 def _shown(folder: Path, root: Path) -> str:
