@@ -190,8 +190,6 @@ class BoardRow:
     median_us: float
     time_source: str  # modelled (emulator) or measured (card)
     device: str
-
-
     rank: int = 0  # equal times share a rank, so the order among them says nothing
 
 
