@@ -38,8 +38,8 @@ def test_a_key_that_passed_is_not_checked_again_and_any_other_key_is(tmp_path: P
 def test_the_servers_record_is_the_assignments_row(tmp_path: Path) -> None:
     from sqlalchemy import select
 
+    from grader.server.admin import AssignmentSeedRecord, check_seed, ensure_assignment
     from grader.server.db import Assignment, Database, migrate
-    from grader.server.service import AssignmentSeedRecord, check_seed, ensure_assignment
 
     url = f"sqlite:///{tmp_path / 'server.db'}"
     migrate(url)

@@ -292,22 +292,21 @@ def serve(
 ) -> None:
     """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
     from grader.drivers.batch import BatchError
-    from grader.server.db import Database, migrate, sqlite_url
-    from grader.server.devices import DeviceTypeError
-    from grader.server.run import BrokerUnavailable, start_slots
-    from grader.server.run import serve as run_server
-    from grader.server.service import (
-        Refused,
-        add_account,
+    from grader.server.accounts import add_account, import_roster
+    from grader.server.admin import (
         close_assignment,
         ensure_assignment,
         export_finals,
-        import_roster,
         open_assignment,
         set_policy,
     )
-    from grader.server.service import new_seed as draw_seed
-    from grader.server.service import release as release_cases
+    from grader.server.admin import new_seed as draw_seed
+    from grader.server.admin import release as release_cases
+    from grader.server.db import Database, migrate, sqlite_url
+    from grader.server.devices import DeviceTypeError
+    from grader.server.policy import Refused
+    from grader.server.run import BrokerUnavailable, start_slots
+    from grader.server.run import serve as run_server
 
     _check_choice(backend, tuple(BACKENDS), "--backend")
     url = db or sqlite_url(data.resolve())
@@ -349,7 +348,7 @@ def serve(
             raise _usage_error(_("--similarity needs one --assignment"))
         from grader.atomic_file import atomic_write_text
         from grader.batch.similarity import similarity_csv
-        from grader.server.service import similarity as compare_class
+        from grader.server.admin import similarity as compare_class
 
         report = compare_class(database, (assignment or [""])[0])
         atomic_write_text(similarity, similarity_csv(report))

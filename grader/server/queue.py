@@ -76,7 +76,7 @@ def _fresh_connections(**_kwargs: object) -> None:
 
 def _heartbeat() -> None:
     """The slot's row in `workers`, refreshed until the process ends (a killed one just stops refreshing)."""
-    from grader.server.service import worker_seen
+    from grader.server.workers import worker_seen
 
     name = os.environ.get(ENV_NODE) or f"{os.getpid()}@{socket.gethostname()}"
     while not _beating.is_set():
@@ -90,7 +90,7 @@ def _heartbeat() -> None:
 
 @worker_process_shutdown.connect
 def _gone(**_kwargs: object) -> None:
-    from grader.server.service import worker_gone
+    from grader.server.workers import worker_gone
 
     _beating.set()
     if os.environ.get(ENV_NODE) and os.environ.get(ENV_DB):

@@ -169,8 +169,9 @@ def secret_key(data_dir: Path) -> str:
 
 def demo_class(db_url: str) -> dict[str, str]:
     """The demo: the sigmoid assignment on the emulator, an instructor and two students; their tokens."""
+    from grader.server.accounts import add_account
+    from grader.server.admin import ensure_assignment
     from grader.server.db import Database
-    from grader.server.service import add_account, ensure_assignment
 
     db = Database(db_url)
     ensure_assignment(db, DEMO_ASSIGNMENT)
@@ -200,13 +201,13 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
             proc, cluster.broker = start_redis(data_dir / "redis")
             cluster.procs.append(proc)
         celery_app.conf.broker_url = cluster.broker
-        from grader.server.service import requeue_stranded
+        from grader.server.intake import requeue_stranded
 
         if moved := requeue_stranded(Database(db_url), enqueue):
             log(f"{moved} queued submission(s) moved to their device type's queue")
         if demo:
             tokens = demo_class(db_url)
-            from grader.server.service import open_assignment
+            from grader.server.admin import open_assignment
 
             check = open_assignment(Database(db_url), DEMO_ASSIGNMENT, sandbox, announce=log)
             if check.message:

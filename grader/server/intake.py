@@ -1,0 +1,98 @@
+"""Taking in an upload: the intake policy's decisions (policy.py) asked in order of the assignment's row and
+the student's uploads of the last hour, then the submission stored (one in flight per student) and queued on
+its device type's queue; and queued submissions routed again to their type's queue (requeue_stranded)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from grader.i18n import _
+from grader.server.db import Assignment, Database, Student, Submission, now
+from grader.server.devices import DeviceTypeError, device_type, queue_name
+from grader.server.policy import (
+    RATE_WINDOW_SECONDS,
+    Refused,
+    check_mode,
+    check_open,
+    check_rate,
+    device_for,
+    lateness,
+    refused_upload,
+)
+from grader.server.uploads import UploadError, inspect_upload
+
+Enqueue = Callable[[int, str], None]  # (submission id, queue name)
+
+
+def take_submission(db: Database, student: Student, assignment: str, mode: str, data: bytes,
+                    enqueue: Enqueue, device: str | None = None) -> Submission:
+    """Checks an upload and queues it on its device type's queue (`device`, else the assignment's); raises
+    Refused (nothing stored, no attempt counted) for a bad upload, an unknown or closed assignment, a bad mode
+    or device type, an upload after the deadline's late window, one over the hourly rate (429), or a
+    submission of this student still in flight (409). One inside the late window is taken and marked late."""
+    check_mode(mode)
+    try:
+        digest = inspect_upload(data)
+    except UploadError as exc:
+        raise refused_upload(exc) from exc
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+        check_open(assignment, is_open=found.is_open, guard_failed=bool(found.seed_failures))
+        at = now()
+        late = lateness(assignment, at, found.deadline, found.late_until)
+        if found.per_hour:
+            recent = s.scalars(select(Submission.submitted_at).where(
+                Submission.student_pk == student.id, Submission.assignment_pk == found.id,
+                Submission.submitted_at > at - RATE_WINDOW_SECONDS).order_by(Submission.submitted_at)).all()
+            check_rate(assignment, at, found.per_hour, recent)
+        asked = device_for(assignment, mode, device, found.device, lambda kind: _calibrated(found, kind))
+        assignment_pk, queue = found.id, queue_name(found.backend, asked)
+    try:
+        with db.session() as s:
+            sub = Submission(student_pk=student.id, assignment_pk=assignment_pk, mode=mode, archive=data,
+                             content_hash=digest, queue=queue, device_type=asked, status="queued", in_flight=True,
+                             grade_runs=0, submitted_at=at, late=late)
+            s.add(sub)
+    except IntegrityError as exc:  # the partial unique index: one in flight per student
+        raise Refused(_("you already have a submission being graded; wait for its result"), 409) from exc
+    enqueue(sub.id, queue)
+    with db.session() as s:
+        s.get(Submission, sub.id).queued_at = now()  # type: ignore[union-attr]
+    return sub
+
+
+def _calibrated(assignment: Assignment, kind: str) -> bool:
+    """Whether a timed grading of `assignment` on device type `kind` can score speed: a profile's thresholds are
+    per profile (grade calibrate --device TYPE); a card's are per card and checked where it grades."""
+    from grader.backends import get_backend
+    from grader.scoring.thresholds import thresholds_path
+    from grader.spec import load_assignment
+
+    return not get_backend(assignment.backend).devices_are_profiles or \
+        thresholds_path(load_assignment(assignment.name), assignment.backend, kind).is_file()
+
+
+def requeue_stranded(db: Database, enqueue: Enqueue) -> int:
+    """Queued submissions whose queue no worker consumes any more (queued before queues were named by device
+    type: grade.emu.default, grade.mlu.0) are queued again on their type's queue; returns how many. A copy
+    left in the old queue is never taken (and would be counted once if it were: grading.commit_result)."""
+    moved = []
+    with db.session() as s:
+        rows = s.execute(select(Submission, Assignment).join(Assignment, Submission.assignment_pk == Assignment.id)
+                         .where(Submission.status == "queued")).all()
+        for sub, assignment in rows:
+            try:
+                kind = device_type(sub.device_type or assignment.device)
+            except DeviceTypeError:
+                kind = device_type(None)
+            if sub.queue != queue_name(assignment.backend, kind):
+                sub.device_type, sub.queue = kind, queue_name(assignment.backend, kind)
+                moved.append((sub.id, sub.queue))
+    for submission_id, queue in moved:
+        enqueue(submission_id, queue)
+    return len(moved)

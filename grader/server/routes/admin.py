@@ -1,0 +1,108 @@
+"""The course's administration over HTTP, instructors only: an assignment's state and changes (open through the
+reference-seed guard, close, release, deadline and rates) from the API and the dashboard's buttons, a
+regrade, a roster's accounts, the class's code similarity."""
+
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, HTTPException, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
+
+from grader.i18n import _
+from grader.server import admin
+from grader.server.accounts import import_roster
+from grader.server.db import Database
+from grader.server.policy import Refused
+from grader.server.routes.web import Db, Instructor, PageUser, Queue, check_csrf, need_instructor, render
+from grader.server.views import assignments
+
+router = APIRouter()
+
+
+class AssignmentChange(BaseModel):
+    """An instructor's change to an assignment (each field given): open or close it (opening runs the
+    reference-seed guard first, once per seed; closing releases its hidden cases), release its hidden cases,
+    its deadline, late window and penalty, hourly rate."""
+
+    open: bool | None = None
+    release: bool | None = None
+    due: datetime | None = None
+    late_hours: float | None = Field(None, ge=0)
+    late_penalty: float | None = Field(None, ge=0, le=1)
+    per_hour: int | None = Field(None, ge=0)
+
+
+def _open(db: Database, name: str) -> None:
+    """Opens `name` through the reference-seed guard; its failure is a 409 with the instructor's message."""
+    check = admin.open_assignment(db, name)
+    if check.failures:
+        raise Refused(check.message, 409)
+
+
+@router.post("/api/submissions/{submission_id}/regrade")
+def regrade_api(submission_id: int, db: Db, enqueue: Queue, _user: Instructor) -> dict:
+    admin.regrade(db, submission_id, enqueue)
+    return {"id": submission_id, "status": "queued"}
+
+
+@router.post("/api/roster")
+async def roster(db: Db, file: Annotated[UploadFile, File()], _user: Instructor) -> dict:
+    with tempfile.TemporaryDirectory(prefix="roster-") as scratch:
+        path = Path(scratch) / "roster.csv"
+        path.write_bytes(await file.read(4 << 20))
+        return {"tokens": import_roster(db, path)}
+
+
+@router.get("/api/assignments")
+def assignments_api(db: Db, _user: Instructor) -> list[dict]:
+    return [a.as_json() for a in assignments(db)]
+
+
+@router.post("/api/assignments/{name}")
+def change_assignment(name: str, change: AssignmentChange, db: Db, _user: Instructor) -> dict:
+    admin.set_policy(db, name, due=change.due.timestamp() if change.due else None,
+                     late_hours=change.late_hours, late_penalty=change.late_penalty, per_hour=change.per_hour)
+    if change.release:
+        admin.release(db, name)
+    if change.open is False:
+        admin.close_assignment(db, name)
+    elif change.open:
+        _open(db, name)
+    return next(a.as_json() for a in assignments(db) if a.name == name)
+
+
+@router.get("/instructor/similarity/{assignment}", response_class=HTMLResponse)
+def similarity_page(request: Request, assignment: str, db: Db, user: PageUser) -> HTMLResponse:
+    need_instructor(user)
+    return render(request, "similarity.html.j2", user=user, assignment=assignment,
+                  report=admin.similarity(db, assignment))
+
+
+@router.post("/instructor/assignments/{name}/{action}")
+def assignment_page(request: Request, name: str, action: str, db: Db, csrf: Annotated[str, Form()],
+                    user: PageUser) -> Response:
+    """The dashboard's buttons: open (through the reference-seed guard), close (releases the hidden
+    cases too), release the hidden cases."""
+    check_csrf(request, csrf)
+    need_instructor(user)
+    if action == "open":
+        _open(db, name)
+    elif action == "close":
+        admin.close_assignment(db, name)
+    elif action == "release":
+        admin.release(db, name)
+    else:
+        raise HTTPException(404, _("no such action"))
+    return RedirectResponse("/instructor", status_code=303)
+
+
+@router.post("/instructor/regrade/{submission_id}")
+def regrade_page(request: Request, submission_id: int, db: Db, enqueue: Queue, csrf: Annotated[str, Form()],
+                 user: PageUser) -> Response:
+    check_csrf(request, csrf)
+    need_instructor(user)
+    admin.regrade(db, submission_id, enqueue)
+    return RedirectResponse("/instructor", status_code=303)

@@ -1,0 +1,124 @@
+"""What the API and the pages show, over HTTP: submissions, a result and its report (as the viewer may see
+them), the leaderboard, the dashboards, a submission's code, and the live pages' event stream."""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
+
+from grader.i18n import use_language
+from grader.server import views
+from grader.server.routes.web import (
+    TEMPLATES,
+    ApiUser,
+    Db,
+    Instructor,
+    PageUser,
+    need_instructor,
+    page_language,
+    render,
+)
+from grader.server.workers import queue_depth, queue_position, queues, waiting_for
+
+LIVE_SECONDS = 600  # one event stream's life; the browser's EventSource reconnects by itself
+
+router = APIRouter()
+
+
+@router.get("/api/submissions")
+def my_submissions(db: Db, user: ApiUser) -> list[dict]:
+    return [v.as_json() for v in views.submissions(db, None if user.role == "instructor" else user)]
+
+
+@router.get("/api/submissions/{submission_id}")
+def status(submission_id: int, db: Db, user: ApiUser) -> dict:
+    view = views.submission_of(db, submission_id, user)
+    return {**view.as_json(), "position": queue_position(db, submission_id),
+            "waiting_for": waiting_for(db, submission_id)}
+
+
+@router.get("/api/submissions/{submission_id}/result")
+def result(submission_id: int, db: Db, user: ApiUser) -> Response:
+    return Response(views.result_of(db, submission_id, user)[0], media_type="application/json")
+
+
+@router.get("/api/submissions/{submission_id}/report")
+def report(submission_id: int, db: Db, user: ApiUser) -> HTMLResponse:
+    return HTMLResponse(views.result_of(db, submission_id, user)[1])
+
+
+@router.get("/api/dashboard")
+def dashboard_api(db: Db, _user: Instructor) -> dict:
+    return {"queue_depth": queue_depth(db), "queues": [q.as_json() for q in queues(db)],
+            "submissions": [v.as_json() for v in views.submissions(db)]}
+
+
+@router.get("/api/leaderboard/{assignment}")
+def leaderboard_api(assignment: str, db: Db, user: ApiUser) -> dict:
+    return {stage: [row.__dict__ for row in rows] for stage, rows in views.leaderboard(db, assignment, user).items()}
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request, db: Db, user: PageUser) -> HTMLResponse:
+    assignments = views.assignment_names(db)
+    with use_language(page_language(request)):  # the notices are worded here, in the page's language
+        hidden = views.hidden_notices(db)
+    return render(request, "student.html.j2", user=user, rows=views.submissions(db, user),
+                  assignments=assignments, hidden=hidden)
+
+
+@router.get("/submissions/{submission_id}/report", response_class=HTMLResponse)
+def report_page(submission_id: int, db: Db, user: PageUser) -> HTMLResponse:
+    return HTMLResponse(views.result_of(db, submission_id, user)[1])
+
+
+@router.get("/leaderboard/{assignment}", response_class=HTMLResponse)
+def board(request: Request, assignment: str, db: Db, user: PageUser) -> HTMLResponse:
+    return render(request, "leaderboard.html.j2", user=user, assignment=assignment,
+                  stages=views.leaderboard(db, assignment, user), hidden=views.hides_cases_of(db, assignment, user))
+
+
+@router.get("/instructor", response_class=HTMLResponse)
+def dashboard(request: Request, db: Db, user: PageUser) -> HTMLResponse:
+    need_instructor(user)
+    rows = views.submissions(db)
+    verdicts: dict[str, int] = {}
+    for row in rows:
+        if row.verdict:
+            verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
+    return render(request, "instructor.html.j2", user=user, rows=rows, depth=queue_depth(db),
+                  verdicts=verdicts, assignments=views.assignments(db), queues=queues(db))
+
+
+@router.get("/submissions/{submission_id}/code", response_class=HTMLResponse)
+def code_page(request: Request, submission_id: int, db: Db, user: PageUser) -> HTMLResponse:
+    files, notes = views.code_of(db, submission_id, user)  # a student's own only: another's is a 404
+    return render(request, "code.html.j2", user=user, submission=submission_id, files=files, notes=notes)
+
+
+@router.get("/events")
+async def events(request: Request, db: Db, user: PageUser) -> StreamingResponse:
+    """Server-sent events for the pages' live refresh (live.js): the change stamp of what the page shows,
+    sent when it changes (polled once a second; a comment every 15 s keeps proxies from closing it)."""
+    whose = None if user.role == "instructor" else user
+
+    async def stream() -> AsyncIterator[str]:
+        last, quiet, started = None, 0, time.monotonic()
+        while time.monotonic() - started < LIVE_SECONDS and not await request.is_disconnected():
+            stamp = await asyncio.to_thread(views.change_stamp, db, whose)
+            if stamp != last:
+                last, quiet = stamp, 0
+                yield f"data: {stamp}\n\n"
+            elif (quiet := quiet + 1) % 15 == 0:
+                yield ": still here\n\n"
+            await asyncio.sleep(1.0)
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+@router.get("/live.js")
+def live_js(_user: PageUser) -> Response:
+    return Response((TEMPLATES / "live.js").read_text(), media_type="text/javascript",
+                    headers={"Cache-Control": "no-store"})

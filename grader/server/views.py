@@ -1,0 +1,255 @@
+"""What the pages and the API show, as the viewer may see it: submissions (a student's own, or everybody's for
+an instructor), a result and its report with the hidden cases left out until they are released, the
+assignments' state, the leaderboard, a submission's code, and the change stamp the live pages watch."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func, or_, select
+
+from grader.i18n import _
+from grader.results import GradeResult
+from grader.server.db import PHASES, Assignment, Database, Result, Student, Submission, now
+from grader.server.devices import device_type
+from grader.server.policy import Refused, utc_time
+
+
+@dataclass
+class SubmissionView:
+    id: int
+    student_id: str
+    assignment: str
+    mode: str
+    status: str
+    verdict: str | None
+    score: float | None
+    max_score: float | None
+    worker: str | None
+    grade_runs: int
+    late: bool
+    phases: dict[str, float | None]
+    device_type: str | None  # asked for
+    graded_type: str | None  # what the worker that graded it stated, and its device (profile or card)
+    graded_device: str | None
+
+    def as_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+def released(assignment: Assignment) -> bool:
+    """Whether `assignment`'s after_deadline groups are shown to students: its deadline has passed, or the
+    instructor released them (explicitly, or by closing the assignment). Without a deadline they stay hidden
+    until the instructor does."""
+    return assignment.released_at is not None or (assignment.deadline is not None and now() > assignment.deadline)
+
+
+def hides_cases(assignment: Assignment, viewer: Student | None) -> bool:
+    """Whether `viewer` sees `assignment`'s results without their after_deadline groups: anyone but an
+    instructor (None: the instructor's own views), until they are released."""
+    from grader.server.visibility import hidden_groups
+
+    if viewer is None or viewer.role == "instructor":
+        return False
+    return not released(assignment) and bool(hidden_groups(assignment.name))
+
+
+def hides_cases_of(db: Database, assignment: str, viewer: Student | None) -> bool:
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        return found is not None and hides_cases(found, viewer)
+
+
+def hidden_note(assignment: Assignment) -> str:
+    """What a student is told while some of `assignment`'s cases are hidden from them."""
+    if assignment.deadline is not None:
+        return _("Some cases of {name} are hidden until its deadline: they, and the stage points that depend on "
+                 "them, are shown after {when}, or earlier if your instructor releases them.").format(
+                     name=assignment.name, when=utc_time(assignment.deadline))
+    return _("Some cases of {name} are hidden: they, and the stage points that depend on them, are shown when "
+             "your instructor releases them.").format(name=assignment.name)
+
+
+def _shown_result(document: str, assignment: Assignment, viewer: Student | None) -> GradeResult:
+    from grader.server.visibility import hidden_groups, redact_hidden
+
+    result = GradeResult.from_json(document)
+    if not hides_cases(assignment, viewer):
+        return result
+    return redact_hidden(result, hidden_groups(assignment.name), hidden_note(assignment))
+
+
+def _view(sub: Submission, student: Student, assignment: Assignment, document: str | None = None,
+          viewer: Student | None = None) -> SubmissionView:
+    verdict, score, max_score = sub.verdict, sub.score, sub.max_score
+    if document is not None and hides_cases(assignment, viewer):
+        shown = _shown_result(document, assignment, viewer)
+        verdict, score, max_score = str(shown.verdict), shown.score, shown.max_score
+    return SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
+                          max_score, sub.worker, sub.grade_runs, bool(sub.late),
+                          {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,
+                          sub.graded_device)
+
+
+def _rows():  # noqa: ANN202 - a SQLAlchemy select
+    return (select(Submission, Student, Assignment, Result.document)
+            .join(Student, Submission.student_pk == Student.id)
+            .join(Assignment, Submission.assignment_pk == Assignment.id)
+            .outerjoin(Result, Result.submission_pk == Submission.id))
+
+
+def submissions(db: Database, student: Student | None = None) -> list[SubmissionView]:
+    """Newest first; one student's (as they may see them), or everybody's (student None: the instructor)."""
+    with db.session() as s:
+        query = _rows().order_by(Submission.id.desc())
+        if student is not None:
+            query = query.where(Submission.student_pk == student.id)
+        return [_view(*row, viewer=student) for row in s.execute(query).all()]
+
+
+def submission_of(db: Database, submission_id: int, viewer: Student) -> SubmissionView:
+    """One submission, if `viewer` may see it (its student, or an instructor); else Refused 404 (a student
+    learns nothing about others' ids)."""
+    with db.session() as s:
+        row = s.execute(_rows().where(Submission.id == submission_id)).first()
+    if row is None or (viewer.role != "instructor" and row[1].id != viewer.id):
+        raise Refused(_("no such submission"), 404)
+    return _view(*row, viewer=viewer)
+
+
+def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, str]:
+    """(results JSON, report HTML) of a graded submission as `viewer` may see it (before the deadline, a
+    student's without the hidden cases); else Refused 404."""
+    from grader.reporting.render import render_report_html
+
+    submission_of(db, submission_id, viewer)
+    with db.session() as s:
+        row = s.execute(select(Result, Assignment).join(Submission, Result.submission_pk == Submission.id)
+                        .join(Assignment, Submission.assignment_pk == Assignment.id)
+                        .where(Result.submission_pk == submission_id)).first()
+    if row is None:
+        raise Refused(_("not graded yet"), 404)
+    result, assignment = row
+    if not hides_cases(assignment, viewer):
+        return result.document, result.report_html
+    shown = _shown_result(result.document, assignment, viewer)
+    return shown.to_json(), render_report_html(shown)
+
+
+@dataclass
+class AssignmentView:
+    name: str
+    open: bool
+    deadline: float | None
+    late_until: float | None
+    late_penalty: float
+    per_hour: int | None
+    seed_checked: bool  # the reference-seed guard passed on its seed (never the seed itself)
+    seed_failures: str | None
+    device_type: str  # what its submissions ask for unless they say otherwise
+    has_hidden: bool  # it has after_deadline groups
+    released_at: float | None  # when the instructor released them (or closed it)
+    released: bool  # students see them now (released, or the deadline passed)
+
+    def as_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+def _assignment_view(a: Assignment) -> AssignmentView:
+    from grader.server.visibility import hidden_groups
+
+    return AssignmentView(a.name, a.is_open, a.deadline, a.late_until, a.late_penalty, a.per_hour,
+                          a.seed_checked is not None, a.seed_failures, device_type(a.device),
+                          bool(hidden_groups(a.name)), a.released_at, released(a))
+
+
+def assignments(db: Database) -> list[AssignmentView]:
+    """Every assignment's state, for the instructor."""
+    with db.session() as s:
+        return [_assignment_view(a) for a in s.scalars(select(Assignment).order_by(Assignment.name))]
+
+
+def assignment_names(db: Database) -> list[str]:
+    """Every assignment's name, for a student's upload form."""
+    with db.session() as s:
+        return list(s.scalars(select(Assignment.name).order_by(Assignment.name)))
+
+
+def hidden_notices(db: Database) -> list[str]:
+    """For a student's page: one line per assignment some of whose cases are hidden from students now."""
+    with db.session() as s:
+        return [hidden_note(a) for a in s.scalars(select(Assignment).order_by(Assignment.name))
+                if hides_cases(a, Student(role="student"))]
+
+
+@dataclass
+class BoardRow:
+    pseudonym: str
+    median_us: float
+    time_source: str  # modelled (emulator) or measured (card)
+    device: str
+    rank: int = 0  # equal times share a rank, so the order among them says nothing
+
+
+def leaderboard(db: Database, assignment: str, viewer: Student | None) -> dict[str, list[BoardRow]]:
+    """Stage -> the opted-in students' best correct time of a `final` submission, fastest first, as `viewer`
+    may see it: until the hidden groups are released, anyone but an instructor gets it computed from each
+    result as its student sees it (visible groups only), so a hidden failure moves nobody, in rank, row count
+    or time. Ties are ordered by pseudonym and share their rank."""
+    best: dict[str, dict[str, BoardRow]] = {}
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+        if found is None:
+            raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+        rows = s.execute(select(Result.document, Student.pseudonym).join(Submission, Result.submission_pk == Submission.id)
+                         .join(Student, Submission.student_pk == Student.id)
+                         .where(Submission.assignment_pk == found.id, Submission.mode == "final",
+                                Student.on_leaderboard.is_(True))).all()
+    for document, pseudonym in rows:
+        result = _shown_result(document, found, viewer if viewer is not None else Student(role="student"))
+        for stage in result.stages:
+            if not stage.correct or stage.timing is None:
+                continue
+            row = BoardRow(pseudonym, stage.timing.median_us,
+                           "modelled" if result.time_is_modelled else "measured", result.device_profile)
+            held = best.setdefault(stage.name, {}).get(pseudonym)
+            if held is None or row.median_us < held.median_us:
+                best[stage.name][pseudonym] = row
+    board = {}
+    for stage, held in best.items():
+        ordered = sorted(held.values(), key=lambda r: (r.median_us, r.pseudonym))
+        for i, row in enumerate(ordered):
+            row.rank = ordered[i - 1].rank if i and row.median_us == ordered[i - 1].median_us else i + 1
+        board[stage] = ordered
+    return board
+
+
+def change_stamp(db: Database, student: Student | None = None) -> str:
+    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase, or an
+    assignment's hidden cases are released (by the instructor or its deadline): what the pages' live refresh
+    watches."""
+    columns = [func.coalesce(getattr(Submission, f"{p}_at"), 0) for p in PHASES]
+    with db.session() as s:
+        query = select(func.count(), func.max(Submission.id), func.sum(sum(columns[1:], columns[0])),
+                       func.sum(Submission.grade_runs))
+        if student is not None:
+            query = query.where(Submission.student_pk == student.id)
+        released = s.scalar(select(func.count()).select_from(Assignment).where(
+            or_(Assignment.released_at.is_not(None), Assignment.deadline < now())))
+        return ":".join(str(v) for v in (*s.execute(query).one(), released))
+
+
+def code_of(db: Database, submission_id: int, viewer: Student) -> tuple[list[tuple[str, str]], list[str]]:
+    """The source files of a submission `viewer` may see (its student's own, or an instructor): (path, text)
+    pairs as the similarity step reads them (links never followed, size caps, binaries skipped), and notes."""
+    from grader.batch.similarity import read_sources
+    from grader.server.uploads import unpack_upload
+
+    submission_of(db, submission_id, viewer)
+    with db.session() as s:
+        archive = s.scalar(select(Submission.archive).where(Submission.id == submission_id))
+    with tempfile.TemporaryDirectory(prefix="code-") as scratch:
+        files, notes = read_sources(unpack_upload(archive, Path(scratch)))
+    return [(f.rel, f.text) for f in files], notes
