@@ -6,11 +6,28 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 CALIBRATION = REPO / "reference_kernels" / "calibration"
+
+# `python -c REPLAY JOURNAL MODULE INPUTS OUTPUTS`: the native trusted replay of a journal against a device module
+# (runtime/replay.cpp), in a fresh process; prints its status and message
+REPLAY = textwrap.dedent("""
+    import ctypes, sys
+    from pathlib import Path
+    from bang_emu import device_module, toolchain
+    lib = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
+    journal, module, inputs, outputs = sys.argv[1:5]
+    offsets = device_module.site_records(Path(module))
+    table = (ctypes.c_uint64 * max(1, len(offsets)))(*offsets)
+    message = ctypes.create_string_buffer(1024)
+    status = lib.bang_emu_replay(journal.encode(), module.encode(), table, len(offsets), inputs.encode(),
+                                 outputs.encode(), message, len(message))
+    print(status, message.value.decode())
+""")
 
 
 def cncc(*args: object, env: dict | None = None) -> subprocess.CompletedProcess:

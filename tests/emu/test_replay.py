@@ -9,29 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from emu_helpers import PROGRAMS, cncc, read_trace, run
+from emu_helpers import PROGRAMS, REPLAY, cncc, read_trace, run
 
 N = 4096
 SOURCE = PROGRAMS / "replay_modes.mlu"
-
-REPLAY = textwrap.dedent("""
-    import ctypes, sys
-    from pathlib import Path
-    from bang_emu import device_module, toolchain
-    lib = ctypes.CDLL(str(toolchain.runtime_dir() / toolchain.LIB_NAME), mode=ctypes.RTLD_GLOBAL)
-    journal, module, inputs, outputs = sys.argv[1:5]
-    offsets = device_module.site_records(Path(module))
-    table = (ctypes.c_uint64 * max(1, len(offsets)))(*offsets)
-    message = ctypes.create_string_buffer(1024)
-    status = lib.bang_emu_replay(journal.encode(), module.encode(), table, len(offsets), inputs.encode(),
-                                 outputs.encode(), message, len(message))
-    print(status, message.value.decode())
-""")
 
 
 @pytest.fixture(scope="module")

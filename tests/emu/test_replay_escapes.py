@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from emu_helpers import PROGRAMS, cncc, read_trace, run
-from test_replay import REPLAY
+from emu_helpers import PROGRAMS, REPLAY, cncc, read_trace, run
 
 SOURCE = PROGRAMS / "replay_escapes.mlu"
 N = 4096

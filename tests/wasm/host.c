@@ -1,9 +1,16 @@
-/* Test host (wasm2c + gcc) for tests/wasm: runs one exported float kernel of a counted device module and prints
- * its result check and the module's six counters. Built by test_wasm_build.py with -DKERNEL=<the wasm2c name of the
- * kernel's export>, -DGDRAM_BASE/-DONCHIP_BASE (layout.py), -DWITH_BANG when the module imports builtins and
- * -DMATMUL for a matmul kernel (a, b, c, M, K, N), else a sigmoid kernel (x, y, count).
- * The few builtins here are the least a reference kernel needs (plain copies, sigmoid, on-chip arrays), with no
- * cost model: the replay's host is the next piece. Arguments: M K N (matmul) or N (sigmoid). */
+/* Test host (wasm2c + gcc) for tests/wasm. Two ways, chosen at build time:
+ * - a kernel called directly (test_wasm_build.py): -DKERNEL=<the wasm2c name of the kernel's export>, -DMATMUL for a
+ *   matmul kernel (a, b, c, M, K, N), else a sigmoid kernel (x, y, count); arguments M K N or N. Prints the result
+ *   check and the module's six counters.
+ * - a journal replayed through a launch site (test_wasm_sites.py): -DREPLAY -DINVOKER=<the wasm2c name of the
+ *   site's export>; arguments PLAN OUTPUT. The plan (written by the test from a native journal, little-endian):
+ *   u32 memory pages; u32 n, n x (u64 journal address, u64 bytes, u32 offset): the GDRAM map (layout.GdramMap);
+ *   then operations: 'W' u32 offset, u32 n, n bytes (write memory); 'L' u32 n, n bytes (a launch's argument
+ *   bytes: placed at ARGS_BASE, the invoker called; prints its status and the counters); 'O' u32 offset, u32 n
+ *   (append memory to OUTPUT).
+ * Both get -DGDRAM_BASE/-DONCHIP_BASE/-DARGS_BASE/-DARGS_BYTES (layout.py) and -DWITH_BANG when the module imports
+ * builtins. The few builtins here are the least a reference kernel needs (plain copies, sigmoid, on-chip arrays,
+ * the launch's pointer map), with no cost model: the replay's host is the next piece. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +24,13 @@ static wasm_rt_memory_t g_memory;
 static uint64_t g_end; /* the memory's size in bytes */
 wasm_rt_memory_t *Z_envZ_memory(struct Z_env_instance_t *env) { (void)env; return &g_memory; }
 
+static Z_device_instance_t g_inst;
+
 #ifdef WITH_BANG
+/* the GDRAM map: journal address -> offset (empty when a kernel is called directly) */
+static struct { uint64_t lo, bytes; u32 offset; } g_map[64];
+static u32 g_map_n;
+static int g_launch_begun;
 #define ARENA (1024u * 1024u) /* per space: NRAM, WRAM, SRAM from ONCHIP_BASE */
 struct Z_bang_instance_t { u32 tag[64], off[64], used[3]; int n; };
 static void kernel_error(const char *what) {
@@ -52,6 +65,35 @@ void Z_bangZ_memcpy_strided(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 s
   for (uint64_t i = 0; i <= segnum; i++)
     Z_bangZ_memcpy(b, (u32)(dst + i * (int32_t)dst_stride), (u32)(src + i * (int32_t)src_stride), size, dir, async);
 }
+u32 Z_bangZ_launch_pointer(struct Z_bang_instance_t *b, u64 address, u32 index) {
+  (void)b;
+  if (address == 0) return 0; /* a null pointer stays null */
+  for (u32 i = 0; i < g_map_n; i++)
+    if (address >= g_map[i].lo && address - g_map[i].lo <= g_map[i].bytes)
+      return g_map[i].offset + (u32)(address - g_map[i].lo);
+  fprintf(stderr, "launch argument %u: pointer %#llx is not inside any journaled device buffer\n", index,
+          (unsigned long long)address);
+  kernel_error("forged launch pointer");
+  return 0;
+}
+u32 Z_bangZ_launch_long(struct Z_bang_instance_t *b, u64 value, u32 is_signed, u32 index) {
+  (void)b;
+  if (is_signed ? (int64_t)value != (int32_t)value : value > 0xffffffffu) {
+    fprintf(stderr, "launch argument %u: %lld does not fit wasm32's 32-bit long\n", index, (long long)value);
+    kernel_error("long argument out of range");
+  }
+  return (u32)value;
+}
+static void reset_counters(void) {
+  *Z_deviceZ_bang_count_load_gdram(&g_inst) = *Z_deviceZ_bang_count_load_onchip(&g_inst) = 0;
+  *Z_deviceZ_bang_count_load_other(&g_inst) = *Z_deviceZ_bang_count_store_gdram(&g_inst) = 0;
+  *Z_deviceZ_bang_count_store_onchip(&g_inst) = *Z_deviceZ_bang_count_store_other(&g_inst) = 0;
+}
+void Z_bangZ_launch_begin(struct Z_bang_instance_t *b) {
+  (void)b;
+  if (g_launch_begun++) kernel_error("launch_begin called twice in one launch (only a site's invoker calls it)");
+  reset_counters(); /* the invoker's unpacking is not the kernel's work */
+}
 void Z_bangZ_active_sigmoid_f32(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 n) {
   (void)b;
   float *d = (float *)operand(dst, 4ull * n), *s = (float *)operand(src, 4ull * n);
@@ -66,6 +108,82 @@ void Z_bangZ_float2half_rn(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 n)
 }
 #endif
 
+static void print_counters(void) {
+  printf("load_gdram %llu load_onchip %llu load_other %llu store_gdram %llu store_onchip %llu store_other %llu\n",
+         (unsigned long long)*Z_deviceZ_bang_count_load_gdram(&g_inst),
+         (unsigned long long)*Z_deviceZ_bang_count_load_onchip(&g_inst),
+         (unsigned long long)*Z_deviceZ_bang_count_load_other(&g_inst),
+         (unsigned long long)*Z_deviceZ_bang_count_store_gdram(&g_inst),
+         (unsigned long long)*Z_deviceZ_bang_count_store_onchip(&g_inst),
+         (unsigned long long)*Z_deviceZ_bang_count_store_other(&g_inst));
+}
+
+static void instantiate(uint64_t bytes) {
+  g_end = bytes;
+  wasm_rt_init();
+  wasm_rt_allocate_memory(&g_memory, g_end / 65536, 65536);
+  Z_device_init_module();
+  static struct Z_env_instance_t env;
+#ifdef WITH_BANG
+  static struct Z_bang_instance_t bang;
+  Z_device_instantiate(&g_inst, &bang, &env);
+#else
+  Z_device_instantiate(&g_inst, &env);
+#endif
+}
+
+#ifdef REPLAY
+static void need(FILE *f, void *p, size_t n) {
+  if (fread(p, 1, n, f) != n) {
+    fprintf(stderr, "truncated plan\n");
+    exit(2);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) return 2;
+  FILE *plan = fopen(argv[1], "rb"), *out = fopen(argv[2], "wb");
+  if (!plan || !out) return 2;
+  u32 pages, n;
+  need(plan, &pages, 4);
+  instantiate((uint64_t)pages * 65536);
+  need(plan, &g_map_n, 4);
+  if (g_map_n > 64) return 2;
+  for (u32 i = 0; i < g_map_n; i++) {
+    need(plan, &g_map[i].lo, 8);
+    need(plan, &g_map[i].bytes, 8);
+    need(plan, &g_map[i].offset, 4);
+  }
+  wasm_rt_trap_t trap = wasm_rt_impl_try();
+  if (trap != WASM_RT_TRAP_NONE) {
+    printf("trap %d\n", (int)trap);
+    return 3;
+  }
+  int op;
+  while ((op = fgetc(plan)) != EOF) {
+    u32 off = 0;
+    if (op == 'L') {
+      need(plan, &n, 4);
+      if (n > ARGS_BYTES) return 2;
+      need(plan, g_memory.data + ARGS_BASE, n);
+      g_launch_begun = 0;
+      u32 status = INVOKER(&g_inst, ARGS_BASE, n);
+      printf("launch %u begun %d\n", status, g_launch_begun);
+      print_counters();
+      continue;
+    }
+    need(plan, &off, 4);
+    need(plan, &n, 4);
+    if ((uint64_t)off + n > g_end) return 2;
+    if (op == 'W') need(plan, g_memory.data + off, n);
+    else if (op == 'O') fwrite(g_memory.data + off, 1, n, out);
+    else return 2;
+  }
+  fclose(out);
+  Z_device_free(&g_inst);
+  return 0;
+}
+#else
 int main(int argc, char **argv) {
 #ifdef MATMUL
   const int matmul = 1;
@@ -77,18 +195,7 @@ int main(int argc, char **argv) {
   const unsigned M = atoi(argv[1]), K = 0, N = 0;
 #endif
   const unsigned A = GDRAM_BASE, B = A + 4 * (matmul ? M * K : M), C = B + 4 * (matmul ? K * N : M);
-  g_end = ((uint64_t)C + 4ull * M * N + 65535) / 65536 * 65536;
-  wasm_rt_init();
-  wasm_rt_allocate_memory(&g_memory, g_end / 65536, 65536);
-  Z_device_init_module();
-  static Z_device_instance_t inst;
-  struct Z_env_instance_t env;
-#ifdef WITH_BANG
-  static struct Z_bang_instance_t bang;
-  Z_device_instantiate(&inst, &bang, &env);
-#else
-  Z_device_instantiate(&inst, &env);
-#endif
+  instantiate(((uint64_t)C + 4ull * M * N + 65535) / 65536 * 65536);
   float *a = (float *)(g_memory.data + A), *b = (float *)(g_memory.data + B), *c = (float *)(g_memory.data + C);
   for (unsigned i = 0; i < (matmul ? M * K : M); i++) a[i] = (float)((int)(i % 17) - 8) / 4.0f;
   for (unsigned i = 0; i < K * N; i++) b[i] = (float)((int)(i % 13) - 6) / 8.0f;
@@ -100,7 +207,7 @@ int main(int argc, char **argv) {
   double worst = 0;
 #ifdef MATMUL
   {
-    KERNEL(&inst, A, B, C, M, K, N);
+    KERNEL(&g_inst, A, B, C, M, K, N);
     for (unsigned i = 0; i < M; i++)
       for (unsigned j = 0; j < N; j++) {
         double s = 0;
@@ -109,17 +216,12 @@ int main(int argc, char **argv) {
       }
   }
 #else
-  KERNEL(&inst, A, B, (u64)M);
+  KERNEL(&g_inst, A, B, (u64)M);
   for (unsigned i = 0; i < M; i++) worst = fmax(worst, fabs(1.0 / (1.0 + exp(-(double)a[i])) - b[i]));
 #endif
   printf("max_abs_err %g\n", worst);
-  printf("load_gdram %llu load_onchip %llu load_other %llu store_gdram %llu store_onchip %llu store_other %llu\n",
-         (unsigned long long)*Z_deviceZ_bang_count_load_gdram(&inst),
-         (unsigned long long)*Z_deviceZ_bang_count_load_onchip(&inst),
-         (unsigned long long)*Z_deviceZ_bang_count_load_other(&inst),
-         (unsigned long long)*Z_deviceZ_bang_count_store_gdram(&inst),
-         (unsigned long long)*Z_deviceZ_bang_count_store_onchip(&inst),
-         (unsigned long long)*Z_deviceZ_bang_count_store_other(&inst));
-  Z_device_free(&inst);
+  print_counters();
+  Z_device_free(&g_inst);
   return 0;
 }
+#endif

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from bang_emu.wasm import binary as wb
-from bang_emu.wasm import build, counting, imports, layout
+from bang_emu.wasm import build, counting, imports, layout, sites
 
 ROOT = Path(__file__).resolve().parents[2]
 SIGMOID = ROOT / "reference_kernels/sigmoid/vector/mlu/sigmoid_vector.mlu"
@@ -79,22 +79,31 @@ def test_reference_kernels_import_only_memory_and_builtins(built, tmp_path):
     allowed = build.allowed_imports()
     assert set(imports.declared_imports(build.HEADER)) == set(allowed)
     sig = built["sigmoid"]
-    assert sig.imports == ["active_sigmoid_f16", "active_sigmoid_f32", "memcpy", "onchip_alloc"]
+    # (launch_begin and launch_pointer: the sites' invokers, tests/wasm/test_wasm_sites.py)
+    assert sig.imports == ["active_sigmoid_f16", "active_sigmoid_f32", "launch_begin", "launch_pointer", "memcpy",
+                           "onchip_alloc"]
     assert sig.kernels == ["_Z21sigmoid_vector_kernelI4halfEvPKT_PS1_x", "_Z21sigmoid_vector_kernelIfEvPKT_PS0_x"]
     mm = built["matmul"]
-    assert mm.imports == []  # scalar code only: no builtin
+    assert mm.imports == ["launch_begin", "launch_pointer"]  # scalar code only: no builtin, only the launch's
     assert len(mm.kernels) == 2 and all("matmul_scalar_gdram_kernel" in k for k in mm.kernels)
-    assert built["matmul_nram"].imports == ["float2half_rn", "memcpy_strided", "onchip_alloc"]
-    # the host entries that held the launches are not in the modules at all (the name section would carry them)
-    assert b"sigmoid_vector_entry" not in sig.wasm and b"matmul_scalar_gdram_entry" not in mm.wasm
+    assert built["matmul_nram"].imports == ["float2half_rn", "launch_begin", "launch_pointer", "memcpy_strided",
+                                            "onchip_alloc"]
+    # the host entries that held the launches are not in the modules at all (the name section would carry them; it
+    # does carry the invokers, whose lambda type is named after the entry that held it)
+    for result, entry in ((sig, "sigmoid_vector_entry("), (mm, "matmul_scalar_gdram_entry(")):
+        names = wb.function_names(wb.Module.parse(result.wasm)).values()
+        assert not [n for n in names if n.startswith(entry)]
+        assert len([n for n in names if n.startswith("bang_emu::ReplaySite<")]) == 2
     assert b"sigmoid_vector_kernel" in sig.wasm
     for name, result in built.items():
         module = wb.Module.parse(result.wasm)
         assert {(i.module, i.name) for i in module.imports()} <= {("env", "memory")} | {("bang", n) for n in allowed}
-        # the host entries (cnrtDim3_t, the launches) are not in the module: only kernels and the counters
+        # the host entries (cnrtDim3_t, the launches) are not in the module: only kernels, the sites' invokers and
+        # the counters
         exported = {e.name for e in module.exports()}
-        assert exported == set(result.kernels) | set(counting.COUNTER_EXPORTS) | {"__stack_pointer", "__data_end",
-                                                                                  "__heap_base"}
+        assert exported == (set(result.kernels) | set(result.sites) | set(counting.COUNTER_EXPORTS)
+                            | {"__stack_pointer", "__data_end", "__heap_base"})
+        assert len(result.sites) == 2 and all(s.startswith(sites.PREFIX) for s in result.sites)
         assert layout.STACK_BYTES <= build.check_layout(result.wasm) < layout.ONCHIP_BASE
         _need_wabt()
         _validate(result.uncounted, tmp_path, name + "-plain")
@@ -110,7 +119,9 @@ def test_counter_globals_are_new_mutable_i64_globals(built):
     for k, name in enumerate(counting.COUNTER_EXPORTS):
         assert exports[name].kind == wb.KIND_GLOBAL and exports[name].index == len(before) + k
     # every load and store of the code was instrumented: 3 loads and a store per kernel's inner loop and result
-    assert (built["matmul"].loads, built["matmul"].stores) == (8, 2)
+    # (8, 2); each of the two sites' invokers loads its 6 arguments (12) and its keeper stores the invoker's address
+    # and its flag (4 stores), code that runs before the kernel's counters restart (launch_begin) or never
+    assert (built["matmul"].loads, built["matmul"].stores) == (8 + 12, 2 + 4)
 
 
 def _run(result: build.BuildResult, tmp_path: Path, mode: str, *sizes: int) -> dict[str, float]:

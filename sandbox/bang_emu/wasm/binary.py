@@ -373,3 +373,20 @@ def function_body(body: bytes) -> tuple[list[tuple[int, int]], int]:
     r = Reader(body)
     local_groups = [(r.u(), r.byte()) for _ in range(r.u())]
     return local_groups, r.pos
+
+
+def function_names(module: Module) -> dict[int, str]:
+    """The "name" custom section's function names (index -> name; wasm-ld writes them demangled), or {}."""
+    for sid, payload in module.sections:
+        if sid != CUSTOM:
+            continue
+        r = Reader(payload)
+        if r.name() != "name":
+            continue
+        while not r.at_end():
+            kind, size = r.byte(), r.u()
+            end = r.pos + size
+            if kind == 1:
+                return {r.u(): r.name() for _ in range(r.u())}
+            r.pos = end
+    return {}

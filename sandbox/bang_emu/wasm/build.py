@@ -34,7 +34,7 @@ from pathlib import Path
 from bang_emu import driver, toolchain
 from bang_emu import rewrite as rw
 from bang_emu.wasm import binary as wb
-from bang_emu.wasm import counting, imports, layout
+from bang_emu.wasm import counting, imports, layout, sites
 
 WASM_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = WASM_DIR / "include"
@@ -61,7 +61,8 @@ CXXFLAGS = ["--target=wasm32-wasi", "-std=c++17", "-O2", "-fno-exceptions", "-fn
             "-nostdinc++"]
 LDFLAGS = ["--no-entry", "--strip-debug", "--export-dynamic", "--stack-first", f"-z stack-size={layout.STACK_BYTES}",
            "--import-memory", f"--initial-memory={layout.GDRAM_BASE}", f"--max-memory={layout.MAX_MEMORY_BYTES}",
-           "--export=__stack_pointer", "--export=__data_end", "--export=__heap_base"]
+           "--export=__stack_pointer", "--export=__data_end", "--export=__heap_base",
+           f"--export={sites.KEEPER_EXPORT}"]  # keeps the site invokers; sites.export_sites drops it
 # wasi-libc members whose symbols reach the outside world (WASI calls, stdio, exit, the allocator): the device libc
 # leaves them out, and with them every member that needs one
 _LIBC_BANNED = {"stdout", "stderr", "stdin", "exit", "_Exit", "abort", "__stdio_exit", "fopen", "malloc", "free",
@@ -209,7 +210,8 @@ def wasm_rewrite(preprocessed: str, user_file: Callable[[str], bool] | None = No
 class BuildResult:
     wasm: bytes  # counted module
     uncounted: bytes  # the linked module before the counter pass
-    kernels: list[str]  # function exports (mangled names)
+    kernels: list[str]  # kernel exports (mangled names)
+    sites: dict[str, int]  # launch sites: exported invoker's name (sites.site_name) -> function index
     imports: list[str]  # bang.* names used
     loads: int  # load/store instructions the counter pass instrumented
     stores: int
@@ -276,7 +278,8 @@ def allowed_imports() -> dict[str, wb.FuncType]:
 
 def check_layout(module: bytes) -> int:
     """The end of the module's static data (core 0's stack, then data and zero-initialised data: wasm-ld's
-    `__heap_base`), which must lie below the on-chip arenas (WasmBuildError otherwise)."""
+    `__heap_base`), which must lie below the launch arguments' area and the on-chip arenas (WasmBuildError
+    otherwise)."""
     mod = wb.Module.parse(module)
     n_imported = sum(1 for i in mod.imports() if i.kind == wb.KIND_GLOBAL)
     heap_base = next((e.index for e in mod.exports() if e.name == "__heap_base" and e.kind == wb.KIND_GLOBAL), None)
@@ -287,14 +290,15 @@ def check_layout(module: bytes) -> int:
     ends = [start + size for start, size in mod.data_segments() if start is not None]
     if end < max(ends, default=0) or any(start is None for start, _ in mod.data_segments()):
         raise WasmBuildError("internal: the device module's data segments are not below __heap_base")
-    if end > layout.ONCHIP_BASE:
+    if end > layout.ARGS_BASE:
         raise WasmBuildError(f"the device module's static data ({end} bytes with the stack) does not fit below the "
-                             f"on-chip arenas at {layout.ONCHIP_BASE} bytes")
+                             f"on-chip arenas (the launch arguments' area at {layout.ARGS_BASE} bytes)")
     return end
 
 
 def build(sources: list[Path], includes: list[Path] | None = None, archs: list[str] | None = None) -> BuildResult:
-    """Compile, link, check and count a submission's device code (WasmBuildError, imports.ImportRefused)."""
+    """Compile, link, check, export the launch sites of and count a submission's device code (WasmBuildError,
+    imports.ImportRefused, sites.SiteError, counting.CountPassError)."""
     absent = missing()
     if absent:
         raise WasmBuildError("the wasm toolchain is not installed: " + ", ".join(absent))
@@ -314,10 +318,11 @@ def build(sources: list[Path], includes: list[Path] | None = None, archs: list[s
     t2 = time.monotonic()
     used = imports.check_imports(linked, allowed_imports())
     check_layout(linked)
+    linked, site_exports = sites.export_sites(linked)
     counted = counting.count_pass(linked)
     t3 = time.monotonic()
     seconds.update(compile=t1 - t0, link=t2 - t1, check_and_count=t3 - t2)
     module = wb.Module.parse(linked)
-    kernels = sorted(e.name for e in module.exports() if e.kind == wb.KIND_FUNC)
-    return BuildResult(counted.wasm, linked, kernels, used, counted.loads, counted.stores, seconds)
+    kernels = sorted(e.name for e in module.exports() if e.kind == wb.KIND_FUNC and e.name not in site_exports)
+    return BuildResult(counted.wasm, linked, kernels, site_exports, used, counted.loads, counted.stores, seconds)
 

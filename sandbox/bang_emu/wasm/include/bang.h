@@ -16,6 +16,7 @@
 #include <stdint.h>
 #ifdef __cplusplus
 #include <type_traits>
+#include <tuple>
 #include <utility>
 #endif
 #include "cnrt.h" /* host API types (cnrtQueue_t, cnrtDim3_t): host entries compile, the link drops them */
@@ -105,6 +106,11 @@ BANG_IMPORT("matmul_f32") void __bang_wasm_matmul_f32(float *dst, const float *l
                                                       int N);
 BANG_IMPORT("matmul_f16") void __bang_wasm_matmul_f16(float *dst, const half *lhs, const half *rhs, int M, int K,
                                                       int N);
+/* launches (sites, below): a journal address as an offset into a journaled buffer (trap otherwise), an x86-64 long
+ * narrowed to wasm32's (trap if it does not fit), and the kernel's start (the counters restart) */
+BANG_IMPORT("launch_pointer") void *__bang_wasm_launch_pointer(unsigned long long address, int index);
+BANG_IMPORT("launch_long") long __bang_wasm_launch_long(long long value, int is_signed, int index);
+BANG_IMPORT("launch_begin") void __bang_wasm_launch_begin(void);
 BANG_IMPORT("transpose") void __bang_wasm_transpose(void *dst, const void *src, int height, int width,
                                                     int elem_bytes);
 #ifdef __cplusplus
@@ -171,17 +177,81 @@ inline void __bang_matmul(float *d, const half *l, const half *r, int M, int K, 
 namespace bang_emu {
 /* on-chip declarations: a reference into this core's (or cluster's) arena, fetched at each call */
 inline void *onchip_alloc(int space, size_t bytes, const char *tag) { return __bang_wasm_onchip_alloc(space, bytes, tag); }
-/* launch sites: the call instantiates the kernel (templates); the host function holding it is not exported, so
- * the link drops it. The replay's per-site invokers (the journal's argument bytes) come next. */
+/* Launch sites. The rewriter makes each `k<<<...>>>(args)` a launch_cfg<SiteTag<file hash, line, index>>(...,
+ * lambda calling k, args...), the same form as in the native device module (bang_emu/device.h). Here the call
+ * instantiates the kernel and the site's invoker, ReplaySite<Tag, F, D...>::invoke(args, nbytes): it reads the
+ * journal's argument bytes (placed in linear memory by the host) with their x86-64 sizes, packed one after the
+ * other as the native ReplaySite::pack wrote them (pointers and long as 8 bytes), asks the host for each
+ * pointer's offset (bang.launch_pointer: a journaled device buffer, or a trap), tells the host the kernel starts
+ * (bang.launch_begin: the counters restart there, so the unpacking is not charged), and calls the kernel. The
+ * host function holding the site is not exported, so the link drops it; the invoker is kept by a constructor that
+ * takes its address (never run: the host does not call __wasm_call_ctors) and exported by sites.py under the
+ * site's name. */
 template <unsigned long long FileHash, int Line, int Index>
 struct SiteTag {};
-template <class Tag = void, class D, class T, class F, class... A>
-void launch_cfg(const char *, const char *, int, D, T, cnrtQueue_t, F fn, A &&...args) {
+template <class T>
+struct X86Arg {  // the argument's size in the journal (x86-64, LP64)
+  static constexpr bool is_long = std::is_same<T, long>::value || std::is_same<T, unsigned long>::value;
+  static constexpr size_t size = std::is_pointer<T>::value || is_long ? 8 : sizeof(T);
+  using Pointee = typename std::remove_cv<typename std::remove_pointer<T>::type>::type;
+  static_assert(std::is_pointer<T>::value || std::is_arithmetic<T>::value || std::is_enum<T>::value ||
+                    std::is_same<T, half>::value,
+                "a kernel argument that is not a pointer or a number is not supported by the wasm replay yet");
+  static_assert(!std::is_same<T, long double>::value,
+                "a long double kernel argument (x87 extended natively, binary128 in wasm32) is not supported");
+  static_assert(!std::is_pointer<T>::value ||
+                    !(std::is_same<Pointee, long>::value || std::is_same<Pointee, unsigned long>::value),
+                "a pointer to long (8-byte elements natively, 4 in wasm32) is not supported by the wasm replay");
+};
+template <class T>
+T read_arg(const unsigned char *p, int index) {
+  if constexpr (std::is_pointer<T>::value) {
+    unsigned long long address;
+    __builtin_memcpy(&address, p, 8);
+    return (T)__bang_wasm_launch_pointer(address, index);
+  } else if constexpr (X86Arg<T>::is_long) {
+    long long value;
+    __builtin_memcpy(&value, p, 8);
+    return (T)__bang_wasm_launch_long(value, std::is_signed<T>::value, index);
+  } else {
+    T value;
+    __builtin_memcpy((void *)&value, p, sizeof(T));
+    return value;
+  }
+}
+extern "C" __attribute__((noinline)) inline void bang_keep_site(int (*invoker)(const unsigned char *, unsigned)) {
+  static int (*volatile kept)(const unsigned char *, unsigned);
+  kept = invoker;
+}
+template <class Tag, class F, class... D>
+struct ReplaySite {
+  static constexpr size_t kBytes = (X86Arg<D>::size + ... + 0);
+  static int invoke(const unsigned char *args, unsigned nbytes) {
+    if (nbytes != kBytes) return 1;  // the native invoker's cnrtErrorArgsInvalid
+    size_t off = 0;
+    int index = 0;
+    // braced initialisation: evaluated left to right, as packed
+    std::tuple<D...> params{(off += X86Arg<D>::size, read_arg<D>(args + off - X86Arg<D>::size, index++))...};
+    alignas(F) unsigned char closure[sizeof(F)] = {};  // F is a captureless lambda: any storage stands for it
+    const F &fn = *reinterpret_cast<const F *>(closure);
+    __bang_wasm_launch_begin();
+    std::apply([&](D &...p) { fn(p...); }, params);
+    return 0;
+  }
+  static inline const bool kept = (bang_keep_site(&invoke), true);
+};
+template <class Tag, class F, class... A>
+void site(F fn, A &&...args) {
+  if constexpr (!std::is_void<Tag>::value) (void)ReplaySite<Tag, F, typename std::decay<A>::type...>::kept;
   fn(args...);
 }
 template <class Tag = void, class D, class T, class F, class... A>
+void launch_cfg(const char *, const char *, int, D, T, cnrtQueue_t, F fn, A &&...args) {
+  site<Tag>(fn, std::forward<A>(args)...);
+}
+template <class Tag = void, class D, class T, class F, class... A>
 void launch_cfg2(const char *, const char *, int, D, T, F fn, A &&...args) {
-  fn(args...);
+  site<Tag>(fn, std::forward<A>(args)...);
 }
 }  // namespace bang_emu
 /* va_start/va_arg/va_copy: the native module checks the va_list's store first; in wasm it is the kernel's own
