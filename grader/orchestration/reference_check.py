@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader.atomic_file import atomic_write_text
 from grader.i18n import _
 from grader.orchestration.calibrate import REFERENCE_ROOT
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest
 from grader.orchestration.pipeline import grade_submission
 from grader.spec import load_assignment
 
@@ -39,15 +39,15 @@ def reference_folders(assignment: str, root: Path = REFERENCE_ROOT) -> list[tupl
     return [(root / spec.name / s.name, s.name) for s in spec.stages if (root / spec.name / s.name).is_dir()]
 
 
-def check_references(assignment: str, options: GradeOptions, root: Path = REFERENCE_ROOT) -> ReferenceCheck:
-    """Grades each reference on `options`' seed; a case or stage it does not get right is a failure."""
+def check_references(assignment: str, request: GradeRequest, environment: GradeEnvironment,
+                     root: Path = REFERENCE_ROOT) -> ReferenceCheck:
+    """Grades each reference on `request`'s seed; a case or stage it does not get right is a failure."""
     started = time.monotonic()
     check = ReferenceCheck()
     for folder, stage in reference_folders(assignment, root):
         shown = _shown(folder, root)
         check.references.append(shown)
-        result = grade_submission(folder, GradeOptions(**{**options.__dict__, "assignment": assignment,
-                                                          "stages": [stage], "out_dir": None, "progress": None}))
+        result = grade_submission(folder, replace(request, assignment=assignment, stages=(stage,)), environment)
         failing = [f"{c.name} ({c.entry}): {c.message.splitlines()[0] if c.message else c.verdict.value}"
                    for c in result.cases if not c.passed]
         if not failing:  # a failing case already says why its stage is not correct

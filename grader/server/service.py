@@ -375,7 +375,7 @@ def submission_of(db: Database, submission_id: int, viewer: Student) -> Submissi
 def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, str]:
     """(results JSON, report HTML) of a graded submission as `viewer` may see it (before the deadline, a
     student's without the hidden cases); else Refused 404."""
-    from grader.reporting.render import render_report_html
+    from grader.orchestration.job import report_html
 
     submission_of(db, submission_id, viewer)
     with db.session() as s:
@@ -388,7 +388,7 @@ def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, s
     if not hides_cases(assignment, viewer):
         return result.document, result.report_html
     shown = _shown_result(result.document, assignment, viewer)
-    return shown.to_json(), render_report_html(shown)
+    return shown.to_json(), report_html(shown)
 
 
 @dataclass
@@ -570,6 +570,7 @@ def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
     from grader.batch.exports import ClassRow, write_exports
     from grader.batch.intake import StudentSubmission
     from grader.orchestration.batch import assignment_fingerprint
+    from grader.orchestration.job import write_report
 
     info = assignment_fingerprint(assignment)
     latest: dict[str, tuple[Student, Submission, str]] = {}
@@ -590,7 +591,7 @@ def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
                            stored_as=f"submission-{sub.id}")
                   for student, sub, document in latest.values()]
     out_dir.mkdir(parents=True, exist_ok=True)
-    return write_exports(class_rows, out_dir, info.title or assignment, info.columns)
+    return write_exports(class_rows, out_dir, info.title or assignment, write_report, info.columns)
 
 
 def set_open(db: Database, assignment: str, is_open: bool) -> None:
@@ -648,7 +649,7 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
     from grader.orchestration.batch import assignment_fingerprint
     from grader.orchestration.build_cache import default_build_cache
     from grader.orchestration.calibrate import REFERENCE_ROOT
-    from grader.orchestration.options import GradeOptions
+    from grader.orchestration.options import GradeEnvironment, GradeRequest, sandbox_name
     from grader.orchestration.reference_check import check_references
 
     with db.session() as s:
@@ -659,14 +660,13 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
     key = seed_check_key(seed, assignment_fingerprint(assignment).spec_hash, backend, device)
     if checked == key:
         return SeedCheck(ran=False, failures=[])
-    options = GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
-                           device=grading_device(backend, device),
-                           sandbox=sandbox, seed_mode="secret", seed=seed,  # type: ignore[arg-type]
-                           build_cache=default_build_cache(), batch=True)
+    request = GradeRequest(assignment=assignment, seed_mode="secret", seed=seed)
+    environment = GradeEnvironment(backend=backend, device=grading_device(backend, device),
+                                   sandbox=sandbox_name(sandbox), build_cache=default_build_cache(), batch=True)
     if announce is not None:
         announce(_("{name}: grading its reference kernels on its secret seed before it opens (once per "
                    "seed)").format(name=assignment))
-    check = check_references(assignment, options, reference_root or REFERENCE_ROOT)
+    check = check_references(assignment, request, environment, reference_root or REFERENCE_ROOT)
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         assert found is not None
