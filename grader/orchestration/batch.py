@@ -43,6 +43,7 @@ from grader.orchestration.options import (
     GradeEnvironment,
     GradeObserver,
     GradeRequest,
+    SeedMode,
     sandbox_name,
     seed_mode,
 )
@@ -271,7 +272,7 @@ def _progress_bar(total: int):  # noqa: ANN202 - (rich Progress, task id)
 
 
 def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str, spec_hash: str, backend: str,
-          device: str | None, sandbox: str, seed_mode: str, seed: str, cache: Path,
+          device: str | None, sandbox: str, seed_mode: SeedMode, seed: str, cache: Path,
           entry: str, lang: str) -> dict[str, tuple[StudentSubmission, GradeJob]]:
     plan: dict[str, tuple[StudentSubmission, GradeJob]] = {}
     for sub in subs:
@@ -281,8 +282,7 @@ def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str,
                          lang=lang)
         job = GradeJob(key=parts.key(), student_id=sub.student_id, student_name=sub.name,
                        submission=str(sub.path or sub.origin), assignment=assignment,
-                       backend=backend,  # type: ignore[arg-type]
-                       device=device, sandbox=sandbox, seed_mode=seed_mode,  # type: ignore[arg-type]
+                       backend=backend, device=device, sandbox=sandbox, seed_mode=seed_mode,
                        batch_dir=str(store.root), build_cache=str(cache), seed=seed,
                        content_hash=sub.content_hash, entry=entry, lang=lang)
         plan[job.key] = (sub, job)
@@ -363,8 +363,8 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
         for leftover in store.runs_dir.glob("*.partial-*"):
             shutil.rmtree(leftover, ignore_errors=True)  # grading dirs of workers a killed batch left behind
     plan = _plan(store, subs, assignment=assignment, spec_hash=spec_hash, backend=backend, device=device,
-                 sandbox=sandbox, seed_mode=manifest.seed_mode, seed=manifest.seed, cache=cache, entry=grading.entry,
-                 lang=lang)
+                 sandbox=sandbox, seed_mode=seed_mode(manifest.seed_mode), seed=manifest.seed, cache=cache,
+                 entry=grading.entry, lang=lang)
 
     to_grade: list[GradeJob] = []
     skipped = 0
