@@ -24,7 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grader.orchestration import GradeOptions, grade_submission  # noqa: E402
+from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission  # noqa: E402
+from grader.orchestration.options import sandbox_name  # noqa: E402
 
 
 def make_copies(submission: Path, root: Path, copies: int) -> list[Path]:
@@ -45,7 +46,8 @@ def grade_all(copies: list[Path], sandbox: str, stages: list[str] | None, cache:
     started = time.monotonic()
     builds, verdicts = 0, []
     for copy in copies:
-        result = grade_submission(copy, GradeOptions(sandbox=sandbox, build_cache=cache, stages=stages))  # type: ignore[arg-type]
+        result = grade_submission(copy, GradeRequest(stages=stages),
+                                  GradeEnvironment(sandbox=sandbox_name(sandbox), build_cache=cache))
         builds += int(result.build is not None and not result.build.cached)
         verdicts.append(result.verdict.value)
     return {"wall_s": round(time.monotonic() - started, 1), "builds": builds, "verdicts": verdicts,

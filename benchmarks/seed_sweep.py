@@ -26,7 +26,7 @@ import tempfile
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ from bang_harness.toolchains import STALL_SIGN  # noqa: E402
 
 from grader.orchestration.build_cache import default_build_cache  # noqa: E402
 from grader.orchestration.execute import MAX_SEEDS_PER_ROUND  # noqa: E402
-from grader.orchestration.options import GradeOptions  # noqa: E402
+from grader.orchestration.options import GradeEnvironment, GradeRequest, sandbox_name  # noqa: E402
 from grader.orchestration.pipeline import grade_on_seeds, grade_submission  # noqa: E402
 from grader.results import GradeResult  # noqa: E402
 from grader.spec import load_assignment  # noqa: E402
@@ -186,20 +186,20 @@ def starved(result: GradeResult, target: Target) -> bool:
 def grade_target(target: Target, seeds: list[str], mode: str, per_sandbox: int, cache: str | None,
                  sandbox: str, per_round: int = 1, nice_after_build: int = 0) -> list[tuple[str, bool, str, float, str, float]]:
     """(seed, correct, why, score, verdict, seconds) per seed."""
-    options = GradeOptions(assignment=target.assignment, sandbox=sandbox, seed_mode="public",  # type: ignore[arg-type]
-                           stages=list(target.stages) if target.stages else None,
-                           build_cache=Path(cache) if cache else None)
+    request = GradeRequest(assignment=target.assignment, seed_mode="public",
+                           stages=tuple(target.stages) if target.stages else None)
+    environment = GradeEnvironment(sandbox=sandbox_name(sandbox), build_cache=Path(cache) if cache else None)
     rows = []
     chunks = [[s] for s in seeds] if mode == "separate" else \
         [seeds[i:i + per_sandbox] for i in range(0, len(seeds), per_sandbox)]
     for chunk in chunks:
         started = time.monotonic()
         if mode == "separate":
-            results = [grade_submission(target.path, GradeOptions(**{**options.__dict__, "seed": chunk[0]}))]
+            results = [grade_submission(target.path, replace(request, seed=chunk[0]), environment)]
         else:
-            results = grade_on_seeds(target.path, options, chunk, per_round)
+            results = grade_on_seeds(target.path, request, environment, chunk, per_round)
             if starved(results[0], target):  # once more: a build the host's load stopped says nothing of the seeds
-                results = grade_on_seeds(target.path, options, chunk, per_round)
+                results = grade_on_seeds(target.path, request, environment, chunk, per_round)
         seconds = (time.monotonic() - started) / len(chunk)
         if nice_after_build and os.nice(0) < nice_after_build:
             # the first chunk built the submission (cached from now on); the runs need no fair share

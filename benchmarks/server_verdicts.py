@@ -33,13 +33,13 @@ from grader.server.run import start_redis, stop  # noqa: E402
 
 
 def local_verdict(fixture: Fixture, out: Path) -> str:
-    from grader.orchestration import grade_submission
     from grader.orchestration.build_cache import default_build_cache
-    from grader.orchestration.options import GradeOptions
+    from grader.orchestration.job import run_job
+    from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
 
-    result = grade_submission(fixture.gradable(out.parent / "src"), GradeOptions(assignment=fixture.assignment, sandbox="docker", batch=True,
-                                                         out_dir=out, seed_mode="secret",
-                                                         build_cache=default_build_cache()))
+    result = run_job(fixture.gradable(out.parent / "src"), GradeRequest(assignment=fixture.assignment, seed_mode="secret"),
+                     GradeEnvironment(sandbox="docker", batch=True, build_cache=default_build_cache()),
+                     GradeObserver(out_dir=out)).result
     return str(result.verdict)
 
 

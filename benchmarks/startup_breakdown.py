@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from grader.backends import DEFAULT_BACKEND, get_backend  # noqa: E402
-from grader.orchestration import GradeOptions, grade_submission  # noqa: E402
+from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission  # noqa: E402
+from grader.orchestration.options import sandbox_name  # noqa: E402
 from grader.sandbox.base import Limits, Mounts, Phase  # noqa: E402
 from grader.sandbox.select import select_runner  # noqa: E402
 
@@ -91,24 +92,17 @@ class TimedRunner:
 
 
 def grading_phases(sandbox: str, submission: Path, cache: Path, runner=None) -> tuple[float, list[tuple[str, float]]]:
-    import grader.orchestration.pipeline as pipeline
+    from dataclasses import replace
 
-    wrapped: list[TimedRunner] = []
-    original = pipeline.resolve_runner
+    from grader.orchestration.environment import resolve_environment
 
-    def resolve(options, backend):
-        wrapped.append(TimedRunner(runner if runner is not None else original(options, backend)))
-        return wrapped[-1]
-
-    pipeline.resolve_runner = resolve
-    try:
-        started = time.monotonic()
-        result = grade_submission(submission, GradeOptions(sandbox=sandbox, build_cache=cache))  # type: ignore[arg-type]
-        total = time.monotonic() - started
-    finally:
-        pipeline.resolve_runner = original
+    environment = GradeEnvironment(sandbox=sandbox_name(sandbox), build_cache=cache)
+    timed = TimedRunner(runner if runner is not None else resolve_environment(environment)[1])
+    started = time.monotonic()
+    result = grade_submission(submission, GradeRequest(), replace(environment, runner=timed))
+    total = time.monotonic() - started
     print(f"  graded {submission.name}: {result.verdict.value}, build cached: {bool(result.build and result.build.cached)}")
-    return total, wrapped[-1].phases
+    return total, timed.phases
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,14 +87,14 @@ def test_pruning_spares_the_most_recent_and_builds_in_use(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_a_copy_that_changed_only_ops_py_reuses_the_build(submission: Path, tmp_path: Path) -> None:
-    from grader.orchestration import GradeOptions, grade_submission
+    from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
     from grader.results import Verdict
 
     cache = tmp_path / "cache"  # its own: the session's may already hold this build
-    options = GradeOptions(sandbox="none", build_cache=cache, stages=["vector"])
-    first = grade_submission(submission, options)
+    request, environment = GradeRequest(stages=("vector",)), GradeEnvironment(sandbox="none", build_cache=cache)
+    first = grade_submission(submission, request, environment)
     (submission / "ops.py").write_text((submission / "ops.py").read_text() + "\n# resubmitted\n")
-    second = grade_submission(submission, options)
+    second = grade_submission(submission, request, environment)
     assert first.build is not None and not first.build.cached, first.message
     assert second.build is not None and second.build.cached and second.build.cache_key == first.build.cache_key
     assert first.verdict == second.verdict == Verdict.PASSED, second.message
@@ -104,7 +104,7 @@ def test_a_copy_that_changed_only_ops_py_reuses_the_build(submission: Path, tmp_
 @pytest.mark.parametrize("says", ["a compile error", "Killed"])
 def test_a_compile_error_is_kept_but_not_a_compiler_the_machine_stopped(tmp_path: Path, says: str) -> None:
     """"Killed" is what g++ prints when the OOM killer stops cc1plus; here it is the log's text."""
-    from grader.orchestration import GradeOptions, grade_submission
+    from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
     from grader.results import Verdict
 
     sub = tmp_path / "sub"
@@ -113,9 +113,10 @@ def test_a_compile_error_is_kept_but_not_a_compiler_the_machine_stopped(tmp_path
     text = {"a compile error": "an error of the student's", "Killed": "cc1plus: Killed (program cc1plus)"}[says]
     binding = sub / "cpp" / "sigmoid_binding.cpp"
     binding.write_text(f'#error "{text}"\n#if 0\n{binding.read_text()}\n#endif\n')
-    options = GradeOptions(sandbox="none", build_cache=tmp_path / "cache", stages=["vector"])
-    first = grade_submission(sub, options)
-    second = grade_submission(sub, options)
+    request = GradeRequest(stages=("vector",))
+    environment = GradeEnvironment(sandbox="none", build_cache=tmp_path / "cache")
+    first = grade_submission(sub, request, environment)
+    second = grade_submission(sub, request, environment)
     assert first.verdict == second.verdict == Verdict.COMPILE_ERROR, second.message
     assert first.build is not None and second.build is not None and not first.build.cached
     assert second.build.cached == (says != "Killed")
@@ -133,7 +134,7 @@ def test_a_build_is_limited_in_cpu_seconds_per_compiler_not_in_the_hosts_wall_ti
     limit is made far longer here, so only the CPU limit can stop it) and the verdict says so."""
     from bang_harness.plan import BuildPlan
 
-    from grader.orchestration import GradeOptions, build_step
+    from grader.orchestration import GradeEnvironment, build_step
     from grader.orchestration.build_step import BuildStep
     from grader.orchestration.environment import resolve_backend
     from grader.results import Verdict
@@ -144,7 +145,7 @@ def test_a_build_is_limited_in_cpu_seconds_per_compiler_not_in_the_hosts_wall_ti
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.setattr(build_step, "BUILD_WALL_FACTOR", 200)
-    step = BuildStep(ProcessRunner(), resolve_backend(GradeOptions()), sub, BuildPlan.handout(sub, "my_ops_ext"),
+    step = BuildStep(ProcessRunner(), resolve_backend(GradeEnvironment()), sub, BuildPlan.handout(sub, "my_ops_ext"),
                      "my_ops_ext", timeout_seconds=1, cache=None, progress=lambda *_: None)
     started = time.monotonic()
     built = step.build(step.folder(work), work)

@@ -150,12 +150,12 @@ def machine(monkeypatch):
     return state
 
 
-def _prepare(**options):
-    from grader.orchestration import GradeOptions
+def _prepare(**environment):
+    from grader.orchestration import GradeEnvironment
     from grader.orchestration.environment import prepare_environment
 
     lines: list[str] = []
-    return prepare_environment(GradeOptions(**options), log=lines.append), lines
+    return prepare_environment(GradeEnvironment(**environment), log=lines.append), lines
 
 
 def test_as_root_a_bare_machine_is_set_up_then_graded_in_docker(machine):

@@ -13,6 +13,7 @@ from factories import grade_result
 from grader.batch.exports import ClassRow, write_exports
 from grader.batch.intake import StudentSubmission
 from grader.gradescope import to_gradescope, write_gradescope
+from grader.orchestration.job import write_report
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -84,7 +85,7 @@ def test_integrity_findings_are_shown_as_a_failed_unscored_test():
 def _batch_export(result: GradeResult, out: Path) -> bytes:
     """What `grade batch` writes for one student with `result` stored."""
     sub = StudentSubmission(student_id="s1", name="S One", origin="s1", path=None, content_hash="0" * 64)
-    write_exports([ClassRow(sub, result)], out, "Lab")
+    write_exports([ClassRow(sub, result)], out, "Lab", write_report)
     return (out / "gradescope" / sub.slug / "results.json").read_bytes()
 
 

@@ -267,12 +267,13 @@ def sigmoid(x):
 '''
 
 
-def _grade(path: Path, **options):
-    from grader.orchestration import GradeOptions, grade_submission
+def _grade(path: Path, **request):
+    from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
     from grader.orchestration.build_cache import default_build_cache
 
     # the session's build cache (tests/conftest.py): a copy that changed only ops.py reuses its kernels' build
-    return grade_submission(path, GradeOptions(sandbox="none", build_cache=default_build_cache(), **options))
+    return grade_submission(path, GradeRequest(**request), GradeEnvironment(sandbox="none",
+                                                                            build_cache=default_build_cache()))
 
 
 @pytest.mark.slow

@@ -46,7 +46,7 @@ def test_fifos_sockets_and_devices_are_refused_before_anything_reads_them(tmp_pa
     import os
     import socket
 
-    from grader.orchestration.options import GradeOptions
+    from grader.orchestration.options import GradeRequest
     from grader.orchestration.resolve import guess_spec
 
     root = write_tree(tmp_path / "sub", GOOD)
@@ -60,7 +60,7 @@ def test_fifos_sockets_and_devices_are_refused_before_anything_reads_them(tmp_pa
     assert "cpp/bind.cpp" in str(refused.value) and "grade.toml" in str(refused.value)
     assert "mlu/s.sock" in str(refused.value)
     detect(root)  # returns: nothing opened the FIFOs
-    assert guess_spec(root, GradeOptions()) is not None  # ops.py read, the FIFO grade.toml never opened
+    assert guess_spec(root, GradeRequest()) is not None  # ops.py read, the FIFO grade.toml never opened
 
 
 @pytest.mark.parametrize(("remove", "message"), [

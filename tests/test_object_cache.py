@@ -96,7 +96,7 @@ def test_a_symlinked_binding_is_not_shared(sub: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.docker
 def test_a_second_fixture_with_the_same_binding_reuses_its_object_and_keeps_its_verdict(tmp_path: Path) -> None:
-    from grader.orchestration import GradeOptions, grade_submission
+    from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
     from grader.results import Verdict
     from grader.sandbox.select import docker_status
 
@@ -104,9 +104,9 @@ def test_a_second_fixture_with_the_same_binding_reuses_its_object_and_keeps_its_
     if client is None:
         pytest.skip(f"the docker sandbox is not available: {why}")
     cache = tmp_path / "cache"  # its own: the session's may already hold these objects
-    options = GradeOptions(sandbox="docker", build_cache=cache)
-    first = grade_submission(VECTOR, options)
-    second = grade_submission(ROOT / "reference_kernels" / "known_bad" / "tail_dropped", options)
+    environment = GradeEnvironment(sandbox="docker", build_cache=cache)
+    first = grade_submission(VECTOR, GradeRequest(), environment)
+    second = grade_submission(ROOT / "reference_kernels" / "known_bad" / "tail_dropped", GradeRequest(), environment)
     assert first.build and second.build and not second.build.cached, second.message
     compile_line = "-c /submission/cpp/sigmoid_binding.cpp"
     assert compile_line in first.build.compiler_output

@@ -19,7 +19,7 @@ from factories import Behaviour, FakeRunner, matmul_submission, right
 
 from grader.backends.emu import EmuBackend
 from grader.backends.mlu import MluBackend
-from grader.orchestration import GradeOptions, grade_submission
+from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.execute import PER_ROUND_ENV, Executor
 from grader.orchestration.plan import plan_calls, probe_calls
@@ -145,7 +145,7 @@ def test_grade_submission_uses_the_runner_in_the_options(tmp_path):
     sub = matmul_submission(tmp_path / "sub")
     hang = {"ok": False, "error_kind": ErrorKind.TIMEOUT, "error": "hung"}
     runner = FakeRunner(SPEC, lambda call: hang)
-    result = grade_submission(sub, GradeOptions(assignment="matmul", runner=runner))
+    result = grade_submission(sub, GradeRequest(assignment="matmul"), GradeEnvironment(runner=runner))
     assert result.sandbox == "fake" and result.build is not None and result.build.ok
     assert result.verdict == Verdict.TIMEOUT and len(runner.jobs) == 1  # the probe, then nothing
 
@@ -296,7 +296,8 @@ def test_no_more_seeds_share_a_round_than_keep_each_seeds_budgets(tmp_path):
 
     broken = {"ok": False, "error_kind": ErrorKind.LOAD_FAILURE, "error": "no module", "during": "load"}
     runner = FakeRunner(SPEC, lambda call: broken)  # the probe dooms every entry: one round per chunk of seeds
-    results = grade_on_seeds(matmul_submission(tmp_path / "sub"), GradeOptions(assignment="matmul", runner=runner),
+    results = grade_on_seeds(matmul_submission(tmp_path / "sub"), GradeRequest(assignment="matmul"),
+                             GradeEnvironment(runner=runner),
                              [f"sweep-{i}" for i in range(6)], per_round=10)
     assert len(results) == 6 and all(r.verdict == Verdict.RUNTIME_ERROR for r in results)
     assert [len({c["id"].split("_")[0] for c in job["calls"]}) for job in runner.jobs] == [4, 2]

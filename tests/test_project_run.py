@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment
 from grader.orchestration.project_run import run_project
 from grader.sandbox.process import ProcessRunner
 
@@ -30,7 +30,7 @@ def _project(tmp_path: Path, setup: str | None) -> Path:
 
 
 def _run(project: Path, **kwargs: object):  # noqa: ANN202
-    return run_project(project, ["python", "check.py"], GradeOptions(sandbox="none", runner=ProcessRunner()),
+    return run_project(project, ["python", "check.py"], GradeEnvironment(sandbox="none", runner=ProcessRunner()),
                        timeout_seconds=300, **kwargs).outcome
 
 

@@ -6,29 +6,31 @@ failing, are tests/batch/test_batch_real.py's and tests/server/test_server_seed_
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from grader.drivers.batch import assignment_fingerprint
 from grader.drivers.reference_check import FileRecord, ReferenceCheck, guard_seed, seed_check_key
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest
 
 
 def test_a_key_that_passed_is_not_checked_again_and_any_other_key_is(tmp_path: Path) -> None:
     nothing = tmp_path / "references"
     nothing.mkdir()
-    options = GradeOptions(assignment="sigmoid", seed_mode="secret", seed="s1", sandbox="none")
+    request = GradeRequest(assignment="sigmoid", seed_mode="secret", seed="s1")
+    environment = GradeEnvironment(sandbox="none")
     record = FileRecord(tmp_path)
     assert record.passed_key() is None
-    check = guard_seed("sigmoid", options, record, spec_hash="h", device="mlu370-x8", root=nothing)
+    check = guard_seed("sigmoid", request, environment, record, spec_hash="h", device="mlu370-x8", root=nothing)
     assert check is not None and check.failures == [] and check.references == []
     key = seed_check_key("s1", "h", "emu", "mlu370-x8")
     assert record.passed_key() == key and json.loads((tmp_path / "references.json").read_text())["key"] == key
-    assert guard_seed("sigmoid", options, record, spec_hash="h", device="mlu370-x8", root=nothing) is None
+    assert guard_seed("sigmoid", request, environment, record, spec_hash="h", device="mlu370-x8", root=nothing) is None
     # another device, another spec, another seed: checked again
-    assert guard_seed("sigmoid", options, record, spec_hash="h", device="mlu270", root=nothing) is not None
-    assert guard_seed("sigmoid", options, record, spec_hash="h2", device="mlu270", root=nothing) is not None
-    options.seed = "s2"
-    assert guard_seed("sigmoid", options, record, spec_hash="h2", device="mlu270", root=nothing) is not None
+    assert guard_seed("sigmoid", request, environment, record, spec_hash="h", device="mlu270", root=nothing) is not None
+    assert guard_seed("sigmoid", request, environment, record, spec_hash="h2", device="mlu270", root=nothing) is not None
+    request = replace(request, seed="s2")
+    assert guard_seed("sigmoid", request, environment, record, spec_hash="h2", device="mlu270", root=nothing) is not None
     assert record.passed_key() == seed_check_key("s2", "h2", "emu", "mlu270")
     # a failed check is not remembered as passed (the batch stops instead)
     FileRecord(tmp_path / "other").save(key, ReferenceCheck(["sigmoid/vector"], ["sigmoid/vector: n1 (sigmoid)"]))

@@ -29,7 +29,7 @@ def _discover() -> dict[str, type[Backend]]:
 
 
 BACKENDS: dict[str, type[Backend]] = _discover()
-DEFAULT_BACKEND = "emu"  # what --backend and GradeOptions default to: every machine can grade on it
+DEFAULT_BACKEND = "emu"  # what --backend and GradeEnvironment default to: every machine can grade on it
 
 __all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "TimingSource", "get_backend"]
 

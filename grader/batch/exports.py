@@ -1,6 +1,8 @@
 """What a batch hands to the instructor and the LMS, all derived from the stored results: a gradebook CSV,
 a Canvas import CSV, one Gradescope results.json per student (grader.gradescope) and the per-student HTML
-reports. `csv_cell` is the one place CSV cells are neutralised against formula injection."""
+reports (the one grading wrote, else drawn by the renderer the caller hands in: grader.orchestration.job's,
+the one rendering of a report). `csv_cell` is the one place CSV cells are neutralised against formula
+injection."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import csv
 import io
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,8 @@ class ClassRow:
     not_graded: str = ""  # why this entry of the class folder has no grade (exported without a score)
 
 
+# Writes the report of a result to a path (grader.orchestration.job.write_report): how a missing one is drawn.
+WriteReport = Callable[[GradeResult, Path], Path]
 NOT_GRADED = "not_graded"  # the gradebook's verdict cell for an entry with no grade
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -133,28 +138,26 @@ def canvas_csv(rows: list[ClassRow], assignment_title: str) -> str:
     return out.getvalue()
 
 
-def write_student_report(row: ClassRow, path: Path) -> str | None:
-    """Puts the student's HTML report at `path`: the one grading wrote, else rendered now from the result
-    (results the batch made itself, e.g. for a crashed worker). Returns a note when neither was possible."""
+def write_student_report(row: ClassRow, path: Path, render: WriteReport) -> str | None:
+    """Puts the student's HTML report at `path`: the one grading wrote, else drawn now from the result by
+    `render` (results the batch made itself, e.g. for a crashed worker). Returns a note when neither was
+    possible."""
     written = row.run_dir / "report.html" if row.run_dir else None
     path.parent.mkdir(parents=True, exist_ok=True)
     if written is not None and written.is_file():
         shutil.copyfile(written, path)
         return None
     try:
-        from grader.reporting import render_report  # type: ignore[attr-defined]
-    except ImportError:
-        return "grader.reporting.render_report is not available"
-    try:
-        render_report(row.result, path)
+        render(row.result, path)
     except Exception as exc:  # a report that fails to render must not stop the exports
         return f"report for {row.submission.student_id} failed to render: {exc!r}"
     return None
 
 
-def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str,
+def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str, render: WriteReport,
                   columns: tuple[dict[str, float], dict[str, float]] | None = None) -> list[str]:
-    """Writes every export under `out_dir`; returns notes about what could not be written."""
+    """Writes every export under `out_dir` (a report no grading wrote drawn by `render`); returns notes about
+    what could not be written."""
     notes: list[str] = []
     atomic_write_text(out_dir / "gradebook.csv", gradebook_csv(rows, columns))
     atomic_write_text(out_dir / "canvas.csv", canvas_csv(rows, assignment_title))
@@ -173,7 +176,7 @@ def write_exports(rows: list[ClassRow], out_dir: Path, assignment_title: str,
         report = out_dir / "reports" / f"{slug}.html"
         if row.stored_as and drawn.get(slug) == row.stored_as and report.is_file():
             continue
-        note = write_student_report(row, report)
+        note = write_student_report(row, report, render)
         if note:
             notes.append(note)
         else:

@@ -29,7 +29,6 @@ import traceback
 from pathlib import Path
 from typing import IO
 
-from grader.atomic_file import atomic_write_text
 from grader.batch.jobs import JOB_DONE, GradeFn, GradeJob, failure_result
 from grader.batch.store import ResultStore
 from grader.i18n import _, use_language
@@ -71,10 +70,9 @@ def grade_job(job: GradeJob, grade: GradeFn) -> GradeResult:
             result = grade(job, work_dir)
             if not isinstance(result, GradeResult):
                 raise TypeError(f"{job.entry} returned {type(result).__name__}, not GradeResult")
-            # The instructor's roster decides who a submission belongs to, not the student's grade.toml.
+            # The instructor's roster decides who a submission belongs to, not the student's grade.toml (the
+            # grading function wrote its files with it: drivers.batch.grade_batch_job).
             result.student = Student(id=job.student_id, name=job.student_name or job.student_id)
-            if (work_dir / "results.json").is_file():
-                atomic_write_text(work_dir / "results.json", result.to_json())
         except Exception as exc:  # the grader itself failed: record it as ours, never the student's
             tail = "".join(traceback.format_exception(exc))[-4000:]
             result = failure_result(job, Verdict.INTERNAL_ERROR,

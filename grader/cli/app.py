@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,10 +23,20 @@ from rich.table import Table
 
 from grader.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from grader.i18n import LANGUAGES, _, current_language, resolve_language, use_language
-from grader.orchestration import GradeOptions, grade_submission
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
+from grader.orchestration.options import (
+    SANDBOXES,
+    GradeEnvironment,
+    GradeObserver,
+    GradeRequest,
+    SandboxName,
+    sandbox_name,
+)
 from grader.orchestration.project_run import DEFAULT_TIMEOUT_SECONDS as RUN_TIMEOUT
 from grader.results import GradeResult, Verdict
+
+if TYPE_CHECKING:
+    from grader.orchestration.environment import Prepared
 
 
 class ExitCode(IntEnum):
@@ -111,20 +123,18 @@ def submit(
     except UsageError as exc:
         raise _usage_error(str(exc)) from exc
     _check_choice(backend, tuple(BACKENDS), "--backend")
-    _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
     if lang is not None:
         _check_choice(lang, LANGUAGES, "--lang")
     console = _console(json_output)
     out_dir = out or Path("out") / submission.resolve().name
     cache = None if no_build_cache else (build_cache or default_build_cache())
-    options = GradeOptions(
-        assignment=assignment, backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]
-        seed_mode="secret" if secret else "public", seed=seed, out_dir=out_dir, build_cache=cache,
-        stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None, lang=lang)
+    request = GradeRequest(assignment=assignment, seed_mode="secret" if secret else "public", seed=seed, lang=lang,
+                           stages=tuple(s.strip() for s in stages.split(",") if s.strip()) if stages else None)
+    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox), build_cache=cache)
     from grader.orchestration.resolve import grading_language
 
-    with use_language(grading_language(submission, options)):  # the same language grade_submission picks
-        _submit(submission, options, console, out_dir=out_dir, cache=cache, install=not no_setup,
+    with use_language(grading_language(submission, request)):  # the same language grade_submission picks
+        _submit(submission, request, environment, console, out_dir=out_dir, cache=cache, install=not no_setup,
                 gradescope=gradescope, json_output=json_output, profile=profile)
 
 
@@ -148,20 +158,19 @@ def run(
     from grader.orchestration.read_outputs import describe_outcome
 
     _check_choice(backend, tuple(BACKENDS), "--backend")
-    _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
+    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox))
     if lang is not None:
         _check_choice(lang, LANGUAGES, "--lang")
     if not project.is_dir():
         raise typer.BadParameter(_("{path} is not a folder").format(path=project))
     console = Console(stderr=True, highlight=False)
-    options = GradeOptions(backend=backend, device=device, sandbox=sandbox)  # type: ignore[arg-type]
     with use_language(resolve_language(lang, None)):
-        _prepare(options, console, install=not no_setup)
+        environment = _prepare(environment, console, install=not no_setup)
         console.print(_("running {command} in a copy of {project} ({backend} backend, {sandbox} sandbox; your "
                         "folder is not changed)").format(command=" ".join(command), project=project,
-                                                         backend=backend, sandbox=options.sandbox))
+                                                         backend=backend, sandbox=environment.sandbox))
         try:
-            done = run_project(project, list(command), options, build=not no_build, timeout_seconds=timeout)
+            done = run_project(project, list(command), environment, build=not no_build, timeout_seconds=timeout)
         except UnavailableError as exc:
             console.print("[red]" + _("cannot run here:") + f"[/] {exc}", highlight=False)
             raise typer.Exit(2) from exc
@@ -176,34 +185,47 @@ def run(
     raise typer.Exit(done.outcome.exit_code if done.outcome.exit_code is not None else 1)
 
 
-def _submit(submission: Path, options: GradeOptions, console: Console, *, out_dir: Path, cache: Path | None,
-            install: bool, gradescope: Path | None, json_output: bool, profile: bool = False) -> None:
-    prepared = _prepare(options, console, install=install, submission=submission, json_output=json_output) \
-        if _gradable_layout(submission) else None
+def _submit(submission: Path, request: GradeRequest, environment: GradeEnvironment, console: Console, *,
+            out_dir: Path, cache: Path | None, install: bool, gradescope: Path | None, json_output: bool,
+            profile: bool = False) -> None:
+    from grader.orchestration.job import finish_job, run_job
+
+    notes: list[str] = []
+    if _gradable_layout(submission):  # a layout error is reported without setting the machine up
+        try:
+            environment, notes = _prepare_notes(environment, console, install=install)
+        except _CannotGrade as cannot:
+            from grader.orchestration.document import environment_error_result
+
+            result = environment_error_result(submission, request, environment, cannot.problem)
+            result.lang = current_language()  # submit chose it (use_language) before setting up
+            done = finish_job(result, GradeObserver(out_dir=out_dir))
+            console.print(_("results:     {path}").format(path=done.results))
+            if json_output:
+                sys.stdout.write(result.to_json() + "\n")
+            raise typer.Exit(ExitCode.ERROR) from cannot.problem
     with _progress(console) as progress:
         task = progress.add_task(_("starting"), total=1.0)
-        options.progress = lambda step, fraction: progress.update(task, description=step, completed=fraction)
-        result = grade_submission(submission, options)
-    if prepared is not None and prepared.notes:
-        result.message = "\n".join([result.message, *prepared.notes]).strip()
-        if out_dir is not None:
-            from grader.orchestration.pipeline import write_result
-
-            write_result(result, out_dir / "results.json")
+        observer = GradeObserver(out_dir=out_dir, progress=lambda step, fraction: progress.update(
+            task, description=step, completed=fraction))
+        done = run_job(submission, request, environment, observer, notes=notes)
+    result = done.result
     if cache is not None:
         prune_build_cache(cache)
     from grader.cli.summary import print_summary
 
     print_summary(result, console)
-    report = _write_report(result, out_dir / "report.html", console)
+    if done.report_error:
+        console.print("[yellow]" + _("the HTML report could not be written: {error}").format(
+            error=done.report_error) + "[/]")
     if gradescope is not None:
         from grader.gradescope import write_gradescope
 
         write_gradescope(result, gradescope)
         console.print(_("gradescope:  {path}").format(path=gradescope))
-    console.print(_("results:     {path}").format(path=out_dir / "results.json"))
-    if report is not None:
-        console.print(_("report:      {path}").format(path=report))
+    console.print(_("results:     {path}").format(path=done.results))
+    if done.report is not None:
+        console.print(_("report:      {path}").format(path=done.report))
     if profile:
         from grader.reporting.profile import write_profile
 
@@ -309,6 +331,7 @@ def serve(
     from grader.server.run import serve as run_server
 
     _check_choice(backend, tuple(BACKENDS), "--backend")
+    _sandbox(sandbox)
     url = db or sqlite_url(data.resolve())
     data.mkdir(parents=True, exist_ok=True)
     migrate(url)
@@ -455,51 +478,60 @@ def _gradable_layout(submission: Path) -> bool:
     return True
 
 
-def _prepare(options: GradeOptions, console: Console, install: bool, submission: Path | None = None,
-             json_output: bool = False):  # noqa: ANN202
-    """Sets the machine up for `options` (environment.prepare_environment), progress on the console; on a
-    machine that cannot grade, writes an environment_error result (submit) and exits 2 with the fix."""
-    from grader.orchestration.environment import (
-        EnvironmentProblem,
-        environment_error_result,
-        prepare_environment,
-    )
+# A machine's setup for an environment (environment.prepare_environment's, or a batch grading's own), logging.
+Prepare = Callable[[GradeEnvironment, Callable[[str], None]], "Prepared"]
+
+
+class _CannotGrade(Exception):
+    """This machine cannot grade with the asked sandbox (environment.EnvironmentProblem, already shown)."""
+
+    def __init__(self, problem: Exception) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def _prepare_notes(environment: GradeEnvironment, console: Console, install: bool,
+                   prepare: Prepare | None = None) -> tuple[GradeEnvironment, list[str]]:
+    """Sets the machine up for `environment` (`prepare`, default environment.prepare_environment), progress on
+    the console: the environment with the sandbox setting up chose, and setup's notes. _CannotGrade when it
+    cannot."""
+    from grader.orchestration.environment import EnvironmentProblem, prepare_environment
+
+    def log(line: str) -> None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     try:
-        prepared = prepare_environment(options, log=lambda line: console.print(line, highlight=False, markup=False,
-                                                                           soft_wrap=True),
-                                       install=install)
+        if prepare is None:
+            prepared = prepare_environment(environment, log=log, install=install)
+        else:
+            prepared = prepare(environment, log)
     except EnvironmentProblem as problem:
         console.print("[red]" + _("cannot grade on this machine:") + f"[/] {problem}", highlight=False)
-        if submission is not None:
-            result = environment_error_result(submission, options, problem)
-            result.lang = current_language()  # submit chose it (use_language) before setting up
-            if options.out_dir is not None:
-                from grader.orchestration.pipeline import write_result
-
-                path = write_result(result, Path(options.out_dir) / "results.json")
-                console.print(_("results:     {path}").format(path=path))
-            if json_output:
-                sys.stdout.write(result.to_json() + "\n")
-        raise typer.Exit(ExitCode.ERROR) from problem
-    if prepared.sandbox != options.sandbox:
-        options.sandbox = prepared.sandbox  # type: ignore[assignment]
-    return prepared
+        raise _CannotGrade(problem) from problem
+    return replace(environment, sandbox=prepared.sandbox), prepared.notes
 
 
-def _write_report(result: GradeResult, path: Path, console: Console) -> Path | None:
+def _prepare(environment: GradeEnvironment, console: Console, install: bool,
+             prepare: Prepare | None = None) -> GradeEnvironment:
+    """_prepare_notes, exiting ERROR with the fix shown when this machine cannot grade."""
     try:
-        from grader.reporting import render_report
-    except ImportError as exc:
-        console.print("[yellow]" + _("no HTML report: the reporting module is not available ({error})")
-                      .format(error=exc) + "[/]")
-        return None
+        return _prepare_notes(environment, console, install, prepare)[0]
+    except _CannotGrade as cannot:
+        raise typer.Exit(ExitCode.ERROR) from cannot.problem
+
+
+def _named(name: str):  # noqa: ANN202 - whatever `module:NAME` names (a BatchGrading)
+    import importlib
+
+    module, _sep, attribute = name.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _sandbox(value: str) -> SandboxName:
     try:
-        return render_report(result, path)
-    except Exception as exc:  # noqa: BLE001 -- the grade stands even if the report cannot be drawn
-        console.print("[yellow]" + _("the HTML report could not be written: {error}")
-                      .format(error=f"{type(exc).__name__}: {exc}") + "[/]")
-        return None
+        return sandbox_name(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--sandbox must be one of {', '.join(SANDBOXES)}, got {value!r}") from exc
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -527,13 +559,14 @@ def batch(
     similarity: Annotated[bool, typer.Option("--similarity/--no-similarity",
                                              help="compare the students' code, for review")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="live progress bar on stderr")] = True,
-    entry: Annotated[str | None, typer.Option(hidden=True, help="tests: the grading function, module:function "
-                                                                "(a grader.batch.jobs.GradeFn)")] = None,
+    grading: Annotated[str | None, typer.Option(hidden=True, help="tests: module:NAME, a "
+                                                                  "grader.drivers.batch.BatchGrading to "
+                                                                  "grade with (default: the sandboxed one)")] = None,
     lang: LangOpt = None,
 ) -> None:
     """Grade a whole class, resumably (see grader.drivers.batch)."""
     from grader.batch.similarity import SimilarityOptions
-    from grader.drivers.batch import GRADE_ENTRY, BatchError, BatchInterrupted, run_batch
+    from grader.drivers.batch import SANDBOXED, BatchError, BatchInterrupted, run_batch
 
     console = Console()
     try:
@@ -542,17 +575,17 @@ def batch(
         _check_assignment(assignment)
     except UsageError as exc:
         raise _usage_error(str(exc)) from exc
-    _check_choice(sandbox, ("auto", "docker", "bwrap", "none"), "--sandbox")
+    environment = GradeEnvironment(backend=backend, sandbox=_sandbox(sandbox), batch=True)
     if lang is not None:
         _check_choice(lang, LANGUAGES, "--lang")
-    if not plan_only and entry is None:  # a test's grading function needs no sandbox set up
-        _prepare(GradeOptions(backend=backend, sandbox=sandbox, batch=True), console,  # type: ignore[arg-type]
-                 install=True)
+    grader = _named(grading) if grading else SANDBOXED
+    if not plan_only:
+        _prepare(environment, console, install=True, prepare=grader.prepare)
     try:
         summary = run_batch(submissions, assignment, out, workers=workers, backend=backend, sandbox=sandbox,
                             force=force, seed=seed, device=device, build_cache=build_cache,
                             job_timeout=job_timeout, plan_only=plan_only, image=image, progress=progress,
-                            entry=entry or GRADE_ENTRY, lang=lang,
+                            grading=grader, lang=lang,
                             similarity=SimilarityOptions(template=tuple(template or ()),
                                                          threshold=similarity_threshold, enabled=similarity))
     except BatchError as exc:
@@ -581,10 +614,10 @@ def calibrate(
     from grader.drivers.calibrate import calibrate as run_calibration
 
     console = Console(highlight=False)
-    options = GradeOptions(backend=backend, device=device, sandbox=sandbox,  # type: ignore[arg-type]
-                           build_cache=build_cache, stages=stages.split(",") if stages else None)
+    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox), build_cache=build_cache)
     try:
-        done = run_calibration(assignment, options, reference=reference, log=console.print)
+        done = run_calibration(assignment, environment, stages=tuple(stages.split(",")) if stages else None,
+                               reference=reference, log=console.print)
     except CalibrationError as exc:
         console.print(f"[red]calibration failed:[/] {exc}")
         raise typer.Exit(ExitCode.NOT_PASSED) from exc

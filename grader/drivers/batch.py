@@ -18,8 +18,10 @@ import os
 import shutil
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grader
 from grader.atomic_file import atomic_write_text
@@ -36,9 +38,20 @@ from grader.batch.store import KeyParts, ResultStore, seed_digest
 from grader.drivers.reference_check import FileRecord, guard_message, guard_seed
 from grader.i18n import N_, _, ngettext, resolve_language, use_language
 from grader.orchestration.build_cache import default_build_cache
-from grader.orchestration.options import GradeOptions
-from grader.results import GradeResult, Verdict, verdict_label
+from grader.orchestration.job import write_report
+from grader.orchestration.options import (
+    GradeEnvironment,
+    GradeObserver,
+    GradeRequest,
+    SeedMode,
+    sandbox_name,
+    seed_mode,
+)
+from grader.results import GradeResult, Student, Verdict, verdict_label
 from grader.spec import REFERENCE_ROOT
+
+if TYPE_CHECKING:
+    from grader.orchestration.environment import Prepared
 
 GRADE_ENTRY = "grader.drivers.batch:grade_batch_job"  # the GradeFn real batches run (a test resolves it)
 BREAKER_FAILURES = 4  # consecutive grader failures from the start that stop the batch
@@ -136,22 +149,56 @@ class BatchSummary:
         return out + self._not_graded_lines()
 
 
-def job_options(job: GradeJob, work_dir: Path) -> GradeOptions:
-    """The grading options of a queued job (the batch's and the course server's): the job's settings,
-    sandboxed as a batch, writing into `work_dir`."""
-    return GradeOptions(
-        assignment=job.assignment, backend=job.backend, device=job.device,
-        sandbox=job.sandbox,  # type: ignore[arg-type]
-        seed_mode=job.seed_mode, seed=job.seed, out_dir=work_dir,
-        build_cache=Path(job.build_cache) if job.build_cache else None, batch=True, lang=job.lang,
-    )
-
-
 def grade_batch_job(job: GradeJob, work_dir: Path) -> GradeResult:
-    """The batch's GradeFn: grade_submission on the job's submission with the job's settings."""
-    from grader.orchestration.pipeline import grade_submission
+    """The batch's GradeFn: the one job entry (orchestration/job.py) on the job's submission with the job's
+    settings, sandboxed as a batch, its results.json and report written into `work_dir`, the roster's student."""
+    from grader.orchestration.job import run_job
 
-    return grade_submission(Path(job.submission), job_options(job, work_dir))
+    request = GradeRequest(assignment=job.assignment, seed_mode=job.seed_mode, seed=job.seed, lang=job.lang)
+    environment = GradeEnvironment(backend=job.backend, device=job.device, sandbox=sandbox_name(job.sandbox),
+                                   build_cache=Path(job.build_cache) if job.build_cache else None, batch=True)
+    return run_job(Path(job.submission), request, environment, GradeObserver(out_dir=work_dir),
+                   student=Student(id=job.student_id, name=job.student_name or job.student_id)).result
+
+
+@dataclass(frozen=True)
+class BatchGrading:
+    """How this machine grades a batch: the GradeFn its workers run (`entry`, "module:function", each
+    GradeJob names it) and what the machine is asked around the jobs: set up and checked before any
+    (prepare, preflight), the assignment's reference kernels graded on the batch's seed before anyone
+    (reference_check.py), the sandboxes of killed workers swept. SANDBOXED is the real one; a test injects its
+    own (tests/batch/entries.py: quick grading functions on no machine)."""
+
+    entry: str = GRADE_ENTRY
+
+    def prepare(self, environment: GradeEnvironment, log: Callable[[str], None]) -> Prepared:
+        """The machine set up for the batch's sandbox (environment.prepare_environment; raises
+        EnvironmentProblem naming the fix)."""
+        from grader.orchestration.environment import prepare_environment
+
+        return prepare_environment(environment, log=log, install=True)
+
+    def preflight(self, environment: GradeEnvironment) -> None:
+        """Fails the batch before it starts when the grader cannot work here at all (no sandbox image, no
+        toolchain), instead of turning every student into an internal error. `environment`: the first slot's."""
+        from grader.orchestration.environment import UnavailableError, resolve_environment
+
+        try:
+            resolve_environment(environment)
+        except UnavailableError as exc:
+            raise BatchError(f"cannot grade on this machine: {exc}") from exc
+
+    def sweep(self) -> list[str]:
+        """The sandbox containers of dead workers removed (sweep_dead_workers_containers)."""
+        return sweep_dead_workers_containers()
+
+    def check_references(self, store: ResultStore, spec_hash: str, root: Path, request: GradeRequest,
+                         environment: GradeEnvironment) -> None:
+        """BatchError (nobody graded) when a reference kernel fails on the batch's seed (_references_pass)."""
+        _references_pass(store, spec_hash, root, request, environment)
+
+
+SANDBOXED = BatchGrading()
 
 
 # ------------------------------------------------------------------------------------------- settings
@@ -193,19 +240,6 @@ def device_slots(backend: str, workers: int | None, device: str | None) -> list[
         raise BatchError(str(exc)) from exc
 
 
-def preflight(backend: str, sandbox: str, device: str | None) -> None:
-    """Fails the batch before it starts when the grader cannot work here at all (no sandbox image, no
-    toolchain), instead of turning every student into an internal error. `device`: the first slot's."""
-    from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
-    from grader.orchestration.options import GradeOptions
-
-    options = GradeOptions(backend=backend, sandbox=sandbox, device=device, batch=True)  # type: ignore[arg-type]
-    try:
-        resolve_runner(options, resolve_backend(options))
-    except UnavailableError as exc:
-        raise BatchError(f"cannot grade on this machine: {exc}") from exc
-
-
 def sweep_dead_workers_containers() -> list[str]:
     """Removes sandbox containers whose worker died (killed batch, timed-out worker); they would otherwise
     keep running to their own time limit. Containers of live graders are left alone."""
@@ -238,7 +272,7 @@ def _progress_bar(total: int):  # noqa: ANN202 - (rich Progress, task id)
 
 
 def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str, spec_hash: str, backend: str,
-          device: str | None, sandbox: str, seed_mode: str, seed: str, cache: Path,
+          device: str | None, sandbox: str, seed_mode: SeedMode, seed: str, cache: Path,
           entry: str, lang: str) -> dict[str, tuple[StudentSubmission, GradeJob]]:
     plan: dict[str, tuple[StudentSubmission, GradeJob]] = {}
     for sub in subs:
@@ -248,8 +282,7 @@ def _plan(store: ResultStore, subs: list[StudentSubmission], *, assignment: str,
                          lang=lang)
         job = GradeJob(key=parts.key(), student_id=sub.student_id, student_name=sub.name,
                        submission=str(sub.path or sub.origin), assignment=assignment,
-                       backend=backend,  # type: ignore[arg-type]
-                       device=device, sandbox=sandbox, seed_mode=seed_mode,  # type: ignore[arg-type]
+                       backend=backend, device=device, sandbox=sandbox, seed_mode=seed_mode,
                        batch_dir=str(store.root), build_cache=str(cache), seed=seed,
                        content_hash=sub.content_hash, entry=entry, lang=lang)
         plan[job.key] = (sub, job)
@@ -260,7 +293,7 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
               backend: str = DEFAULT_BACKEND, sandbox: str = "auto", force: bool = False, seed: str | None = None,
               progress: bool = True, device: str | None = None, build_cache: Path | None = None,
               job_timeout: float = 1800.0, limits: IntakeLimits | None = None, plan_only: bool = False,
-              image: str | None = None, entry: str = GRADE_ENTRY,
+              image: str | None = None, grading: BatchGrading = SANDBOXED,
               similarity: SimilarityOptions | None = None, lang: str | None = None,
               reference_root: Path = REFERENCE_ROOT) -> BatchSummary:
     """Grades every submission under `submissions` for `assignment` into `out_dir` (see module doc).
@@ -269,8 +302,8 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     container `image`) that grades the pending jobs on a cluster; rerun without it to collect and export.
     `similarity`: the code-similarity step's template folders and threshold (default: on, the assignment's).
     `lang`: the feedback's language (en, zh); None: the assignment's `lang`, then the locale.
-    `entry`: the grading function the workers run ("module:function", a grader.batch.jobs.GradeFn); tests
-    pass a quick one, and then the machine checks (preflight, container sweep, reference check) are skipped.
+    `grading`: the grading function the workers run and the machine's checks around them (BatchGrading);
+    tests inject quick functions on no machine.
     `reference_root`: where the assignment's reference kernels are, graded on the batch's seed before anyone
     (reference_check.py).
     Raises BatchError when the batch cannot start; a broken submission or worker never raises, it
@@ -281,6 +314,10 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
     if sandbox in UNSANDBOXED:
         raise BatchError(f"batch grading runs student code only in the docker sandbox, not {sandbox!r}; "
                          "use --sandbox docker or auto")
+    try:
+        sandbox_name(sandbox)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from exc
     if backend not in BACKENDS:
         raise BatchError(f"unknown backend {backend!r}")
     try:
@@ -296,14 +333,14 @@ def run_batch(submissions: Path, assignment: str, out_dir: Path, *, workers: int
         return _run_batch(submissions, assignment, out_dir, info, started, lang, workers=workers,
                           backend=backend, sandbox=sandbox, force=force, seed=seed, progress=progress,
                           device=device, build_cache=build_cache, job_timeout=job_timeout, limits=limits,
-                          plan_only=plan_only, image=image, entry=entry, similarity=similarity,
+                          plan_only=plan_only, image=image, grading=grading, similarity=similarity,
                           reference_root=reference_root)
 
 
 def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: AssignmentInfo, started: float,
                lang: str, *, workers: int | None, backend: str, sandbox: str, force: bool, seed: str | None,
                progress: bool, device: str | None, build_cache: Path | None, job_timeout: float,
-               limits: IntakeLimits | None, plan_only: bool, image: str | None, entry: str,
+               limits: IntakeLimits | None, plan_only: bool, image: str | None, grading: BatchGrading,
                similarity: SimilarityOptions | None, reference_root: Path) -> BatchSummary:
     spec_hash, title, points_possible = info.spec_hash, info.title, info.points_possible
     store = ResultStore(out_dir.resolve())
@@ -313,9 +350,11 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
     except IntakeError as exc:
         raise BatchError(str(exc)) from exc
     slots = [] if plan_only else device_slots(backend, workers, device)
-    if not plan_only and entry == GRADE_ENTRY:
-        preflight(backend, sandbox, slots[0].device)
-        sweep_dead_workers_containers()
+    environment = GradeEnvironment(backend=backend, device=slots[0].device if slots else device,
+                                   sandbox=sandbox_name(sandbox), batch=True)
+    if not plan_only:
+        grading.preflight(environment)
+        grading.sweep()
     # The same content-keyed cache as `grade submit` (a student's self-check build is reused); a cluster plan
     # keeps it in the batch folder, which its pods share.
     cache = (build_cache or (store.root / "build-cache" if plan_only else default_build_cache())).resolve()
@@ -324,8 +363,8 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
         for leftover in store.runs_dir.glob("*.partial-*"):
             shutil.rmtree(leftover, ignore_errors=True)  # grading dirs of workers a killed batch left behind
     plan = _plan(store, subs, assignment=assignment, spec_hash=spec_hash, backend=backend, device=device,
-                 sandbox=sandbox, seed_mode=manifest.seed_mode, seed=manifest.seed, cache=cache, entry=entry,
-                 lang=lang)
+                 sandbox=sandbox, seed_mode=seed_mode(manifest.seed_mode), seed=manifest.seed, cache=cache,
+                 entry=grading.entry, lang=lang)
 
     to_grade: list[GradeJob] = []
     skipped = 0
@@ -357,22 +396,18 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
                             max_score=points_possible, wall_seconds=time.monotonic() - started, per_minute=0.0,
                             outputs=outputs, lang=lang, not_graded=not_graded, planned=len(to_grade))
     if to_grade:
-        if entry == GRADE_ENTRY:
-            _references_pass(store, assignment, spec_hash, manifest.seed, manifest.seed_mode, reference_root,
-                             GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
-                                          device=slots[0].device, sandbox=sandbox,  # type: ignore[arg-type]
-                                          seed_mode=manifest.seed_mode, seed=manifest.seed,  # type: ignore[arg-type]
-                                          build_cache=cache, batch=True, lang=lang))
+        grading.check_references(store, spec_hash, reference_root, GradeRequest(
+            assignment=assignment, seed_mode=seed_mode(manifest.seed_mode), seed=manifest.seed, lang=lang),
+            replace(environment, build_cache=cache))
         try:
             _grade(store, to_grade, slots, counts, job_timeout=job_timeout, progress=progress)
         except KeyboardInterrupt:
-            if entry == GRADE_ENTRY:
-                sweep_dead_workers_containers()  # the killed workers' containers, before the batch exits
+            grading.sweep()  # the killed workers' containers, before the batch exits
             committed = sum(store.is_done(key) for key in plan)
             store.log("batch_interrupted", committed=committed, total=len(plan))
             raise BatchInterrupted(committed, len(plan), counts["graded"]) from None
-        if counts["failures"] and entry == GRADE_ENTRY:
-            sweep_dead_workers_containers()
+        if counts["failures"]:
+            grading.sweep()
     graded, failures = counts["graded"], counts["failures"]
     grading_seconds = time.monotonic() - started
 
@@ -388,7 +423,7 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
         rows.append(ClassRow(sub, result, store.run_dir(key) if store.run_dir(key).is_dir() else None,
                              stored_as=f"{key}@{stored.stat().st_mtime_ns}" if stored.exists() else "",
                              not_graded=not_graded.get(sub.origin, "")))
-    notes = write_exports(rows, store.root, title or assignment, info.columns)
+    notes = write_exports(rows, store.root, title or assignment, write_report, info.columns)
     similar, similarity_notes = similarity_step(rows, assignment, store.root, similarity)
     notes += similarity_notes
     if similar is not None:
@@ -414,18 +449,18 @@ def _run_batch(submissions: Path, assignment: str, out_dir: Path, info: Assignme
     return summary
 
 
-def _references_pass(store: ResultStore, assignment: str, spec_hash: str, seed: str, seed_mode: str, root: Path,
-                     options: GradeOptions) -> None:
+def _references_pass(store: ResultStore, spec_hash: str, root: Path, request: GradeRequest,
+                     environment: GradeEnvironment) -> None:
     """Raises BatchError (nobody graded) when a reference kernel fails on the batch's seed (reference_check.py);
     a seed the references passed is not checked again in this batch directory."""
-    check = guard_seed(assignment, options, FileRecord(store.root), spec_hash=spec_hash, device=options.device,
-                       root=root)
+    check = guard_seed(request.assignment or "", request, environment, FileRecord(store.root), spec_hash=spec_hash,
+                       device=environment.device, root=root)
     if check is None:
         return
     store.log("references_checked", references=check.references, failures=check.failures,
               seconds=round(check.seconds, 1))
     if check.failures:
-        raise BatchError(guard_message(check, seed_digest(seed), seed_mode, store.root))
+        raise BatchError(guard_message(check, seed_digest(request.seed or ""), request.seed_mode, store.root))
 
 
 def _grade(store: ResultStore, jobs: list[GradeJob], slots: list[Slot], counts: dict[str, int], *,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.orchestration.kinds import kind_named
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest
 from grader.orchestration.pipeline import KINDS, grade_submission
 from grader.results import GradeResult
 from grader.scoring.thresholds import StageThreshold, compute_thresholds, load_thresholds, write_thresholds
@@ -30,18 +30,19 @@ class Calibration:
     results: list[GradeResult] = field(default_factory=list)
 
 
-def calibrate(assignment: str, options: GradeOptions, reference: Path | None = None,
-              reference_root: Path = REFERENCE_ROOT, log: Callable[[str], None] = print,
-              thresholds_root: Path | None = None) -> Calibration:
+def calibrate(assignment: str, environment: GradeEnvironment, stages: tuple[str, ...] | None = None,
+              seed: str | None = None, reference: Path | None = None, reference_root: Path = REFERENCE_ROOT,
+              log: Callable[[str], None] = print, thresholds_root: Path | None = None) -> Calibration:
+    """Times `stages` (None: all) of the references on the public `seed` in `environment`."""
     assignment = calibrated_assignment(assignment, log)
     spec = load_assignment(assignment)
-    stages = options.stages or [s.name for s in spec.stages]
+    stage_names = list(stages or [s.name for s in spec.stages])
     plan: list[tuple[Path, list[str]]]
     if reference is not None:
-        plan = [(reference, stages)]
+        plan = [(reference, stage_names)]
     else:
         plan = []
-        for stage in stages:
+        for stage in stage_names:
             folder = reference_root / spec.name / stage
             if not folder.is_dir():
                 raise CalibrationError(f"no reference kernel for stage {stage}: {folder} does not exist")
@@ -52,10 +53,8 @@ def calibrate(assignment: str, options: GradeOptions, reference: Path | None = N
     device_label = ""
     for folder, folder_stages in plan:
         log(f"timing {', '.join(folder_stages)} with {folder}")
-        run_options = GradeOptions(assignment=spec.name, backend=options.backend, device=options.device,
-                                   sandbox=options.sandbox, seed_mode="public", seed=options.seed,
-                                   build_cache=options.build_cache, stages=folder_stages, progress=options.progress)
-        result = grade_submission(folder, run_options)
+        request = GradeRequest(assignment=spec.name, stages=tuple(folder_stages), seed_mode="public", seed=seed)
+        result = grade_submission(folder, request, environment)
         results.append(result)
         device_label = result.device_profile
         for stage in result.stages:
@@ -70,7 +69,7 @@ def calibrate(assignment: str, options: GradeOptions, reference: Path | None = N
             log(f"  {stage.name}: {stage.timing.median_us:.6g} us ({stage.timing.source}, {result.device_profile})")
         if not result.stages:
             raise CalibrationError(f"reference {folder} could not be graded: {result.verdict.value}: {result.message}")
-    existing = load_thresholds(spec, options.backend, device_label, thresholds_root)
+    existing = load_thresholds(spec, environment.backend, device_label, thresholds_root)
     if existing is not None:
         # A partial calibration (--stages) keeps the other stages' references when their shape still holds.
         for name, old in existing.stages.items():
@@ -79,7 +78,7 @@ def calibrate(assignment: str, options: GradeOptions, reference: Path | None = N
     times = {s.name: times[s.name] for s in spec.stages if s.name in times}
     thresholds = compute_thresholds(spec, times)
     source = results[0].stages[0].timing.source if results and results[0].stages and results[0].stages[0].timing else ""
-    path = write_thresholds(spec, options.backend, device_label, thresholds, source, notes=sources,
+    path = write_thresholds(spec, environment.backend, device_label, thresholds, source, notes=sources,
                             root=thresholds_root)
     return Calibration(path=path, thresholds=thresholds, results=results)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -23,7 +23,7 @@ from grader import __version__
 from grader.atomic_file import atomic_write_text
 from grader.batch.store import seed_digest
 from grader.i18n import _
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest
 from grader.orchestration.pipeline import grade_submission
 from grader.spec import REFERENCE_ROOT, load_assignment
 
@@ -43,15 +43,16 @@ def reference_folders(assignment: str, root: Path = REFERENCE_ROOT) -> list[tupl
     return [(root / spec.name / s.name, s.name) for s in spec.stages if (root / spec.name / s.name).is_dir()]
 
 
-def check_references(assignment: str, options: GradeOptions, root: Path = REFERENCE_ROOT) -> ReferenceCheck:
-    """Grades each reference on `options`' seed; a case or stage it does not get right is a failure."""
+def check_references(assignment: str, request: GradeRequest, environment: GradeEnvironment,
+                     root: Path = REFERENCE_ROOT) -> ReferenceCheck:
+    """Grades each reference on `request`'s seed in `environment`; a case or stage it does not get right is a
+    failure."""
     started = time.monotonic()
     check = ReferenceCheck()
     for folder, stage in reference_folders(assignment, root):
         shown = _shown(folder, root)
         check.references.append(shown)
-        result = grade_submission(folder, GradeOptions(**{**options.__dict__, "assignment": assignment,
-                                                          "stages": [stage], "out_dir": None, "progress": None}))
+        result = grade_submission(folder, replace(request, assignment=assignment, stages=(stage,)), environment)
         failing = [f"{c.name} ({c.entry}): {c.message.splitlines()[0] if c.message else c.verdict.value}"
                    for c in result.cases if not c.passed]
         if not failing:  # a failing case already says why its stage is not correct
@@ -77,19 +78,21 @@ class SeedRecord(Protocol):
     def save(self, key: str, check: ReferenceCheck) -> None: ...
 
 
-def guard_seed(assignment: str, options: GradeOptions, record: SeedRecord, *, spec_hash: str, device: str | None,
-               root: Path = REFERENCE_ROOT, announce: Callable[[], None] | None = None) -> ReferenceCheck | None:
-    """The reference-seed guard: the assignment's reference kernels graded on `options`' seed (check_references)
-    and the check saved in `record`, unless a check on the same key passed before (then None: nothing graded).
+def guard_seed(assignment: str, request: GradeRequest, environment: GradeEnvironment, record: SeedRecord, *,
+               spec_hash: str, device: str | None, root: Path = REFERENCE_ROOT,
+               announce: Callable[[], None] | None = None) -> ReferenceCheck | None:
+    """The reference-seed guard: the assignment's reference kernels graded on `request`'s seed in `environment`
+    (check_references) and the check saved in `record`, unless a check on the same key passed before (then None:
+    nothing graded).
     `device`: the device the key names (the batch's first slot, the server's device type); `announce`: called
     before the references are graded (it takes a while)."""
-    assert options.seed is not None, "the guard checks a drawn seed"
-    key = seed_check_key(options.seed, spec_hash, options.backend, device)
+    assert request.seed is not None, "the guard checks a drawn seed"
+    key = seed_check_key(request.seed, spec_hash, environment.backend, device)
     if record.passed_key() == key:
         return None
     if announce is not None:
         announce()
-    check = check_references(assignment, options, root)
+    check = check_references(assignment, request, environment, root)
     record.save(key, check)
     return check
 

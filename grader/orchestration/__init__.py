@@ -1,6 +1,8 @@
-"""Orchestration: grade_submission() (one submission end to end) and batch grading (batch.py)."""
+"""Orchestration: one grading job (job.run_job: request -> grade -> result -> results.json -> report), the
+pipeline that grades one submission (pipeline.grade_submission) and the grader kinds it chooses between
+(kinds.py); the drivers of many submissions (batch, calibrate, reference check) are in grader.drivers."""
 
-from grader.orchestration.options import GradeOptions
-from grader.orchestration.pipeline import grade_submission, write_result
+from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
+from grader.orchestration.pipeline import grade_submission
 
-__all__ = ["GradeOptions", "grade_submission", "write_result"]
+__all__ = ["GradeEnvironment", "GradeObserver", "GradeRequest", "grade_submission"]

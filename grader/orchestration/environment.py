@@ -1,4 +1,4 @@
-"""Where grading runs: the backend (emu or mlu) and the sandbox runner, resolved from GradeOptions, and this
+"""Where grading runs: the backend (emu or mlu) and the sandbox runner, resolved from a GradeEnvironment, and this
 machine made ready for them (`grade setup`, and `grade submit` on a machine not set up yet).
 
 The backends (grader.backends) and runners (grader.sandbox) are their own modules; this is the one place that
@@ -20,7 +20,7 @@ from bang_harness.toolchains import GXX_ONLY_ENV
 from grader.backends import DEFAULT_BACKEND, TimingSource, get_backend
 from grader.backends.base import Backend
 from grader.i18n import _
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, SandboxName
 from grader.sandbox.base import Phase, Runner
 from grader.sandbox.select import SandboxRefused, select_runner
 
@@ -59,21 +59,28 @@ class ResolvedBackend:
         return self.impl.toolchain_version()
 
 
-def resolve_backend(options: GradeOptions) -> ResolvedBackend:
+def resolve_backend(environment: GradeEnvironment) -> ResolvedBackend:
     try:
-        impl = get_backend(options.backend)
+        impl = get_backend(environment.backend)
         ok, why = impl.available()
         if not ok:
-            raise UnavailableError(f"backend {options.backend!r} is not available here: {why} (see `grade doctor`)")
-        device = impl.resolve_device(options.device)
+            raise UnavailableError(f"backend {environment.backend!r} is not available here: {why} (see `grade doctor`)")
+        device = impl.resolve_device(environment.device)
     except ValueError as exc:
         raise UnavailableError(str(exc)) from exc
-    return ResolvedBackend(name=options.backend, device=device, impl=impl)
+    return ResolvedBackend(name=environment.backend, device=device, impl=impl)
 
 
-def resolve_runner(options: GradeOptions, backend: ResolvedBackend) -> Runner:
+def resolve_environment(environment: GradeEnvironment) -> tuple[ResolvedBackend, Runner]:
+    """The backend (device resolved) and the runner a grading runs on: the environment's own runner, else the
+    one its sandbox choice selects. Raises UnavailableError (the machine's, never the submission's: a grading
+    records it as Verdict.ENVIRONMENT_ERROR) when either is not available here."""
+    backend = resolve_backend(environment)
+    if environment.runner is not None:
+        return backend, environment.runner
     try:
-        return select_runner(options.sandbox, batch=options.batch, backend=backend.impl, device=backend.device)
+        return backend, select_runner(environment.sandbox, batch=environment.batch, backend=backend.impl,
+                                      device=backend.device)
     except SandboxRefused as exc:
         raise UnavailableError(str(exc)) from exc
 
@@ -102,7 +109,7 @@ class EnvironmentProblem(UnavailableError):
 class Prepared:
     """What prepare_environment() found or made: the sandbox grading will use and what it did to get there."""
 
-    sandbox: str  # docker | bwrap | none
+    sandbox: SandboxName  # docker | bwrap | none
     notes: list[str]
 
 
@@ -218,32 +225,32 @@ def _image_progress(line: str, log: Log) -> None:
         _say(log, text.removeprefix("images: "))  # images.py words its own lines; docker's stay docker's
 
 
-def prepare_environment(options: GradeOptions, log: Log | None = None, install: bool = True) -> Prepared:
+def prepare_environment(environment: GradeEnvironment, log: Log | None = None, install: bool = True) -> Prepared:
     """Before grading: make the requested sandbox usable, setting the machine up where it can (see above),
     falling back to bubblewrap for a self-check (`--sandbox auto`, not batch) where it cannot. Raises
     EnvironmentProblem, naming the command that fixes it, when no allowed sandbox can work."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     notes: list[str] = []
-    if options.sandbox == "none":
+    if environment.sandbox == "none":
         return Prepared("none", notes)
-    if options.sandbox == "bwrap":
+    if environment.sandbox == "bwrap":
         ok, why = bwrap_works()
         if not ok:
             raise EnvironmentProblem(_("the bubblewrap sandbox is not usable: {why}").format(why=why),
                                      "sudo apt-get install -y bubblewrap util-linux")
         return Prepared("bwrap", notes)
-    backend = get_backend(options.backend)
+    backend = get_backend(environment.backend)
     if backend.passes_device:
         ok, why = setup_docker_sandbox(log, install=False, backend=backend)  # its image is the instructor's to build
         if not _docker_ready()[0]:
             raise EnvironmentProblem(_("the {backend} backend needs the docker sandbox: {why}").format(
-                backend=options.backend, why=why),
+                backend=environment.backend, why=why),
                                      "sudo scripts/setup-system.sh")
         return Prepared("docker", notes)
     ok, why = setup_docker_sandbox(log, install=install, backend=backend)
     if ok:
         return Prepared("docker", notes)
-    if options.sandbox == "docker" or options.batch:
+    if environment.sandbox == "docker" or environment.batch:
         raise EnvironmentProblem(_("the docker sandbox is not available: {why}").format(why=why))
     bwrap_ok, bwrap_why = bwrap_works()
     if bwrap_ok:
@@ -254,37 +261,3 @@ def prepare_environment(options: GradeOptions, log: Log | None = None, install: 
         return Prepared("bwrap", notes)
     raise EnvironmentProblem(_("no sandbox can run here: docker: {why}; bubblewrap: {bwrap_why}").format(
         why=why, bwrap_why=bwrap_why))
-
-
-def environment_error_result(submission: Path, options: GradeOptions, problem: EnvironmentProblem):  # noqa: ANN201
-    """The results document of a grading that could not start on this machine: Verdict.ENVIRONMENT_ERROR,
-    nothing run, nothing scored; the message names the command that fixes it."""
-    import tomllib
-    from datetime import UTC, datetime
-
-    from grader import __version__
-    from grader.results import GradeResult, Verdict, Versions
-    from grader.spec import SeedPlan, SpecError, available_assignments, load_assignment
-
-    name = options.assignment
-    if name is None:
-        try:
-            name = tomllib.loads((submission / "grade.toml").read_text(encoding="utf-8")).get("assignment")
-        except (OSError, ValueError):
-            name = None
-    max_score = 0.0
-    if isinstance(name, str) and name in available_assignments():
-        try:
-            max_score = load_assignment(name).max_score
-        except SpecError:
-            pass
-    seeds = SeedPlan.create(options.seed_mode, options.seed)
-    now = datetime.now(UTC)
-    return GradeResult(assignment=name if isinstance(name, str) else "unknown",
-                       submission_path=str(submission.resolve()), submission_hash="", backend=options.backend,
-                       device_profile=options.device or "",
-                       time_source=get_backend(options.backend).timing_source,
-                       sandbox=options.sandbox, verdict=Verdict.ENVIRONMENT_ERROR,
-                       message=_("not graded: this machine cannot run the sandbox.") + f" {problem}", score=0.0,
-                       max_score=max_score, seeds=seeds.record(), versions=Versions(grader=__version__),
-                       started_at=now, finished_at=now)

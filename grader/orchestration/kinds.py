@@ -16,20 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest, Progress
 from grader.results import GradeResult, Verdict
 from grader.spec import SeedPlan
 from grader.spec.loader import ASSIGNMENTS_ROOT
 
 
 class Grader(ABC):
-    """One kind of submission, graded on `options` (whose assignment is of this kind, once chosen)."""
+    """One kind of submission, graded as `request` asks (its assignment is of this kind, once chosen) in
+    `environment`, its progress told to `progress`."""
 
     spec_file: ClassVar[str]  # assignments/<name>/<spec_file> makes <name> an assignment of this kind
     seeds: SeedPlan  # the seeds this grading draws its inputs from (a result records them)
 
-    def __init__(self, root: Path, options: GradeOptions) -> None:
-        self.root, self.options = root, options
+    def __init__(self, root: Path, request: GradeRequest, environment: GradeEnvironment,
+                 progress: Progress | None = None) -> None:
+        self.root, self.request, self.environment, self.on_progress = root, request, environment, progress
 
     @classmethod
     def recognise(cls, folder: Path) -> str | None:
@@ -46,8 +48,9 @@ class Grader(ABC):
         """The grading; never raises for anything the submission does."""
 
     @abstractmethod
-    def finish(self, verdict: Verdict, message: str = "") -> GradeResult:
-        """The result document of what is known so far, with `verdict` and `message`."""
+    def finish(self, verdict: Verdict | None, message: str = "") -> GradeResult:
+        """The result document of what is known so far, with `verdict` and `message` (verdict None: graded,
+        its verdict and summary line from what was found: document.result_document)."""
 
 
 def kind_named(kinds: Sequence[type[Grader]], assignment: str,
@@ -56,16 +59,17 @@ def kind_named(kinds: Sequence[type[Grader]], assignment: str,
     return next((k for k in kinds if (root / assignment / k.spec_file).is_file()), None)
 
 
-def choose(kinds: Sequence[type[Grader]], root: Path, options: GradeOptions,
-           assignments: Path = ASSIGNMENTS_ROOT) -> Grader:
+def choose(kinds: Sequence[type[Grader]], root: Path, request: GradeRequest, environment: GradeEnvironment,
+           progress: Progress | None = None, assignments: Path = ASSIGNMENTS_ROOT) -> Grader:
     """The grader of `root`: of the named assignment's kind; with none named, of the first kind that recognises
-    the folder (on the assignment it recognised); else of the last kind, the default, on `options` as given."""
-    name = options.assignment
+    the folder (on a new request naming the assignment it recognised); else of the last kind, the default, on
+    `request` as given."""
+    name = request.assignment
     if name:
         kind = kind_named(kinds, name, assignments)
-        return (kind or kinds[-1])(root, options)
+        return (kind or kinds[-1])(root, request, environment, progress)
     for kind in kinds:
         found = kind.recognise(root)
         if found:
-            return kind(root, dataclasses.replace(options, assignment=found))
-    return kinds[-1](root, options)
+            return kind(root, dataclasses.replace(request, assignment=found), environment, progress)
+    return kinds[-1](root, request, environment, progress)

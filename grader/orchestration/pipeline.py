@@ -26,8 +26,7 @@ from pathlib import Path
 from bang_harness.plan import BuildPlan
 
 from grader import __version__
-from grader.atomic_file import atomic_write_text
-from grader.backends import Backend, TimingSource, get_backend
+from grader.backends import get_backend
 from grader.checks.screening import apply_screening, screen_submission
 from grader.i18n import _, use_language
 from grader.layout import (
@@ -41,20 +40,16 @@ from grader.layout import (
     stage_keys,
 )
 from grader.orchestration.build_step import BuildStep, host_facts
-from grader.orchestration.environment import (
-    ResolvedBackend,
-    UnavailableError,
-    resolve_backend,
-    resolve_runner,
-)
+from grader.orchestration.document import result_document
+from grader.orchestration.environment import ResolvedBackend, UnavailableError, resolve_environment
 from grader.orchestration.execute import MAX_SEEDS_PER_ROUND, Executor
 from grader.orchestration.kinds import Grader, choose
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import DEFAULT_ENVIRONMENT, GradeEnvironment, GradeRequest, Progress
 from grader.orchestration.plan import plan_calls
 from grader.orchestration.policy import run_seeds_calls
 from grader.orchestration.programs import ProgramsGrader
 from grader.orchestration.resolve import all_specs, grading_language, guess_spec, load_spec, selected_stages
-from grader.orchestration.score_stages import Scorer, apply_integrity, summary_line
+from grader.orchestration.score_stages import Scorer, apply_integrity
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -64,48 +59,50 @@ from grader.results import (
     Student,
     Verdict,
     Versions,
-    worst,
 )
 from grader.sandbox.base import Runner, SandboxError
-from grader.scoring import group_scores, load_thresholds, roofline
+from grader.scoring import load_thresholds, roofline
 from grader.spec import AssignmentSpec, SeedPlan, SpecError
 from grader.spec.loader import SPEC_FILE
 
 
-def grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
-    """Grade one submission; never raises for anything the submission does (see module docstring)."""
-    lang = grading_language(Path(submission), options)
+def grade_submission(submission: Path, request: GradeRequest, environment: GradeEnvironment = DEFAULT_ENVIRONMENT,
+                     progress: Progress | None = None) -> GradeResult:
+    """Grade one submission; never raises for anything the submission does (see module docstring). Writes
+    nothing: the job (orchestration/job.py) writes its results.json and report."""
+    lang = grading_language(Path(submission), request)
     with use_language(lang):  # every message of this grading in its language (grader/i18n.py)
-        result = _grade_submission(Path(submission), options)
+        result = _grade_submission(Path(submission), request, environment, progress)
     result.lang = lang
-    if options.out_dir is not None:
-        write_result(result, Path(options.out_dir) / "results.json")
     return result
 
 
-def _grade_submission(submission: Path, options: GradeOptions) -> GradeResult:
-    grading: Grader = _Grading(Path(submission), options)
+def _grade_submission(submission: Path, request: GradeRequest, environment: GradeEnvironment,
+                      progress: Progress | None) -> GradeResult:
+    grading: Grader = _Grading(Path(submission), request, environment, progress)
     try:
-        grading = choose(KINDS, Path(submission), options)  # the assignment's kind (kinds.py)
+        grading = choose(KINDS, Path(submission), request, environment, progress)  # the assignment's kind (kinds.py)
         result = grading.run()
     except Exception:  # noqa: BLE001 -- a grader bug must still produce a result document
         message = _("the grader failed (not your fault):") + "\n" + traceback.format_exc()
         try:
             result = grading.finish(Verdict.INTERNAL_ERROR, message)
         except Exception:  # noqa: BLE001 -- even the partial record failed: keep only what is certain
-            result = _bare_result(Path(submission), options, grading.seeds, message + traceback.format_exc())
+            result = result_document(Path(submission), request, environment, Verdict.INTERNAL_ERROR,
+                                     message + traceback.format_exc(), seeds=grading.seeds.record())
     return result
 
 
-def grade_on_seeds(submission: Path, options: GradeOptions, masters: list[str], per_round: int = 1) -> list[GradeResult]:
+def grade_on_seeds(submission: Path, request: GradeRequest, environment: GradeEnvironment, masters: list[str],
+                   per_round: int = 1) -> list[GradeResult]:
     """One submission graded on each of several public seeds, as `grade submit --seed S` grades it on one:
     resolved, screened and built once, and every seed's rounds run in the same run-phase sandbox (seed sweeps,
     the batch's reference check); `per_round` seeds share each round (probe, correctness, perf) and its replay,
     every decision still taken per seed (policy.run_seeds_calls), at most MAX_SEEDS_PER_ROUND (more would not
     keep each seed's budgets: execute.py). A submission stopped before its calls (layout,
     build) gets that result per seed. Never raises for anything the submission does."""
-    lang = grading_language(Path(submission), options)
-    grading = _Grading(Path(submission), options, masters, per_round)
+    lang = grading_language(Path(submission), request)
+    grading = _Grading(Path(submission), request, environment, None, masters, per_round)
     with use_language(lang):
         try:
             last = grading.run()
@@ -117,10 +114,6 @@ def grade_on_seeds(submission: Path, options: GradeOptions, masters: list[str], 
     for result in graded:
         result.lang = lang
     return graded
-
-
-def write_result(result: GradeResult, path: Path) -> Path:
-    return atomic_write_text(path, result.to_json())
 
 
 def submission_hash(root: Path) -> str:
@@ -136,26 +129,16 @@ def submission_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _bare_result(root: Path, options: GradeOptions, seeds: SeedPlan, message: str) -> GradeResult:
-    return GradeResult(assignment=options.assignment or "unknown", submission_path=str(root), submission_hash="",
-                       backend=options.backend, device_profile=options.device or "",
-                       time_source=_time_source(options.backend), sandbox=options.sandbox,
-                       verdict=Verdict.INTERNAL_ERROR, message=message, score=0.0, max_score=0.0,
-                       seeds=seeds.record(),
-                       versions=Versions(grader=__version__), finished_at=datetime.now(UTC))
-
-
 class _Grading(Grader):
     """The kind of an extension module submission: assignments/<name>/assignment.toml (the default kind)."""
 
     spec_file = SPEC_FILE
 
-    def __init__(self, root: Path, options: GradeOptions, masters: list[str] | None = None,
-                 per_round: int = 1) -> None:
-        self.root = root
-        self.options = options
+    def __init__(self, root: Path, request: GradeRequest, environment: GradeEnvironment,
+                 progress: Progress | None, masters: list[str] | None = None, per_round: int = 1) -> None:
+        super().__init__(root, request, environment, progress)
         self.started = datetime.now(UTC)
-        self.seeds = SeedPlan.create(options.seed_mode, options.seed)
+        self.seeds = SeedPlan.create(request.seed_mode, request.seed)
         # grade_on_seeds: every seed's calls in the one sandbox, a result each
         self.seed_plans = [SeedPlan.create("public", m) for m in masters] if masters else [self.seeds]
         self.per_round = max(1, min(per_round, MAX_SEEDS_PER_ROUND))
@@ -163,7 +146,7 @@ class _Grading(Grader):
         self.spec: AssignmentSpec | None = None
         self.student = Student()
         self.backend: ResolvedBackend | None = None
-        self.runner_name = options.sandbox
+        self.runner_name: str = environment.sandbox
         self.layout = "unknown"  # set once inspect_submission recognises one (grader/project_layouts.py)
         self.build_plan: BuildPlan | None = None
         self.module = "ops"  # the submission's Python module, once inspected
@@ -177,43 +160,24 @@ class _Grading(Grader):
 
     # -- progress and the result document --------------------------------------------------------------
     def progress(self, step: str, fraction: float) -> None:
-        if self.options.progress is not None:
+        if self.on_progress is not None:
             try:
-                self.options.progress(step, fraction)
+                self.on_progress(step, fraction)
             except Exception:  # noqa: BLE001 -- a broken progress display must not fail a grading
                 pass
 
-    def finish(self, verdict: Verdict, message: str = "") -> GradeResult:
-        spec = self.spec
-        groups = group_scores(spec, self.cases) if spec is not None else []
-        score = sum(g.points for g in groups) + sum(s.points for s in self.stages)
-        backend = self.backend
-        return apply_screening(GradeResult(
-            student=self.student,
-            assignment=spec.name if spec else (self.options.assignment or "unknown"),
-            assignment_title=_(spec.title) if spec else "",
-            submission_path=str(self.root.resolve()),
-            submission_hash=submission_hash(self.root),
-            backend=self.options.backend,
-            device_profile=backend.device if backend else (self.options.device or _default_device(self.options.backend)),
+    def finish(self, verdict: Verdict | None, message: str = "") -> GradeResult:
+        """The document of what was found so far (verdict None: graded, see document.result_document)."""
+        spec, backend, environment = self.spec, self.backend, self.environment
+        return apply_screening(result_document(
+            self.root, self.request, environment, verdict, message, notes=self.notes, spec=spec,
+            cases=self.cases, stages=self.stages,
+            device=backend.device if backend else (environment.device or _default_device(environment.backend)),
+            sandbox=self.runner_name, seeds=self.seeds.record(), versions=self._versions(), started_at=self.started,
+            student=self.student, submission_hash=submission_hash(self.root),
             device_peaks=roofline.device_peaks(backend.device) if backend else None,  # what the floor scored with
             assignment_facts=spec.facts() if spec else None,  # the report renders from this document alone
-            time_source=_time_source(self.options.backend),
-            sandbox=self.runner_name,
-            verdict=verdict,
-            message="\n".join([message, *self.notes]).strip(),
-            score=round(score, 4),
-            max_score=spec.max_score if spec else 0.0,
-            groups=groups,
-            cases=self.cases,
-            stages=self.stages,
-            build=self.build,
-            layout=self.layout,
-            integrity=self.integrity,
-            seeds=self.seeds.record(),
-            versions=self._versions(),
-            started_at=self.started,
-            finished_at=datetime.now(UTC),
+            build=self.build, layout=self.layout, integrity=self.integrity,
         ), self.screening)
 
     def _versions(self) -> Versions:
@@ -231,7 +195,7 @@ class _Grading(Grader):
             submission, entries, stages = self._resolve()
         except LayoutError as exc:
             self.layout = exc.layout or self.layout
-            self.spec = self.spec or guess_spec(self.root, self.options)
+            self.spec = self.spec or guess_spec(self.root, self.request)
             return self.finish(Verdict.UNGRADABLE_LAYOUT, str(exc))
         except ModuleSyntaxError as exc:
             self.build = BuildInfo(ok=False, toolchain="python", compiler_output=str(exc))
@@ -240,8 +204,7 @@ class _Grading(Grader):
         except SpecError as exc:
             return self.finish(Verdict.INTERNAL_ERROR, str(exc))
         try:
-            self.backend = resolve_backend(self.options)
-            runner = self.options.runner or resolve_runner(self.options, self.backend)
+            self.backend, runner = resolve_environment(self.environment)
         except UnavailableError as exc:  # the machine, not the submission: nothing was run
             return self.finish(Verdict.ENVIRONMENT_ERROR, str(exc))
         self.runner_name = getattr(runner, "name", type(runner).__name__)
@@ -265,11 +228,11 @@ class _Grading(Grader):
         submission = inspect_submission(self.root)
         self.layout, self.build_plan = submission.layout, submission.plan
         self.student, self.module = submission.student, submission.module
-        self.spec = load_spec(self.options, submission)
+        self.spec = load_spec(self.request, submission)
         submission = bind_entry(submission, self.spec)
         self.notes += submission.warnings
         entries = resolve_entries(submission, self.spec, stage_keys(all_specs(self.spec)))
-        stages = selected_stages(self.spec, self.options)
+        stages = selected_stages(self.spec, self.request)
         needed: dict[str, list[str]] = {}
         for stage in stages:
             needed.setdefault(entries[stage], []).append(stage)
@@ -282,7 +245,7 @@ class _Grading(Grader):
                          work: Path) -> GradeResult:
         assert self.spec is not None and self.backend is not None
         step = BuildStep(runner, self.backend, self.root, self.build_plan, submission.extension,
-                         self.spec.build_timeout_seconds, self.options.build_cache, self.progress, self.image)
+                         self.spec.build_timeout_seconds, self.environment.build_cache, self.progress, self.image)
         build_dir = step.folder(work)
         built = step.build(build_dir, work)
         self.build = built.info
@@ -326,8 +289,7 @@ class _Grading(Grader):
                                                thresholds)
                            for c in calls if c.stage is not None]
             self.integrity += apply_integrity(calls, ran.outcomes, ran.judged, self.cases, self.stages)
-            verdict = worst([c.verdict for c in self.cases] + [s.verdict for s in self.stages])
-            results.append(self.finish(verdict, summary_line(verdict, self.cases, self.stages)))
+            results.append(self.finish(None))
         return results
 
 
@@ -335,19 +297,8 @@ class _Grading(Grader):
 KINDS: tuple[type[Grader], ...] = (ProgramsGrader, _Grading)
 
 
-def _backend(name: str) -> Backend | None:
-    try:
-        return get_backend(name)
-    except ValueError:
-        return None
-
-
 def _default_device(name: str) -> str:
-    backend = _backend(name)
-    return str(backend.default_device) if backend else ""
-
-
-def _time_source(name: str) -> TimingSource:
-    """The results document's time source is the backend's own (an unknown backend timed nothing modelled)."""
-    backend = _backend(name)
-    return backend.timing_source if backend else "hardware"
+    try:
+        return str(get_backend(name).default_device)
+    except ValueError:
+        return ""

@@ -33,7 +33,6 @@ import numpy as np
 from bang_harness.programs import CAPTURE_MAX_BYTES, PROGRAM_TIMEOUT_SECONDS
 from bang_harness.protocol import KEY_FILE, PROGRAM_TWIN_FILE, ErrorKind, program_key
 
-from grader import __version__
 from grader.backends import get_backend
 from grader.batch.intake import IntakeError, UnreadableFile, stage_folder
 from grader.checks import metrics
@@ -48,13 +47,14 @@ from grader.checks.integrity import (
 )
 from grader.checks.requirements import check_requirements
 from grader.i18n import _
-from grader.orchestration.environment import UnavailableError, resolve_backend, resolve_runner
+from grader.orchestration.document import result_document
+from grader.orchestration.environment import UnavailableError, resolve_environment
 from grader.orchestration.judge import MESSAGE_CHARS, CallOutcome, judge_call
 from grader.orchestration.kinds import Grader
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest, Progress
 from grader.orchestration.read_outputs import describe_outcome
 from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, journal_budget, write_trace_key
-from grader.orchestration.score_stages import CAUGHT, stage_result, summary_line, withhold_speed_points
+from grader.orchestration.score_stages import CAUGHT, stage_result, withhold_speed_points
 from grader.orchestration.trace_summary import TraceAccumulator
 from grader.programs.captures import (
     CAPTURE_DTYPES,
@@ -78,13 +78,13 @@ from grader.programs.spec import (
 from grader.results import (
     BuildInfo,
     CaseResult,
+    DevicePeaks,
     GradeResult,
+    GroupScore,
     RequirementResult,
     StageResult,
     TraceSummary,
     Verdict,
-    Versions,
-    worst,
 )
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
 from grader.sandbox.capped import UntrustedFileError, read_json_capped
@@ -103,20 +103,15 @@ class ProgramsGrader(Grader):
 
     spec_file = PROGRAMS_FILE
 
-    def __init__(self, root: Path, options: GradeOptions) -> None:
-        super().__init__(root, options)
-        if not options.assignment:
+    def __init__(self, root: Path, request: GradeRequest, environment: GradeEnvironment,
+                 progress: Progress | None = None) -> None:
+        super().__init__(root, request, environment, progress)
+        if not request.assignment:
             raise ValueError("lab programs are graded for a named programs assignment (kinds.choose names it)")
-        self.spec, self.base = load_programs(options.assignment)
+        self.spec, self.base = load_programs(request.assignment)
         self.scored = self.spec.scored_as(self.base)
-        self.seeds = SeedPlan.create("public", None)
-        started = datetime.now(UTC)
-        self.result = GradeResult(
-            assignment=self.spec.name, assignment_title=self.spec.title, submission_path=str(root.resolve()),
-            submission_hash="", backend=options.backend, device_profile=options.device or "",
-            time_source="modelled", sandbox=options.sandbox, verdict=Verdict.PASSED, score=0.0,
-            max_score=self.scored.max_score, seeds=self.seeds.record(), versions=Versions(grader=__version__),
-            started_at=started, finished_at=started, layout="programs", assignment_facts=self.scored.facts())
+        self.seeds = SeedPlan.create("public", None)  # the programs are always graded on the public seed
+        self.found = _Found(root, request, environment, self.spec, self.scored)
 
     @classmethod
     def recognise(cls, folder: Path) -> str | None:
@@ -130,22 +125,42 @@ class ProgramsGrader(Grader):
     def run(self) -> GradeResult:
         work = Path(tempfile.mkdtemp(prefix="bang-programs-"))
         try:
-            return _grade(self.root, self.options, self.spec, self.base, self.scored, self.result, work)
+            return _grade(self.root, self.environment, self.spec, self.base, self.scored, self.found, work)
         finally:
             if not os.environ.get("BANG_GRADER_KEEP_WORK"):
                 shutil.rmtree(work, ignore_errors=True)
 
-    def finish(self, verdict: Verdict, message: str = "") -> GradeResult:
-        return _finish(self.result, verdict, message)
+    def finish(self, verdict: Verdict | None, message: str = "") -> GradeResult:
+        return _finish(self.found, verdict, message)
 
 
-def grade_programs(folder: Path, options: GradeOptions) -> GradeResult:
-    """The lab programs in `folder` graded for `options.assignment` (a programs assignment)."""
-    return ProgramsGrader(folder, options).run()
+def grade_programs(folder: Path, request: GradeRequest, environment: GradeEnvironment) -> GradeResult:
+    """The lab programs in `folder` graded for `request.assignment` (a programs assignment)."""
+    return ProgramsGrader(folder, request, environment).run()
 
 
-def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: AssignmentSpec, scored: AssignmentSpec,
-           result: GradeResult, work: Path) -> GradeResult:
+@dataclass
+class _Found:
+    """What grading the programs found so far; _finish makes it the results document."""
+
+    root: Path
+    request: GradeRequest
+    environment: GradeEnvironment
+    spec: ProgramsSpec
+    scored: AssignmentSpec
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    cases: list[CaseResult] = field(default_factory=list)
+    stages: list[StageResult] = field(default_factory=list)
+    groups: list[GroupScore] = field(default_factory=list)
+    integrity: list[str] = field(default_factory=list)
+    build: BuildInfo | None = None
+    device_profile: str | None = None
+    device_peaks: DevicePeaks | None = None
+    sandbox: str | None = None
+
+
+def _grade(folder: Path, environment: GradeEnvironment, spec: ProgramsSpec, base: AssignmentSpec,
+           scored: AssignmentSpec, result: _Found, work: Path) -> GradeResult:
     try:
         # what the sandbox mounts: a copy its user can read (a checkout is often 0700, its files 0600)
         folder = stage_folder(folder, work / "submission")
@@ -161,11 +176,10 @@ def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: Assign
     if not stems:
         prefixes = ", ".join(s.prefix + "*.mlu" for s in spec.stages)
         return _finish(result, Verdict.UNGRADABLE_LAYOUT, _("no lab program found: expected files {files}").format(files=prefixes))
-    if not get_backend(options.backend).kernel_trace:  # captures and signed launch records: the emulator's
+    if not get_backend(environment.backend).kernel_trace:  # captures and signed launch records: the emulator's
         return _finish(result, Verdict.ENVIRONMENT_ERROR, _("lab programs are graded on the emu backend only"))
     try:
-        backend = resolve_backend(options)
-        runner = resolve_runner(options, backend)
+        backend, runner = resolve_environment(environment)
     except UnavailableError as exc:
         return _finish(result, Verdict.ENVIRONMENT_ERROR, str(exc))
     result.device_profile = backend.device
@@ -207,16 +221,18 @@ def _grade(folder: Path, options: GradeOptions, spec: ProgramsSpec, base: Assign
     ran = {c.group for c in result.cases}  # the programs handed in; max_score still counts every stage
     result.groups = group_scores(scored.model_copy(update={"groups": [g for g in scored.groups if g.name in ran]}),
                                  result.cases)
-    result.score = round(sum(g.points for g in result.groups) + sum(s.points for s in result.stages), 4)
-    verdict = worst([c.verdict for c in result.cases] + [s.verdict for s in result.stages])
-    return _finish(result, verdict, summary_line(verdict, result.cases, result.stages))
+    return _finish(result, None)
 
 
-def _finish(result: GradeResult, verdict: Verdict, message: str) -> GradeResult:
-    result.verdict = verdict
-    result.message = message
-    result.finished_at = datetime.now(UTC)
-    return result
+def _finish(found: _Found, verdict: Verdict | None, message: str = "") -> GradeResult:
+    """The results document (verdict None: graded, its verdict and summary line from the programs' cases and
+    stages); the programs are always graded on the public seed."""
+    return result_document(found.root, found.request, found.environment, verdict, message, spec=found.scored,
+                           cases=found.cases, stages=found.stages, groups=found.groups, assignment=found.spec.name,
+                           assignment_title=found.spec.title, device=found.device_profile, sandbox=found.sandbox,
+                           seeds=SeedPlan.create("public", None).record(), started_at=found.started,
+                           build=found.build, layout="programs", integrity=found.integrity,
+                           device_peaks=found.device_peaks, assignment_facts=found.scored.facts())
 
 
 def _build(runner: Runner, folder: Path, work: Path, env: dict[str, str]) -> tuple[set[str], str]:

@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.orchestration.environment import resolve_backend, resolve_runner
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.environment import resolve_environment
+from grader.orchestration.options import GradeEnvironment
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome
 from grader.sandbox.layout import sandbox_user
 
@@ -37,12 +37,11 @@ def project_limits(timeout_seconds: float) -> Limits:
                   log_bytes=4 << 20)
 
 
-def run_project(project: Path, command: list[str], options: GradeOptions, *, build: bool = True,
+def run_project(project: Path, command: list[str], environment: GradeEnvironment, *, build: bool = True,
                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS) -> ProjectRun:
     """Runs `command` in a sandboxed copy of `project` (after its setup.py build unless `build` is False).
     Raises grader.orchestration.environment.UnavailableError when the backend or sandbox cannot run here."""
-    backend = resolve_backend(options)
-    runner = options.runner or resolve_runner(options, backend)
+    backend, runner = resolve_environment(environment)
     with tempfile.TemporaryDirectory(prefix="bang-grader-run-") as scratch:
         work = Path(scratch)
         copy = work / "project"

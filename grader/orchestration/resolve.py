@@ -7,7 +7,7 @@ from pathlib import Path
 
 from grader.i18n import _, resolve_language
 from grader.layout import LayoutError, Submission, offers
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeRequest
 from grader.spec import AssignmentSpec, SpecError, available_assignments, load_assignment
 
 
@@ -24,9 +24,9 @@ def all_specs(extra: AssignmentSpec | None = None) -> list[AssignmentSpec]:
     return specs
 
 
-def load_spec(options: GradeOptions, submission: Submission) -> AssignmentSpec:
-    if options.assignment is not None:
-        return load_assignment(options.assignment)
+def load_spec(request: GradeRequest, submission: Submission) -> AssignmentSpec:
+    if request.assignment is not None:
+        return load_assignment(request.assignment)
     if submission.assignment is not None:
         try:
             return load_assignment(submission.assignment)
@@ -42,9 +42,9 @@ def load_spec(options: GradeOptions, submission: Submission) -> AssignmentSpec:
                         "--assignment (known: {known})").format(known=known), show_layout=False)
 
 
-def guess_spec(root: Path, options: GradeOptions) -> AssignmentSpec | None:
+def guess_spec(root: Path, request: GradeRequest) -> AssignmentSpec | None:
     """Best effort, for the record of an ungradable submission: which assignment it was meant for."""
-    names = [options.assignment]
+    names = [request.assignment]
     # Regular files only (is_file): a FIFO named grade.toml would block this read forever.
     try:
         if (root / "grade.toml").is_file():
@@ -64,20 +64,20 @@ def guess_spec(root: Path, options: GradeOptions) -> AssignmentSpec | None:
     return fits[0] if len(fits) == 1 else None
 
 
-def grading_language(root: Path, options: GradeOptions) -> str:
+def grading_language(root: Path, request: GradeRequest) -> str:
     """The language of a grading's messages: --lang, then the assignment's `lang`, then the locale."""
     try:
-        spec = guess_spec(root, options)
+        spec = guess_spec(root, request)
     except SpecError:
         spec = None
-    return resolve_language(options.lang, spec.lang if spec is not None else None)
+    return resolve_language(request.lang, spec.lang if spec is not None else None)
 
 
-def selected_stages(spec: AssignmentSpec, options: GradeOptions) -> list[str]:
+def selected_stages(spec: AssignmentSpec, request: GradeRequest) -> list[str]:
     names = [s.name for s in spec.stages]
-    if options.stages:
-        unknown = [s for s in options.stages if s not in names]
+    if request.stages:
+        unknown = [s for s in request.stages if s not in names]
         if unknown:
             raise SpecError(f"unknown stage(s) {unknown} for {spec.name}; stages: {names}")
-        return [s for s in names if s in options.stages]
+        return [s for s in names if s in request.stages]
     return names

@@ -143,7 +143,7 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
     from grader.drivers.batch import assignment_fingerprint
     from grader.drivers.reference_check import failure_message, guard_seed
     from grader.orchestration.build_cache import default_build_cache
-    from grader.orchestration.options import GradeOptions
+    from grader.orchestration.options import GradeEnvironment, GradeRequest, sandbox_name
     from grader.spec import REFERENCE_ROOT
 
     with db.session() as s:
@@ -151,14 +151,13 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
         seed, backend, device = found.seed, found.backend, found.device
-    options = GradeOptions(assignment=assignment, backend=backend,  # type: ignore[arg-type]
-                           device=grading_device(backend, device),
-                           sandbox=sandbox, seed_mode="secret", seed=seed,  # type: ignore[arg-type]
-                           build_cache=default_build_cache(), batch=True)
+    request = GradeRequest(assignment=assignment, seed_mode="secret", seed=seed)
+    environment = GradeEnvironment(backend=backend, device=grading_device(backend, device),
+                                   sandbox=sandbox_name(sandbox), build_cache=default_build_cache(), batch=True)
     told = None if announce is None else lambda: announce(_(
         "{name}: grading its reference kernels on its secret seed before it opens (once per seed)").format(
             name=assignment))
-    check = guard_seed(assignment, options, AssignmentSeedRecord(db, assignment),
+    check = guard_seed(assignment, request, environment, AssignmentSeedRecord(db, assignment),
                        spec_hash=assignment_fingerprint(assignment).spec_hash, device=device,
                        root=reference_root or REFERENCE_ROOT, announce=told)
     if check is None:
@@ -233,6 +232,7 @@ def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
     from grader.batch.exports import ClassRow, write_exports
     from grader.batch.intake import StudentSubmission
     from grader.drivers.batch import assignment_fingerprint
+    from grader.orchestration.job import write_report
 
     info = assignment_fingerprint(assignment)
     latest: dict[str, tuple[Student, Submission, str]] = {}
@@ -253,7 +253,7 @@ def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
                            stored_as=f"submission-{sub.id}")
                   for student, sub, document in latest.values()]
     out_dir.mkdir(parents=True, exist_ok=True)
-    return write_exports(class_rows, out_dir, info.title or assignment, info.columns)
+    return write_exports(class_rows, out_dir, info.title or assignment, write_report, info.columns)
 
 
 def similarity(db: Database, assignment: str):  # noqa: ANN201 - grader.batch.similarity.SimilarityReport

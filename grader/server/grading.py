@@ -1,11 +1,12 @@
 """Grading one uploaded submission on a worker, and committing its result: the body of the queue's task.
 
-The grading is the batch's (grader.batch.worker.grade_job around grader.drivers.batch.job_options and
-grade_submission): the same sandbox, build cache and secret seed handling, and a grader failure becomes the
-job's internal_error result. What differs is where the input comes from (the upload, stored in the
-database) and where the result goes: one transaction inserting the `results` row, unique per submission, so
-a job delivered twice (its first worker SIGKILLed before the broker had the acknowledgement) is graded again
-and counted once. The task returns, and the broker gets its acknowledgement, only after that commit.
+The grading is the one job entry every front door uses (grader.orchestration.job.run_job): the batch's
+sandbox, build cache and secret seed handling, and a grader failure becomes the job's internal_error result.
+What differs is where the input comes from (the upload, stored in the database) and where the result goes:
+one transaction inserting the `results` row (the document and its report, rendered by job.report_html),
+unique per submission, so a job delivered twice (its first worker SIGKILLed before the broker had the
+acknowledgement) is graded again and counted once. The task returns, and the broker gets its
+acknowledgement, only after that commit.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from pathlib import Path
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from grader.batch.jobs import GradeJob
-from grader.batch.store import ResultStore
-from grader.batch.worker import grade_job
-from grader.drivers.batch import GRADE_ENTRY, job_options, sweep_dead_workers_containers
+from grader.drivers.batch import sweep_dead_workers_containers
 from grader.i18n import resolve_language
 from grader.orchestration.build_cache import default_build_cache
+from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest, sandbox_name
 from grader.results import GradeResult
+from grader.results import Student as RosterStudent
 from grader.server.db import Assignment, Database, Result, Student, Submission, now
 from grader.server.devices import grading_device
 from grader.server.uploads import unpack_upload
@@ -37,13 +37,13 @@ BUILT_FRACTION = 0.3
 RAN_FRACTION = 0.9
 
 
-def mode_stages(assignment: str, mode: str) -> list[str] | None:
+def mode_stages(assignment: str, mode: str) -> tuple[str, ...] | None:
     """`test`: correctness with the first stage only (fast, never ranked); `benchmark` and `final`: every stage."""
     if mode != "test":
         return None
     from grader.spec import load_assignment
 
-    return [load_assignment(assignment).stages[0].name]
+    return (load_assignment(assignment).stages[0].name,)
 
 
 def stamp(db: Database, submission_id: int, phase: str) -> None:
@@ -75,35 +75,33 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
         sub.status, sub.worker, sub.grade_runs = "running", worker, sub.grade_runs + 1
         sub.graded_type, sub.graded_device = slot_type, device
         sub.started_at, sub.built_at, sub.ran_at, sub.scored_at = now(), None, None, None
-        archive, mode, content_hash = sub.archive, sub.mode, sub.content_hash
+        archive, mode = sub.archive, sub.mode
         job_spec = (assignment.name, assignment.backend, assignment.seed, student.student_id, student.name)
     name, backend, seed, student_id, student_name = job_spec
     work_root.mkdir(parents=True, exist_ok=True)
     sweep_dead_workers_containers()  # the sandboxes of a grading process killed before this one, as a batch does
     unpack_dir = Path(tempfile.mkdtemp(prefix=f"upload-{submission_id}-", dir=work_root))
     try:
-        result = _grade(db, submission_id, archive, unpack_dir, work_root, name=name, backend=backend,
-                        device=device, seed=seed, student_id=student_id, student_name=student_name,
-                        content_hash=content_hash, mode=mode, sandbox=sandbox, lang=lang)
+        result = _grade(db, submission_id, archive, unpack_dir, name=name, backend=backend, device=device,
+                        seed=seed, student_id=student_id, student_name=student_name, mode=mode, sandbox=sandbox,
+                        lang=lang)
     finally:
         shutil.rmtree(unpack_dir, ignore_errors=True)
     stamp(db, submission_id, "scored")
     return commit_result(db, submission_id, result)
 
 
-def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, work_root: Path, *, name: str,
-           backend: str, device: str | None, seed: str, student_id: str, student_name: str, content_hash: str,
-           mode: str, sandbox: str, lang: str | None) -> GradeResult:
+def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, *, name: str, backend: str,
+           device: str | None, seed: str, student_id: str, student_name: str, mode: str, sandbox: str,
+           lang: str | None) -> GradeResult:
     from grader.drivers.batch import assignment_fingerprint
-    from grader.orchestration.pipeline import grade_submission
+    from grader.orchestration.job import run_job
 
     root = unpack_upload(archive, unpack_dir)
-    job = GradeJob(key=f"submission-{submission_id}", student_id=student_id, student_name=student_name,
-                   submission=str(root), assignment=name, backend=backend,  # type: ignore[arg-type]
-                   device=device, sandbox=sandbox, seed_mode="secret", batch_dir=str(work_root / "store"),
-                   entry=GRADE_ENTRY, build_cache=str(default_build_cache()), seed=seed,
-                   content_hash=content_hash, lang=resolve_language(lang, assignment_fingerprint(name).lang))
-    stages = mode_stages(name, mode)
+    request = GradeRequest(assignment=name, stages=mode_stages(name, mode), seed_mode="secret", seed=seed,
+                           lang=resolve_language(lang, assignment_fingerprint(name).lang))
+    environment = GradeEnvironment(backend=backend, device=device, sandbox=sandbox_name(sandbox),
+                                   build_cache=default_build_cache(), batch=True)
     reached = {"built": False, "ran": False}
 
     def progress(_step: str, fraction: float) -> None:
@@ -112,24 +110,17 @@ def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, w
                 reached[phase] = True
                 stamp(db, submission_id, phase)
 
-    def grade(job: GradeJob, work_dir: Path) -> GradeResult:
-        options = job_options(job, work_dir)
-        options.stages, options.progress = stages, progress
-        return grade_submission(Path(job.submission), options)
-
-    store = ResultStore(work_root / "store")
-    result = grade_job(job, grade)
-    shutil.rmtree(store.run_dir(job.key), ignore_errors=True)  # the database holds what counts
-    store.result_path(job.key).unlink(missing_ok=True)
-    return result
+    # no folder: the database holds what counts (commit_result)
+    return run_job(root, request, environment, GradeObserver(progress=progress),
+                   student=RosterStudent(id=student_id, name=student_name or student_id)).result
 
 
 def commit_result(db: Database, submission_id: int, result: GradeResult) -> str:
     """The commit point: the result row (unique per submission) and the submission's verdict, in one
     transaction. A second commit for the same submission changes nothing."""
-    from grader.reporting.render import render_report_html
+    from grader.orchestration.job import report_html
 
-    html = render_report_html(result)
+    html = report_html(result)
     try:
         with db.session() as s:
             if s.scalar(select(Result.id).where(Result.submission_pk == submission_id)) is not None:

@@ -122,7 +122,7 @@ def submission_of(db: Database, submission_id: int, viewer: Student) -> Submissi
 def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, str]:
     """(results JSON, report HTML) of a graded submission as `viewer` may see it (before the deadline, a
     student's without the hidden cases); else Refused 404."""
-    from grader.reporting.render import render_report_html
+    from grader.orchestration.job import report_html
 
     submission_of(db, submission_id, viewer)
     with db.session() as s:
@@ -135,7 +135,7 @@ def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, s
     if not hides_cases(assignment, viewer):
         return result.document, result.report_html
     shown = _shown_result(result.document, assignment, viewer)
-    return shown.to_json(), render_report_html(shown)
+    return shown.to_json(), report_html(shown)
 
 
 @dataclass

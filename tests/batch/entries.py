@@ -3,7 +3,8 @@ fault handling (a grader that crashes, hangs or raises must cost one submission,
 
 `quick` stands in for grading where the test is about scheduling, not grading: it returns a result made
 from the submission's `score.txt` and records which process graded it and when. Jobs name them as
-"entries:<name>" (this folder and tests/, for factories.py, are put on PYTHONPATH).
+"entries:<name>" (this folder and tests/, for factories.py, are put on PYTHONPATH); a batch runs them as QUICK or
+EXPLODE (OnNoMachine).
 """
 
 from __future__ import annotations
@@ -12,12 +13,35 @@ import json
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from factories import grade_result
 
 from grader.batch.jobs import GradeJob
+from grader.drivers.batch import BatchGrading
+from grader.orchestration.environment import Prepared
+from grader.orchestration.options import GradeEnvironment
 from grader.results import GradeResult, Seeds, Verdict
+
+
+@dataclass(frozen=True)
+class OnNoMachine(BatchGrading):
+    """A batch grading with one of the functions below, on no machine: nothing set up, checked or swept (no
+    sandbox runs student code), no reference kernels graded. Injected into run_batch (`grading=`) or named on
+    the command line (`grade batch --grading entries:QUICK`)."""
+
+    def prepare(self, environment: GradeEnvironment, log: object) -> Prepared:  # noqa: ARG002
+        return Prepared(environment.sandbox, [])
+
+    def preflight(self, environment: GradeEnvironment) -> None:
+        pass
+
+    def sweep(self) -> list[str]:
+        return []
+
+    def check_references(self, *args: object) -> None:
+        pass
 
 
 def crash(job: GradeJob, work_dir: Path) -> GradeResult:  # noqa: ARG001
@@ -59,3 +83,7 @@ def nosy(job: GradeJob, work_dir: Path) -> GradeResult:
                           stdout=None, stderr=None, stdin=None).returncode
     (work_dir / "report.html").write_text(f"<p>{seen}</p>")
     return quick(job, work_dir)
+
+
+QUICK = OnNoMachine("entries:quick")
+EXPLODE = OnNoMachine("entries:explode")

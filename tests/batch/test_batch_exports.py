@@ -20,6 +20,7 @@ from grader.batch.exports import (
     write_exports,
 )
 from grader.batch.intake import StudentSubmission, collect_submissions
+from grader.orchestration.job import write_report
 from grader.results import Student
 
 
@@ -48,7 +49,7 @@ def test_canvas_csv_layout(class_rows):
 
 
 def test_write_exports_lays_out_the_batch_folder(tmp_path, class_rows):
-    notes = write_exports(class_rows, tmp_path, "MatMul")
+    notes = write_exports(class_rows, tmp_path, "MatMul", write_report)
     assert (tmp_path / "gradebook.csv").is_file() and (tmp_path / "canvas.csv").is_file()
     for row in class_rows:
         assert json.loads((tmp_path / "gradescope" / row.submission.slug / "results.json").read_text())["score"] \

@@ -217,13 +217,13 @@ def test_the_reference_guard_grades_on_the_batchs_own_seed_not_the_public_one(tm
     the public seed and fails every other stops a batch on a fresh secret seed; a guard that graded on the public
     seed would let the class be graded."""
     from grader.drivers.batch import BatchError, run_batch
-    from grader.orchestration import GradeOptions, grade_submission
+    from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
 
     references = tmp_path / "references"
     reference = public_only_reference(references / "sigmoid" / "vector")
     cache = tmp_path / "build-cache"
-    on_public = grade_submission(reference, GradeOptions(assignment="sigmoid", sandbox="docker", stages=["vector"],
-                                                         build_cache=cache))
+    on_public = grade_submission(reference, GradeRequest(assignment="sigmoid", stages=("vector",)),
+                                 GradeEnvironment(sandbox="docker", build_cache=cache))
     assert on_public.cases and all(c.passed for c in on_public.cases), [
         (c.name, c.message[:200]) for c in on_public.cases if not c.passed]
     assert all(s.correct for s in on_public.stages)  # the fixture is right where the public seed looks

@@ -17,6 +17,7 @@ import zipfile
 
 import pytest
 from conftest import HERE
+from entries import EXPLODE, QUICK
 
 from grader.drivers.batch import BatchError, run_batch
 
@@ -50,7 +51,7 @@ def test_rerun_skips_changed_regrades_force_regrades_all(tmp_path, quick_env):
     with zipfile.ZipFile(subs / "dan.zip", "w") as zf:
         zf.writestr("../../escape.txt", "x")  # a hostile archive: becomes dan's result, not a crash
     out = tmp_path / "out"
-    first = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    first = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, grading=QUICK)
     assert (first.total, first.graded, first.skipped) == (4, 3, 0)
     assert first.verdicts == {"passed": 1, "wrong_answer": 2}  # dan.zip is listed apart: not graded
     book = {r["student_id"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
@@ -68,27 +69,27 @@ def test_rerun_skips_changed_regrades_force_regrades_all(tmp_path, quick_env):
     assert "dan.zip" in dashboard and "<b>7.0 / " in dashboard  # listed apart; the mean is of the three graded
 
     ann_report = (out / "reports" / "ann.html").stat().st_mtime_ns
-    again = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    again = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, grading=QUICK)
     assert (again.graded, again.skipped) == (0, 4)
     assert (out / "reports" / "ann.html").stat().st_mtime_ns == ann_report  # not redrawn
     assert len(quick_env.read_text().splitlines()) == 3  # nothing graded twice
 
     (subs / "ben" / "score.txt").write_text("9 0")  # ben resubmits
-    changed = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    changed = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, grading=QUICK)
     assert (changed.graded, changed.skipped) == (1, 3)
     assert started_students(out) == ["ann", "ben", "ben", "cat"]
     book = {r["student_id"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
     assert book["ben"]["total"] == "9"
     assert (out / "reports" / "ben.html").read_text() == "<p>9.0</p>"  # redrawn from the new result
 
-    forced = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, force=True, entry="entries:quick")
+    forced = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, force=True, grading=QUICK)
     assert forced.graded == 3 and forced.per_minute > 0
 
 
 def test_secret_seed_is_kept_for_the_resume_and_never_written_into_results(tmp_path, quick_env):
     subs = make_class(tmp_path / "class", {"ann": 10})
     out = tmp_path / "out"
-    run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:quick")
+    run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, grading=QUICK)
     manifest = json.loads((out / "batch.json").read_text())
     assert manifest["seed_mode"] == "secret"
     for path in list((out / "results").glob("*.json")) + list((out / "gradescope").rglob("*.json")):
@@ -113,7 +114,7 @@ def test_plan_only_then_indexed_workers_then_collect(tmp_path, quick_env):
     subs = make_class(tmp_path / "class", {"ann": 10, "ben": 3, "cat": 10})
     out = tmp_path / "out"
     planned = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, plan_only=True, image="reg/grader:1",
-                        entry="entries:quick")
+                        grading=QUICK)
     assert planned.graded == 0 and planned.planned == 3
     # No grade exists yet, so no export of one: nothing an LMS could import as a class of zeros.
     for export in ("gradebook.csv", "canvas.csv", "gradescope", "dashboard.html", "summary.json", "reports"):
@@ -136,7 +137,7 @@ def test_plan_only_then_indexed_workers_then_collect(tmp_path, quick_env):
     subprocess.run([sys.executable, "-m", "grader.batch.worker", "--plan", str(out / "plan.jsonl"), "--index", "0"],
                    check=True, timeout=120)
     assert len(quick_env.read_text().splitlines()) == 3
-    collected = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, entry="entries:quick")
+    collected = run_batch(subs, ASSIGNMENT, out, workers=2, progress=False, grading=QUICK)
     assert (collected.graded, collected.skipped) == (0, 3)
     assert collected.verdicts == {"passed": 2, "wrong_answer": 1}
 
@@ -145,10 +146,10 @@ def test_a_grader_failing_on_everything_stops_the_batch_early(tmp_path, quick_en
     subs = make_class(tmp_path / "class", {f"s{i}": 10 for i in range(5)})
     out = tmp_path / "out"
     with pytest.raises(BatchError, match="first 4 submissions all failed inside the grader"):
-        run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:explode")
+        run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, grading=EXPLODE)
     assert started_students(out) == ["s0", "s1", "s2", "s3"]
     # Once the grader is fixed, the rerun regrades the internal errors and grades the rest.
-    fixed = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:quick")
+    fixed = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, grading=QUICK)
     assert (fixed.graded, fixed.skipped, fixed.verdicts) == (5, 0, {"passed": 5})
 
 
@@ -161,7 +162,7 @@ def test_sigkill_midway_then_resume_with_quick_grading(tmp_path, quick_env):
         (subs / f"s{i}" / "score.txt").write_text("10 0.6")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "grader.cli", "batch", str(subs), "--assignment", ASSIGNMENT, "--out", str(out),
-           "--workers", "1", "--no-progress", "--entry", "entries:quick"]
+           "--workers", "1", "--no-progress", "--grading", "entries:QUICK"]
     batch = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while len(list((out / "results").glob("*.json"))) < 2:
@@ -185,13 +186,13 @@ def test_the_batch_language_reaches_workers_results_and_summary(tmp_path, quick_
     rerun in English regrades instead of keeping the Chinese texts."""
     subs = make_class(tmp_path / "class", {"ann": 10, "ben": 4})
     out = tmp_path / "out"
-    zh = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:explode", lang="zh")
+    zh = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, grading=EXPLODE, lang="zh")
     stored = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     assert [r["lang"] for r in stored] == ["zh", "zh"], stored
     assert all(r["message"].startswith("评分程序自身出错") for r in stored)
     lines = "\n".join(zh.lines())
     assert "共 2 名学生" in lines and "评测系统内部错误 2" in lines, lines
-    en = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, entry="entries:explode", lang="en")
+    en = run_batch(subs, ASSIGNMENT, out, workers=1, progress=False, grading=EXPLODE, lang="en")
     assert (en.graded, en.skipped) == (2, 0)
     assert "2 students; graded 2 now" in "\n".join(en.lines())
 
@@ -203,7 +204,7 @@ def test_ctrl_c_says_what_is_committed_and_how_to_resume(tmp_path, quick_env):
         (subs / sid / "score.txt").write_text(f"10 {delay}")
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "grader.cli", "batch", str(subs), "-a", ASSIGNMENT, "-o", str(out), "--workers",
-            "1", "--no-progress", "--entry", "entries:quick"]
+            "1", "--no-progress", "--grading", "entries:QUICK"]
     # The batch starts with SIGINT as a terminal leaves it (default, unblocked), whatever an earlier test did to
     # this worker process: a full suite once handed it on ignored or blocked (both survive exec), and the batch
     # sat in its join loop for 60 s with no KeyboardInterrupt (its stacks, dumped on SIGABRT, showed it).

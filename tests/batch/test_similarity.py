@@ -343,6 +343,8 @@ def test_dashboard_section_in_chromium(dashboard):
 def test_batch_writes_similarity_csv_and_the_dashboard_section(tmp_path, monkeypatch, klass):
     import os
 
+    from entries import QUICK
+
     from grader.drivers.batch import BatchError, run_batch
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
@@ -354,9 +356,9 @@ def test_batch_writes_similarity_csv_and_the_dashboard_section(tmp_path, monkeyp
         (subs / sid / "score.txt").write_text("5 0")
     out = tmp_path / "out"
     with pytest.raises(BatchError, match="no such folder"):
-        run_batch(subs, "sigmoid", out, workers=1, progress=False, entry="entries:quick",
+        run_batch(subs, "sigmoid", out, workers=1, progress=False, grading=QUICK,
                   similarity=SimilarityOptions(template=(tmp_path / "missing",)))
-    summary = run_batch(subs, "sigmoid", out, workers=1, progress=False, entry="entries:quick",
+    summary = run_batch(subs, "sigmoid", out, workers=1, progress=False, grading=QUICK,
                         similarity=SimilarityOptions(template=(handout,)))
     rows = list(csv.DictReader(open(out / "similarity.csv")))
     assert {(r["student_a"], r["student_b"]) for r in rows} == {
@@ -367,7 +369,7 @@ def test_batch_writes_similarity_csv_and_the_dashboard_section(tmp_path, monkeyp
     # the scores are untouched: similarity is for review only
     assert {r["total"] for r in csv.DictReader(open(out / "gradebook.csv")) if r["student_id"] != "(points possible)"} == {"5"}
     # --no-similarity: no section
-    run_batch(subs, "sigmoid", out, workers=1, progress=False, entry="entries:quick",
+    run_batch(subs, "sigmoid", out, workers=1, progress=False, grading=QUICK,
               similarity=SimilarityOptions(enabled=False))
     assert 'id="similarity"' not in (out / "dashboard.html").read_text()
 

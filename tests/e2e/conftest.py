@@ -12,7 +12,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from grader.orchestration import GradeOptions, grade_submission
+from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
 from grader.orchestration.build_cache import default_build_cache
 from grader.results import GradeResult
 
@@ -40,9 +40,8 @@ def e2e_sandbox() -> str:
 
 @cache
 def graded(path: str, assignment: str | None = None, stages: tuple[str, ...] | None = None) -> GradeResult:
-    options = GradeOptions(assignment=assignment, sandbox=e2e_sandbox(), build_cache=BUILD_CACHE,  # type: ignore[arg-type]
-                           stages=list(stages) if stages else None)
-    return grade_submission(ROOT / path, options)
+    return grade_submission(ROOT / path, GradeRequest(assignment=assignment, stages=stages),
+                            GradeEnvironment(sandbox=e2e_sandbox(), build_cache=BUILD_CACHE))
 
 
 @cache

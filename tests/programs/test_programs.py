@@ -16,7 +16,7 @@ from bang_emu import safe_tar
 from bang_harness.programs import emulator_errors
 
 from grader.i18n import use_language
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest
 from grader.orchestration.programs import Ran, grade_programs, program_ending, run_limits
 from grader.programs.captures import Launches
 from grader.programs.spec import load_programs
@@ -115,7 +115,7 @@ def _honest_02_beside(folder: Path, program_03: str) -> tuple[GradeResult, dict[
     stages and groups by stage name."""
     (folder / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
     (folder / "03_vector_nram.mlu").write_text(program_03)
-    result = grade_programs(folder, GradeOptions(assignment="matmul_programs", sandbox="none"))
+    result = grade_programs(folder, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="none"))
     return (result, {c.group: c for c in result.cases}, {s.name: s for s in result.stages},
             {g.name: g for g in result.groups})
 
@@ -149,7 +149,7 @@ def test_a_rewritten_capture_changes_nothing(tmp_path: Path) -> None:
     trusted replay of its journal, never the program's own, so the kernel's real (wrong) output is graded."""
     (tmp_path / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED)
                                                  .replace("FORGE", FORGE))
-    result = grade_programs(tmp_path, GradeOptions(assignment="matmul_programs", sandbox="none"))
+    result = grade_programs(tmp_path, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="none"))
     assert result.stages[0].verdict == Verdict.WRONG_ANSWER, result.stages[0].message
     assert "N rows of K" in result.cases[0].message and result.stages[0].points == 0 and result.score == 0
 
@@ -170,7 +170,7 @@ def test_programs_in_the_docker_sandbox_are_graded_on_the_twin(tmp_path: Path) -
     lab.mkdir(mode=0o755)
     (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
     (lab / "03_vector_nram.mlu").write_text((HOST_ANSWER / "03_vector_nram.mlu").read_text())
-    result = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="docker"))
+    result = grade_programs(lab, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="docker"))
     by_stage = {s.name: s for s in result.stages}
     cases = {c.group: c for c in result.cases}
     groups = {g.name: g for g in result.groups}
@@ -192,8 +192,8 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
         subprocess.run(["git", "--git-dir", str(MIRROR), "archive", "HEAD", "matmul_optimization"], stdout=out,
                        check=True)
     safe_tar.extract_tar(archive, tmp_path)
-    result = grade_programs(tmp_path / "matmul_optimization", GradeOptions(assignment="matmul_programs",
-                                                                            sandbox="none"))
+    result = grade_programs(tmp_path / "matmul_optimization", GradeRequest(assignment="matmul_programs"),
+                            GradeEnvironment(sandbox="none"))
     by_stage = {s.name: s for s in result.stages}
     assert len(by_stage) == 6
     for stage in result.stages:
@@ -274,7 +274,7 @@ def test_an_unreadable_folder_is_staged_and_crashes_are_named(tmp_path: Path) ->
     results = {}
     for lang in ("en", "zh"):
         with use_language(lang):
-            results[lang] = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="docker"))
+            results[lang] = grade_programs(lab, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="docker"))
     result = results["en"]
     cases = {c.group: c for c in result.cases}
     by_stage = {s.name: s for s in result.stages}
@@ -330,7 +330,7 @@ def test_a_file_the_grader_cannot_read_is_an_input_error_naming_it() -> None:
         (lab / "03_vector_nram.mlu").chmod(0o600)  # root's, unreadable to uid 65534
 
         def grade() -> str:
-            result = grade_programs(lab, GradeOptions(assignment="matmul_programs", sandbox="none"))
+            result = grade_programs(lab, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="none"))
             return f"{result.verdict}|{result.message}|{len(result.cases)}"
 
         verdict, message, cases = _as_nobody(grade).split("|")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment
 from grader.orchestration.project_run import run_project
 from tests.realcode import answers, lab_projects
 from tests.realcode.conftest import GRADE, require_mirror
@@ -43,7 +43,7 @@ def test_the_projects_own_tests_on_the_emulator(key, tmp_path):
     if not emu_image_ready():
         pytest.skip("needs Docker and the emulation image (grade setup)")
     folder, _missing = lab_projects.export(project, tmp_path)
-    done = run_project(folder, lab_projects.COMMAND, GradeOptions(sandbox="docker"))
+    done = run_project(folder, lab_projects.COMMAND, GradeEnvironment(sandbox="docker"))
     output = done.outcome.stderr_tail
     assert "$ python setup.py build_ext --inplace" in output and "setup.py build_ext failed" not in output, output
     said = {test: "ok" for test in STARTED.findall(output)}

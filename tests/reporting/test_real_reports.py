@@ -38,14 +38,13 @@ try:  # share the session's gradings (same arguments, same cache) with the end-t
         return result, out / "report.html"
 
 except ImportError:  # pragma: no cover -- the e2e suite is not there
-    from grader.orchestration import GradeOptions, grade_submission
+    from grader.orchestration import GradeRequest, grade_submission
 
     @cache
     def graded(
         path: str, assignment: str | None = None, stages: tuple[str, ...] | None = None
     ) -> GradeResult:
-        options = GradeOptions(assignment=assignment, stages=list(stages) if stages else None)
-        return grade_submission(ROOT / path, options)
+        return grade_submission(ROOT / path, GradeRequest(assignment=assignment, stages=stages))
 
     def example_report() -> tuple[GradeResult, Path | None]:
         return graded("reference_kernels/example"), None

@@ -25,7 +25,7 @@ import docker
 import pytest
 
 from grader.checks.screening import screen_submission
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
 from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL, container_summaries, summary_name
 
 CORPUS = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial"
@@ -64,14 +64,14 @@ def _param(fixture: Path):
 
 
 def _grade(submission: Path, out: Path, backend: str = "emu"):
-    from grader.orchestration import grade_submission
     from grader.orchestration.build_cache import default_build_cache
+    from grader.orchestration.job import run_job
 
     # The session's build cache (tests/conftest.py): most fixtures share one stub's or the vector reference's
     # mlu/ and cpp/ (the attack is in ops.py), so they share its build; a failed build is never reused.
-    return grade_submission(submission, GradeOptions(backend=backend, sandbox="docker", batch=True, out_dir=out,
-                                                     seed="corpus", seed_mode="public",
-                                                     build_cache=default_build_cache()))
+    return run_job(submission, GradeRequest(seed="corpus", seed_mode="public"),
+                   GradeEnvironment(backend=backend, sandbox="docker", batch=True, build_cache=default_build_cache()),
+                   GradeObserver(out_dir=out)).result
 
 
 def _our_containers() -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
 
 REFERENCES = Path(__file__).resolve().parents[2] / "reference_kernels"
 TORCH_OPS = "torch_ops"
@@ -210,12 +210,12 @@ def _make(variant: Variant, root: Path) -> Path:
 
 
 def _grade(submission: Path, out: Path):
-    from grader.orchestration import grade_submission
     from grader.orchestration.build_cache import default_build_cache
+    from grader.orchestration.job import run_job
 
-    return grade_submission(submission, GradeOptions(sandbox="docker", batch=True, out_dir=out, seed="corpus",
-                                                     seed_mode="public", stages=["vector"],
-                                                     build_cache=default_build_cache()))
+    return run_job(submission, GradeRequest(seed="corpus", seed_mode="public", stages=("vector",)),
+                   GradeEnvironment(sandbox="docker", batch=True, build_cache=default_build_cache()),
+                   GradeObserver(out_dir=out)).result
 
 
 @pytest.fixture(scope="module")

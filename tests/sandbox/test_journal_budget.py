@@ -15,7 +15,7 @@ from pathlib import Path
 
 from grader.orchestration import grade_submission
 from grader.orchestration.build_cache import default_build_cache
-from grader.orchestration.options import GradeOptions
+from grader.orchestration.options import GradeEnvironment, GradeRequest
 from grader.results import Verdict
 from grader.sandbox.base import Limits
 
@@ -40,8 +40,8 @@ def test_a_journal_past_the_file_size_limit_is_a_crash_that_names_the_limit(emu_
     submission = tmp_path / "flood"
     shutil.copytree(REPO / "reference_kernels" / "sigmoid" / "vector", submission)
     (submission / "ops.py").write_text(FLOODING_WRAPPER)
-    result = grade_submission(submission, GradeOptions(assignment="sigmoid", sandbox="docker", stages=["vector"],
-                                                       build_cache=default_build_cache()))
+    result = grade_submission(submission, GradeRequest(assignment="sigmoid", stages=("vector",)),
+                              GradeEnvironment(sandbox="docker", build_cache=default_build_cache()))
     assert result.cases, result.message
     limit = f"file size limit ({Limits().file_size_bytes >> 20} MiB)"
     cut = [c for c in result.cases if not c.passed]
