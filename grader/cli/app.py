@@ -128,9 +128,11 @@ def submit(
     console = _console(json_output)
     out_dir = out or Path("out") / submission.resolve().name
     cache = None if no_build_cache else (build_cache or default_build_cache())
-    request = GradeRequest(assignment=assignment, seed_mode="secret" if secret else "public", seed=seed, lang=lang,
-                           stages=tuple(s.strip() for s in stages.split(",") if s.strip()) if stages else None)
-    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox), build_cache=cache)
+    chosen = tuple(s.strip() for s in stages.split(",") if s.strip()) if stages else None
+    request = GradeRequest(assignment=assignment, stages=chosen, seed_mode="secret" if secret else "public",
+                           seed=seed, lang=lang)
+    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox),
+                                   build_cache=cache)
     from grader.orchestration.resolve import grading_language
 
     with use_language(grading_language(submission, request)):  # the same language grade_submission picks
@@ -170,7 +172,8 @@ def run(
                         "folder is not changed)").format(command=" ".join(command), project=project,
                                                          backend=backend, sandbox=environment.sandbox))
         try:
-            done = run_project(project, list(command), environment, build=not no_build, timeout_seconds=timeout)
+            done = run_project(project, list(command), environment, build=not no_build,
+                               timeout_seconds=timeout)
         except UnavailableError as exc:
             console.print("[red]" + _("cannot run here:") + f"[/] {exc}", highlight=False)
             raise typer.Exit(2) from exc
@@ -559,9 +562,9 @@ def batch(
     similarity: Annotated[bool, typer.Option("--similarity/--no-similarity",
                                              help="compare the students' code, for review")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="live progress bar on stderr")] = True,
-    grading: Annotated[str | None, typer.Option(hidden=True, help="tests: module:NAME, a "
-                                                                  "grader.orchestration.batch.BatchGrading to "
-                                                                  "grade with (default: the sandboxed one)")] = None,
+    grading: Annotated[str | None, typer.Option(
+        hidden=True, help="tests: module:NAME, a grader.orchestration.batch.BatchGrading to grade with "
+                          "(default: the sandboxed one)")] = None,
     lang: LangOpt = None,
 ) -> None:
     """Grade a whole class, resumably (see grader.orchestration.batch)."""
@@ -614,7 +617,8 @@ def calibrate(
     from grader.orchestration.calibrate import calibrate as run_calibration
 
     console = Console(highlight=False)
-    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox), build_cache=build_cache)
+    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox),
+                                   build_cache=build_cache)
     try:
         done = run_calibration(assignment, environment, stages=tuple(stages.split(",")) if stages else None,
                                reference=reference, log=console.print)

@@ -66,7 +66,8 @@ from grader.scoring import load_thresholds, roofline
 from grader.spec import AssignmentSpec, SeedPlan, SpecError
 
 
-def grade_submission(submission: Path, request: GradeRequest, environment: GradeEnvironment = DEFAULT_ENVIRONMENT,
+def grade_submission(submission: Path, request: GradeRequest,
+                     environment: GradeEnvironment = DEFAULT_ENVIRONMENT,
                      progress: Progress | None = None) -> GradeResult:
     """Grade one submission; never raises for anything the submission does (see module docstring). Writes
     nothing: the job (orchestration/job.py) writes its results.json and report."""
@@ -84,7 +85,8 @@ def _grade_submission(submission: Path, request: GradeRequest, environment: Grad
         programs = request.assignment if request.assignment and is_programs_assignment(request.assignment) \
             else None if request.assignment else programs_assignment_for(Path(submission))
         if programs:  # a folder of lab programs with their own main()
-            result = grade_programs(Path(submission), dataclasses.replace(request, assignment=programs), environment)
+            result = grade_programs(Path(submission), dataclasses.replace(request, assignment=programs),
+                                    environment)
         else:
             result = grading.run()
     except Exception:  # noqa: BLE001 -- a grader bug must still produce a result document
@@ -173,8 +175,10 @@ class _Grading:
         return apply_screening(result_document(
             self.root, self.request, environment, verdict, message, notes=self.notes, spec=spec,
             cases=self.cases, stages=self.stages,
-            device=backend.device if backend else (environment.device or _default_device(environment.backend)),
-            sandbox=self.runner_name, seeds=self.seeds.record(), versions=self._versions(), started_at=self.started,
+            device=backend.device if backend else (environment.device
+                                                   or _default_device(environment.backend)),
+            sandbox=self.runner_name, seeds=self.seeds.record(), versions=self._versions(),
+            started_at=self.started,
             student=self.student, submission_hash=submission_hash(self.root),
             device_peaks=roofline.device_peaks(backend.device) if backend else None,  # what the floor scored with
             assignment_facts=spec.facts() if spec else None,  # the report renders from this document alone
@@ -246,7 +250,8 @@ class _Grading:
                          work: Path) -> GradeResult:
         assert self.spec is not None and self.backend is not None
         step = BuildStep(runner, self.backend, self.root, self.build_plan, submission.extension,
-                         self.spec.build_timeout_seconds, self.environment.build_cache, self.progress, self.image)
+                         self.spec.build_timeout_seconds, self.environment.build_cache, self.progress,
+                         self.image)
         build_dir = step.folder(work)
         built = step.build(build_dir, work)
         self.build = built.info

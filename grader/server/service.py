@@ -662,7 +662,8 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
         return SeedCheck(ran=False, failures=[])
     request = GradeRequest(assignment=assignment, seed_mode="secret", seed=seed)
     environment = GradeEnvironment(backend=backend, device=grading_device(backend, device),
-                                   sandbox=sandbox_name(sandbox), build_cache=default_build_cache(), batch=True)
+                                   sandbox=sandbox_name(sandbox), build_cache=default_build_cache(),
+                                   batch=True)
     if announce is not None:
         announce(_("{name}: grading its reference kernels on its secret seed before it opens (once per "
                    "seed)").format(name=assignment))
