@@ -37,7 +37,8 @@ def local_verdict(fixture: Fixture, out: Path) -> str:
     from grader.orchestration.job import run_job
     from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
 
-    result = run_job(fixture.gradable(out.parent / "src"), GradeRequest(assignment=fixture.assignment, seed_mode="secret"),
+    result = run_job(fixture.gradable(out.parent / "src"),
+                     GradeRequest(assignment=fixture.assignment, seed_mode="secret"),
                      GradeEnvironment(sandbox="docker", batch=True, build_cache=default_build_cache()),
                      GradeObserver(out_dir=out)).result
     return str(result.verdict)

@@ -7,9 +7,9 @@ build first (and out of its time limits); on a machine that has them this is a f
 
 Builds are shared by every test of a session: one content-keyed build cache (grader.orchestration.build_cache)
 in a fresh folder, named by $BANG_GRADER_BUILD_CACHE so that `grade submit` and `grade batch` subprocesses use it
-too. Tests that grade through grade_submission() pass GradeEnvironment(build_cache=default_build_cache()); the same
-reference kernel (or fixture with the same mlu/ and cpp/, like most of the adversarial corpus) is compiled
-once per session. A folder set in $BANG_GRADER_BUILD_CACHE beforehand is used as is and kept.
+too. Tests that grade through grade_submission() pass GradeEnvironment(build_cache=default_build_cache());
+the same reference kernel (or fixture with the same mlu/ and cpp/, like most of the adversarial corpus) is
+compiled once per session. A folder set in $BANG_GRADER_BUILD_CACHE beforehand is used as is and kept.
 """
 
 from __future__ import annotations

@@ -91,7 +91,8 @@ def test_a_copy_that_changed_only_ops_py_reuses_the_build(submission: Path, tmp_
     from grader.results import Verdict
 
     cache = tmp_path / "cache"  # its own: the session's may already hold this build
-    request, environment = GradeRequest(stages=("vector",)), GradeEnvironment(sandbox="none", build_cache=cache)
+    request = GradeRequest(stages=("vector",))
+    environment = GradeEnvironment(sandbox="none", build_cache=cache)
     first = grade_submission(submission, request, environment)
     (submission / "ops.py").write_text((submission / "ops.py").read_text() + "\n# resubmitted\n")
     second = grade_submission(submission, request, environment)
@@ -145,7 +146,8 @@ def test_a_build_is_limited_in_cpu_seconds_per_compiler_not_in_the_hosts_wall_ti
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.setattr(build_step, "BUILD_WALL_FACTOR", 200)
-    step = BuildStep(ProcessRunner(), resolve_backend(GradeEnvironment()), sub, BuildPlan.handout(sub, "my_ops_ext"),
+    step = BuildStep(ProcessRunner(), resolve_backend(GradeEnvironment()), sub,
+                     BuildPlan.handout(sub, "my_ops_ext"),
                      "my_ops_ext", timeout_seconds=1, cache=None, progress=lambda *_: None)
     started = time.monotonic()
     built = step.build(step.folder(work), work)

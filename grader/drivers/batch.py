@@ -151,7 +151,8 @@ class BatchSummary:
 
 def grade_batch_job(job: GradeJob, work_dir: Path) -> GradeResult:
     """The batch's GradeFn: the one job entry (orchestration/job.py) on the job's submission with the job's
-    settings, sandboxed as a batch, its results.json and report written into `work_dir`, the roster's student."""
+    settings, sandboxed as a batch, its results.json and report written into `work_dir`, the roster's
+    student."""
     from grader.orchestration.job import run_job
 
     request = GradeRequest(assignment=job.assignment, seed_mode=job.seed_mode, seed=job.seed, lang=job.lang)
@@ -180,7 +181,8 @@ class BatchGrading:
 
     def preflight(self, environment: GradeEnvironment) -> None:
         """Fails the batch before it starts when the grader cannot work here at all (no sandbox image, no
-        toolchain), instead of turning every student into an internal error. `environment`: the first slot's."""
+        toolchain), instead of turning every student into an internal error. `environment`: the first
+        slot's."""
         from grader.orchestration.environment import UnavailableError, resolve_environment
 
         try:

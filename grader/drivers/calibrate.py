@@ -53,7 +53,8 @@ def calibrate(assignment: str, environment: GradeEnvironment, stages: tuple[str,
     device_label = ""
     for folder, folder_stages in plan:
         log(f"timing {', '.join(folder_stages)} with {folder}")
-        request = GradeRequest(assignment=spec.name, stages=tuple(folder_stages), seed_mode="public", seed=seed)
+        request = GradeRequest(assignment=spec.name, stages=tuple(folder_stages), seed_mode="public",
+                               seed=seed)
         result = grade_submission(folder, request, environment)
         results.append(result)
         device_label = result.device_profile

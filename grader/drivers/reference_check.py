@@ -52,7 +52,8 @@ def check_references(assignment: str, request: GradeRequest, environment: GradeE
     for folder, stage in reference_folders(assignment, root):
         shown = _shown(folder, root)
         check.references.append(shown)
-        result = grade_submission(folder, replace(request, assignment=assignment, stages=(stage,)), environment)
+        result = grade_submission(folder, replace(request, assignment=assignment, stages=(stage,)),
+                                  environment)
         failing = [f"{c.name} ({c.entry}): {c.message.splitlines()[0] if c.message else c.verdict.value}"
                    for c in result.cases if not c.passed]
         if not failing:  # a failing case already says why its stage is not correct

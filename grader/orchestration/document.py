@@ -25,20 +25,21 @@ from grader.scoring import group_scores
 from grader.spec import AssignmentSpec, SeedPlan, SpecError, available_assignments, load_assignment
 
 
-def result_document(root: Path, request: GradeRequest, environment: GradeEnvironment, verdict: Verdict | None = None,
-                    message: str = "", *, notes: Sequence[str] = (), spec: AssignmentSpec | None = None,
-                    cases: Sequence[CaseResult] = (), stages: Sequence[StageResult] = (),
-                    groups: Sequence[GroupScore] | None = None, assignment: str | None = None,
-                    assignment_title: str | None = None, max_score: float | None = None, device: str | None = None,
-                    sandbox: str | None = None, seeds: Seeds | None = None, versions: Versions | None = None,
+def result_document(root: Path, request: GradeRequest, environment: GradeEnvironment,
+                    verdict: Verdict | None = None, message: str = "", *, notes: Sequence[str] = (),
+                    spec: AssignmentSpec | None = None, cases: Sequence[CaseResult] = (),
+                    stages: Sequence[StageResult] = (), groups: Sequence[GroupScore] | None = None,
+                    assignment: str | None = None, assignment_title: str | None = None,
+                    max_score: float | None = None, device: str | None = None, sandbox: str | None = None,
+                    seeds: Seeds | None = None, versions: Versions | None = None,
                     started_at: datetime | None = None, **details: Any) -> GradeResult:
     """The document of grading `root` as `request` asked in `environment`.
 
     `verdict` None: graded, the verdict is the worst of `cases` and `stages` and `message` their summary line.
     `groups` None: the case groups of `spec` scored on `cases` (none without a spec). The score is the groups'
     points plus the stages'. `notes` follow the message, a line each. What is not given is the request's and
-    the environment's (assignment, device, sandbox, seeds); `details` are the document's other fields (student,
-    build, layout, integrity, device_peaks, assignment_facts, submission_hash ...)."""
+    the environment's (assignment, device, sandbox, seeds); `details` are the document's other fields
+    (student, build, layout, integrity, device_peaks, assignment_facts, submission_hash ...)."""
     cases, stages = list(cases), list(stages)
     if verdict is None:
         verdict = worst([c.verdict for c in cases] + [s.verdict for s in stages])

@@ -1,5 +1,5 @@
-"""Where grading runs: the backend (emu or mlu) and the sandbox runner, resolved from a GradeEnvironment, and this
-machine made ready for them (`grade setup`, and `grade submit` on a machine not set up yet).
+"""Where grading runs: the backend (emu or mlu) and the sandbox runner, resolved from a GradeEnvironment, and
+this machine made ready for them (`grade setup`, and `grade submit` on a machine not set up yet).
 
 The backends (grader.backends) and runners (grader.sandbox) are their own modules; this is the one place that
 chooses them (the pipeline's steps then use the chosen ones through their interfaces).
@@ -64,7 +64,8 @@ def resolve_backend(environment: GradeEnvironment) -> ResolvedBackend:
         impl = get_backend(environment.backend)
         ok, why = impl.available()
         if not ok:
-            raise UnavailableError(f"backend {environment.backend!r} is not available here: {why} (see `grade doctor`)")
+            raise UnavailableError(f"backend {environment.backend!r} is not available here: {why} "
+                                   "(see `grade doctor`)")
         device = impl.resolve_device(environment.device)
     except ValueError as exc:
         raise UnavailableError(str(exc)) from exc
@@ -225,7 +226,8 @@ def _image_progress(line: str, log: Log) -> None:
         _say(log, text.removeprefix("images: "))  # images.py words its own lines; docker's stay docker's
 
 
-def prepare_environment(environment: GradeEnvironment, log: Log | None = None, install: bool = True) -> Prepared:
+def prepare_environment(environment: GradeEnvironment, log: Log | None = None,
+                        install: bool = True) -> Prepared:
     """Before grading: make the requested sandbox usable, setting the machine up where it can (see above),
     falling back to bubblewrap for a self-check (`--sandbox auto`, not batch) where it cannot. Raises
     EnvironmentProblem, naming the command that fixes it, when no allowed sandbox can work."""

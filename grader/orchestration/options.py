@@ -55,7 +55,7 @@ class GradeRequest:
     lang: str | None = None  # en or zh; None: assignment.toml `lang`, then the locale (grader.i18n)
 
     def __post_init__(self) -> None:
-        if self.stages is not None and not isinstance(self.stages, tuple):  # a list given: kept as it was given
+        if self.stages is not None and not isinstance(self.stages, tuple):  # a list given: frozen as given
             object.__setattr__(self, "stages", tuple(self.stages))
 
 

@@ -176,7 +176,7 @@ def _grade(folder: Path, environment: GradeEnvironment, spec: ProgramsSpec, base
     if not stems:
         prefixes = ", ".join(s.prefix + "*.mlu" for s in spec.stages)
         return _finish(result, Verdict.UNGRADABLE_LAYOUT, _("no lab program found: expected files {files}").format(files=prefixes))
-    if not get_backend(environment.backend).kernel_trace:  # captures and signed launch records: the emulator's
+    if not get_backend(environment.backend).kernel_trace:  # captures, signed launch records: the emulator's
         return _finish(result, Verdict.ENVIRONMENT_ERROR, _("lab programs are graded on the emu backend only"))
     try:
         backend, runner = resolve_environment(environment)
@@ -228,8 +228,9 @@ def _finish(found: _Found, verdict: Verdict | None, message: str = "") -> GradeR
     """The results document (verdict None: graded, its verdict and summary line from the programs' cases and
     stages); the programs are always graded on the public seed."""
     return result_document(found.root, found.request, found.environment, verdict, message, spec=found.scored,
-                           cases=found.cases, stages=found.stages, groups=found.groups, assignment=found.spec.name,
-                           assignment_title=found.spec.title, device=found.device_profile, sandbox=found.sandbox,
+                           cases=found.cases, stages=found.stages, groups=found.groups,
+                           assignment=found.spec.name, assignment_title=found.spec.title,
+                           device=found.device_profile, sandbox=found.sandbox,
                            seeds=SeedPlan.create("public", None).record(), started_at=found.started,
                            build=found.build, layout="programs", integrity=found.integrity,
                            device_peaks=found.device_peaks, assignment_facts=found.scored.facts())

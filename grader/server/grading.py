@@ -83,8 +83,8 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
     unpack_dir = Path(tempfile.mkdtemp(prefix=f"upload-{submission_id}-", dir=work_root))
     try:
         result = _grade(db, submission_id, archive, unpack_dir, name=name, backend=backend, device=device,
-                        seed=seed, student_id=student_id, student_name=student_name, mode=mode, sandbox=sandbox,
-                        lang=lang)
+                        seed=seed, student_id=student_id, student_name=student_name, mode=mode,
+                        sandbox=sandbox, lang=lang)
     finally:
         shutil.rmtree(unpack_dir, ignore_errors=True)
     stamp(db, submission_id, "scored")

@@ -34,7 +34,8 @@ def test_an_exp_5_1_project_is_graded_as_published(tmp_path):
     answer = answers.by_key("kolp323")
     root = published_folder(answer, tmp_path / "exp_5_1")
     assert (root / "setup.py").is_file() and not (root / "grade.toml").exists()
-    result = grade_submission(root, GradeRequest(), GradeEnvironment(sandbox=e2e_sandbox(), build_cache=BUILD_CACHE))  # type: ignore[arg-type]
+    result = grade_submission(root, GradeRequest(), GradeEnvironment(sandbox=e2e_sandbox(),  # type: ignore[arg-type]
+                                                                     build_cache=BUILD_CACHE))
     assert result.layout == "aics_exp_5_1" and result.assignment == "sigmoid", result.message
     assert "entry: mlu_custom_ext.mlu_functions.mlu_functions.sigmoid" in result.message
     summary = answers.summary(result.model_dump(mode="json"))

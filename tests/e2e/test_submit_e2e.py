@@ -53,7 +53,8 @@ def test_the_demo_command_grades_the_example_correct_everywhere():
 def test_calibration_from_the_example_reproduces_its_modelled_times(tmp_path):
     _, example, _, _ = submitted_example()
     spec = load_assignment("matmul")
-    done = calibrate("matmul", GradeEnvironment(sandbox=e2e_sandbox(), build_cache=BUILD_CACHE),  # type: ignore[arg-type]
+    done = calibrate("matmul", GradeEnvironment(sandbox=e2e_sandbox(),  # type: ignore[arg-type]
+                                                build_cache=BUILD_CACHE),
                      reference=ROOT / "reference_kernels" / "example", thresholds_root=tmp_path, log=lambda _: None)
     table = load_thresholds(spec, "emu", "mlu370-x8", root=tmp_path)
     assert table is not None and set(table.stages) == {s.name for s in spec.stages}

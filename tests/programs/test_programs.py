@@ -101,6 +101,9 @@ MATMUL_UNTRANSPOSED = """
   __memcpy(result, r, m * k * 4, NRAM2GDRAM);
 """
 
+LAB = GradeRequest(assignment="matmul_programs")
+NO_SANDBOX, DOCKER = GradeEnvironment(sandbox="none"), GradeEnvironment(sandbox="docker")
+
 
 def _calibrated(stage: str) -> float:
     """The threshold of a program run at the base's perf dims: the base's calibrated one (the emulator's MLU370)."""
@@ -115,7 +118,7 @@ def _honest_02_beside(folder: Path, program_03: str) -> tuple[GradeResult, dict[
     stages and groups by stage name."""
     (folder / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
     (folder / "03_vector_nram.mlu").write_text(program_03)
-    result = grade_programs(folder, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="none"))
+    result = grade_programs(folder, LAB, NO_SANDBOX)
     return (result, {c.group: c for c in result.cases}, {s.name: s for s in result.stages},
             {g.name: g for g in result.groups})
 
@@ -149,7 +152,7 @@ def test_a_rewritten_capture_changes_nothing(tmp_path: Path) -> None:
     trusted replay of its journal, never the program's own, so the kernel's real (wrong) output is graded."""
     (tmp_path / "03_vector_nram.mlu").write_text(PROGRAM.replace("KERNEL", MATMUL_UNTRANSPOSED)
                                                  .replace("FORGE", FORGE))
-    result = grade_programs(tmp_path, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="none"))
+    result = grade_programs(tmp_path, LAB, NO_SANDBOX)
     assert result.stages[0].verdict == Verdict.WRONG_ANSWER, result.stages[0].message
     assert "N rows of K" in result.cases[0].message and result.stages[0].points == 0 and result.score == 0
 
@@ -170,7 +173,7 @@ def test_programs_in_the_docker_sandbox_are_graded_on_the_twin(tmp_path: Path) -
     lab.mkdir(mode=0o755)
     (lab / "02_scalar_nram.mlu").write_text(PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""))
     (lab / "03_vector_nram.mlu").write_text((HOST_ANSWER / "03_vector_nram.mlu").read_text())
-    result = grade_programs(lab, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="docker"))
+    result = grade_programs(lab, LAB, DOCKER)
     by_stage = {s.name: s for s in result.stages}
     cases = {c.group: c for c in result.cases}
     groups = {g.name: g for g in result.groups}
@@ -192,8 +195,7 @@ def test_public_exp_5_2_folder(tmp_path: Path) -> None:
         subprocess.run(["git", "--git-dir", str(MIRROR), "archive", "HEAD", "matmul_optimization"], stdout=out,
                        check=True)
     safe_tar.extract_tar(archive, tmp_path)
-    result = grade_programs(tmp_path / "matmul_optimization", GradeRequest(assignment="matmul_programs"),
-                            GradeEnvironment(sandbox="none"))
+    result = grade_programs(tmp_path / "matmul_optimization", LAB, NO_SANDBOX)
     by_stage = {s.name: s for s in result.stages}
     assert len(by_stage) == 6
     for stage in result.stages:
@@ -274,7 +276,7 @@ def test_an_unreadable_folder_is_staged_and_crashes_are_named(tmp_path: Path) ->
     results = {}
     for lang in ("en", "zh"):
         with use_language(lang):
-            results[lang] = grade_programs(lab, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="docker"))
+            results[lang] = grade_programs(lab, LAB, DOCKER)
     result = results["en"]
     cases = {c.group: c for c in result.cases}
     by_stage = {s.name: s for s in result.stages}
@@ -330,7 +332,7 @@ def test_a_file_the_grader_cannot_read_is_an_input_error_naming_it() -> None:
         (lab / "03_vector_nram.mlu").chmod(0o600)  # root's, unreadable to uid 65534
 
         def grade() -> str:
-            result = grade_programs(lab, GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="none"))
+            result = grade_programs(lab, LAB, NO_SANDBOX)
             return f"{result.verdict}|{result.message}|{len(result.cases)}"
 
         verdict, message, cases = _as_nobody(grade).split("|")

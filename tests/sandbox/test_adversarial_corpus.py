@@ -70,7 +70,8 @@ def _grade(submission: Path, out: Path, backend: str = "emu"):
     # The session's build cache (tests/conftest.py): most fixtures share one stub's or the vector reference's
     # mlu/ and cpp/ (the attack is in ops.py), so they share its build; a failed build is never reused.
     return run_job(submission, GradeRequest(seed="corpus", seed_mode="public"),
-                   GradeEnvironment(backend=backend, sandbox="docker", batch=True, build_cache=default_build_cache()),
+                   GradeEnvironment(backend=backend, sandbox="docker", batch=True,
+                                    build_cache=default_build_cache()),
                    GradeObserver(out_dir=out)).result
 
 
