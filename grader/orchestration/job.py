@@ -72,11 +72,13 @@ def finish_job(result: GradeResult, observer: GradeObserver) -> GradedJob:
     return GradedJob(result, results, report)
 
 
-def report_html(result: GradeResult) -> str:
-    """The report of `result`, in its language: the one rendering every front door uses."""
+def report_html(result: GradeResult, lang: str | None = None) -> str:
+    """The report of `result`, in its language or in `lang` (the course server draws a stored result in the
+    language of whoever opens it: the report's words, findings and hints follow `lang`; each case's message keeps
+    the language it was graded in): the one rendering every front door uses."""
     from grader.reporting.render import render_report_html
 
-    return render_report_html(result)
+    return render_report_html(result if lang in (None, result.lang) else result.model_copy(update={"lang": lang}))
 
 
 def write_report(result: GradeResult, path: Path) -> Path:

@@ -119,9 +119,10 @@ def submission_of(db: Database, submission_id: int, viewer: Student) -> Submissi
     return _view(*row, viewer=viewer)
 
 
-def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, str]:
+def result_of(db: Database, submission_id: int, viewer: Student, lang: str | None = None) -> tuple[str, str]:
     """(results JSON, report HTML) of a graded submission as `viewer` may see it (before the deadline, a
-    student's without the hidden cases); else Refused 404."""
+    student's without the hidden cases), the report in `lang` when given (drawn again from the stored result when
+    it was graded in another language); else Refused 404."""
     from grader.orchestration.job import report_html
 
     submission_of(db, submission_id, viewer)
@@ -133,9 +134,12 @@ def result_of(db: Database, submission_id: int, viewer: Student) -> tuple[str, s
         raise Refused(_("not graded yet"), 404)
     result, assignment = row
     if not hides_cases(assignment, viewer):
-        return result.document, result.report_html
+        if lang is None:
+            return result.document, result.report_html
+        stored = GradeResult.from_json(result.document)
+        return result.document, result.report_html if stored.lang == lang else report_html(stored, lang)
     shown = _shown_result(result.document, assignment, viewer)
-    return shown.to_json(), report_html(shown)
+    return shown.to_json(), report_html(shown, lang)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
-from grader.i18n import use_language
+from grader.i18n import LANGUAGES, use_language
 from grader.server import views
 from grader.server.routes.web import (
     TEMPLATES,
@@ -45,8 +45,9 @@ def result(submission_id: int, db: Db, user: ApiUser) -> Response:
 
 
 @router.get("/api/submissions/{submission_id}/report")
-def report(submission_id: int, db: Db, user: ApiUser) -> HTMLResponse:
-    return HTMLResponse(views.result_of(db, submission_id, user)[1])
+def report(submission_id: int, db: Db, user: ApiUser, lang: str | None = None) -> HTMLResponse:
+    """The report, in the language it was graded in, or in `?lang=` (en, zh)."""
+    return HTMLResponse(views.result_of(db, submission_id, user, lang if lang in LANGUAGES else None)[1])
 
 
 @router.get("/api/dashboard")
@@ -70,8 +71,9 @@ def home(request: Request, db: Db, user: PageUser) -> HTMLResponse:
 
 
 @router.get("/submissions/{submission_id}/report", response_class=HTMLResponse)
-def report_page(submission_id: int, db: Db, user: PageUser) -> HTMLResponse:
-    return HTMLResponse(views.result_of(db, submission_id, user)[1])
+def report_page(request: Request, submission_id: int, db: Db, user: PageUser) -> HTMLResponse:
+    """The report in the page's language (?lang=, the session's, the browser's), whatever the worker graded in."""
+    return HTMLResponse(views.result_of(db, submission_id, user, page_language(request))[1])
 
 
 @router.get("/leaderboard/{assignment}", response_class=HTMLResponse)
