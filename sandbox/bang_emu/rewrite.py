@@ -299,15 +299,15 @@ def _asm_instructions(literals: str) -> list[str]:
     return [ins.strip() for ins in body.split(";") if ins.strip()]
 
 
-def _refuse_stray_asm(src: _Source, text: str, start: int, trusted: Callable[[int], bool],
+def _refuse_stray_asm(src: _Source, text: str, start: int, system: Callable[[int], bool],
                       in_function: Callable[[int], bool]) -> None:
-    """Device module: every asm of the student's text outside a function body (a top-level asm statement, an asm
-    label naming a symbol) is refused. Inside a body _asm_edits replaces each one (the barrier by `__sync()`, any
+    """Device module: every asm outside a function body and outside the system headers (a top-level asm statement,
+    an asm label naming a symbol) is refused, as every asm was before. Inside a body _asm_edits replaces each one (the barrier by `__sync()`, any
     other by a call that fails the build if it is compiled), exactly as in the normal build: no assembly of the
     student's reaches the module, and a kernel that builds normally builds here (an unused helper of mlu-ops'
     common.h with `fuse.nram` assembly included as a header)."""
     for m in _ASM.finditer(text, start):
-        if src.in_literal[m.start()] or trusted(m.start()) or in_function(m.start()):
+        if src.in_literal[m.start()] or system(m.start()) or in_function(m.start()):
             continue
         file, line = src.location(m.start())
         raise RewriteError(f"{file}:{line}: inline assembly is not allowed in code the grader replays (it would "
@@ -929,7 +929,7 @@ def rewrite(preprocessed: str, default_device: str | None = None,
         return i >= 0 and bodies[i][0] < pos < bodies[i][1]
 
     if device_module:
-        _refuse_stray_asm(src, preprocessed, _student_start(src), _trusted_predicate(src, student_file), in_function)
+        _refuse_stray_asm(src, preprocessed, _student_start(src), _system_predicate(src), in_function)
     edits, decls = _onchip_edits(src, preprocessed, in_function)
     edits += _asm_edits(src, preprocessed, in_function) + va
     host_functions = []
