@@ -218,11 +218,3 @@ def render_report_html(result: GradeResult) -> str:
     texts, which grader.i18n gives in the active language)."""
     with use_language(result.lang):
         return _environment(result.lang).get_template("report.html.j2").render(**build_context(result))
-
-
-def render_report(result: GradeResult, out_path: Path) -> Path:
-    """Writes the report to out_path (parents created) and returns the path."""
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(render_report_html(result), encoding="utf-8")
-    return out_path

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.reporting import render_report
+from grader.orchestration.job import write_report
 from grader.reporting.render import TEMPLATE_DIR
 
 from . import samples
@@ -68,7 +68,7 @@ def chinese_report(tmp_path_factory) -> Path:
     result = samples.compile_error(folder / "submission")
     source = folder / "submission" / "mlu" / "matmul.mlu"
     source.write_text(source.read_text().replace("// the tensor unit does the whole tile", COMMENT))
-    return render_report(result, folder / "report.html")
+    return write_report(result, folder / "report.html")
 
 
 def glyph_crops(page: ReportPage) -> dict[str, np.ndarray]:

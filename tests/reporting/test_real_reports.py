@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.reporting import render_report
+from grader.orchestration.job import write_report
 from grader.results import GradeResult, Verdict
 
 from .browser import Chromium, missing
@@ -94,7 +94,7 @@ def test_every_known_bad_fixture_has_an_expectation():
 def test_report_of_the_bundled_example(tmp_path):
     # whether the example passes is the end-to-end suite's question; here: the report shows what was measured
     result, cli_report = example_report()
-    html = render_report(result, tmp_path / "report.html").read_text()
+    html = write_report(result, tmp_path / "report.html").read_text()
     if cli_report is not None:  # `grade submit` wrote the same report
         assert cli_report.read_text() == html
     assert html.count('class="card stage"') == len(result.stages) >= 6
@@ -116,7 +116,7 @@ def test_known_bad_report_names_its_problem(fixture, tmp_path):
     result = graded(
         f"reference_kernels/known_bad/{fixture}", expected["assignment"], (stage,) if stage else None
     )
-    html = render_report(result, tmp_path / "report.html").read_text()
+    html = write_report(result, tmp_path / "report.html").read_text()
     rule = re.search(r'id="next-step" data-rule="([a-z0-9_]+)"', html)
     assert rule, "the report has no next step"
     kinds = {f"fix_{k}" for k in EXPECTED_KINDS[fixture]}

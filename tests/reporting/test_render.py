@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from grader.reporting import render_report, render_report_html
+from grader.orchestration.job import write_report
+from grader.reporting import render_report_html
 from grader.results import GradeResult, Verdict
 
 from . import samples
@@ -178,7 +179,7 @@ def test_rendering_needs_only_the_json_document(tmp_path):
     result = samples.failing_matmul()
     again = GradeResult.from_json(result.to_json())
     assert render_report_html(again) == render_report_html(result)
-    out = render_report(again, tmp_path / "deep" / "report.html")
+    out = write_report(again, tmp_path / "deep" / "report.html")
     assert out.read_text(encoding="utf-8") == render_report_html(result)
 
 

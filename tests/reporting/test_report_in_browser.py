@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.reporting import render_report
+from grader.orchestration.job import write_report
 
 from . import samples
 from .browser import DESKTOP, PHONE, Chromium, missing
@@ -37,7 +37,7 @@ def rendered(tmp_path_factory):
     paths = {}
     for name, make in samples.ALL.items():
         result = make(folder / f"{name}-submission") if name == "compile_error" else make()
-        paths[name] = render_report(result, folder / f"{name}.html")
+        paths[name] = write_report(result, folder / f"{name}.html")
     return paths
 
 
@@ -107,7 +107,7 @@ def test_stage_chart_labels_do_not_overlap(browser, tmp_path, view, lang):
     label readable on its own, inside the chart, on a desktop and on a phone."""
     result = samples.passing_matmul()
     result.lang = lang
-    path = render_report(result, tmp_path / f"passing-{lang}.html")
+    path = write_report(result, tmp_path / f"passing-{lang}.html")
     (width, height), mobile = VIEWS[view]
     page = browser.open(path, width, height, "light", mobile)
     try:
