@@ -8,7 +8,7 @@
  *   then operations: 'W' u32 offset, u32 n, n bytes (write memory); 'L' u32 n, n bytes (a launch's argument
  *   bytes: placed at ARGS_BASE, the invoker called; prints its status and the counters); 'O' u32 offset, u32 n
  *   (append memory to OUTPUT).
- * Both get -DGDRAM_BASE/-DONCHIP_BASE/-DARGS_BASE/-DARGS_BYTES (layout.py) and -DWITH_BANG when the module imports
+ * Both get -DGDRAM_BASE/-DNRAM_BASE/-DWRAM_BASE/-DSRAM_BASE/-DARGS_BASE/-DARGS_BYTES (layout.py) and -DWITH_BANG when the module imports
  * builtins. The few builtins here are the least a reference kernel needs (plain copies, sigmoid, on-chip arrays,
  * the launch's pointer map), with no cost model: the replay's host is the next piece. */
 #include <math.h>
@@ -31,7 +31,7 @@ static Z_device_instance_t g_inst;
 static struct { uint64_t lo, bytes; u32 offset; } g_map[64];
 static u32 g_map_n;
 static int g_launch_begun;
-#define ARENA (1024u * 1024u) /* per space: NRAM, WRAM, SRAM from ONCHIP_BASE */
+#define ARENA (1024u * 1024u) /* per space: one NRAM, WRAM and SRAM arena at the layout's bases */
 struct Z_bang_instance_t { u32 tag[64], off[64], used[3]; int n; };
 static void kernel_error(const char *what) {
   fprintf(stderr, "kernel error: %s\n", what);
@@ -53,7 +53,7 @@ u32 Z_bangZ_onchip_alloc(struct Z_bang_instance_t *b, u32 space, u32 bytes, u32 
   if (b->n == 64 || (uint64_t)at + bytes > ARENA) kernel_error("on-chip arrays exceed the space");
   b->used[space - 2] = at + bytes;
   b->tag[b->n] = tag;
-  b->off[b->n] = ONCHIP_BASE + (space - 2) * ARENA + at;
+  b->off[b->n] = (space == 2 ? NRAM_BASE : space == 3 ? WRAM_BASE : SRAM_BASE) + at;
   return b->off[b->n++];
 }
 void Z_bangZ_memcpy(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 size, u32 dir, u32 async) {
@@ -85,9 +85,14 @@ u32 Z_bangZ_launch_long(struct Z_bang_instance_t *b, u64 value, u32 is_signed, u
   return (u32)value;
 }
 static void reset_counters(void) {
-  *Z_deviceZ_bang_count_load_gdram(&g_inst) = *Z_deviceZ_bang_count_load_onchip(&g_inst) = 0;
+  *Z_deviceZ_bang_count_load_gdram(&g_inst) = *Z_deviceZ_bang_count_load_nram(&g_inst) = 0;
+  *Z_deviceZ_bang_count_load_wram(&g_inst) = *Z_deviceZ_bang_count_load_sram(&g_inst) = 0;
   *Z_deviceZ_bang_count_load_other(&g_inst) = *Z_deviceZ_bang_count_store_gdram(&g_inst) = 0;
-  *Z_deviceZ_bang_count_store_onchip(&g_inst) = *Z_deviceZ_bang_count_store_other(&g_inst) = 0;
+  *Z_deviceZ_bang_count_store_nram(&g_inst) = *Z_deviceZ_bang_count_store_wram(&g_inst) = 0;
+  *Z_deviceZ_bang_count_store_sram(&g_inst) = *Z_deviceZ_bang_count_store_other(&g_inst) = 0;
+}
+void Z_bangZ_scalar_store_gdram(struct Z_bang_instance_t *b, u32 address, u32 bytes) {
+  (void)b, (void)address, (void)bytes; /* provenance is the replay's (runtime/wasm_host.cpp) */
 }
 void Z_bangZ_launch_begin(struct Z_bang_instance_t *b) {
   (void)b;
@@ -109,13 +114,16 @@ void Z_bangZ_float2half_rn(struct Z_bang_instance_t *b, u32 dst, u32 src, u32 n)
 #endif
 
 static void print_counters(void) {
-  printf("load_gdram %llu load_onchip %llu load_other %llu store_gdram %llu store_onchip %llu store_other %llu\n",
-         (unsigned long long)*Z_deviceZ_bang_count_load_gdram(&g_inst),
-         (unsigned long long)*Z_deviceZ_bang_count_load_onchip(&g_inst),
-         (unsigned long long)*Z_deviceZ_bang_count_load_other(&g_inst),
-         (unsigned long long)*Z_deviceZ_bang_count_store_gdram(&g_inst),
-         (unsigned long long)*Z_deviceZ_bang_count_store_onchip(&g_inst),
-         (unsigned long long)*Z_deviceZ_bang_count_store_other(&g_inst));
+  static const char *const names[10] = {"load_gdram", "load_nram", "load_wram", "load_sram", "load_other",
+                                        "store_gdram", "store_nram", "store_wram", "store_sram", "store_other"};
+  u64 *const counters[10] = {
+      Z_deviceZ_bang_count_load_gdram(&g_inst), Z_deviceZ_bang_count_load_nram(&g_inst),
+      Z_deviceZ_bang_count_load_wram(&g_inst),  Z_deviceZ_bang_count_load_sram(&g_inst),
+      Z_deviceZ_bang_count_load_other(&g_inst), Z_deviceZ_bang_count_store_gdram(&g_inst),
+      Z_deviceZ_bang_count_store_nram(&g_inst), Z_deviceZ_bang_count_store_wram(&g_inst),
+      Z_deviceZ_bang_count_store_sram(&g_inst), Z_deviceZ_bang_count_store_other(&g_inst)};
+  for (int k = 0; k < 10; k++) printf("%s%s %llu", k ? " " : "", names[k], (unsigned long long)*counters[k]);
+  printf("\n");
 }
 
 static void instantiate(uint64_t bytes) {

@@ -80,14 +80,15 @@ def test_reference_kernels_import_only_memory_and_builtins(built, tmp_path):
     assert set(imports.declared_imports(build.HEADER)) == set(allowed)
     sig = built["sigmoid"]
     # (launch_begin and launch_pointer: the sites' invokers, tests/wasm/test_wasm_sites.py)
+    # (scalar_store_gdram: the counting pass calls it before each scalar GDRAM store; every module keeps it)
     assert sig.imports == ["active_sigmoid_f16", "active_sigmoid_f32", "launch_begin", "launch_pointer", "memcpy",
-                           "onchip_alloc"]
+                           "onchip_alloc", "scalar_store_gdram"]
     assert sig.kernels == ["_Z21sigmoid_vector_kernelI4halfEvPKT_PS1_x", "_Z21sigmoid_vector_kernelIfEvPKT_PS0_x"]
     mm = built["matmul"]
-    assert mm.imports == ["launch_begin", "launch_pointer"]  # scalar code only: no builtin, only the launch's
+    assert mm.imports == ["launch_begin", "launch_pointer", "scalar_store_gdram"]  # scalar code: the launch's only
     assert len(mm.kernels) == 2 and all("matmul_scalar_gdram_kernel" in k for k in mm.kernels)
     assert built["matmul_nram"].imports == ["float2half_rn", "launch_begin", "launch_pointer", "memcpy_strided",
-                                            "onchip_alloc"]
+                                            "onchip_alloc", "scalar_store_gdram"]
     # the host entries that held the launches are not in the modules at all (the name section would carry them; it
     # does carry the invokers, whose lambda type is named after the entry that held it)
     for result, entry in ((sig, "sigmoid_vector_entry("), (mm, "matmul_scalar_gdram_entry(")):
@@ -135,7 +136,8 @@ def _run(result: build.BuildResult, tmp_path: Path, mode: str, *sizes: int) -> d
     fn = re.search(rf"/\* export: '{re.escape(export)}' \*/\n\w+ (\w+)\(", header).group(1)
     exe = work / "host"
     subprocess.run(["gcc", "-O2", f"-I{work}", f"-I{WASM2C_RUNTIME.parent}", f"-DKERNEL={fn}",
-                    f"-DGDRAM_BASE={layout.GDRAM_BASE}u", f"-DONCHIP_BASE={layout.ONCHIP_BASE}u",
+                    f"-DGDRAM_BASE={layout.GDRAM_BASE}u", f"-DNRAM_BASE={layout.NRAM_BASE}u", f"-DWRAM_BASE={layout.WRAM_BASE}u",
+                    f"-DSRAM_BASE={layout.SRAM_BASE}u",
                     *(["-DWITH_BANG"] if result.imports else []), *(["-DMATMUL"] if mode == "matmul" else []),
                     str(work / "device.c"),
                     str(Path(__file__).with_name("host.c")), str(WASM2C_RUNTIME), "-lm", "-o", str(exe)],
@@ -151,10 +153,10 @@ def _run(result: build.BuildResult, tmp_path: Path, mode: str, *sizes: int) -> d
 # scalar GDRAM access); per c element acc is read, then lhs and rhs K times. Neither touches the stack: clang keeps
 # their locals in wasm locals.
 EXPECTED_COUNTS = {
-    "matmul": lambda m, k, n: {"load_gdram": 2 * m * n * k, "store_gdram": m * n, "load_onchip": 0,
-                               "store_onchip": 0, "load_other": 0, "store_other": 0},
-    "matmul_nram": lambda m, k, n: {"load_gdram": 0, "store_gdram": 0, "load_onchip": m * n * (2 * k + 1),
-                                    "load_other": 0, "store_other": 0},
+    "matmul": lambda m, k, n: {"load_gdram": 2 * m * n * k, "store_gdram": m * n, "load_nram": 0,
+                               "store_nram": 0, "load_wram": 0, "load_sram": 0, "load_other": 0, "store_other": 0},
+    "matmul_nram": lambda m, k, n: {"load_gdram": 0, "store_gdram": 0, "load_nram": m * n * (2 * k + 1),
+                                    "load_wram": 0, "load_sram": 0, "load_other": 0, "store_other": 0},
 }
 
 
@@ -170,15 +172,15 @@ def test_counted_scalar_matmul_counts_every_access_by_space(built, tmp_path, ker
         # acc[i] = sum once per element, after a zeroing loop that clang turns into a memset call (the device libc's,
         # word stores): fewer stores than the source's element count (a fidelity difference, not a counting one)
         m, _, n = shape
-        assert m * n < out["store_onchip"] < 2 * m * n
+        assert m * n < out["store_nram"] < 2 * m * n
 
 
 def test_vector_sigmoid_runs_in_the_module_with_its_onchip_array(built, tmp_path):
     _need_wabt()
     out = _run(built["sigmoid"], tmp_path, "sigmoid", 200_000)  # two NRAM tiles, the second one a tail
     assert out["max_abs_err"] < 1e-6
-    assert all(out[c] == 0 for c in ("load_gdram", "load_onchip", "load_other", "store_gdram", "store_onchip",
-                                     "store_other"))  # the vector stage makes no scalar access
+    assert all(out[c] == 0 for c in ("load_gdram", "load_nram", "load_wram", "load_sram", "load_other", "store_gdram",
+                                     "store_nram", "store_wram", "store_sram", "store_other"))  # no scalar access
 
 
 # ------------------------------------------------------------------------------------------------ escapes

@@ -188,7 +188,8 @@ def compile_host(wasm: bytes, site: str, work: Path) -> Path:
     fn = re.search(rf"/\* export: '{re.escape(site)}' \*/\n\w+ (\w+)\(", header).group(1)
     exe = work / f"host-{fn}"
     subprocess.run(["gcc", "-O2", f"-I{work}", f"-I{WASM2C_RUNTIME.parent}", "-DREPLAY", f"-DINVOKER={fn}",
-                    f"-DGDRAM_BASE={layout.GDRAM_BASE}u", f"-DONCHIP_BASE={layout.ONCHIP_BASE}u",
+                    f"-DGDRAM_BASE={layout.GDRAM_BASE}u", f"-DNRAM_BASE={layout.NRAM_BASE}u", f"-DWRAM_BASE={layout.WRAM_BASE}u",
+                    f"-DSRAM_BASE={layout.SRAM_BASE}u",
                     f"-DARGS_BASE={layout.ARGS_BASE}u", f"-DARGS_BYTES={layout.ARGS_BYTES}u", "-DWITH_BANG",
                     str(work / "device.c"), str(HERE / "host.c"), str(WASM2C_RUNTIME), "-lm", "-o", str(exe)],
                    check=True)
@@ -242,8 +243,9 @@ def test_the_wasm_invoker_computes_what_the_native_replay_computes(built, tmp_pa
         assert np.array_equal(got, native)
         m, k, n = KERNELS["matmul"][2]
         # the counters restart when the kernel starts: the invoker's unpacking is not charged
-        assert _counters(proc.stdout) == {"load_gdram": 2 * m * k * n, "load_onchip": 0, "load_other": 0,
-                                          "store_gdram": m * n, "store_onchip": 0, "store_other": 0}
+        assert _counters(proc.stdout) == {"load_gdram": 2 * m * k * n, "load_nram": 0, "load_wram": 0,
+                                          "load_sram": 0, "load_other": 0, "store_gdram": m * n, "store_nram": 0,
+                                          "store_wram": 0, "store_sram": 0, "store_other": 0}
     else:  # the test host's sigmoid is expf, not the emulator's builtin: within its rounding
         assert np.abs(got - native).max() < 1e-6
 
@@ -295,8 +297,9 @@ def test_the_layout_matches_the_native_runtime():
     journal = (ROOT / "sandbox/bang_emu/runtime/journal.h").read_text()
     assert f"kRegionBase = {layout.JOURNAL_REGION_BASE:#x}ull" in gdram
     assert "kJournalMaxBytes = 1ull << 30" in journal and layout.JOURNAL_CAP_BYTES == 1 << 30
-    assert layout.STACK_BYTES < layout.ARGS_BASE < layout.ONCHIP_BASE < layout.GDRAM_BASE
-    assert layout.GDRAM_BASE + layout.JOURNAL_CAP_BYTES <= layout.MAX_MEMORY_BYTES == 1 << 32
+    assert layout.STACK_BYTES < layout.ARGS_BASE < layout.ONCHIP_BASE < layout.NRAM_BASE < layout.WRAM_BASE
+    assert layout.WRAM_BASE < layout.SRAM_BASE < layout.SRAM_END <= layout.GDRAM_BASE
+    assert layout.GDRAM_BASE + layout.JOURNAL_CAP_BYTES <= layout.MAX_MEMORY_BYTES == (1 << 32) - 65536
 
 
 def test_the_gdram_map_places_buffers_apart_with_their_alignment_and_refuses_the_rest():

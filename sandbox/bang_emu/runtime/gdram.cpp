@@ -189,6 +189,21 @@ GdramBuf *new_device_buf(size_t bytes, bool storage, const std::string &label_pr
                           label_prefix + std::to_string(g_next_id++) + " (" + std::to_string(bytes) + " B)", ret);
 }
 
+// The wasm replay's GDRAM (wasm_host.cpp): buffers are mapped inside the kernels' memory reservation, replacing
+// its inaccessible pages, and given back to it when freed (never unmapped: nothing else may land there).
+uintptr_t g_wasm_lo = 0, g_wasm_hi = 0;
+bool in_wasm_region(uintptr_t base, size_t len) {
+  return g_wasm_lo && base >= g_wasm_lo && len <= g_wasm_hi - base && base + len <= g_wasm_hi;
+}
+}  // namespace
+
+void set_wasm_gdram_region(uintptr_t lo, uintptr_t hi) {
+  g_wasm_lo = lo;
+  g_wasm_hi = hi;
+}
+
+namespace {
+
 bool free_device_buf(uintptr_t p, bool storage) {
   std::unique_lock<std::shared_mutex> lk(g_buf_mu);
   for (GdramBuf *b : storage ? g_storage : g_snapshot) {
@@ -196,7 +211,10 @@ bool free_device_buf(uintptr_t p, bool storage) {
     for (auto &kv : g_bufs)  // registered views inside it no longer have a home
       if (kv.second->owner == b) kv.second->owner = nullptr;
     journal_free(p, storage);
-    munmap(reinterpret_cast<void *>(b->map_base), b->map_len);
+    if (in_wasm_region(b->map_base, b->map_len))
+      mmap(reinterpret_cast<void *>(b->map_base), b->map_len, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    else munmap(reinterpret_cast<void *>(b->map_base), b->map_len);
     g_bufs.erase(b->guard_lo);
     rebuild_snapshot_locked();
     return true;
@@ -448,8 +466,17 @@ GdramBuf *replay_device_buf(uintptr_t map_base, size_t map_len, uintptr_t lo, si
   size_t user = page_up(std::max<size_t>(bytes, 1));
   size_t guard = guard_bytes(user, storage);
   if (map_len != guard + user + guard || map_base % kPage) return nullptr;
+  bool wasm = g_wasm_lo != 0;
+  if (wasm) {  // inside the reservation, over its inaccessible pages only (never over another buffer)
+    if (!in_wasm_region(map_base, map_len)) return nullptr;
+    std::shared_lock<std::shared_mutex> lk(g_buf_mu);
+    for (auto &kv : g_bufs)
+      if (kv.second->map_len && kv.second->map_base < map_base + map_len &&
+          map_base < kv.second->map_base + kv.second->map_len)
+        return nullptr;
+  }
   void *m = mmap(reinterpret_cast<void *>(map_base), map_len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (wasm ? MAP_FIXED : MAP_FIXED_NOREPLACE), -1, 0);
   if (m == MAP_FAILED) return nullptr;
   if (m != reinterpret_cast<void *>(map_base)) {
     munmap(m, map_len);

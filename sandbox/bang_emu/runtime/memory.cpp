@@ -26,9 +26,42 @@ const char *space_name(int s) {
 namespace bang_emu {
 
 // ------------------------------------------------------------------------------------------ on-chip
+// The wasm replay (wasm_host.cpp) places the arenas inside the kernels' linear memory: per space a region of
+// `slots` arenas of `arena_bytes` each, handed out in order.
+namespace {
+struct OnchipRegion {
+  uintptr_t base = 0;
+  size_t arena_bytes = 0;
+  int slots = 0, used = 0;
+};
+OnchipRegion g_regions[kSpaces];
+std::mutex g_regions_mu;
+}  // namespace
+
+void set_onchip_regions(uintptr_t nram, uintptr_t wram, uintptr_t sram, size_t arena_bytes, int slots) {
+  std::lock_guard<std::mutex> lk(g_regions_mu);
+  g_regions[kNram] = OnchipRegion{nram, arena_bytes, slots, 0};
+  g_regions[kWram] = OnchipRegion{wram, arena_bytes, slots, 0};
+  g_regions[kSram] = OnchipRegion{sram, arena_bytes, slots, 0};
+}
+
 void Arena::init(int s, size_t reserve_bytes) {
   space = s;
   reserve = reserve_bytes;
+  {
+    std::lock_guard<std::mutex> lk(g_regions_mu);
+    OnchipRegion &r = g_regions[s];
+    if (r.base) {
+      if (r.used == r.slots) {
+        fprintf(stderr, "bang-emu: fatal: more on-chip arenas than the wasm memory holds\n");
+        abort();
+      }
+      base = r.base + (uintptr_t)r.used++ * r.arena_bytes;
+      reserve = r.arena_bytes;
+      vars.reserve(4096);
+      return;
+    }
+  }
   void *m = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
     fprintf(stderr, "bang-emu: fatal: cannot reserve on-chip arena\n");

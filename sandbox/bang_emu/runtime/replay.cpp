@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -35,6 +36,9 @@ std::string json_escape(const std::string &s);
 size_t device_marks(uintptr_t p, size_t n);
 void set_device_marks(uintptr_t p, size_t n, bool on);
 std::pair<uintptr_t, uintptr_t> device_buffer_range(uintptr_t p);
+std::string wasm_open(const char *path);
+cnrtRet_t wasm_launch(size_t site, const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
+                      const unsigned char *args, size_t nbytes);
 
 namespace {
 
@@ -111,8 +115,11 @@ bool write_file(const std::string &path, const void *p, size_t n) {
   return off == n;
 }
 
-// The device module's launch sites, by key (section bang_emu_sites, gathered by the module's own accessor).
-using SiteMap = std::unordered_map<std::string, const ReplaySiteRecord *>;
+// The device module's launch sites, by key: the native module's ReplaySiteRecord invokers (their records' offsets
+// come from the module's symbol table), or the wasm module's (wasm_host.cpp, by the index engine.py gave them).
+using SiteInvoke = std::function<cnrtRet_t(const char *kernel, const char *file, int line, cnrtDim3_t dim,
+                                           int func_type, const unsigned char *args, size_t nbytes)>;
+using SiteMap = std::unordered_map<std::string, SiteInvoke>;
 
 struct ModuleImage {
   std::vector<std::pair<uintptr_t, uintptr_t>> image, writable;
@@ -303,7 +310,7 @@ struct Replay {
     uintptr_t sp;
     asm volatile("mov %%rsp, %0" : "=r"(sp));
     set_launcher_frames(0, sp);  // the invoker's frames, below this one, hold the kernel's arguments
-    cnrtRet_t ret = it->second->invoke(kernel.c_str(), file.c_str(), (int)line, dim, func_type, args, n);
+    cnrtRet_t ret = it->second(kernel.c_str(), file.c_str(), (int)line, dim, func_type, args, n);
     set_launcher_frames(0, 0);
     // a kernel that reads tainted bytes passes them on to whatever it may have written
     forbidden.through_kernel(args, n);
@@ -512,6 +519,29 @@ struct Replay {
 
 using namespace bang_emu;
 
+namespace {
+// Applies every record of `journal` (its magic checked) to R, then closes the last call.
+template <class Say>
+int run_journal(Replay &R, const std::string &journal, Say say) {
+  Reader r{reinterpret_cast<const unsigned char *>(journal.data()) + 4,
+           reinterpret_cast<const unsigned char *>(journal.data()) + journal.size()};
+  std::string error;
+  while (r.p < r.end) {
+    auto kind = (JournalKind)r.get<uint8_t>();
+    uint32_t len = r.get<uint32_t>();
+    const unsigned char *payload = r.bytes(len);
+    if (!r.ok) {
+      error = "the journal ends inside a record (the run was killed while writing it)";
+      break;
+    }
+    if (!R.apply(kind, Reader{payload, payload + len}, &error)) break;
+  }
+  if (!error.empty()) R.fail(error);
+  R.finish_call();
+  return error.empty() ? 0 : say(error);
+}
+}  // namespace
+
 extern "C" void bang_emu_replay_set_op_handler(OpHandler handler) { g_op_handler = handler; }
 
 extern "C" int bang_emu_replay(const char *journal_path, const char *device_module, const uint64_t *site_offsets,
@@ -543,24 +573,36 @@ extern "C" int bang_emu_replay(const char *journal_path, const char *device_modu
     for (auto &r : img.image) inside = inside || (at >= r.first && at + sizeof(ReplaySiteRecord) <= r.second);
     if (!inside) return say("a launch-site record lies outside the device module");
     auto *record = reinterpret_cast<const ReplaySiteRecord *>(at);
-    R.sites.emplace(record->key(), record);
+    R.sites.emplace(record->key(), record->invoke);
   }
-  Reader r{reinterpret_cast<const unsigned char *>(journal.data()) + 4,
-           reinterpret_cast<const unsigned char *>(journal.data()) + journal.size()};
-  std::string error;
-  while (r.p < r.end) {
-    auto kind = (JournalKind)r.get<uint8_t>();
-    uint32_t len = r.get<uint32_t>();
-    const unsigned char *payload = r.bytes(len);
-    if (!r.ok) {
-      error = "the journal ends inside a record (the run was killed while writing it)";
-      break;
-    }
-    if (!R.apply(kind, Reader{payload, payload + len}, &error)) break;
+  return run_journal(R, journal, say);
+}
+
+// The same replay with the kernels compiled to WebAssembly (wasm_host.cpp): `keys[i]` is a journal site key and
+// `sites[i]` the index of its invoker in the module (the harness maps one to the other: bang_emu/wasm/sites.py).
+extern "C" __attribute__((visibility("default"))) int bang_emu_replay_wasm(const char *journal_path, const char *wasm_module, const char *const *keys,
+                                    const uint64_t *sites, size_t site_count, const char *inputs_dir,
+                                    const char *outputs_dir, char *message, size_t message_len) {
+  auto say = [&](const std::string &m) {
+    if (message && message_len) snprintf(message, message_len, "%s", m.c_str());
+    return -1;
+  };
+  std::string journal;
+  if (!read_file(journal_path, &journal)) return say("cannot read the journal");
+  if (journal.size() < 4 || journal.compare(0, 4, "BEJ1") != 0) return say("not a device journal");
+  std::string why = wasm_open(wasm_module);
+  if (!why.empty()) return say(why);
+  Replay R;
+  R.inputs = inputs_dir;
+  R.outputs = outputs_dir;
+  for (size_t i = 0; i < site_count; ++i) {
+    size_t site = sites[i];
+    R.sites.emplace(keys[i], [site](const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
+                                    const unsigned char *args, size_t nbytes) {
+      return wasm_launch(site, kernel, file, line, dim, func_type, args, nbytes);
+    });
   }
-  if (!error.empty()) R.fail(error);
-  R.finish_call();
-  return error.empty() ? 0 : say(error);
+  return run_journal(R, journal, say);
 }
 
 // The device module binds every call outside the builtins to a stub that lands here (device_module.py).

@@ -1,6 +1,7 @@
 """The scalar counting pass: a rewrite of the linked module's binary so that every load and store of its code bumps
-one of six i64 counters -- loads and stores, each by the space its effective address falls in (GDRAM, on-chip,
-other: the stack and the module's data) -- the scalar work the cost model charges.
+one of ten i64 counters -- loads and stores, each by the space its effective address falls in (GDRAM, NRAM, WRAM,
+SRAM, other: the stack and the module's data; layout.space_bounds) -- the scalar work the cost model charges, each
+space at its own cycles as the native emulator does.
 
 The counters are wasm globals added here, after the kernel was compiled and linked: a global is not in linear
 memory, so no store can reach it, and no code of the kernel can name it (a kernel that declares a global of the
@@ -12,16 +13,19 @@ Each access becomes, in front of the untouched original instruction (stack [.., 
     (store only: local.set $value)
     local.tee $addr  local.get $addr  i32.const offset  i32.add  local.tee $ea
     i32.const GDRAM_BASE  i32.ge_u
-    if   counter[gdram] += 1
-    else local.get $ea  i32.const ONCHIP_BASE  i32.ge_u
-         if counter[onchip] += 1 else counter[other] += 1 end
+    if   counter[gdram] += 1      (a store also: local.get $ea  i32.const size  call $bang.scalar_store_gdram)
+    else local.get $ea  i32.const SRAM_END  i32.ge_u
+         if counter[other] += 1 else ... (sram, wram, nram, other by the layout's bounds) end
     end
     (store only: local.get $value)
 
-with the scratch locals appended to each function. The address is computed modulo 2^32 as the engine does not
-(an access whose offset carries it past 4 GiB traps anyway, so its count does not matter). Bulk memory
-instructions (memory.copy/fill/init) are refused: device code is compiled without them (build.py), and a count
-that silently skipped them would undercharge.
+with the scratch locals appended to each function. A scalar store into GDRAM also tells the host
+(`bang.scalar_store_gdram(address, bytes)`, declared by the wasm bang.h and kept by its site keeper): the host marks
+the bytes as written by a kernel (the replay's provenance, which the output check reads) as the native runtime
+does for every instrumented store. The address is computed modulo 2^32 as the engine does not (an access whose
+offset carries it past 4 GiB traps anyway, so its count does not matter). Bulk memory instructions
+(memory.copy/fill/init) are refused: device code is compiled without them (build.py), and a count that silently
+skipped them would undercharge.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from dataclasses import dataclass
 from bang_emu.wasm import binary as wb
 from bang_emu.wasm import layout
 
-SPACES = ("gdram", "onchip", "other")
+SPACES = ("gdram", "nram", "wram", "sram", "other")
+STORE_HOOK = ("bang", "scalar_store_gdram")  # (address i32, bytes i32) -> (): the host marks the bytes written
 # export name -> (is a store, space)
 COUNTER_EXPORTS = {f"bang_count_{kind}_{space}": (kind == "store", space)
                    for kind in ("load", "store") for space in SPACES}
@@ -53,20 +58,36 @@ def _bump(global_index: int) -> bytes:
     return (b"\x23" + wb.u_leb(global_index) + b"\x42\x01\x7C" + b"\x24" + wb.u_leb(global_index))
 
 
-def _classify(addr: int, ea: int, offset: int, counters: dict[str, int]) -> bytes:
+def _i32(value: int) -> bytes:
+    return b"\x41" + wb.s_leb(value if value < 1 << 31 else value - (1 << 32))
+
+
+def _classify(addr: int, ea: int, offset: int, counters: dict[str, int], gdram_hook: bytes = b"") -> bytes:
+    """Computes the effective address into $ea and bumps its space's counter (layout.space_bounds, top down: each
+    test `ea >= bound` opens an if whose else holds the next); `gdram_hook` runs in the GDRAM branch."""
     code = b"\x22" + wb.u_leb(addr) + b"\x20" + wb.u_leb(addr)
     if offset:
-        code += b"\x41" + wb.s_leb(offset if offset < 1 << 31 else offset - (1 << 32)) + b"\x6A"  # i32.add
+        code += _i32(offset) + b"\x6A"  # i32.add
     code += b"\x22" + wb.u_leb(ea)
-    code += b"\x41" + wb.s_leb(layout.GDRAM_BASE) + b"\x4F"  # i32.ge_u
-    code += b"\x04\x40" + _bump(counters["gdram"]) + b"\x05"
-    code += b"\x20" + wb.u_leb(ea) + b"\x41" + wb.s_leb(layout.ONCHIP_BASE) + b"\x4F"
-    code += b"\x04\x40" + _bump(counters["onchip"]) + b"\x05" + _bump(counters["other"]) + b"\x0B"
-    return code + b"\x0B"
+    bounds = layout.space_bounds()
+    for k, (space, bound) in enumerate(bounds):
+        if k:
+            code += b"\x20" + wb.u_leb(ea)
+        code += _i32(bound) + b"\x4F" + b"\x04\x40" + _bump(counters[space])  # i32.ge_u; if
+        if space == "gdram":
+            code += gdram_hook
+        code += b"\x05"  # else
+    code += _bump(counters["other"])
+    return code + b"\x0B" * len(bounds)
+
+
+def _store_bytes(op: int) -> int:
+    name = wb.STORES[op][0]
+    return {"8": 1, "16": 2, "32": 4}.get(name.rpartition("store")[2], 8 if name[1:3] == "64" else 4)
 
 
 def _instrument(body: bytes, n_params: int, loads: dict[str, int], stores: dict[str, int],
-                func_index: int) -> tuple[bytes, int, int]:
+                func_index: int, hook: int | None) -> tuple[bytes, int, int]:
     groups, start = wb.function_body(body)
     base = n_params + sum(count for count, _ in groups)
     addr, ea = base, base + 1
@@ -85,7 +106,10 @@ def _instrument(body: bytes, n_params: int, loads: dict[str, int], stores: dict[
             offset = memarg.u()
             if op in wb.STORES:
                 local = value_local[wb.STORES[op][1]]
-                out += b"\x21" + wb.u_leb(local) + _classify(addr, ea, offset, stores) + b"\x20" + wb.u_leb(local)
+                call = b"" if hook is None else (b"\x20" + wb.u_leb(ea) + _i32(_store_bytes(op)) + b"\x10"
+                                                 + wb.u_leb(hook))
+                out += (b"\x21" + wb.u_leb(local) + _classify(addr, ea, offset, stores, call)
+                        + b"\x20" + wb.u_leb(local))
                 n_stores += 1
             else:
                 out += _classify(addr, ea, offset, loads)
@@ -106,6 +130,8 @@ def count_pass(wasm: bytes) -> CountPassResult:
         if name in taken:
             raise CountPassError(f"the module already has an import or export named '{name}' (a counter's name)")
     imports = module.imports()
+    funcs = [i for i in imports if i.kind == wb.KIND_FUNC]
+    hook = next((k for k, i in enumerate(funcs) if (i.module, i.name) == STORE_HOOK), None)
     n_imported_globals = sum(1 for i in imports if i.kind == wb.KIND_GLOBAL)
     n_imported_funcs = sum(1 for i in imports if i.kind == wb.KIND_FUNC)
     own_globals = module.globals()
@@ -119,7 +145,7 @@ def count_pass(wasm: bytes) -> CountPassResult:
     total_loads = total_stores = 0
     for k, (type_index, body) in enumerate(zip(module.function_types(), module.code_bodies(), strict=True)):
         new, n_loads, n_stores = _instrument(body, len(types[type_index].params), loads, stores,
-                                             n_imported_funcs + k)
+                                             n_imported_funcs + k, hook)
         bodies.append(wb.u_leb(len(new)) + new)
         total_loads += n_loads
         total_stores += n_stores

@@ -3,11 +3,19 @@ the launch-argument area, the counter pass's address classes (counting.py), and 
 addresses to offsets (GdramMap) all read it; the host that places the arenas and the buffers does too (DESIGN.md,
 "Layout: how journal addresses map").
 
-    [0, STACK_BYTES)              core 0's stack (--stack-first: an overflow wraps below 0 and traps)
-    [STACK_BYTES, ARGS_BASE)      the module's data (constants, statics), then the other cores' stacks
+    [0, STACK_BYTES)              instance 0's stack (--stack-first: an overflow wraps below 0 and traps)
+    [STACK_BYTES, ARGS_BASE)      the module's data (constants, statics)
     [ARGS_BASE, ONCHIP_BASE)      a launch's argument bytes as the journal recorded them (x86-64), for its invoker
-    [ONCHIP_BASE, GDRAM_BASE)     per-core NRAM and WRAM arenas, per-cluster SRAM
-    [GDRAM_BASE, memory size)     GDRAM: the journal's device buffers, placed by GdramMap
+    [ONCHIP_BASE, NRAM_BASE)      the stacks of instances 1 .. MAX_INSTANCES-1 (one instance per emulated core)
+    [NRAM_BASE, WRAM_BASE)        per-core NRAM arenas, ARENA_BYTES each
+    [WRAM_BASE, SRAM_BASE)        per-core WRAM arenas
+    [SRAM_BASE, SRAM_END)         per-cluster SRAM arenas
+    [GDRAM_BASE, memory size)     GDRAM: the journal's device buffers
+
+The counting pass classifies an access by these bounds (one counter per space, as the native cost model charges
+each space its own cycles), and the replay's host (runtime/wasm_host.cpp, given these numbers by engine.py) places
+the arenas in them. The host maps the linear memory so that GDRAM_BASE lies at the native runtime's device region
+(JOURNAL_REGION_BASE): a journal's buffer keeps its address, and its offset is the address minus the memory's base.
 """
 
 from __future__ import annotations
@@ -21,8 +29,14 @@ STACK_BYTES = 256 * KiB
 ARGS_BYTES = 4 * KiB
 ONCHIP_BASE = 1 * MiB
 ARGS_BASE = ONCHIP_BASE - ARGS_BYTES
-GDRAM_BASE = 64 * MiB
-MAX_MEMORY_BYTES = 4 * GiB  # wasm32's whole range: every 32-bit address is inside the engine's reservation
+MAX_INSTANCES = 64  # cores the replay runs at once: the block pool's threads, or 5 per cluster of a UNION job
+ARENA_BYTES = 4 * MiB  # one core's NRAM or WRAM arena, one cluster's SRAM (arrays and their 4 KiB gaps)
+NRAM_BASE = ONCHIP_BASE + (MAX_INSTANCES - 1) * STACK_BYTES
+WRAM_BASE = NRAM_BASE + MAX_INSTANCES * ARENA_BYTES
+SRAM_BASE = WRAM_BASE + MAX_INSTANCES * ARENA_BYTES
+SRAM_END = SRAM_BASE + MAX_INSTANCES * ARENA_BYTES
+GDRAM_BASE = 1 * GiB
+MAX_MEMORY_BYTES = 4 * GiB - 64 * KiB  # the largest memory wasm2c's 32-bit size field holds (65535 pages)
 PAGE = 64 * KiB  # a wasm page: the memory grows by these
 
 # The native runtime's side (read, not changed): device buffers live from this address up (runtime/gdram.cpp,
@@ -34,6 +48,13 @@ JOURNAL_CAP_BYTES = 1 * GiB
 GDRAM_GAP = 4 * KiB
 GDRAM_CAPACITY = MAX_MEMORY_BYTES - GDRAM_BASE
 assert GDRAM_BASE + JOURNAL_CAP_BYTES <= MAX_MEMORY_BYTES  # every buffer a journal can fill fits below 4 GiB
+assert SRAM_END <= GDRAM_BASE
+
+
+def space_bounds() -> tuple[tuple[str, int], ...]:
+    """(space, first offset) from the top down: an address belongs to the first space whose bound it reaches."""
+    return (("gdram", GDRAM_BASE), ("other", SRAM_END), ("sram", SRAM_BASE), ("wram", WRAM_BASE),
+            ("nram", NRAM_BASE))
 
 
 class LayoutError(Exception):

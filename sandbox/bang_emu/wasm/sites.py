@@ -22,6 +22,7 @@ from bang_emu.wasm import binary as wb
 
 PREFIX = "bang_site:"
 KEEPER_EXPORT = "__wasm_call_ctors"  # exported by the link only to keep the invokers (build.LDFLAGS)
+_LAUNCH = 8  # runtime/journal.h JournalKind::kLaunch
 
 # one spelling per x86-64 meaning; keys are the words of a type (order-free), as g++ or clang prints them
 _SCALARS = {
@@ -122,3 +123,34 @@ def export_sites(wasm: bytes) -> tuple[bytes, dict[str, int]]:
     entries += [wb.name_bytes(name) + bytes([wb.KIND_FUNC]) + wb.u_leb(index) for name, index in sites.items()]
     module.set_section(wb.EXPORT, wb.vec(entries))
     return module.to_bytes(), sites
+
+
+def launch_keys(journal: bytes) -> list[str]:
+    """The site keys of a native journal's launch records (runtime/journal.h: "BEJ1", then records of u8 kind, u32
+    length, payload; a launch's payload opens with its key as u32 length + bytes), in order, repeats kept; a
+    malformed journal ends the list where it breaks (the replay reports it)."""
+    keys, pos = [], 4
+    if journal[:4] != b"BEJ1":
+        return keys
+    while pos + 5 <= len(journal):
+        kind, size = journal[pos], int.from_bytes(journal[pos + 1:pos + 5], "little")
+        payload = journal[pos + 5:pos + 5 + size]
+        pos += 5 + size
+        if kind == _LAUNCH and len(payload) >= 4:
+            n = int.from_bytes(payload[:4], "little")
+            keys.append(payload[4:4 + n].decode(errors="replace"))
+    return keys
+
+
+def site_table(keys: list[str], site_names: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(journal key, index of its invoker among `site_names`) for each distinct key whose site the module has; a
+    key without one is left out, so its launch fails the call's replay by name, as in the native replay."""
+    table = []
+    for key in dict.fromkeys(keys):
+        try:
+            name = site_name(key)
+        except SiteError:
+            continue
+        if name in site_names:
+            table.append((key, site_names.index(name)))
+    return table

@@ -111,6 +111,9 @@ BANG_IMPORT("matmul_f16") void __bang_wasm_matmul_f16(float *dst, const half *lh
 BANG_IMPORT("launch_pointer") void *__bang_wasm_launch_pointer(unsigned long long address, int index);
 BANG_IMPORT("launch_long") long __bang_wasm_launch_long(long long value, int is_signed, int index);
 BANG_IMPORT("launch_begin") void __bang_wasm_launch_begin(void);
+/* not called by any code here: the counting pass (counting.py) calls it before every scalar store into GDRAM, so
+ * the host marks the bytes a kernel wrote; bang_keep_site keeps it through the link */
+BANG_IMPORT("scalar_store_gdram") void __bang_wasm_scalar_store_gdram(void *address, int bytes);
 BANG_IMPORT("transpose") void __bang_wasm_transpose(void *dst, const void *src, int height, int width,
                                                     int elem_bytes);
 #ifdef __cplusplus
@@ -221,7 +224,9 @@ T read_arg(const unsigned char *p, int index) {
 }
 extern "C" __attribute__((noinline)) inline void bang_keep_site(int (*invoker)(const unsigned char *, unsigned)) {
   static int (*volatile kept)(const unsigned char *, unsigned);
+  static void (*volatile hook)(void *, int);
   kept = invoker;
+  hook = &__bang_wasm_scalar_store_gdram;
 }
 template <class Tag, class F, class... D>
 struct ReplaySite {

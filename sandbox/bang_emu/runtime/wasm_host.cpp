@@ -1,0 +1,351 @@
+// The replay's WebAssembly host (issue 37; DESIGN.md "Confinement by construction"): a submission's device code
+// compiled for wasm32 (bang_emu/wasm/build.py), counted (counting.py) and turned into native code by wasm2c + gcc
+// (wasm/engine.py) runs here instead of the native device module. What confines it is the engine: every load and
+// store of kernel code is an offset into one linear memory, a 32-bit offset plus a 32-bit static offset from the
+// memory's base, so it cannot address anything outside the 8 GiB reserved here; the reservation is never
+// unmapped while a kernel can run, so nothing else of the process is ever placed inside it. The clock, the
+// counters, the trace and its key stay in this process's own memory, outside the reservation.
+//
+// The host maps the linear memory so that its GDRAM part lies on the native runtime's device region: a journal's
+// buffer is placed at the address it had (replay.cpp places it; gdram.cpp maps it inside the reservation), and a
+// kernel's pointer is that address minus the memory's base. On-chip arenas (memory.cpp) are carved from their own
+// parts of the memory (layout.py). Builtins are imports of module "bang": each takes offsets, turns them into this
+// process's addresses inside the reservation and calls the runtime's own builtin, which checks every operand range
+// against the space it needs and charges the cost model, as for a native kernel. Scalar work is counted by the
+// module itself into wasm globals (not in linear memory); the host adds them to the core's counts before every
+// builtin and at the end of the task, so the cost model sees them in issue order.
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime.h"
+
+namespace bang_emu {
+void set_onchip_regions(uintptr_t nram, uintptr_t wram, uintptr_t sram, size_t arena_bytes, int slots);
+void set_wasm_gdram_region(uintptr_t lo, uintptr_t hi);
+std::pair<uintptr_t, uintptr_t> device_buffer_range(uintptr_t p);
+}  // namespace bang_emu
+
+using namespace bang_emu;
+
+// wasm2c 1.0.32's memory object (wasm-rt.h): the generated code reads `data` (and `size` when it bounds-checks
+// a data segment at instantiation); with the signal-handler configuration it checks no access itself, so the
+// reservation's inaccessible pages are the bounds.
+struct WasmRtMemory {
+  uint8_t *data;
+  uint32_t pages, max_pages, size;
+};
+
+namespace {
+constexpr size_t kReservation = 8ull << 30;  // 32-bit address + 32-bit static offset
+
+// What engine.py's glue exports from the module's shared object.
+struct Glue {
+  size_t (*instance_size)();
+  void (*init_module)();
+  void (*instantiate)(void *inst, void *bang, void *env);
+  uint64_t *(*counter)(void *inst, int k);
+  uint32_t *(*stack_pointer)(void *inst);
+  uint32_t (*site)(size_t k, void *inst, uint32_t args, uint32_t nbytes);
+  const uint64_t *layout;  // engine.py's LAYOUT_FIELDS, from layout.py
+};
+enum LayoutField { kStackBytes = 0, kArgsBase, kArgsBytes, kOnchipBase, kNramBase, kWramBase, kSramBase, kSramEnd,
+                   kGdramBase, kMaxMemory, kMaxInstances, kArenaBytes, kJournalRegion, kLayoutFields };
+// counting.py's COUNTER_EXPORTS order: loads then stores, each gdram, nram, wram, sram, other
+constexpr int kCounterSpaces[5] = {kGdram, kNram, kWram, kSram, kOther};
+
+Glue g_glue;
+WasmRtMemory g_memory;
+uintptr_t g_base = 0;
+std::vector<void *> g_instances;
+std::atomic<int> g_next_instance{0};
+thread_local int t_instance = -1;
+thread_local bool t_begun = false;
+
+struct BangInstance {
+  int unused;
+};
+BangInstance g_bang;
+
+[[noreturn]] void wasm_error(const std::string &message) {
+  kernel_error("wasm-kernel", message, nullptr);
+}
+
+uint64_t layout_of(LayoutField f) { return g_glue.layout[f]; }
+
+void *instance() {
+  if (t_instance < 0) {
+    t_instance = g_next_instance.fetch_add(1);
+    if (t_instance >= (int)g_instances.size())
+      wasm_error("more emulated cores run at once than the wasm replay has instances for");
+  }
+  return g_instances[t_instance];
+}
+
+// The module's counts since the last call, added to the core's scalar work (the cost model charges them at the
+// next flush, before the builtin that called here).
+void charge_scalar() {
+  CoreCtx *c = t_core;
+  if (!c || t_instance < 0) return;
+  void *inst = g_instances[t_instance];
+  for (int k = 0; k < 10; ++k) {
+    uint64_t *n = g_glue.counter(inst, k);
+    if (!*n) continue;
+    int s = kCounterSpaces[k % 5];
+    if (k < 5) c->loads[s] += *n, c->load_bytes[s] += 4 * *n;
+    else c->stores[s] += *n, c->store_bytes[s] += 4 * *n;
+    *n = 0;
+  }
+}
+
+void reset_counters(void *inst) {
+  for (int k = 0; k < 10; ++k) *g_glue.counter(inst, k) = 0;
+}
+
+// An operand: `n` bytes at offset `off` of the memory, as this process's address. The range must lie in the
+// memory (the runtime's builtin then checks its space); a length is taken as unsigned 64-bit.
+char *at(uint32_t off, uint64_t n = 0) {
+  if ((uint64_t)off + n > (uint64_t)g_memory.size) wasm_error("a builtin's operand lies outside the kernel's memory");
+  return reinterpret_cast<char *>(g_base + off);
+}
+
+template <class T>
+T *of(uint32_t off) {
+  return reinterpret_cast<T *>(at(off));
+}
+
+struct SiteCall {
+  size_t site;
+  uint32_t args, nbytes;
+  uint32_t status;
+};
+
+void task_body(void *ctx) {
+  auto *call = static_cast<SiteCall *>(ctx);
+  void *inst = instance();
+  // each instance has its own stack: instance 0 the module's own (below STACK_BYTES), the others theirs above
+  // ONCHIP_BASE; a task starts on an empty one
+  *g_glue.stack_pointer(inst) = (uint32_t)(t_instance == 0 ? layout_of(kStackBytes)
+                                                           : layout_of(kOnchipBase) + t_instance * layout_of(kStackBytes));
+  reset_counters(inst);
+  t_begun = false;
+  uint32_t status = g_glue.site(call->site, inst, call->args, call->nbytes);
+  charge_scalar();
+  if (status) call->status = status;
+}
+}  // namespace
+
+// ------------------------------------------------------------------------------------------ engine hooks
+extern "C" __attribute__((visibility("default"))) WasmRtMemory *Z_envZ_memory(void *) { return &g_memory; }
+
+// wasm2c's traps (unreachable, integer overflow or division by zero, an indirect call of the wrong type, ...):
+// wasm-rt-impl.c is compiled with WASM_RT_TRAP_HANDLER=bang_wasm_trap. An access outside the memory faults in the
+// reservation instead, which the runtime's fault handler reports as for a native kernel.
+extern "C" __attribute__((visibility("default"))) void bang_wasm_trap(int code) {
+  static const char *const names[] = {"none", "out of bounds", "integer overflow", "division by zero",
+                                      "invalid float-to-integer conversion", "unreachable",
+                                      "indirect call of the wrong type", "uncaught exception", "call stack exhausted"};
+  std::string what = code >= 0 && code < (int)(sizeof names / sizeof *names) ? names[code] : "trap";
+  if (!t_core) {
+    write_all_stderr(("bang-emu: error: wasm trap outside a kernel: " + what + "\n").c_str());
+    _exit(87);
+  }
+  kernel_error(code == 3 || code == 2 ? "arithmetic-exception" : "wasm-trap", "the kernel trapped: " + what, nullptr);
+}
+
+// ------------------------------------------------------------------------------------------ builtins ("bang")
+#define BANG_IMPORT(name) extern "C" __attribute__((visibility("default"))) auto Z_bangZ_##name
+using u32 = uint32_t;
+using u64 = uint64_t;
+
+BANG_IMPORT(task_var)(void *, u32 which)->u32 {
+  const TaskVars &v = g_task_vars;
+  const int values[12] = {v.id_x, v.id_y, v.id_z, v.dim_x, v.dim_y, v.dim_z,
+                          v.id,   v.dim,  v.core_id, v.core_dim, v.cluster_id, v.cluster_dim};
+  if (which >= 12) wasm_error("task_var: no such task variable");
+  return (u32)values[which];
+}
+
+BANG_IMPORT(onchip_alloc)(void *, u32 space, u32 bytes, u32 tag)->u32 {
+  charge_scalar();
+  const char *t = at(tag, 1);
+  size_t room = g_memory.size - tag;
+  if (strnlen(t, std::min<size_t>(room, 4096)) >= std::min<size_t>(room, 4096)) wasm_error("onchip_alloc: bad tag");
+  if (space != kNram && space != kWram && space != kSram) wasm_error("onchip_alloc: not an on-chip space");
+  char *p = static_cast<char *>(onchip_alloc((int)space, bytes, t));
+  return (u32)(reinterpret_cast<uintptr_t>(p) - g_base);
+}
+
+BANG_IMPORT(memcpy)(void *, u32 dst, u32 src, u32 size, u32 dir, u32 async)->void {
+  charge_scalar();
+  auto d = (mluMemcpyDirection_t)dir;
+  if (async) __memcpy_async(at(dst), at(src), (int)size, d);
+  else __memcpy(at(dst), at(src), (int)size, d);
+}
+
+BANG_IMPORT(memcpy_strided)(void *, u32 dst, u32 src, u32 size, u32 dir, u32 ds, u32 ss, u32 seg, u32 async)->void {
+  charge_scalar();
+  auto d = (mluMemcpyDirection_t)dir;
+  if (async) __memcpy_async(at(dst), at(src), (int)size, d, (int)ds, (int)ss, (int)seg);
+  else __memcpy(at(dst), at(src), (int)size, d, (int)ds, (int)ss, (int)seg);
+}
+
+BANG_IMPORT(memcpy_strided2)(void *, u32 dst, u32 src, u32 size, u32 dir, u32 ds0, u32 ss0, u32 seg0, u32 ds1,
+                             u32 ss1, u32 seg1, u32 async)->void {
+  charge_scalar();
+  auto d = (mluMemcpyDirection_t)dir;
+  if (async)
+    __memcpy_async(at(dst), at(src), (int)size, d, (int)ds0, (int)ss0, (int)seg0, (int)ds1, (int)ss1, (int)seg1);
+  else __memcpy(at(dst), at(src), (int)size, d, (int)ds0, (int)ss0, (int)seg0, (int)ds1, (int)ss1, (int)seg1);
+}
+
+BANG_IMPORT(sync)(void *, u32 which)->void {
+  charge_scalar();
+  if (which == 0) __sync();
+  else if (which == 1) __sync_cluster();
+  else if (which == 2) __sync_all();
+  else wasm_error("sync: no such barrier");
+}
+
+BANG_IMPORT(write_zero)(void *, u32 dst, u32 bytes)->void {
+  charge_scalar();
+  __bang_write_zero(reinterpret_cast<int8_t *>(at(dst)), (int)bytes);
+}
+
+BANG_IMPORT(add_f32)(void *, u32 d, u32 a, u32 b, u32 n)->void {
+  charge_scalar();
+  __bang_add(of<float>(d), of<float>(a), of<float>(b), (int)n);
+}
+BANG_IMPORT(add_f16)(void *, u32 d, u32 a, u32 b, u32 n)->void {
+  charge_scalar();
+  __bang_add(of<half>(d), of<half>(a), of<half>(b), (int)n);
+}
+BANG_IMPORT(active_sigmoid_f32)(void *, u32 d, u32 s, u32 n)->void {
+  charge_scalar();
+  __bang_active_sigmoid(of<float>(d), of<float>(s), (int)n);
+}
+BANG_IMPORT(active_sigmoid_f16)(void *, u32 d, u32 s, u32 n)->void {
+  charge_scalar();
+  __bang_active_sigmoid(of<half>(d), of<half>(s), (int)n);
+}
+BANG_IMPORT(float2half_rn)(void *, u32 d, u32 s, u32 n)->void {
+  charge_scalar();
+  __bang_float2half_rn(of<half>(d), of<float>(s), (int)n);
+}
+BANG_IMPORT(matmul_f32)(void *, u32 d, u32 l, u32 r, u32 M, u32 K, u32 N)->void {
+  charge_scalar();
+  __bang_matmul(of<float>(d), of<float>(l), of<float>(r), (int)M, (int)K, (int)N);
+}
+BANG_IMPORT(matmul_f16)(void *, u32 d, u32 l, u32 r, u32 M, u32 K, u32 N)->void {
+  charge_scalar();
+  __bang_matmul(of<float>(d), of<half>(l), of<half>(r), (int)M, (int)K, (int)N);
+}
+BANG_IMPORT(transpose)(void *, u32 d, u32 s, u32 h, u32 w, u32 elem)->void {
+  charge_scalar();
+  if (elem == 4) __bang_transpose(of<float>(d), of<float>(s), (int)h, (int)w);
+  else if (elem == 2) __bang_transpose(of<half>(d), of<half>(s), (int)h, (int)w);
+  else wasm_error("transpose: elements of " + std::to_string(elem) + " bytes");
+}
+
+// A scalar store into GDRAM (counting.py calls this before the store): the bytes are marked as written by a
+// kernel, the replay's provenance. An address outside every buffer is left to the store, which faults on the
+// buffer's guard or on the reservation's inaccessible pages.
+BANG_IMPORT(scalar_store_gdram)(void *, u32 address, u32 bytes)->void {
+  uintptr_t a = g_base + address;
+  if (const GdramBuf *b = find_gdram(a))
+    if (a >= b->lo && a + bytes <= b->hi) mark_written(b, a, a + bytes);
+}
+
+// Launches: a journal address is already this process's address of the buffer (the memory's GDRAM lies on the
+// device region); it must be inside a journaled device buffer, its end included.
+BANG_IMPORT(launch_pointer)(void *, u64 address, u32 index)->u32 {
+  if (address == 0) return 0;
+  auto range = device_buffer_range((uintptr_t)address);
+  bool inside = range.first < range.second && address >= range.first && address <= range.second;
+  if (!inside || address < g_base || address - g_base >= g_memory.size) {
+    char hex[32];
+    snprintf(hex, sizeof hex, "%#llx", (unsigned long long)address);
+    wasm_error("launch argument " + std::to_string(index) + ": pointer " + hex +
+               " is not inside any journaled device buffer");
+  }
+  return (u32)(address - g_base);
+}
+BANG_IMPORT(launch_long)(void *, u64 value, u32 is_signed, u32 index)->u32 {
+  if (is_signed ? (int64_t)value != (int32_t)value : value > 0xffffffffull)
+    wasm_error("launch argument " + std::to_string(index) + ": " + std::to_string((long long)value) +
+               " does not fit wasm32's 32-bit long");
+  return (u32)value;
+}
+BANG_IMPORT(launch_begin)(void *)->void {
+  if (t_begun) wasm_error("launch_begin called twice in one task (only a site's invoker calls it)");
+  t_begun = true;
+  reset_counters(instance());  // the invoker's unpacking is not the kernel's work
+}
+
+// ------------------------------------------------------------------------------------------ the replay's side
+namespace bang_emu {
+
+// Loads the module's shared object, reserves and lays out the memory, creates the instances. "" or the reason.
+std::string wasm_open(const char *path) {
+  void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!so) return std::string("cannot load the wasm device module: ") + dlerror();
+  auto sym = [&](const char *name) { return dlsym(so, name); };
+  g_glue.instance_size = reinterpret_cast<size_t (*)()>(sym("bang_wasm_instance_size"));
+  g_glue.init_module = reinterpret_cast<void (*)()>(sym("bang_wasm_init_module"));
+  g_glue.instantiate = reinterpret_cast<void (*)(void *, void *, void *)>(sym("bang_wasm_instantiate"));
+  g_glue.counter = reinterpret_cast<uint64_t *(*)(void *, int)>(sym("bang_wasm_counter"));
+  g_glue.stack_pointer = reinterpret_cast<uint32_t *(*)(void *)>(sym("bang_wasm_stack_pointer"));
+  g_glue.site = reinterpret_cast<uint32_t (*)(size_t, void *, uint32_t, uint32_t)>(sym("bang_wasm_site"));
+  g_glue.layout = static_cast<const uint64_t *>(sym("bang_wasm_layout"));
+  if (!g_glue.instance_size || !g_glue.init_module || !g_glue.instantiate || !g_glue.counter ||
+      !g_glue.stack_pointer || !g_glue.site || !g_glue.layout)
+    return "the wasm device module lacks its glue (engine.py)";
+  if (g_glue.layout[kLayoutFields] != kLayoutFields) return "the wasm device module's layout table is another version";
+  uintptr_t base = (uintptr_t)(layout_of(kJournalRegion) - layout_of(kGdramBase));
+  void *m = mmap(reinterpret_cast<void *>(base), kReservation, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (m != reinterpret_cast<void *>(base)) {
+    if (m != MAP_FAILED) munmap(m, kReservation);
+    return "cannot reserve the wasm memory at its place (something else is mapped there)";
+  }
+  g_base = base;
+  // stacks, data, the launch arguments and the on-chip arenas are always there; GDRAM is mapped per buffer
+  if (mprotect(m, layout_of(kSramEnd), PROT_READ | PROT_WRITE) != 0) return "cannot map the wasm memory";
+  g_memory.data = static_cast<uint8_t *>(m);
+  g_memory.pages = g_memory.max_pages = (uint32_t)(layout_of(kMaxMemory) >> 16);
+  g_memory.size = (uint32_t)layout_of(kMaxMemory);
+  int slots = (int)layout_of(kMaxInstances);
+  set_onchip_regions(base + layout_of(kNramBase), base + layout_of(kWramBase), base + layout_of(kSramBase),
+                     layout_of(kArenaBytes), slots);
+  set_wasm_gdram_region(base + layout_of(kGdramBase), base + layout_of(kMaxMemory));
+  g_glue.init_module();
+  // every instance is made now, before any kernel runs: instantiating writes the module's data segments
+  int n = std::min(slots, std::max(1, profile().clusters * profile().cores_per_cluster));
+  for (int i = 0; i < n; ++i) {
+    void *inst = calloc(1, g_glue.instance_size());
+    g_glue.instantiate(inst, &g_bang, nullptr);
+    g_instances.push_back(inst);
+  }
+  return "";
+}
+
+// One launch through the module's site `site`: the journal's argument bytes are placed in the memory's argument
+// area and each task calls the site's invoker there. cnrtErrorArgsInvalid when the bytes are not the site's.
+cnrtRet_t wasm_launch(size_t site, const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
+                      const unsigned char *args, size_t nbytes) {
+  if (nbytes > layout_of(kArgsBytes)) return cnrtErrorArgsInvalid;
+  memcpy(reinterpret_cast<void *>(g_base + layout_of(kArgsBase)), args, nbytes);
+  SiteCall call{site, (uint32_t)layout_of(kArgsBase), (uint32_t)nbytes, 0};
+  launch_erased(kernel, file, line, dim, func_type, nullptr, &task_body, &call);
+  if (call.status == 1) return cnrtErrorArgsInvalid;
+  return cnrtGetLastError();
+}
+
+}  // namespace bang_emu
