@@ -120,3 +120,34 @@ def test_a_forged_launch_pointer_stops_the_kernel_by_name(built, tmp_path):
     text = json.dumps(launch["diagnostics"])
     assert "launch argument 0: pointer 0x7fff00001000 is not inside any journaled device buffer" in text, text
     assert _records(outputs)["output"]["kernel_written"] == 0  # stopped before the kernel started
+
+
+FILE_SCOPE = Path(__file__).resolve().parent / "file_scope_sigmoid.mlu"
+
+
+def test_a_file_scope_buffer_run_by_four_tasks_replays_as_natively(tmp_path):
+    """Each of four tasks has its own copy of the file-scope NRAM buffer (its core's arena, through the accessor
+    the wasm build gives it), so the tasks' tiles do not overwrite one another, and the replay matches."""
+    _need_toolchains()
+    from bang_emu import device_module
+    from bang_emu.wasm import build
+
+    from tests.wasm.test_wasm_sites import DRIVER, Built, _cncc
+
+    macro = f'-DKERNEL_MLU="{FILE_SCOPE}"'
+    _cncc("--bang-arch=compute_30", "-O2", macro, DRIVER, "-o", tmp_path / "driver")
+    _cncc("--emu-device-module", "-c", "-O2", macro, DRIVER, "-o", tmp_path / "device.o")
+    assert device_module.link([tmp_path / "device.o"], tmp_path / "module.so").ok
+    n = KERNELS["sigmoid"][2][0]
+    ran = subprocess.run([str(tmp_path / "driver"), tmp_path / "run.journal", tmp_path / "run.trace.jsonl", str(n)],
+                         capture_output=True, text=True, env=_env(), timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    b = Built("sigmoid", tmp_path / "run.journal", tmp_path / "module.so", build.build([FILE_SCOPE]), tmp_path)
+    native, n_out = _replay(b, tmp_path / "native", wasm=False)
+    wasm, w_out = _replay(b, tmp_path / "wasm", wasm=True)
+    assert native.stdout.startswith("0 ") and wasm.stdout.startswith("0 "), native.stdout + wasm.stdout + wasm.stderr
+    assert (n_out / "c0.out.bin").read_bytes() == (w_out / "c0.out.bin").read_bytes()
+    nl, wl = _records(n_out)["launch"], _records(w_out)["launch"]
+    assert wl["work"]["cores_used"] == nl["work"]["cores_used"] == 4
+    assert wl["modelled_time_us"] == pytest.approx(nl["modelled_time_us"], rel=0.01)
+    assert _records(w_out)["output"]["kernel_written"] == n * 4

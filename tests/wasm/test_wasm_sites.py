@@ -21,6 +21,7 @@ import pytest
 from bang_emu.wasm import build, layout, sites
 
 from tests.emu.emu_helpers import REPLAY
+from tests.wasm.wasm_helpers import host_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -191,6 +192,7 @@ def compile_host(wasm: bytes, site: str, work: Path) -> Path:
                     f"-DGDRAM_BASE={layout.GDRAM_BASE}u", f"-DNRAM_BASE={layout.NRAM_BASE}u", f"-DWRAM_BASE={layout.WRAM_BASE}u",
                     f"-DSRAM_BASE={layout.SRAM_BASE}u",
                     f"-DARGS_BASE={layout.ARGS_BASE}u", f"-DARGS_BYTES={layout.ARGS_BYTES}u", "-DWITH_BANG",
+                    *host_flags(),
                     str(work / "device.c"), str(HERE / "host.c"), str(WASM2C_RUNTIME), "-lm", "-o", str(exe)],
                    check=True)
     return exe

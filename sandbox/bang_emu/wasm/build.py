@@ -20,6 +20,7 @@ message naming it.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -33,12 +34,13 @@ from pathlib import Path
 
 from bang_emu import driver, toolchain
 from bang_emu import rewrite as rw
+from bang_emu.wasm import api, counting, imports, layout, sites
 from bang_emu.wasm import binary as wb
-from bang_emu.wasm import counting, imports, layout, sites
 
 WASM_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = WASM_DIR / "include"
 HEADER = INCLUDE_DIR / "bang.h"
+NATIVE_INCLUDE_DIR = toolchain.INCLUDE_DIR  # device_types.h, minmax.h: shared with the native header
 LLVM = Path("/usr/lib/llvm-19")
 CLANG_RESOURCE_INCLUDE = LLVM / "lib/clang/19/include"
 BUILTINS_LIB = LLVM / "lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a"
@@ -169,12 +171,48 @@ def devlibc() -> Path:
 
 
 # ------------------------------------------------------------------------------------------------ compile, link
+@functools.lru_cache(maxsize=1)
+def generated_include() -> Path:
+    """The directory holding bang_builtins.h (api.wasm_header(): every native builtin as an import), made once per
+    native header and generator (cached by their content)."""
+    h = hashlib.sha256(api.DEVICE_H.read_bytes() + Path(api.__file__).read_bytes())
+    for name, text in _alias_headers().items():
+        h.update(name.encode() + text.encode())
+    h = h.hexdigest()[:16]
+
+    def make(tmp: Path) -> None:
+        tmp.unlink()
+        tmp.mkdir()
+        (tmp / "bang_builtins.h").write_text(api.wasm_header())
+        for name, text in _alias_headers().items():  # `#include "bang.h"` here finds the wasm one
+            (tmp / name).write_text(text)
+
+    return _cached("include", h, make)
+
+
+def _alias_headers() -> dict[str, str]:
+    """The native include dir's headers that only include bang.h (the names cncc ships that lab code includes:
+    bang_device_functions.h, __clang_bang_runtime_wrapper.h, ...), for the wasm include path too."""
+    out = {}
+    for header in sorted(NATIVE_INCLUDE_DIR.glob("*.h")):
+        text = header.read_text()
+        code = re.sub(r"/\*.*?\*/", "", text, flags=re.S).strip()
+        if code == '#include "bang.h"' and not (INCLUDE_DIR / header.name).exists():
+            out[header.name] = text
+    return out
+
+
+def generated_header() -> Path:
+    return generated_include() / "bang_builtins.h"
+
+
 def _compile_flags(archs: list[str]) -> list[str]:
     """clang-19's flags for device code: CXXFLAGS, the macros cncc predefines (the architecture's from the driver,
     one source), and the include dirs in order: the wasm bang.h, libc++, clang's own, wasi-libc's (system headers:
     the rewriter's refusals do not apply to them)."""
     return [*CXXFLAGS, "-D__BANG__=1", "-D__MLU__=1", *driver._arch_macros(archs),
-            *(a for d in (INCLUDE_DIR, LIBCXX_INCLUDE, CLANG_RESOURCE_INCLUDE, WASI_INCLUDE) for a in ("-isystem", str(d)))]
+            *(a for d in (INCLUDE_DIR, generated_include(), LIBCXX_INCLUDE, CLANG_RESOURCE_INCLUDE, WASI_INCLUDE)
+              for a in ("-isystem", str(d)))]
 
 
 _ONCHIP_RECORD = re.compile(r'__asm__ __volatile__\("\.pushsection ' + re.escape(rw.ONCHIP_SECTION))
@@ -182,17 +220,44 @@ _FILE_SCOPE_RECORD = re.compile(r"\bstatic const unsigned long long __bang_emu_o
 _EXTERN_ONCHIP = re.compile(r"\bextern\s+thread_local\s+[^;]*\(&\s*\w+\s*\)")
 
 
+_FILE_SCOPE_FORM = re.compile(
+    r"static const unsigned long long __bang_emu_onchip_(?P<index>\d+)\[2\] __attribute__\(\([^;]*?\)\) = "
+    r"\{[^;]*?\};\s*(?P<store>(?:static\s+)?)thread_local (?P<base>[^;(]*?) \(&(?P<name>\w+)\)(?P<dims>(?:\[[^\]]*\])*) = ")
+
+
+def _file_scope_arrays(text: str) -> str:
+    """File-scope on-chip arrays, given their wasm meaning: every core has its own copy in its own arena and all
+    cores share the module's memory, so the native thread_local reference becomes a function returning this core's
+    array (onchip_alloc, as for an array declared in a function), and every later use of the name calls it."""
+    while m := _FILE_SCOPE_FORM.search(text):
+        value_start = m.end()
+        if text.startswith("*[]()", value_start):
+            # an initialiser runs once per core natively (a thread_local's); an accessor would run it at every use
+            raise WasmBuildError(f"'{m.group('name')}': an initialised on-chip array at file scope is not supported "
+                                 "by the wasm build yet")
+        end = rw._match_forward(text, text.index("(", text.index("onchip_alloc", value_start)), "(", ")")
+        end = text.index(";", end)
+        value = text[value_start:end]
+        name, index = m.group("name"), m.group("index")
+        accessor = f"__bang_emu_onchip_array_{index}"
+        definition = (f"{m.group('store')}{m.group('base')} (&{accessor}()){m.group('dims')} {{ return {value}; }}")
+        rest = re.sub(rf"(?<![\w.>:$]){re.escape(name)}\b(?!\s*::)", f"({accessor}())", text[end + 1:])
+        text = text[:m.start()] + definition + rest
+    return text
+
+
 def wasm_rewrite(preprocessed: str, user_file: Callable[[str], bool] | None = None) -> str:
     """The emulator's rewrite (device-module mode), given its wasm meaning: on-chip references per call (the native
-    form is a thread_local reference with a size record in an ELF section), file-scope on-chip arrays refused."""
+    form is a thread_local reference with a size record in an ELF section), file-scope arrays through accessors
+    (_file_scope_arrays); an extern declaration of another file's on-chip array is refused."""
     result = rw.rewrite(preprocessed, user_file=user_file, device_module=True)
-    text = result.text
+    text = _file_scope_arrays(result.text)
     for pattern in (_FILE_SCOPE_RECORD, _EXTERN_ONCHIP):
         if pattern.search(text):
             decl = next((d for d in result.onchip if f"__bang_emu_onchip_{d.index}[" in text), None)
             where = f"{decl.file}:{decl.line}: '{decl.name}'" if decl else "an on-chip array"
-            raise WasmBuildError(f"{where}: on-chip arrays at file scope are not supported by the wasm build yet "
-                                 "(declare them inside the kernel)")
+            raise WasmBuildError(f"{where}: this on-chip array's declaration is not supported by the wasm build yet "
+                                 "(an extern declaration of another file's array)")
     out, pos = [], 0
     for m in _ONCHIP_RECORD.finditer(text):
         close = rw._match_forward(text, m.start() + len("__asm__ __volatile__"), "(", ")")
@@ -222,7 +287,8 @@ def _user_file(path: str) -> bool:
     if path.startswith("<") or path.startswith("/usr/"):
         return False
     try:
-        return not Path(path).resolve().is_relative_to(INCLUDE_DIR)
+        resolved = Path(path).resolve()
+        return not any(resolved.is_relative_to(d) for d in (INCLUDE_DIR, NATIVE_INCLUDE_DIR, generated_include()))
     except OSError:
         return True
 
@@ -253,7 +319,7 @@ def link(objects: list[Path], out: Path) -> None:
 
 
 def _probe_module(out: Path) -> None:
-    declared = imports.declared_imports(HEADER)
+    declared = imports.declared_imports(HEADER, generated_header())
     refs = "\n".join(f"  out[{i}] = (void *)&{c};" for i, c in enumerate(declared.values()))
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "probe.cpp"
@@ -266,11 +332,11 @@ def _probe_module(out: Path) -> None:
 
 def allowed_imports() -> dict[str, wb.FuncType]:
     """The bang.* imports the header declares, with their signatures (a probe module built once per header)."""
-    h = hashlib.sha256(HEADER.read_bytes() + (INCLUDE_DIR / "cnrt.h").read_bytes())
+    h = hashlib.sha256(HEADER.read_bytes() + (INCLUDE_DIR / "cnrt.h").read_bytes() + generated_header().read_bytes())
     h.update(" ".join(CXXFLAGS + LDFLAGS).encode())
     probe = _cached("probe.wasm", h.hexdigest()[:16], _probe_module)
     sigs = imports.signatures(probe.read_bytes())
-    declared = imports.declared_imports(HEADER)
+    declared = imports.declared_imports(HEADER, generated_header())
     if set(sigs) != set(declared):
         raise WasmBuildError(f"internal: the import probe has {sorted(sigs)}, bang.h declares {sorted(declared)}")
     return sigs

@@ -18,16 +18,16 @@ from bang_emu.wasm import binary as wb
 MEMORY_IMPORT = ("env", "memory")
 HOST_MODULE = "bang"
 # `BANG_IMPORT("name") <return type> <C name>(`
-_DECLARED = re.compile(r'^\s*BANG_IMPORT\("(\w+)"\)\s+[^;(]*?\b(\w+)\s*\(', re.M)
+_DECLARED = re.compile(r'^\s*BANG_IMPORT\("([^"]+)"\)\s+[^;(]*?\b(\w+)\s*\(', re.M)
 
 
 class ImportRefused(Exception):
     """The module imports something the host does not offer."""
 
 
-def declared_imports(header: Path) -> dict[str, str]:
-    """import name -> C function name, for every BANG_IMPORT declaration of the header."""
-    return {m.group(1): m.group(2) for m in _DECLARED.finditer(header.read_text())}
+def declared_imports(*headers: Path) -> dict[str, str]:
+    """import name -> C function name, for every BANG_IMPORT declaration of the headers."""
+    return {m.group(1): m.group(2) for header in headers for m in _DECLARED.finditer(header.read_text())}
 
 
 def signatures(module: bytes) -> dict[str, wb.FuncType]:

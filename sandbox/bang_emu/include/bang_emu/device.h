@@ -57,55 +57,7 @@ extern "C" void bang_emu_va_touch(void *va_list_object, size_t bytes);
 #define __ldram__ thread_local
 
 typedef _Float16 half;
-typedef int8_t int8;
-typedef int16_t int16;
-typedef int8_t fix8;
-/* bfloat16 (cncc: a device type on 5xx): the raw bits in `value`, converted like real bf16 -- to float exactly,
- * from float rounding to nearest even -- so arithmetic runs in float and rounds back once per assignment. */
-struct bfloat16_t {
-  unsigned short value;
-  bfloat16_t() = default;
-  bfloat16_t(float f) : value(from_float(f)) {}
-  operator float() const {
-    unsigned int bits = (unsigned int)value << 16;
-    float f;
-    __builtin_memcpy(&f, &bits, 4);
-    return f;
-  }
-  static unsigned short from_float(float f) {
-    unsigned int bits;
-    __builtin_memcpy(&bits, &f, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((bits >> 16) | 0x40);  // quiet NaN
-    return (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-  }
-};
-
-typedef enum {
-  GDRAM2NRAM = 0,
-  NRAM2GDRAM,
-  LDRAM2NRAM,
-  NRAM2LDRAM,
-  GDRAM2WRAM,
-  WRAM2GDRAM,
-  LDRAM2WRAM,
-  WRAM2LDRAM,
-  NRAM2NRAM,
-  NRAM2WRAM,
-  WRAM2NRAM,
-  GDRAM2SRAM,
-  SRAM2GDRAM,
-  LDRAM2SRAM,
-  SRAM2LDRAM,
-  SRAM2NRAM,
-  NRAM2SRAM,
-  SRAM2WRAM,
-  WRAM2SRAM,
-  SRAM2SRAM,
-  GDRAM2GDRAM,
-  GDRAM2LDRAM,
-  LDRAM2GDRAM,
-  LDRAM2LDRAM
-} mluMemcpyDirection_t;
+#include "device_types.h"  /* shared with the wasm flavour of bang.h (bang_emu/wasm/include) */
 
 namespace bang_emu {
 struct TaskVars {
@@ -302,17 +254,7 @@ struct PackedCall<void (*)(A...)> {
 /* kernel printf (the host's) */
 #define __bang_printf printf
 
-/* min/max as cncc's __clang_bang_cmath.h gives device code (overloads for int16/32, uint16/32, half, float).
- * Templates here, so that a student's own `int max(int, int)` or `using namespace std` still wins
- * overload resolution, as it does next to cncc's device-only overloads. */
-template <class A, class B>
-using bang_emu_minmax_t = typename std::enable_if<(std::is_arithmetic<A>::value || std::is_same<A, half>::value) &&
-                                                      (std::is_arithmetic<B>::value || std::is_same<B, half>::value),
-                                                  typename std::common_type<A, B>::type>::type;
-template <class A, class B>
-inline bang_emu_minmax_t<A, B> min(A a, B b) { return b < a ? b : a; }
-template <class A, class B>
-inline bang_emu_minmax_t<A, B> max(A a, B b) { return a < b ? b : a; }
+#include "minmax.h"
 
 inline bool __is_ipu() { return coreId != 0x80; }
 inline bool __is_mpu() { return coreId == 0x80; }
@@ -387,14 +329,6 @@ BANG_EMU_DECL_T(uint16_t)
 BANG_EMU_DECL_T(unsigned int)
 BANG_EMU_DECL_T(char)
 #undef BANG_EMU_DECL_T
-/* MLU100/270-era names of __nramset, typed (cncc's __clang_bang header, arch >= 200) */
-inline void __nramset_half(half *dst, int n, half v) { __nramset(dst, n, v); }
-inline void __nramset_float(float *dst, int n, float v) { __nramset(dst, n, v); }
-inline void __nramset_int(int *dst, int n, int v) { __nramset(dst, n, v); }
-inline void __nramset_unsigned_int(unsigned int *dst, int n, unsigned int v) { __nramset(dst, n, v); }
-inline void __nramset_short(short *dst, int n, short v) { __nramset(dst, n, v); }
-inline void __nramset_unsigned_short(unsigned short *dst, int n, unsigned short v) { __nramset(dst, n, v); }
-
 /* ---- vector builtins (operands in NRAM) ---- */
 #define BANG_EMU_DECL_F(T)                                                                            \
   void __bang_add(T *dst, const T *src0, const T *src1, int n);                                       \
@@ -556,16 +490,6 @@ inline void __bang_int322float(float *d, const int *s, int n, int pos) { __bang_
  * src1 and src2 are each a vector or a scalar; with m, the vector ones hold m elements, repeated over n (m | n).
  * FUSION_FMA (a*b)+c, FUSION_FMS (a*b)-c, FUSION_FAM (a+b)*c, FUSION_FSM (a-b)*c, FUSION_FAA (a+b)+c,
  * FUSION_FAS (a+b)-c, FUSION_FSA (a-b)+c, FUSION_FSS (a-b)-c, with a = src0, b = src1, c = src2. ---- */
-typedef enum {
-  FUSION_FMA = 0,
-  FUSION_FMS,
-  FUSION_FAM,
-  FUSION_FSM,
-  FUSION_FAA,
-  FUSION_FAS,
-  FUSION_FSA,
-  FUSION_FSS,
-} bang_fusion_op_t;
 #define BANG_EMU_FUSION_TYPES(X) X(float) X(half) X(int) X(int16_t)
 #define BANG_EMU_DECL_FUSION(T)                                                                       \
   void __bang_fusion(bang_fusion_op_t op, T *dst, const T *src0, const T *src1, const T *src2, int n, int m = -1); \
@@ -627,6 +551,7 @@ BANG_EMU_CONV_FIXED_TYPES(BANG_EMU_DECL_CONV)
 
 #include "rounding.h"
 #include "libdevice.h"
+#include "old_names.h"
 #include "vector_regs.h"
 
 #endif /* BANG_EMU_DEVICE_H_ */
