@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from .paths import HarnessPaths
 from .plan import OBJECT_DIR, PREBUILT_DIR, BuildPlan, PlanError, cpp_object_name, load_plan
-from .protocol import DEVICE_MODULE, ErrorKind, ExitCode
+from .protocol import DEVICE_MODULE, REPLAY_ENGINE_ENV, WASM_MODULE, WASM_SITES, ErrorKind, ExitCode
 from .submission import SubmissionConfig, SubmissionError
 from .toolchains import (
     CPU_LIMIT_SIGN,
@@ -108,6 +108,23 @@ class ExtensionBuilder:
         self.obj_dir = paths.build / OBJECT_DIR
         self.compiling = False  # set once the compiler first sees the student's sources
 
+    def _build_wasm(self, mlu_sources: list[Path], includes: list[Path]) -> None:
+        """The kernels for the WebAssembly replay (opt-in, REPLAY_ENGINE_ENV): WASM_MODULE and WASM_SITES, or a note
+        saying why not -- never a failed build: the native device module stands for them then."""
+        from bang_emu.wasm import build as wasm_build
+
+        started = time.monotonic()
+        try:
+            built = wasm_build.build(list(mlu_sources), includes=list(includes))
+        except Exception as exc:  # the wasm build's own errors, each naming why
+            _wasm_note(self.log, f"the kernels are replayed natively: they do not build for the WebAssembly replay "
+                                 f"({type(exc).__name__}: {str(exc)[:1500]})")
+            return
+        (self.paths.build / WASM_MODULE).write_bytes(built.wasm)
+        (self.paths.build / WASM_SITES).write_text(json.dumps(sorted(built.sites)))
+        _wasm_note(self.log, f"built the kernels for the WebAssembly replay ({len(built.wasm)} bytes, "
+                             f"{len(built.sites)} launch sites, {time.monotonic() - started:.1f} s)")
+
     def build(self) -> bool:
         mlu_sources, cpp_sources, local_includes = self.plan.resolve(self.paths.submission)
         if not cpp_sources:
@@ -190,6 +207,9 @@ class ExtensionBuilder:
                 self.log.add("error: the kernels could not be made a device module the grader can replay")
                 return False
 
+        if device_results and os.environ.get(REPLAY_ENGINE_ENV) == "wasm":
+            self._build_wasm(mlu_sources, local_includes)
+
         library = self.paths.extension_library(self.plan.extension)
         link = run_step(["g++", "-shared", "-o", str(library), *[str(obj) for obj, _ in results],
                          *self.toolchain.link_args(), *torch_link_args()])
@@ -199,6 +219,10 @@ class ExtensionBuilder:
             return False
         self.log.add(f"built {library.name} from {len(mlu_sources)} .mlu and {len(cpp_sources)} .cpp files")
         return True
+
+
+def _wasm_note(log: BuildLog, message: str) -> None:
+    log.add(f"note: {message}")
 
 
 def replays(toolchain: Toolchain) -> bool:

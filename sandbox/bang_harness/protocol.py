@@ -89,6 +89,11 @@ def program_key(master: bytes, program: str) -> bytes:
 
 # -- trusted replay (DESIGN.md "Threat model"): what the grading run claims is replayed in a sandbox of its own ---
 DEVICE_MODULE = "device/module.so"  # under /build: the kernels compiled for replay (bang_emu.device_module)
+# under /build, with BANG_EMU_REPLAY_ENGINE=wasm: the kernels compiled for the WebAssembly replay (bang_emu/wasm:
+# checked and counted) and its site names, in invoker order; absent when they do not build for it
+WASM_MODULE = "device/module.wasm"
+WASM_SITES = "device/wasm-sites.json"
+REPLAY_ENGINE_ENV = "BANG_EMU_REPLAY_ENGINE"  # "wasm": build and replay on the WebAssembly engine (opt-in)
 JOURNAL_SUFFIX = ".journal"  # outputs/<first call id>.journal: one worker process's device journal
 REPLAY_INPUTS = "replay-inputs"  # under the replay's /io: <call>.<k>.bin, the host's fresh inputs (raw bytes)
 REPLAY_JOURNALS = "journals"  # under the replay's /io: the run's journals, copied by the host

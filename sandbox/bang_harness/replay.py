@@ -28,6 +28,8 @@ from .protocol import (
     REPLAY_INPUTS,
     REPLAY_JOURNALS,
     REPLAY_SECONDS_PER_CALL,
+    WASM_MODULE,
+    WASM_SITES,
     ExitCode,
 )
 from .replay_ops import OpPolicy, OpRunner
@@ -35,6 +37,7 @@ from .run import key_pipe, make_undumpable, take_trace_key
 
 REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}, "device_ops": policy}
 SITES_FILE = "sites.json"
+ENGINE_DIR = "wasm-engine"  # under /io: the WebAssembly module made native code here (bang_emu/wasm/engine.py)
 
 
 def run_replay(paths: HarnessPaths) -> int:
@@ -51,6 +54,7 @@ def run_replay(paths: HarnessPaths) -> int:
 
     sites = paths.io / SITES_FILE
     sites.write_text(json.dumps(device_module.site_records(module)))
+    _make_engine(paths)
     env = {k: v for k, v in os.environ.items() if k != KEY_FD_ENV}
     env.update({"BANG_EMU_DEVICE": str(job.get("device") or "mlu370-x8"), "BANG_EMU_POISON": "nan"})
     failed = False
@@ -77,6 +81,41 @@ def run_replay(paths: HarnessPaths) -> int:
     return ExitCode.REPLAY_FAILED if failed else ExitCode.OK
 
 
+def _make_engine(paths: HarnessPaths) -> None:
+    """With a WebAssembly module in the build (the opt-in engine, build.py), its native code for this replay: made
+    here, on the trusted side, from the checked module by wasm2c and gcc; where it cannot be, the journals are
+    replayed natively and stderr says why."""
+    wasm = paths.build / WASM_MODULE
+    if not wasm.is_file():
+        return
+    from bang_emu.wasm import engine
+
+    try:
+        names = [str(n) for n in json.loads((paths.build / WASM_SITES).read_text())]
+        engine.compile_engine(wasm.read_bytes(), names, paths.io / ENGINE_DIR)
+    except (OSError, ValueError, engine.EngineError) as exc:
+        print(f"bang_harness replay: replayed natively, the WebAssembly engine could not be made: {exc}",
+              file=sys.stderr)
+
+
+def _replay_wasm(library: ctypes.CDLL, paths: HarnessPaths, journal: Path, message: ctypes.Array) -> int:
+    from bang_emu.wasm import sites
+
+    names = tuple(str(n) for n in json.loads((paths.build / WASM_SITES).read_text()))
+    table = sites.site_table(sites.launch_keys(journal.read_bytes()), names)
+    keys = (ctypes.c_char_p * max(1, len(table)))(*[k.encode() for k, _ in table])
+    index = (ctypes.c_uint64 * max(1, len(table)))(*[i for _, i in table])
+    replay = library.bang_emu_replay_wasm
+    replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_uint64),
+                       ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    replay.restype = ctypes.c_int
+    from bang_emu.wasm import engine
+
+    so = paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so"
+    return replay(str(journal).encode(), str(so).encode(), keys, index, len(table), str(paths.io / REPLAY_INPUTS).encode(),
+                  str(paths.outputs).encode(), message, len(message))
+
+
 def replay_one(paths: HarnessPaths, journal: Path) -> int:
     """One journal, in this fresh process: the runtime takes the key from KEY_FD_ENV as it loads."""
     from bang_emu import toolchain
@@ -93,8 +132,13 @@ def replay_one(paths: HarnessPaths, journal: Path) -> int:
     job = json.loads((paths.io / REPLAY_JOB).read_text())
     runner = OpRunner(library, OpPolicy.from_json(job.get("device_ops")))
     runner.install()
-    status = replay(str(journal).encode(), str(paths.build / DEVICE_MODULE).encode(), table, len(offsets),
-                    str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
+    from bang_emu.wasm import engine
+
+    if (paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so").is_file():
+        status = _replay_wasm(library, paths, journal, message)
+    else:
+        status = replay(str(journal).encode(), str(paths.build / DEVICE_MODULE).encode(), table, len(offsets),
+                        str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
     if status != 0:
         print(f"bang_harness replay: {journal.name}: {message.value.decode('utf-8', 'replace')}", file=sys.stderr)
     return ExitCode.OK

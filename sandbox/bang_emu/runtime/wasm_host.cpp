@@ -216,6 +216,75 @@ BANG_IMPORT(scalar_store_gdram)(void *, u32 address, u32 bytes)->void {
     if (a >= b->lo && a + bytes <= b->hi) mark_written(b, a, a + bytes);
 }
 
+// printf of device code (wasm/device_stdio.c): the format and its arguments read from the kernel's memory, each
+// conversion formatted by the host's snprintf, the text written to stdout as the native device module's printf
+// does. A wasm32 argument list is packed at each argument's alignment: int, long, pointers and char 4 bytes, long
+// long and double (a float is promoted) 8. %n is refused, as natively.
+BANG_IMPORT(vprintf)(void *, u32 format, u32 args)->u32 {
+  charge_scalar();
+  const char *f = at(format, 1);
+  size_t room = std::min<size_t>(g_memory.size - format, 1 << 16);
+  size_t flen = strnlen(f, room);
+  if (flen == room) wasm_error("printf: the format is not a string inside the kernel's memory");
+  std::string out;
+  uint64_t at_arg = args;
+  auto take = [&](unsigned size) -> uint64_t {
+    at_arg = (at_arg + size - 1) / size * size;
+    uint64_t v = 0;
+    memcpy(&v, at((u32)at_arg, size), size);
+    at_arg += size;
+    return v;
+  };
+  for (size_t i = 0; i < flen; ++i) {
+    if (f[i] != '%') {
+      out += f[i];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < flen && strchr("-+ #0123456789.*", f[j])) ++j;
+    std::string mods;
+    while (j < flen && strchr("hlLqjzt", f[j])) mods += f[j++];
+    if (j >= flen) break;
+    char conv = f[j];
+    std::string spec(f + i, f + j + 1);
+    if (spec.find('*') != std::string::npos) wasm_error("printf: '*' widths are not supported by the wasm replay");
+    std::string plain = spec.substr(0, spec.size() - 1 - mods.size());  // without the length modifiers
+    char buf[512];
+    bool wide = mods == "ll" || mods == "j" || mods == "q" || mods == "L";
+    if (conv == '%') {
+      out += '%';
+    } else if (conv == 'n') {
+      wasm_error("printf with %n in kernel code (it stores through an argument)");
+    } else if (strchr("diouxXc", conv)) {
+      uint64_t v = take(wide ? 8 : 4);
+      if (strchr("di", conv)) snprintf(buf, sizeof buf, (plain + "ll" + conv).c_str(), wide ? (long long)v : (long long)(int32_t)v);
+      else snprintf(buf, sizeof buf, (plain + (conv == 'c' ? "" : "ll") + conv).c_str(),
+                    conv == 'c' ? (unsigned long long)(unsigned char)v : wide ? v : (unsigned long long)(uint32_t)v);
+      out += buf;
+    } else if (strchr("eEfFgGaA", conv)) {
+      uint64_t bits = take(8);
+      double d;
+      memcpy(&d, &bits, 8);
+      snprintf(buf, sizeof buf, (plain + conv).c_str(), d);
+      out += buf;
+    } else if (conv == 's') {
+      u32 s = (u32)take(4);
+      const char *str = at(s, 1);
+      size_t n = strnlen(str, std::min<size_t>(g_memory.size - s, 1 << 16));
+      snprintf(buf, sizeof buf, (plain + "s").c_str(), std::string(str, n).c_str());
+      out += buf;
+    } else if (conv == 'p') {
+      snprintf(buf, sizeof buf, "0x%x", (unsigned)take(4));
+      out += buf;
+    } else {
+      out += spec;
+    }
+    i = j;
+  }
+  fwrite(out.data(), 1, out.size(), stdout);
+  return (u32)out.size();
+}
+
 // Launches: a journal address is already this process's address of the buffer (the memory's GDRAM lies on the
 // device region); it must be inside a journaled device buffer, its end included.
 BANG_IMPORT(launch_pointer)(void *, u64 address, u32 index)->u32 {

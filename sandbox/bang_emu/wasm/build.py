@@ -170,6 +170,21 @@ def devlibc() -> Path:
     return _cached("devlibc.a", h.hexdigest()[:16], _make_devlibc)
 
 
+DEVICE_STDIO = WASM_DIR / "device_stdio.c"
+
+
+def device_stdio() -> Path:
+    """printf, vprintf, puts, putchar for device code (device_stdio.c: the host formats), compiled once."""
+    h = hashlib.sha256(DEVICE_STDIO.read_bytes() + " ".join(CXXFLAGS).encode()).hexdigest()[:16]
+
+    def make(out: Path) -> None:
+        flags = [f for f in CXXFLAGS if f not in ("-std=c++17", "-fno-rtti", "-nostdinc++")]
+        _run(["clang-19", "-x", "c", *flags, "-isystem", str(CLANG_RESOURCE_INCLUDE), "-isystem", str(WASI_INCLUDE),
+              "-c", str(DEVICE_STDIO), "-o", str(out)], "compiling the device's printf")
+
+    return _cached("device_stdio.o", h, make)
+
+
 # ------------------------------------------------------------------------------------------------ compile, link
 @functools.lru_cache(maxsize=1)
 def generated_include() -> Path:
@@ -310,7 +325,7 @@ def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], w
 def link(objects: list[Path], out: Path) -> None:
     try:
         _run(["wasm-ld-19", *[a for f in LDFLAGS for a in f.split(" ", 1)], *map(str, objects), str(devlibc()),
-              str(BUILTINS_LIB), "-o", str(out)], "linking the device module")
+              str(device_stdio()), str(BUILTINS_LIB), "-o", str(out)], "linking the device module")
     except WasmBuildError as e:
         if "undefined symbol" not in str(e):
             raise

@@ -92,6 +92,8 @@ BANG_IMPORT("launch_begin") void __bang_wasm_launch_begin(void);
 /* not called by any code here: the counting pass (counting.py) calls it before every scalar store into GDRAM, so
  * the host marks the bytes a kernel wrote; bang_keep_site keeps it through the link */
 BANG_IMPORT("scalar_store_gdram") void __bang_wasm_scalar_store_gdram(void *address, int bytes);
+/* printf: the format and a wasm32 va_list (the address of the arguments), formatted by the host (device_stdio.c) */
+BANG_IMPORT("vprintf") int __bang_wasm_vprintf(const char *format, const void *args);
 #ifdef __cplusplus
 }
 #endif
