@@ -205,6 +205,9 @@ def generated_include() -> Path:
     return _cached("include", h, make)
 
 
+SHARED_HEADERS = ("cn_api.h",)  # native headers of types and declarations only, the same in wasm (mlu-ops includes it)
+
+
 def _alias_headers() -> dict[str, str]:
     """The native include dir's headers that only include bang.h (the names cncc ships that lab code includes:
     bang_device_functions.h, __clang_bang_runtime_wrapper.h, ...), for the wasm include path too."""
@@ -212,7 +215,7 @@ def _alias_headers() -> dict[str, str]:
     for header in sorted(NATIVE_INCLUDE_DIR.glob("*.h")):
         text = header.read_text()
         code = re.sub(r"/\*.*?\*/", "", text, flags=re.S).strip()
-        if code == '#include "bang.h"' and not (INCLUDE_DIR / header.name).exists():
+        if (code == '#include "bang.h"' or header.name in SHARED_HEADERS) and not (INCLUDE_DIR / header.name).exists():
             out[header.name] = text
     return out
 

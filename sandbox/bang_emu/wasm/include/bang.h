@@ -70,6 +70,26 @@ inline half operator+(half a, half b) { return half(float(a) + float(b)); }
 inline half operator-(half a, half b) { return half(float(a) - float(b)); }
 inline half operator*(half a, half b) { return half(float(a) * float(b)); }
 inline half operator/(half a, half b) { return half(float(a) / float(b)); }
+/* with another arithmetic type, as g++ converts for _Float16: an integer becomes half (`1 / (half)n` is half), a
+ * float or double wins (`h * 0.5f` is float) */
+template <class T>
+using __bang_half_int = typename std::enable_if<std::is_integral<T>::value, half>::type;
+template <class T>
+using __bang_half_float = typename std::enable_if<std::is_floating_point<T>::value, T>::type;
+#define BANG_WASM_HALF_MIXED(op)                                                                                   \
+  template <class T>                                                                                             \
+  inline __bang_half_int<T> operator op(half a, T b) { return half(float(a) op float(half(b))); }                 \
+  template <class T>                                                                                             \
+  inline __bang_half_int<T> operator op(T a, half b) { return half(float(half(a)) op float(b)); }                 \
+  template <class T>                                                                                             \
+  inline __bang_half_float<T> operator op(half a, T b) { return T(a) op b; }                                      \
+  template <class T>                                                                                             \
+  inline __bang_half_float<T> operator op(T a, half b) { return a op T(b); }
+BANG_WASM_HALF_MIXED(+)
+BANG_WASM_HALF_MIXED(-)
+BANG_WASM_HALF_MIXED(*)
+BANG_WASM_HALF_MIXED(/)
+#undef BANG_WASM_HALF_MIXED
 #else
 typedef unsigned short half;
 #endif
