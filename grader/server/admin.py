@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from grader.backends import DEFAULT_BACKEND
 from grader.batch.store import BatchManifest
@@ -197,19 +198,34 @@ def new_seed(db: Database, assignment: str) -> None:
 
 
 def regrade(db: Database, submission_id: int, enqueue: Enqueue) -> None:
-    """Grades a submission again (the instructor's; not the student's attempt): its result is dropped when
-    the job is queued again, and the next commit is its only result."""
+    """Grades a submission again (the instructor's; not the student's attempt) as its next generation: the
+    result it has stays shown (report, leaderboard, exports) until the new one is committed
+    (grading.commit_result); a regrade that fails keeps it and says so. Refused while it is in flight, while
+    its student has another submission in flight (409), or when no live worker serves its device type."""
+    from grader.server.policy import check_served
+    from grader.server.workers import served_types
+
     with db.session() as s:
         sub = s.get(Submission, submission_id)
         if sub is None:
             raise Refused(_("no such submission"), 404)
         if sub.in_flight:
             raise Refused(_("this submission is being graded already"), 409)
-        s.execute(delete(Result).where(Result.submission_pk == submission_id))
-        sub.status, sub.in_flight, sub.verdict, sub.score = "queued", True, None, None
-        for phase in PHASES[1:]:
-            setattr(sub, f"{phase}_at", None)
-        queue = sub.queue
+        kind, backend = sub.device_type, s.scalar(select(Assignment.backend).where(
+            Assignment.id == sub.assignment_pk))
+    check_served(device_type(kind), served_types(db, backend or DEFAULT_BACKEND))
+    try:
+        with db.session() as s:
+            sub = s.get(Submission, submission_id)
+            assert sub is not None
+            sub.status, sub.in_flight, sub.generation = "queued", True, sub.generation + 1
+            sub.regrade_failed, sub.cancelled_at = None, None
+            for phase in PHASES[1:]:
+                setattr(sub, f"{phase}_at", None)
+            queue = sub.queue
+    except IntegrityError as exc:  # the partial unique index: its student has another one in flight
+        raise Refused(_("its student has another submission in flight: regrade it once that one is graded "
+                        "(or cancelled)"), 409) from exc
     enqueue(submission_id, queue)
     with db.session() as s:
         s.get(Submission, submission_id).queued_at = now()  # type: ignore[union-attr]

@@ -12,9 +12,10 @@ from sqlalchemy import func, or_, select
 
 from grader.i18n import _
 from grader.results import GradeResult
-from grader.server.db import PHASES, Assignment, Database, Result, Student, Submission, now
+from grader.server.db import PHASES, AdminJob, Assignment, Database, Result, Student, Submission, Worker, now
 from grader.server.devices import device_type
 from grader.server.policy import Refused, utc_time
+from grader.server.workers import WORKER_STALE_SECONDS, QueuePlace, queue_place
 
 
 @dataclass
@@ -34,9 +35,15 @@ class SubmissionView:
     device_type: str | None  # asked for
     graded_type: str | None  # what the worker that graded it stated, and its device (profile or card)
     graded_device: str | None
+    graded: bool = False  # it has a committed result (shown while a regrade of it waits or runs)
+    generation: int = 0  # its gradings: 0 the first, each regrade one more
+    regrade_failed: str | None = None  # why its last regrade failed (the result before it stays)
+    place: QueuePlace | None = None  # while queued or grading: its place in its queue (with_places)
 
     def as_json(self) -> dict:
-        return self.__dict__.copy()
+        found = self.__dict__.copy()
+        found["place"] = None if self.place is None else self.place.as_json()
+        return found
 
 
 def released(assignment: Assignment) -> bool:
@@ -90,7 +97,16 @@ def _view(sub: Submission, student: Student, assignment: Assignment, document: s
     return SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
                           max_score, sub.worker, sub.grade_runs, bool(sub.late),
                           {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,
-                          sub.graded_device)
+                          sub.graded_device, graded=document is not None, generation=sub.generation,
+                          regrade_failed=sub.regrade_failed)
+
+
+def with_places(db: Database, rows: list[SubmissionView]) -> list[SubmissionView]:
+    """`rows` with the place in its queue of each one queued or being graded (workers.queue_place)."""
+    for row in rows:
+        if row.status in ("queued", "running"):
+            row.place = queue_place(db, row.id)
+    return rows
 
 
 def _rows():  # noqa: ANN202 - a SQLAlchemy select
@@ -231,18 +247,26 @@ def leaderboard(db: Database, assignment: str, viewer: Student | None) -> dict[s
 
 
 def change_stamp(db: Database, student: Student | None = None) -> str:
-    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase, or an
-    assignment's hidden cases are released (by the instructor or its deadline): what the pages' live refresh
-    watches."""
+    """Changes whenever a submission of `student` (None: anybody's) is added, moves a phase, is cancelled or
+    regraded, whenever the queues move or a worker joins or leaves (a queued job's place and estimate), an
+    assignment's hidden cases are released (by the instructor or its deadline), or an instructor's background
+    job moves: what the pages' live refresh watches."""
     columns = [func.coalesce(getattr(Submission, f"{p}_at"), 0) for p in PHASES]
     with db.session() as s:
         query = select(func.count(), func.max(Submission.id), func.sum(sum(columns[1:], columns[0])),
-                       func.sum(Submission.grade_runs))
+                       func.sum(Submission.grade_runs), func.count(Submission.in_flight),
+                       func.sum(Submission.generation), func.count(Submission.regrade_failed))
         if student is not None:
             query = query.where(Submission.student_pk == student.id)
         released = s.scalar(select(func.count()).select_from(Assignment).where(
             or_(Assignment.released_at.is_not(None), Assignment.deadline < now())))
-        return ":".join(str(v) for v in (*s.execute(query).one(), released))
+        moving = s.execute(select(func.count(), func.max(Submission.started_at))
+                           .where(Submission.status.in_(("queued", "running")))).one()
+        workers = s.scalar(select(func.count()).select_from(Worker).where(
+            Worker.seen_at > now() - WORKER_STALE_SECONDS))
+        jobs = s.execute(select(func.count(), func.max(AdminJob.updated_at))
+                         .where(AdminJob.started_at > now() - 86400)).one() if student is None else ()
+        return ":".join(str(v) for v in (*s.execute(query).one(), released, *moving, workers, *jobs))
 
 
 def code_of(db: Database, submission_id: int, viewer: Student) -> tuple[list[tuple[str, str]], list[str]]:

@@ -20,7 +20,7 @@ from grader.server.routes.web import (
     page_language,
     render,
 )
-from grader.server.workers import queue_depth, queue_position, queues, waiting_for
+from grader.server.workers import queue_depth, queue_place, queues
 
 LIVE_SECONDS = 600  # one event stream's life; the browser's EventSource reconnects by itself
 
@@ -34,9 +34,10 @@ def my_submissions(db: Db, user: ApiUser) -> list[dict]:
 
 @router.get("/api/submissions/{submission_id}")
 def status(submission_id: int, db: Db, user: ApiUser) -> dict:
+    """A submission's state; while queued or grading, its place in the queue (position, live workers, an estimate
+    of the seconds until its result, the device type it waits for when no live worker serves it)."""
     view = views.submission_of(db, submission_id, user)
-    return {**view.as_json(), "position": queue_position(db, submission_id),
-            "waiting_for": waiting_for(db, submission_id)}
+    return {**view.as_json(), **queue_place(db, submission_id).as_json()}
 
 
 @router.get("/api/submissions/{submission_id}/result")
@@ -66,7 +67,7 @@ def home(request: Request, db: Db, user: PageUser) -> HTMLResponse:
     assignments = views.assignment_names(db)
     with use_language(page_language(request)):  # the notices are worded here, in the page's language
         hidden = views.hidden_notices(db)
-    return render(request, "student.html.j2", user=user, rows=views.submissions(db, user),
+    return render(request, "student.html.j2", user=user, rows=views.with_places(db, views.submissions(db, user)),
                   assignments=assignments, hidden=hidden)
 
 
