@@ -101,8 +101,11 @@ def too_large(size: int | None) -> UploadError:
     if size is None:
         return UploadError(_("the upload is more than {limit}; the server accepts at most {limit}").format(
             limit=size_text(MAX_UPLOAD_BYTES)), True)
-    return UploadError(_("the upload is {size}; the server accepts at most {limit}").format(
-        size=size_text(size), limit=size_text(MAX_UPLOAD_BYTES)), True)
+    shown, limit = size_text(size), size_text(MAX_UPLOAD_BYTES)
+    if shown == limit:  # just past the cap: the bytes tell them apart
+        shown, limit = _("{n} bytes").format(n=size), _("{n} bytes").format(n=MAX_UPLOAD_BYTES)
+    return UploadError(_("the upload is {size}; the server accepts at most {limit}").format(size=shown, limit=limit),
+                       True)
 
 
 def check_members(data: bytes) -> None:

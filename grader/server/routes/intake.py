@@ -13,6 +13,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message
 
 from grader.server import intake
@@ -45,7 +46,10 @@ async def capped_form(request: Request, limit: int) -> FormData:
                 raise refused_upload(too_large(None))
         return message
 
-    return await Request(request.scope, receive).form(max_files=1, max_fields=8)
+    try:
+        return await Request(request.scope, receive).form(max_files=1, max_fields=8)
+    except StarletteHTTPException as exc:  # the form parser's: not a multipart form
+        raise malformed(["body"]) from exc
 
 
 @router.post("/api/submissions", status_code=201)
