@@ -23,7 +23,7 @@ from grader.server.intake import Enqueue
 from grader.server.policy import Refused
 
 if TYPE_CHECKING:
-    from grader.drivers.reference_check import ReferenceCheck
+    from grader.drivers.reference_check import Progress, ReferenceCheck
 
 
 def ensure_assignment(db: Database, name: str, backend: str = DEFAULT_BACKEND, device: str | None = None) -> Assignment:
@@ -134,12 +134,12 @@ class AssignmentSeedRecord:
 
 
 def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_root: Path | None = None,
-               announce: Callable[[str], None] | None = None) -> SeedCheck:
+               announce: Callable[[str], None] | None = None, progress: Progress | None = None) -> SeedCheck:
     """The reference-seed guard (issue 27, drivers.reference_check.guard_seed, as the batch runs it) on the
     secret seed the server drew for `assignment`: its reference kernels graded on it before anyone is. A failure
     keeps the assignment closed (nobody is graded on a seed its own references fail) and is recorded with the
     instructor's message; a pass is recorded in the database, so each seed is checked once. `announce` hears,
-    before the grading, what is being done (it takes a while)."""
+    before the grading, what is being done (it takes a while); `progress`, each reference before it is graded."""
     from grader.batch.store import seed_digest
     from grader.drivers.batch import assignment_fingerprint
     from grader.drivers.reference_check import failure_message, guard_seed
@@ -160,7 +160,7 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
             name=assignment))
     check = guard_seed(assignment, request, environment, AssignmentSeedRecord(db, assignment),
                        spec_hash=assignment_fingerprint(assignment).spec_hash, device=device,
-                       root=reference_root or REFERENCE_ROOT, announce=told)
+                       root=reference_root or REFERENCE_ROOT, announce=told, progress=progress)
     if check is None:
         return SeedCheck(ran=False, failures=[])
     if not check.failures:
@@ -176,13 +176,15 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
 
 
 def open_assignment(db: Database, assignment: str, sandbox: str = "auto", *, trust_seed: bool = False,
-                    reference_root: Path | None = None, announce: Callable[[str], None] | None = None) -> SeedCheck:
+                    reference_root: Path | None = None, announce: Callable[[str], None] | None = None,
+                    progress: Progress | None = None) -> SeedCheck:
     """Opens `assignment` to uploads once its reference kernels pass on its seed (check_seed; once per seed).
-    `trust_seed`: open without grading them (the instructor vouches for the seed; tests)."""
+    `trust_seed`: open without grading them (the instructor vouches for the seed; tests). It takes a while
+    (matmul's references: over a minute): the server runs it as a background job (jobs.start_open)."""
     if trust_seed:
         check = SeedCheck(ran=False, failures=[])
     else:
-        check = check_seed(db, assignment, sandbox, reference_root, announce)
+        check = check_seed(db, assignment, sandbox, reference_root, announce, progress)
     if not check.failures:
         set_open(db, assignment, True)
     return check

@@ -10,6 +10,7 @@ the concern's module of grader.server (accounts, intake, views, workers, admin).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,10 +25,13 @@ from grader.server.routes import accounts, admin, intake, views
 SESSION_COOKIE = "bang_grader_session"
 
 
-def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: bool = False) -> FastAPI:
-    """The server's ASGI app on `db`; `enqueue` hands a submission id to the queue."""
+def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: bool = False, sandbox: str = "auto",
+               reference_root: Path | None = None) -> FastAPI:
+    """The server's ASGI app on `db`; `enqueue` hands a submission id to the queue. `sandbox` and
+    `reference_root` (default reference_kernels/): where an assignment being opened has its references graded."""
     app = FastAPI(title="bang-grader course server", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.db, app.state.enqueue = db, enqueue  # what the routes' dependencies hand them (routes.web)
+    app.state.sandbox, app.state.reference_root = sandbox, reference_root
     app.add_middleware(SessionMiddleware, secret_key=secret_key, session_cookie=SESSION_COOKIE,
                        same_site="strict", https_only=https_only, max_age=12 * 3600)
     app.exception_handler(Refused)(_refused)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func, or_, select
+from sqlalchemy.orm import defer
 
 from grader.i18n import _
 from grader.results import GradeResult
@@ -109,8 +110,10 @@ def with_places(db: Database, rows: list[SubmissionView]) -> list[SubmissionView
     return rows
 
 
-def _rows():  # noqa: ANN202 - a SQLAlchemy select
-    return (select(Submission, Student, Assignment, Result.document)
+def _rows(result=Result.document):  # noqa: ANN001, ANN202 - a column; a SQLAlchemy select
+    """Submissions with their student, assignment and `result` (its document; Result.id where only whether it
+    was graded matters); the upload itself is never loaded with them."""
+    return (select(Submission, Student, Assignment, result).options(defer(Submission.archive))
             .join(Student, Submission.student_pk == Student.id)
             .join(Assignment, Submission.assignment_pk == Assignment.id)
             .outerjoin(Result, Result.submission_pk == Submission.id))
@@ -123,6 +126,66 @@ def submissions(db: Database, student: Student | None = None) -> list[Submission
         if student is not None:
             query = query.where(Submission.student_pk == student.id)
         return [_view(*row, viewer=student) for row in s.execute(query).all()]
+
+
+# The dashboard's page of submissions; its filters' values.
+PAGE_SIZE = 50
+STATUSES = ("queued", "running", "done", "cancelled")
+
+
+@dataclass
+class ClassPage:
+    """One page of the class's submissions, newest first, as the instructor filtered them, with what the page
+    needs around it: the count of all that match, the page and the number of pages, the verdicts' counts."""
+
+    rows: list[SubmissionView]
+    total: int
+    page: int
+    pages: int
+    verdicts: dict[str, int]
+
+
+def class_page(db: Database, *, assignment: str | None = None, status: str | None = None, late: bool | None = None,
+               student: str | None = None, page: int = 1, per_page: int = PAGE_SIZE) -> ClassPage:
+    """The instructor's view of the class's submissions (the dashboard, a student's page): filtered by
+    assignment, status, lateness and student (each given), `per_page` a page, page `page` (from 1)."""
+    filters = []
+    if assignment:
+        filters.append(Assignment.name == assignment)
+    if status:
+        filters.append(Submission.status == status)
+    if late is not None:
+        filters.append(Submission.late.is_(late))
+    if student:
+        filters.append(Student.student_id == student)
+
+    def matching(query):  # noqa: ANN001, ANN202 - a select joined as _rows
+        return query.join(Student, Submission.student_pk == Student.id).join(
+            Assignment, Submission.assignment_pk == Assignment.id).where(*filters)
+
+    with db.session() as s:
+        total = s.scalar(matching(select(func.count()).select_from(Submission))) or 0
+        verdicts = dict(s.execute(matching(select(Submission.verdict, func.count()).select_from(Submission))
+                                  .where(Submission.verdict.is_not(None)).group_by(Submission.verdict)).all())
+        pages = max(1, -(-total // per_page))
+        page = min(max(1, page), pages)
+        rows = s.execute(_rows(Result.id).where(*filters).order_by(Submission.id.desc())
+                         .limit(per_page).offset((page - 1) * per_page)).all()
+        views = []
+        for sub, who, task, graded in rows:
+            view = _view(sub, who, task)
+            view.graded = graded is not None
+            views.append(view)
+    return ClassPage(views, total, page, pages, verdicts)
+
+
+def student_of(db: Database, student_id: str) -> Student:
+    """The account of roster id `student_id` (an instructor's per-student page); else Refused 404."""
+    with db.session() as s:
+        found = s.scalar(select(Student).where(Student.student_id == student_id))
+    if found is None:
+        raise Refused(_("no student {id!r} on this server").format(id=student_id), 404)
+    return found
 
 
 def submission_of(db: Database, submission_id: int, viewer: Student) -> SubmissionView:

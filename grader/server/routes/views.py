@@ -4,12 +4,14 @@ them), the leaderboard, the dashboards, a submission's code, and the live pages'
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from grader.i18n import LANGUAGES, use_language
 from grader.server import views
+from grader.server.db import Database, Student
 from grader.server.routes.web import (
     TEMPLATES,
     ApiUser,
@@ -84,15 +86,46 @@ def board(request: Request, assignment: str, db: Db, user: PageUser) -> HTMLResp
 
 
 @router.get("/instructor", response_class=HTMLResponse)
-def dashboard(request: Request, db: Db, user: PageUser) -> HTMLResponse:
+def dashboard(request: Request, db: Db, user: PageUser, assignment: str = "", status: str = "", late: str = "",
+              page: int = 1) -> HTMLResponse:
+    """The class dashboard: the assignments (with adding one, their background jobs and exports), the queues,
+    and the class's submissions filtered (assignment, status, late) a page at a time."""
     need_instructor(user)
-    rows = views.submissions(db)
-    verdicts: dict[str, int] = {}
-    for row in rows:
-        if row.verdict:
-            verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
-    return render(request, "instructor.html.j2", user=user, rows=rows, depth=queue_depth(db),
-                  verdicts=verdicts, assignments=views.assignments(db), queues=queues(db))
+    return _class_page(request, db, user, None, assignment=assignment, status=status, late=late, page=page)
+
+
+@router.get("/instructor/students/{student_id}", response_class=HTMLResponse)
+def student_page(request: Request, student_id: str, db: Db, user: PageUser, status: str = "", late: str = "",
+                 page: int = 1) -> HTMLResponse:
+    """Every submission of one student (filtered by status and late, a page at a time)."""
+    need_instructor(user)
+    return _class_page(request, db, user, views.student_of(db, student_id), status=status, late=late, page=page)
+
+
+def _class_page(request: Request, db: Database, user: Student, student: Student | None, *, status: str, late: str,
+                page: int, assignment: str = "") -> HTMLResponse:
+    from grader.server.devices import device_types
+    from grader.server.jobs import recent_jobs
+    from grader.spec.loader import available_assignments
+
+    filters = {"assignment": assignment, "status": status if status in views.STATUSES else "",
+               "late": late if late in ("0", "1") else ""}
+    shown = views.class_page(db, assignment=filters["assignment"] or None, status=filters["status"] or None,
+                             late={"1": True, "0": False}.get(filters["late"]),
+                             student=student.student_id if student else None, page=page)
+
+    def page_url(number: int) -> str:
+        return f"{request.url.path}?{urlencode({**{k: v for k, v in filters.items() if v}, 'page': number})}"
+
+    listed = views.assignments(db) if student is None else []
+    running = recent_jobs(db) if student is None else []
+    return render(request, "instructor.html.j2", user=user, student=student, shown=shown, filters=filters,
+                  statuses=views.STATUSES, prev_url=page_url(shown.page - 1) if shown.page > 1 else "",
+                  next_url=page_url(shown.page + 1) if shown.page < shown.pages else "",
+                  depth=queue_depth(db), assignments=listed, queues=queues(db) if student is None else [],
+                  jobs=running, openings={j.assignment: j for j in reversed(running) if j.active},
+                  device_types=device_types(),
+                  available=[n for n in available_assignments() if n not in {a.name for a in listed}])
 
 
 @router.get("/submissions/{submission_id}/code", response_class=HTMLResponse)
