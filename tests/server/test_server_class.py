@@ -122,3 +122,21 @@ def test_adding_an_assignment_and_exporting_from_the_dashboard(tmp_path: Path) -
             assert page.get("/instructor/export/sigmoid.zip").status_code == 403
             assert page.get("/instructor/students/s000").status_code == 403
             assert page.post("/instructor/assignments", data={"csrf": page.csrf, "name": "matmul"}).status_code == 403
+
+
+def test_the_demo_class_has_both_assignments(tmp_path: Path) -> None:
+    """`grade serve --demo`'s class: sigmoid and matmul (the README's bundled example is a matmul one), each closed
+    until its background check opens it (run.serve starts them: jobs.start_open)."""
+    from grader.server.db import Database, migrate, sqlite_url
+    from grader.server.run import DEMO_ASSIGNMENTS, demo_class
+    from grader.server.views import assignments
+    from grader.spec import load_assignment
+
+    url = sqlite_url(tmp_path)
+    migrate(url)
+    tokens = demo_class(url)
+    assert set(tokens) == {"instructor", "demo-alice", "demo-bob"}
+    example = (Path(__file__).resolve().parents[2] / "reference_kernels" / "example" / "grade.toml").read_text()
+    assert 'assignment = "matmul"' in example and "matmul" in DEMO_ASSIGNMENTS
+    assert [(a.name, a.open) for a in assignments(Database(url))] == [("matmul", False), ("sigmoid", False)]
+    assert all(load_assignment(name) for name in DEMO_ASSIGNMENTS)
