@@ -119,12 +119,19 @@ def _rows(result=Result.document):  # noqa: ANN001, ANN202 - a column; a SQLAlch
             .outerjoin(Result, Result.submission_pk == Submission.id))
 
 
+def _instructors_view(sub: Submission, student: Student, assignment: Assignment, result_id: int | None) -> SubmissionView:
+    """A row as the instructor sees it: nothing hidden, so of its result only whether there is one."""
+    view = _view(sub, student, assignment)
+    view.graded = result_id is not None
+    return view
+
+
 def submissions(db: Database, student: Student | None = None) -> list[SubmissionView]:
     """Newest first; one student's (as they may see them), or everybody's (student None: the instructor)."""
     with db.session() as s:
-        query = _rows().order_by(Submission.id.desc())
-        if student is not None:
-            query = query.where(Submission.student_pk == student.id)
+        if student is None:
+            return [_instructors_view(*row) for row in s.execute(_rows(Result.id).order_by(Submission.id.desc()))]
+        query = _rows().where(Submission.student_pk == student.id).order_by(Submission.id.desc())
         return [_view(*row, viewer=student) for row in s.execute(query).all()]
 
 
@@ -171,12 +178,8 @@ def class_page(db: Database, *, assignment: str | None = None, status: str | Non
         page = min(max(1, page), pages)
         rows = s.execute(_rows(Result.id).where(*filters).order_by(Submission.id.desc())
                          .limit(per_page).offset((page - 1) * per_page)).all()
-        views = []
-        for sub, who, task, graded in rows:
-            view = _view(sub, who, task)
-            view.graded = graded is not None
-            views.append(view)
-    return ClassPage(views, total, page, pages, verdicts)
+        shown = [_instructors_view(*row) for row in rows]
+    return ClassPage(shown, total, page, pages, verdicts)
 
 
 def student_of(db: Database, student_id: str) -> Student:

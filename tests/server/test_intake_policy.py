@@ -165,3 +165,16 @@ def test_a_device_type_no_live_worker_serves_is_refused_saying_which_are():
     assert other.status == 409 and str(other) == "no worker grades device type mlu270 now; served now: mlu370-x4, mlu370-x8"
     none = refusal(check_served, "mlu370-x8", [])
     assert none.status == 409 and "no worker is running" in str(none)
+
+
+def test_a_folder_too_large_for_the_server_names_its_largest_files(tmp_path):  # noqa: ANN001
+    from grader.server.uploads import pack_folder
+
+    (tmp_path / "mlu").mkdir()
+    (tmp_path / "mlu" / "kernel.mlu").write_text("__mlu_global__ void k() {}\n")
+    (tmp_path / "trace.bin").write_bytes(bytes(9 << 20))  # past the 8 MB the server unpacks
+    (tmp_path / "notes.txt").write_bytes(bytes(300 << 10))
+    with pytest.raises(UploadError) as caught:
+        pack_folder(tmp_path)
+    assert caught.value.too_large
+    assert "its largest files: trace.bin (9.0 MB), notes.txt (300 KB), mlu/kernel.mlu (27 bytes)" in str(caught.value)
