@@ -6,8 +6,8 @@ What differs is where the input comes from (the upload, stored in the database) 
 one transaction writing the `results` row (the document and its report, rendered by job.report_html), unique
 per submission and stamped with the grading's generation, so a job delivered twice (its first worker SIGKILLed
 before the broker had the acknowledgement) is graded again and counted once, and a regrade's result replaces
-the one before only when it is committed (a failed regrade keeps it). A cancelled job is never graded. The task returns, and the broker gets its
-acknowledgement, only after that commit.
+the one before only when it is committed (a failed regrade keeps it). A cancelled job is never graded. The task
+returns, and the broker gets its acknowledgement, only after that commit.
 """
 
 from __future__ import annotations
