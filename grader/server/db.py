@@ -127,6 +127,19 @@ class Result(Base):
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # the grading it holds
 
 
+class SupersededResult(Base):
+    """A result a regrade's committed result replaced (grading.commit_result): kept, never shown as the one that
+    counts; the instructor can list them (/api/submissions/{id}/history)."""
+
+    __tablename__ = "superseded_results"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_pk: Mapped[int] = mapped_column(ForeignKey("submissions.id"), index=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    document: Mapped[str] = mapped_column(Text)  # GradeResult JSON
+    committed_at: Mapped[float] = mapped_column(Float)
+    superseded_at: Mapped[float] = mapped_column(Float)
+
+
 class Refusal(Base):
     """An upload the server refused after reading it (too large, unreadable, closed, ...): it is no attempt, but
     it counts against the student's rate (policy.check_rate), so refused uploads cannot stall the server."""

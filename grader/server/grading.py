@@ -26,7 +26,7 @@ from grader.orchestration.build_cache import default_build_cache
 from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest, sandbox_name
 from grader.results import GradeResult, Verdict
 from grader.results import Student as RosterStudent
-from grader.server.db import Assignment, Database, Result, Student, Submission, now
+from grader.server.db import Assignment, Database, Result, Student, Submission, SupersededResult, now
 from grader.server.devices import grading_device
 from grader.server.uploads import unpack_upload
 
@@ -149,7 +149,9 @@ def commit_result(db: Database, submission_id: int, result: GradeResult, generat
                 s.add(Result(submission_pk=submission_id, document=result.to_json(), report_html=html,
                              committed_at=now(), generation=generation))
                 s.flush()  # the unique constraint decides a race between two deliveries here
-            else:
+            else:  # the result before is kept among the superseded ones
+                s.add(SupersededResult(submission_pk=submission_id, generation=held.generation,
+                                       document=held.document, committed_at=held.committed_at, superseded_at=now()))
                 held.document, held.report_html, held.committed_at = result.to_json(), html, now()
                 held.generation = generation
             sub.verdict, sub.score, sub.max_score = str(result.verdict), result.score, result.max_score

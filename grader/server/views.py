@@ -13,7 +13,18 @@ from sqlalchemy.orm import defer
 
 from grader.i18n import _
 from grader.results import GradeResult
-from grader.server.db import PHASES, AdminJob, Assignment, Database, Result, Student, Submission, Worker, now
+from grader.server.db import (
+    PHASES,
+    AdminJob,
+    Assignment,
+    Database,
+    Result,
+    Student,
+    Submission,
+    SupersededResult,
+    Worker,
+    now,
+)
 from grader.server.devices import device_type
 from grader.server.policy import Refused, utc_time
 from grader.server.workers import WORKER_STALE_SECONDS, QueuePlace, queue_place
@@ -222,6 +233,28 @@ def result_of(db: Database, submission_id: int, viewer: Student, lang: str | Non
         return result.document, result.report_html if stored.lang == lang else report_html(stored, lang)
     shown = _shown_result(result.document, assignment, viewer)
     return shown.to_json(), report_html(shown, lang)
+
+
+def grading_history(db: Database, submission_id: int, viewer: Student) -> list[dict]:
+    """Every committed grading of a submission, oldest first (the results its regrades superseded, then the one
+    that counts): generation, verdict, score, when committed. An instructor's (before the release, a student's
+    view of a result hides cases: this list shows none to them)."""
+    submission_of(db, submission_id, viewer)
+    if viewer.role != "instructor":
+        raise Refused(_("instructors only"), 403)
+    with db.session() as s:
+        rows = [(r.generation, r.document, r.committed_at, False) for r in s.scalars(
+            select(SupersededResult).where(SupersededResult.submission_pk == submission_id)
+            .order_by(SupersededResult.generation))]
+        current = s.scalar(select(Result).where(Result.submission_pk == submission_id))
+        if current is not None:
+            rows.append((current.generation, current.document, current.committed_at, True))
+    history = []
+    for generation, document, committed_at, counts in rows:
+        result = GradeResult.from_json(document)
+        history.append({"generation": generation, "verdict": str(result.verdict), "score": result.score,
+                        "max_score": result.max_score, "committed_at": committed_at, "counts": counts})
+    return history
 
 
 @dataclass

@@ -82,6 +82,9 @@ def test_a_regrade_keeps_the_old_result_until_the_new_one_is_committed(kind: str
         assert commit_result(c.db, sub, graded(95.0, median_us=50.0), generation=2) == "committed"
         assert commit_result(c.db, sub, graded(10.0), generation=2) == "already committed"
         assert shown()[0] == 95.0 and shown()[1][0]["median_us"] == 50.0
+        history = teacher.get(f"/api/submissions/{sub}/history").json()  # the one it replaced is kept
+        assert [(h["generation"], h["score"], h["counts"]) for h in history] == [(0, 80.0, False), (2, 95.0, True)]
+        assert ann.get(f"/api/submissions/{sub}/history").status_code == 403
         assert ann.get(f"/api/submissions/{sub}").json()["regrade_failed"] is None
         # a queued regrade cancelled: the result before it stays, and its job is never graded
         assert teacher.post(f"/api/submissions/{sub}/regrade").status_code == 200

@@ -47,6 +47,12 @@ def result(submission_id: int, db: Db, user: ApiUser) -> Response:
     return Response(views.result_of(db, submission_id, user)[0], media_type="application/json")
 
 
+@router.get("/api/submissions/{submission_id}/history")
+def history(submission_id: int, db: Db, user: Instructor) -> list[dict]:
+    """Every committed grading of a submission (its regrades' superseded results, then the one that counts)."""
+    return views.grading_history(db, submission_id, user)
+
+
 @router.get("/api/submissions/{submission_id}/report")
 def report(submission_id: int, db: Db, user: ApiUser, lang: str | None = None) -> HTMLResponse:
     """The report, in the language it was graded in, or in `?lang=` (en, zh)."""

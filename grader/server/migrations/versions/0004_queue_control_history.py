@@ -1,5 +1,5 @@
 """queue control and history: a cancelled job, a regrade's generation (the old result kept until the new one is
-committed, a failed regrade said), refused uploads (they count against the rate), the instructor's background jobs"""
+committed, then kept among the superseded ones; a failed regrade said), refused uploads (they count against the rate), the instructor's background jobs"""
 # ruff: noqa: E402, I001 - the layout Alembic generates
 
 revision = '0004'
@@ -16,6 +16,15 @@ def upgrade() -> None:
         batch.add_column(sa.Column('cancelled_at', sa.Float(), nullable=True))
     with op.batch_alter_table('results') as batch:
         batch.add_column(sa.Column('generation', sa.Integer(), nullable=False, server_default='0'))
+    op.create_table(
+        'superseded_results',
+        sa.Column('id', sa.Integer(), primary_key=True),
+        sa.Column('submission_pk', sa.Integer(), sa.ForeignKey('submissions.id'), nullable=False, index=True),
+        sa.Column('generation', sa.Integer(), nullable=False),
+        sa.Column('document', sa.Text(), nullable=False),
+        sa.Column('committed_at', sa.Float(), nullable=False),
+        sa.Column('superseded_at', sa.Float(), nullable=False),
+    )
     op.create_table(
         'refusals',
         sa.Column('id', sa.Integer(), primary_key=True),
@@ -41,6 +50,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table('admin_jobs')
     op.drop_table('refusals')
+    op.drop_table('superseded_results')
     with op.batch_alter_table('results') as batch:
         batch.drop_column('generation')
     with op.batch_alter_table('submissions') as batch:
