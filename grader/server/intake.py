@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from grader.i18n import _
 from grader.server.db import Assignment, Database, Refusal, Result, Student, Submission, now
 from grader.server.devices import DeviceTypeError, device_type, queue_name
+from grader.server.jobs import is_opening
 from grader.server.policy import (
     RATE_WINDOW_SECONDS,
     Refused,
@@ -45,7 +46,8 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
-        check_open(assignment, is_open=found.is_open, guard_failed=bool(found.seed_failures))
+        check_open(assignment, is_open=found.is_open, guard_failed=bool(found.seed_failures),
+                   opening=not found.is_open and is_opening(db, assignment))
         at = now()
         late = lateness(assignment, at, found.deadline, found.late_until)
         if found.per_hour:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select, update
 
@@ -56,28 +58,34 @@ def _update(db: Database, job_id: int, **values: object) -> None:
         s.execute(update(AdminJob).where(AdminJob.id == job_id).values(updated_at=now(), **values))
 
 
-def start_open(db: Database, assignment: str, sandbox: str = "auto", *, reference_root: Path | None = None) -> int:
-    """Opens `assignment` in the background (admin.open_assignment: its reference-seed guard first); returns the
-    job's id at once. Refused 404 for an unknown assignment, 409 while one is opening it already."""
+# admin.open_assignment (its SeedCheck: .failures, .message), handed in by the caller: admin stands above this
+# module (admin -> intake -> jobs)
+Opener = Callable[..., Any]
+
+
+def start_open(db: Database, assignment: str, opener: Opener, sandbox: str = "auto", *,
+               reference_root: Path | None = None) -> int:
+    """Opens `assignment` in the background with `opener` (admin.open_assignment: its reference-seed guard
+    first); returns the job's id at once. Refused 404 for an unknown assignment, 409 while one is opening it
+    already."""
+    if is_opening(db, assignment):
+        raise Refused(_("{name} is being opened already: see its progress on the dashboard").format(
+            name=assignment), 409)
     with db.session() as s:
         if s.scalar(select(Assignment.id).where(Assignment.name == assignment)) is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
-        if s.scalar(select(AdminJob.id).where(AdminJob.assignment == assignment, AdminJob.state.in_(RUNNING))):
-            raise Refused(_("{name} is being opened already: see its progress on the dashboard").format(
-                name=assignment), 409)
         job = AdminJob(kind="open", assignment=assignment, state="waiting", progress="0|0|", started_at=now(),
                        updated_at=now())
         s.add(job)
         s.flush()
         job_id = job.id
-    threading.Thread(target=_run_open, args=(db, job_id, assignment, sandbox, reference_root),
+    threading.Thread(target=_run_open, args=(db, job_id, assignment, opener, sandbox, reference_root),
                      name=f"open-{assignment}", daemon=True).start()
     return job_id
 
 
-def _run_open(db: Database, job_id: int, assignment: str, sandbox: str, reference_root: Path | None) -> None:
-    from grader.server.admin import open_assignment
-
+def _run_open(db: Database, job_id: int, assignment: str, opener: Opener, sandbox: str,
+              reference_root: Path | None) -> None:
     with _turn:
         _update(db, job_id, state="running")
 
@@ -85,7 +93,7 @@ def _run_open(db: Database, job_id: int, assignment: str, sandbox: str, referenc
             _update(db, job_id, progress=f"{done}|{total}|{current}")
 
         try:
-            check = open_assignment(db, assignment, sandbox, reference_root=reference_root, progress=progress)
+            check = opener(db, assignment, sandbox, reference_root=reference_root, progress=progress)
         except Exception as exc:  # noqa: BLE001 - the job says what went wrong; the server goes on
             log.exception("opening %s failed", assignment)
             _update(db, job_id, state="failed", message=str(exc) or type(exc).__name__, finished_at=now())
@@ -95,6 +103,13 @@ def _run_open(db: Database, job_id: int, assignment: str, sandbox: str, referenc
         total = done.split("|")[1]
         _update(db, job_id, state="failed" if check.failures else "done", message=check.message or None,
                 progress=f"{total}|{total}|", finished_at=now())
+
+
+def is_opening(db: Database, assignment: str) -> bool:
+    """Whether a job is opening `assignment` now (waiting or running)."""
+    with db.session() as s:
+        return s.scalar(select(AdminJob.id).where(AdminJob.assignment == assignment,
+                                                  AdminJob.state.in_(RUNNING))) is not None
 
 
 def job(db: Database, job_id: int) -> JobView:

@@ -56,12 +56,16 @@ def malformed(fields: Sequence[str]) -> Refused:
     return Refused(_("malformed request: missing or invalid {fields}").format(fields=", ".join(fields)))
 
 
-def check_open(name: str, *, is_open: bool, guard_failed: bool) -> None:
+def check_open(name: str, *, is_open: bool, guard_failed: bool, opening: bool = False) -> None:
     """Refused (403) while assignment `name` is closed: its reference-seed guard failed on its seed (the grader is
-    being fixed, the instructor was told), or it is not open (not yet guarded, or closed by the instructor)."""
+    being fixed, the instructor was told), it is being opened (the guard runs: `opening`), or it is not open (not
+    yet guarded, or closed by the instructor)."""
     if guard_failed:
         raise Refused(_("assignment {name!r} is closed: the grader is being fixed; your instructor has been "
                         "told").format(name=name), 403)
+    if not is_open and opening:
+        raise Refused(_("assignment {name!r} is being opened (its reference kernels are checked first): try again "
+                        "in a few minutes").format(name=name), 403, retry_after=60.0)
     if not is_open:
         raise Refused(_("assignment {name!r} is closed").format(name=name), 403)
 

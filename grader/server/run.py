@@ -209,6 +209,7 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
 
         if moved := requeue_stranded(Database(db_url), enqueue):
             log(f"{moved} queued submission(s) moved to their device type's queue")
+        from grader.server.admin import open_assignment
         from grader.server.jobs import interrupt_stale, start_open
 
         if stale := interrupt_stale(Database(db_url)):
@@ -216,7 +217,7 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
         if demo:
             tokens = demo_class(db_url)
             for name in DEMO_ASSIGNMENTS:  # in the background: the server answers meanwhile
-                start_open(Database(db_url), name, sandbox, reference_root=reference_root)
+                start_open(Database(db_url), name, open_assignment, sandbox, reference_root=reference_root)
             log(f"opening {', '.join(DEMO_ASSIGNMENTS)} in the background: each opens once its reference kernels "
                 "pass on its seed (the dashboard shows the progress)")
         if start_workers:

@@ -82,6 +82,8 @@ def test_an_upload_within_the_caps_is_taken_one_past_them_refused():
 
 def test_an_open_assignment_takes_uploads_a_closed_one_refuses_them():
     check_open("sigmoid", is_open=True, guard_failed=False)
+    opening = refusal(check_open, "sigmoid", is_open=False, guard_failed=False, opening=True)
+    assert opening.status == 403 and "is being opened" in str(opening) and opening.retry_after == 60
     closed = refusal(check_open, "sigmoid", is_open=False, guard_failed=False)
     assert closed.status == 403 and str(closed) == "assignment 'sigmoid' is closed"
     # a failed reference-seed guard says so, open or not (the guard closed it; the instructor was told)

@@ -40,7 +40,8 @@ class AssignmentChange(BaseModel):
 
 def _start_open(request: Request, db: Database, name: str) -> int:
     """Opening `name` as a background job (jobs.start_open) with the server's sandbox and reference kernels."""
-    return jobs.start_open(db, name, request.app.state.sandbox, reference_root=request.app.state.reference_root)
+    return jobs.start_open(db, name, admin.open_assignment, request.app.state.sandbox,
+                           reference_root=request.app.state.reference_root)
 
 
 @router.post("/api/submissions/{submission_id}/regrade")
