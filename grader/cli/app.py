@@ -405,7 +405,7 @@ def serve(
     try:
         run_server(host=host, port=port, data_dir=data.resolve(), db_url=url, broker=broker, workers=workers,
                    backend=backend, device=device, sandbox=sandbox, start_workers=not no_workers, demo=demo,
-                   device_type=device_type, log=lambda line: print(line, flush=True))
+                   device_type=device_type, log=lambda line: print(line, flush=True), reference_root=references)
     except (BrokerUnavailable, DeviceTypeError) as exc:
         raise _usage_error(str(exc)) from exc
 

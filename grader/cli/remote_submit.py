@@ -117,12 +117,16 @@ def _follow(http: httpx.Client, sub_id: int, console: Console, poll_seconds: flo
         if state["status"] == "queued" and state.get("position") not in (None, position):
             position = state["position"]
             console.print("  " + _("queue position: {n}").format(n=position))
+            if state.get("estimate_seconds") is not None:
+                console.print("  " + _("result in about {s:.0f} s").format(s=state["estimate_seconds"]))
         if state.get("waiting_for") and not waiting:
             waiting = True
             console.print("  " + _("no worker for device type {type} is running: the job waits until one "
                                    "joins").format(type=state["waiting_for"]))
         if state["status"] == "done":
             return
+        if state["status"] == "cancelled":
+            raise RemoteError(_("submission #{id} was cancelled").format(id=sub_id))
         time.sleep(poll_seconds)
     raise RemoteError(_("no result after {s:.0f} s; see the server's page for #{id}").format(s=timeout_seconds, id=sub_id))
 

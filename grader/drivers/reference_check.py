@@ -43,15 +43,22 @@ def reference_folders(assignment: str, root: Path = REFERENCE_ROOT) -> list[tupl
     return [(root / spec.name / s.name, s.name) for s in spec.stages if (root / spec.name / s.name).is_dir()]
 
 
+# Told before each reference is graded: (how many were graded before it, how many there are, its folder as shown).
+Progress = Callable[[int, int, str], None]
+
+
 def check_references(assignment: str, request: GradeRequest, environment: GradeEnvironment,
-                     root: Path = REFERENCE_ROOT) -> ReferenceCheck:
+                     root: Path = REFERENCE_ROOT, progress: Progress | None = None) -> ReferenceCheck:
     """Grades each reference on `request`'s seed in `environment`; a case or stage it does not get right is a
-    failure."""
+    failure. `progress` hears each one before it is graded."""
     started = time.monotonic()
     check = ReferenceCheck()
-    for folder, stage in reference_folders(assignment, root):
+    folders = reference_folders(assignment, root)
+    for index, (folder, stage) in enumerate(folders):
         shown = _shown(folder, root)
         check.references.append(shown)
+        if progress is not None:
+            progress(index, len(folders), shown)
         result = grade_submission(folder, replace(request, assignment=assignment, stages=(stage,)),
                                   environment)
         failing = [f"{c.name} ({c.entry}): {c.message.splitlines()[0] if c.message else c.verdict.value}"
@@ -81,19 +88,19 @@ class SeedRecord(Protocol):
 
 def guard_seed(assignment: str, request: GradeRequest, environment: GradeEnvironment, record: SeedRecord, *,
                spec_hash: str, device: str | None, root: Path = REFERENCE_ROOT,
-               announce: Callable[[], None] | None = None) -> ReferenceCheck | None:
+               announce: Callable[[], None] | None = None, progress: Progress | None = None) -> ReferenceCheck | None:
     """The reference-seed guard: the assignment's reference kernels graded on `request`'s seed in `environment`
     (check_references) and the check saved in `record`, unless a check on the same key passed before (then None:
     nothing graded).
     `device`: the device the key names (the batch's first slot, the server's device type); `announce`: called
-    before the references are graded (it takes a while)."""
+    before the references are graded (it takes a while); `progress`: before each one (check_references)."""
     assert request.seed is not None, "the guard checks a drawn seed"
     key = seed_check_key(request.seed, spec_hash, environment.backend, device)
     if record.passed_key() == key:
         return None
     if announce is not None:
         announce()
-    check = check_references(assignment, request, environment, root)
+    check = check_references(assignment, request, environment, root, progress)
     record.save(key, check)
     return check
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from grader.backends import DEFAULT_BACKEND
 from grader.batch.store import BatchManifest
@@ -22,7 +23,7 @@ from grader.server.intake import Enqueue
 from grader.server.policy import Refused
 
 if TYPE_CHECKING:
-    from grader.drivers.reference_check import ReferenceCheck
+    from grader.drivers.reference_check import Progress, ReferenceCheck
 
 
 def ensure_assignment(db: Database, name: str, backend: str = DEFAULT_BACKEND, device: str | None = None) -> Assignment:
@@ -133,12 +134,12 @@ class AssignmentSeedRecord:
 
 
 def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_root: Path | None = None,
-               announce: Callable[[str], None] | None = None) -> SeedCheck:
+               announce: Callable[[str], None] | None = None, progress: Progress | None = None) -> SeedCheck:
     """The reference-seed guard (issue 27, drivers.reference_check.guard_seed, as the batch runs it) on the
     secret seed the server drew for `assignment`: its reference kernels graded on it before anyone is. A failure
     keeps the assignment closed (nobody is graded on a seed its own references fail) and is recorded with the
     instructor's message; a pass is recorded in the database, so each seed is checked once. `announce` hears,
-    before the grading, what is being done (it takes a while)."""
+    before the grading, what is being done (it takes a while); `progress`, each reference before it is graded."""
     from grader.batch.store import seed_digest
     from grader.drivers.batch import assignment_fingerprint
     from grader.drivers.reference_check import failure_message, guard_seed
@@ -159,7 +160,7 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
             name=assignment))
     check = guard_seed(assignment, request, environment, AssignmentSeedRecord(db, assignment),
                        spec_hash=assignment_fingerprint(assignment).spec_hash, device=device,
-                       root=reference_root or REFERENCE_ROOT, announce=told)
+                       root=reference_root or REFERENCE_ROOT, announce=told, progress=progress)
     if check is None:
         return SeedCheck(ran=False, failures=[])
     if not check.failures:
@@ -175,13 +176,15 @@ def check_seed(db: Database, assignment: str, sandbox: str = "auto", reference_r
 
 
 def open_assignment(db: Database, assignment: str, sandbox: str = "auto", *, trust_seed: bool = False,
-                    reference_root: Path | None = None, announce: Callable[[str], None] | None = None) -> SeedCheck:
+                    reference_root: Path | None = None, announce: Callable[[str], None] | None = None,
+                    progress: Progress | None = None) -> SeedCheck:
     """Opens `assignment` to uploads once its reference kernels pass on its seed (check_seed; once per seed).
-    `trust_seed`: open without grading them (the instructor vouches for the seed; tests)."""
+    `trust_seed`: open without grading them (the instructor vouches for the seed; tests). It takes a while
+    (matmul's references: over a minute): the server runs it as a background job (jobs.start_open)."""
     if trust_seed:
         check = SeedCheck(ran=False, failures=[])
     else:
-        check = check_seed(db, assignment, sandbox, reference_root, announce)
+        check = check_seed(db, assignment, sandbox, reference_root, announce, progress)
     if not check.failures:
         set_open(db, assignment, True)
     return check
@@ -197,19 +200,34 @@ def new_seed(db: Database, assignment: str) -> None:
 
 
 def regrade(db: Database, submission_id: int, enqueue: Enqueue) -> None:
-    """Grades a submission again (the instructor's; not the student's attempt): its result is dropped when
-    the job is queued again, and the next commit is its only result."""
+    """Grades a submission again (the instructor's; not the student's attempt) as its next generation: the
+    result it has stays shown (report, leaderboard, exports) until the new one is committed
+    (grading.commit_result); a regrade that fails keeps it and says so. Refused while it is in flight, while
+    its student has another submission in flight (409), or when no live worker serves its device type."""
+    from grader.server.policy import check_served
+    from grader.server.workers import served_types
+
     with db.session() as s:
         sub = s.get(Submission, submission_id)
         if sub is None:
             raise Refused(_("no such submission"), 404)
         if sub.in_flight:
             raise Refused(_("this submission is being graded already"), 409)
-        s.execute(delete(Result).where(Result.submission_pk == submission_id))
-        sub.status, sub.in_flight, sub.verdict, sub.score = "queued", True, None, None
-        for phase in PHASES[1:]:
-            setattr(sub, f"{phase}_at", None)
-        queue = sub.queue
+        kind, backend = sub.device_type, s.scalar(select(Assignment.backend).where(
+            Assignment.id == sub.assignment_pk))
+    check_served(device_type(kind), served_types(db, backend or DEFAULT_BACKEND))
+    try:
+        with db.session() as s:
+            sub = s.get(Submission, submission_id)
+            assert sub is not None
+            sub.status, sub.in_flight, sub.generation = "queued", True, sub.generation + 1
+            sub.regrade_failed, sub.cancelled_at = None, None
+            for phase in PHASES[1:]:
+                setattr(sub, f"{phase}_at", None)
+            queue = sub.queue
+    except IntegrityError as exc:  # the partial unique index: its student has another one in flight
+        raise Refused(_("its student has another submission in flight: regrade it once that one is graded "
+                        "(or cancelled)"), 409) from exc
     enqueue(submission_id, queue)
     with db.session() as s:
         s.get(Submission, submission_id).queued_at = now()  # type: ignore[union-attr]

@@ -9,24 +9,29 @@ the concern's module of grader.server (accounts, intake, views, workers, admin).
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.sessions import SessionMiddleware
 
-from grader.i18n import _
 from grader.server.db import Database
 from grader.server.intake import Enqueue
-from grader.server.policy import Refused
+from grader.server.policy import Refused, malformed
 from grader.server.routes import accounts, admin, intake, views
 
 SESSION_COOKIE = "bang_grader_session"
 
 
-def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: bool = False) -> FastAPI:
-    """The server's ASGI app on `db`; `enqueue` hands a submission id to the queue."""
+def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: bool = False, sandbox: str = "auto",
+               reference_root: Path | None = None) -> FastAPI:
+    """The server's ASGI app on `db`; `enqueue` hands a submission id to the queue. `sandbox` and
+    `reference_root` (default reference_kernels/): where an assignment being opened has its references graded."""
     app = FastAPI(title="bang-grader course server", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.db, app.state.enqueue = db, enqueue  # what the routes' dependencies hand them (routes.web)
+    app.state.sandbox, app.state.reference_root = sandbox, reference_root
     app.add_middleware(SessionMiddleware, secret_key=secret_key, session_cookie=SESSION_COOKIE,
                        same_site="strict", https_only=https_only, max_age=12 * 3600)
     app.exception_handler(Refused)(_refused)
@@ -38,13 +43,15 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
 
 
 async def _refused(_request: Request, exc: Refused) -> JSONResponse:
-    return JSONResponse({"error": str(exc)}, status_code=exc.status)
+    """A refusal as JSON; a 429 (or any refusal that says when to ask again) carries Retry-After."""
+    retry = exc.retry_after if exc.retry_after is not None else (60.0 if exc.status == 429 else None)
+    headers = {} if retry is None else {"Retry-After": str(max(1, math.ceil(retry)))}
+    return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=headers)
 
 
-async def _malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
     fields = sorted({".".join(str(p) for p in e.get("loc", ())[1:]) or "body" for e in exc.errors()})
-    return JSONResponse({"error": _("malformed request: missing or invalid {fields}").format(
-        fields=", ".join(fields))}, status_code=400)
+    return await _refused(request, malformed(fields))
 
 
 async def _http(request: Request, exc: HTTPException) -> Response:

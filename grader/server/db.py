@@ -89,7 +89,7 @@ class Submission(Base):
     # what the worker that graded it stated: its device type, and its device (emulator profile or card)
     graded_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     graded_device: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    status: Mapped[str] = mapped_column(String(16), default="queued")  # queued | running | done
+    status: Mapped[str] = mapped_column(String(16), default="queued")  # queued | running | done | cancelled
     # True while queued or grading; a partial unique index allows one such row per student.
     in_flight: Mapped[bool | None] = mapped_column(Boolean, nullable=True, default=True)
     grade_runs: Mapped[int] = mapped_column(Integer, default=0)  # gradings started (a redelivery adds one)
@@ -98,6 +98,11 @@ class Submission(Base):
     max_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     worker: Mapped[str | None] = mapped_column(String(128), nullable=True)
     late: Mapped[bool] = mapped_column(Boolean, default=False)  # after the deadline, inside the late window
+    # Which grading counts: 0 the first, each regrade one more; its result replaces the one before only once it is
+    # committed (results.generation), and a regrade that failed keeps the one before and says so here.
+    generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    regrade_failed: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cancelled_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # cancelled while queued (final)
     submitted_at: Mapped[float] = mapped_column(Float)
     queued_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -119,6 +124,48 @@ class Result(Base):
     document: Mapped[str] = mapped_column(Text)  # GradeResult JSON
     report_html: Mapped[str] = mapped_column(Text)
     committed_at: Mapped[float] = mapped_column(Float)
+    generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # the grading it holds
+
+
+class SupersededResult(Base):
+    """A result a regrade's committed result replaced (grading.commit_result): kept, never shown as the one that
+    counts; the instructor can list them (/api/submissions/{id}/history)."""
+
+    __tablename__ = "superseded_results"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_pk: Mapped[int] = mapped_column(ForeignKey("submissions.id"), index=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    document: Mapped[str] = mapped_column(Text)  # GradeResult JSON
+    committed_at: Mapped[float] = mapped_column(Float)
+    superseded_at: Mapped[float] = mapped_column(Float)
+
+
+class Refusal(Base):
+    """An upload the server refused after reading it (too large, unreadable, closed, ...): it is no attempt, but
+    it counts against the student's rate (policy.check_rate), so refused uploads cannot stall the server."""
+
+    __tablename__ = "refusals"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_pk: Mapped[int] = mapped_column(ForeignKey("students.id"), index=True)
+    assignment: Mapped[str | None] = mapped_column(String(64), nullable=True)  # None: not known (never read)
+    status: Mapped[int] = mapped_column(Integer)  # the HTTP status it was answered with
+    at: Mapped[float] = mapped_column(Float)
+
+
+class AdminJob(Base):
+    """A long instructor action run in the background (the reference-seed check of an opening assignment): its
+    state and progress, shown on the dashboard."""
+
+    __tablename__ = "admin_jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))  # open
+    assignment: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))  # running | done | failed | interrupted
+    progress: Mapped[str] = mapped_column(Text, default="", server_default="")
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)  # its progress last moved
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Worker(Base):

@@ -3,10 +3,11 @@
 The grading is the one job entry every front door uses (grader.orchestration.job.run_job): the batch's
 sandbox, build cache and secret seed handling, and a grader failure becomes the job's internal_error result.
 What differs is where the input comes from (the upload, stored in the database) and where the result goes:
-one transaction inserting the `results` row (the document and its report, rendered by job.report_html),
-unique per submission, so a job delivered twice (its first worker SIGKILLed before the broker had the
-acknowledgement) is graded again and counted once. The task returns, and the broker gets its
-acknowledgement, only after that commit.
+one transaction writing the `results` row (the document and its report, rendered by job.report_html), unique
+per submission and stamped with the grading's generation, so a job delivered twice (its first worker SIGKILLed
+before the broker had the acknowledgement) is graded again and counted once, and a regrade's result replaces
+the one before only when it is committed (a failed regrade keeps it). A cancelled job is never graded. The task
+returns, and the broker gets its acknowledgement, only after that commit.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from grader.drivers.batch import sweep_dead_workers_containers
 from grader.i18n import resolve_language
 from grader.orchestration.build_cache import default_build_cache
 from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest, sandbox_name
-from grader.results import GradeResult
+from grader.results import GradeResult, Verdict
 from grader.results import Student as RosterStudent
-from grader.server.db import Assignment, Database, Result, Student, Submission, now
+from grader.server.db import Assignment, Database, Result, Student, Submission, SupersededResult, now
 from grader.server.devices import grading_device
 from grader.server.uploads import unpack_upload
 
@@ -64,15 +65,22 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
         sub = s.get(Submission, submission_id)
         if sub is None:
             return "no such submission"
-        if s.scalar(select(Result.id).where(Result.submission_pk == submission_id)) is not None:
+        generation = sub.generation
+        if s.scalar(select(Result.id).where(Result.submission_pk == submission_id,
+                                            Result.generation >= generation)) is not None:
             return "already committed"
+        # claimed only while queued (or running: a redelivery); a cancelled job is never graded
+        if not s.execute(update(Submission).where(Submission.id == submission_id,
+                                                  Submission.status.in_(("queued", "running")))
+                         .values(status="running")).rowcount:
+            return "cancelled"
         assignment = s.get(Assignment, sub.assignment_pk)
         student = s.get(Student, sub.student_pk)
         assert assignment is not None and student is not None
         # A redelivered job starts its phases again: they describe the grading that counts.
         # the slot's card or profile, as a batch worker's --device
         device = slot_device or grading_device(assignment.backend, sub.device_type or assignment.device)
-        sub.status, sub.worker, sub.grade_runs = "running", worker, sub.grade_runs + 1
+        sub.worker, sub.grade_runs = worker, sub.grade_runs + 1
         sub.graded_type, sub.graded_device = slot_type, device
         sub.started_at, sub.built_at, sub.ran_at, sub.scored_at = now(), None, None, None
         archive, mode = sub.archive, sub.mode
@@ -88,7 +96,7 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
     finally:
         shutil.rmtree(unpack_dir, ignore_errors=True)
     stamp(db, submission_id, "scored")
-    return commit_result(db, submission_id, result)
+    return commit_result(db, submission_id, result, generation)
 
 
 def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, *, name: str, backend: str,
@@ -115,24 +123,39 @@ def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, *
                    student=RosterStudent(id=student_id, name=student_name or student_id)).result
 
 
-def commit_result(db: Database, submission_id: int, result: GradeResult) -> str:
-    """The commit point: the result row (unique per submission) and the submission's verdict, in one
-    transaction. A second commit for the same submission changes nothing."""
+def commit_result(db: Database, submission_id: int, result: GradeResult, generation: int = 0) -> str:
+    """The commit point: the submission's result row (one per submission) holding grading `generation` (0 the
+    first, each regrade one more) and the submission's verdict, in one transaction. A second commit of the same
+    generation changes nothing (a redelivered job); a regrade's replaces the one before only now, so the old
+    result is shown until this commit; a regrade the grader failed on (internal error) keeps the old result and
+    is recorded as failed. Returns what happened."""
     from grader.orchestration.job import report_html
 
     html = report_html(result)
     try:
         with db.session() as s:
-            if s.scalar(select(Result.id).where(Result.submission_pk == submission_id)) is not None:
-                return "already committed"
-            s.add(Result(submission_pk=submission_id, document=result.to_json(), report_html=html,
-                         committed_at=now()))
-            s.flush()  # the unique constraint decides a race between two deliveries here
-            sub = s.get(Submission, submission_id)
+            sub = s.get(Submission, submission_id, with_for_update=True)
             assert sub is not None
-            sub.status, sub.in_flight = "done", None
+            held = s.scalar(select(Result).where(Result.submission_pk == submission_id).with_for_update())
+            if held is not None and held.generation >= generation:
+                return "already committed"
+            sub.status, sub.in_flight, sub.reported_at = "done", None, now()
+            if held is not None and result.verdict is Verdict.INTERNAL_ERROR:
+                sub.regrade_failed = (result.message or str(result.verdict)).splitlines()[0][:500]
+                log.warning("regrade of submission %s failed; its result before stays: %s", submission_id,
+                            sub.regrade_failed)
+                return "regrade failed"
+            if held is None:
+                s.add(Result(submission_pk=submission_id, document=result.to_json(), report_html=html,
+                             committed_at=now(), generation=generation))
+                s.flush()  # the unique constraint decides a race between two deliveries here
+            else:  # the result before is kept among the superseded ones
+                s.add(SupersededResult(submission_pk=submission_id, generation=held.generation,
+                                       document=held.document, committed_at=held.committed_at, superseded_at=now()))
+                held.document, held.report_html, held.committed_at = result.to_json(), html, now()
+                held.generation = generation
             sub.verdict, sub.score, sub.max_score = str(result.verdict), result.score, result.max_score
-            sub.reported_at = now()
+            sub.regrade_failed = None
     except IntegrityError:
         return "already committed"
     return "committed"

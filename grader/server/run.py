@@ -152,7 +152,8 @@ def start_slots(backend: str, device: str | None, workers: int | None, *, broker
             for index, (kind, slot_device) in enumerate(slot_types(backend, device, workers, device_type))]
 
 
-DEMO_ASSIGNMENT = "sigmoid"
+# The demo's assignments: the README's examples (matmul's reference_kernels/matmul/..., sigmoid's) can be submitted.
+DEMO_ASSIGNMENTS = ("sigmoid", "matmul")
 
 
 def secret_key(data_dir: Path) -> str:
@@ -168,13 +169,15 @@ def secret_key(data_dir: Path) -> str:
 
 
 def demo_class(db_url: str) -> dict[str, str]:
-    """The demo: the sigmoid assignment on the emulator, an instructor and two students; their tokens."""
+    """The demo: its assignments (DEMO_ASSIGNMENTS) on the emulator, an instructor and two students; their
+    tokens."""
     from grader.server.accounts import add_account
     from grader.server.admin import ensure_assignment
     from grader.server.db import Database
 
     db = Database(db_url)
-    ensure_assignment(db, DEMO_ASSIGNMENT)
+    for name in DEMO_ASSIGNMENTS:
+        ensure_assignment(db, name)
     return {"instructor": add_account(db, "demo-instructor", "Demo Instructor", role="instructor"),
             "demo-alice": add_account(db, "demo-alice", "Alice (demo)"),
             "demo-bob": add_account(db, "demo-bob", "Bob (demo)")}
@@ -182,7 +185,8 @@ def demo_class(db_url: str) -> dict[str, str]:
 
 def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: str | None, workers: int | None,
           backend: str, device: str | None, sandbox: str, start_workers: bool, demo: bool,
-          device_type: str | None = None, log: Callable[[str], None] = print) -> None:
+          device_type: str | None = None, log: Callable[[str], None] = print,
+          reference_root: Path | None = None) -> None:
     """Runs the server until interrupted: migrates the database, starts the broker (if no URL) and one worker
     per device slot, then serves HTTP on host:port."""
     import uvicorn
@@ -205,13 +209,17 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
 
         if moved := requeue_stranded(Database(db_url), enqueue):
             log(f"{moved} queued submission(s) moved to their device type's queue")
+        from grader.server.admin import open_assignment
+        from grader.server.jobs import interrupt_stale, start_open
+
+        if stale := interrupt_stale(Database(db_url)):
+            log(f"{stale} background job(s) of the last run interrupted (start them again from the dashboard)")
         if demo:
             tokens = demo_class(db_url)
-            from grader.server.admin import open_assignment
-
-            check = open_assignment(Database(db_url), DEMO_ASSIGNMENT, sandbox, announce=log)
-            if check.message:
-                log(check.message)
+            for name in DEMO_ASSIGNMENTS:  # in the background: the server answers meanwhile
+                start_open(Database(db_url), name, open_assignment, sandbox, reference_root=reference_root)
+            log(f"opening {', '.join(DEMO_ASSIGNMENTS)} in the background: each opens once its reference kernels "
+                "pass on its seed (the dashboard shows the progress)")
         if start_workers:
             cluster.procs += start_slots(backend, device, workers, broker=cluster.broker, db_url=db_url,
                                          data_dir=data_dir, sandbox=sandbox, device_type=device_type)
@@ -221,8 +229,9 @@ def serve(*, host: str, port: int, data_dir: Path, db_url: str | None, broker: s
             log(f"demo tokens: student demo-alice {tokens['demo-alice']}  student demo-bob {tokens['demo-bob']}")
             log(f"             instructor {tokens['instructor']}")
             log(f"try: BANG_GRADER_TOKEN={tokens['demo-alice']} ./grade submit --server {url} "
-                f"reference_kernels/sigmoid/vector")
-        app = create_app(Database(db_url), enqueue, secret_key(data_dir))
+                f"reference_kernels/example")
+        app = create_app(Database(db_url), enqueue, secret_key(data_dir), sandbox=sandbox,
+                         reference_root=reference_root)
         # open event streams (live pages) must not hold a stopping server: they reconnect to the next one
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     finally:

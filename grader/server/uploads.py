@@ -40,9 +40,32 @@ class UploadError(Exception):
         self.too_large = too_large
 
 
+def size_text(size: int) -> str:
+    """A byte count as a student reads it: 4.2 MB, 310 KB, 12 bytes."""
+    if size >= 1 << 20:
+        return _("{n:.1f} MB").format(n=size / (1 << 20))
+    if size >= 1 << 10:
+        return _("{n:.0f} KB").format(n=size / (1 << 10))
+    return _("{n} bytes").format(n=size)
+
+
+def largest_files(folder: Path, count: int = 3) -> str:
+    """The `count` largest files of `folder` with their sizes (links and ignored leftovers left out), for a
+    refusal that says what to remove."""
+    sizes = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = [d for d in dirnames if d not in IGNORED_NAMES]
+        for name in filenames:
+            path = Path(dirpath) / name
+            if name in IGNORED_NAMES or name.endswith(IGNORED_SUFFIXES) or path.is_symlink() or not path.is_file():
+                continue
+            sizes.append((path.stat().st_size, path.relative_to(folder).as_posix()))
+    return ", ".join(f"{rel} ({size_text(size)})" for size, rel in sorted(sizes, reverse=True)[:count])
+
+
 def pack_folder(folder: Path, limits: IntakeLimits = UPLOAD_LIMITS) -> bytes:
     """The submission folder as a .tar.gz (editor and build leftovers left out). Raises UploadError for a
-    link or a folder past the caps."""
+    link or a folder past the caps (naming its largest files)."""
     buf = io.BytesIO()
     files = total = 0
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
@@ -59,14 +82,30 @@ def pack_folder(folder: Path, limits: IntakeLimits = UPLOAD_LIMITS) -> bytes:
                 files += 1
                 total += path.stat().st_size
                 if files > limits.max_files or total > limits.max_total_bytes:
-                    raise UploadError(_("the folder is larger than the server accepts ({files} files, {mb} MB)")
-                                      .format(files=limits.max_files, mb=limits.max_total_bytes >> 20), True)
+                    raise UploadError(_("the folder is larger than the server accepts ({files} files, {mb} MB); "
+                                        "its largest files: {largest}").format(
+                                            files=limits.max_files, mb=limits.max_total_bytes >> 20,
+                                            largest=largest_files(folder)), True)
                 tf.add(path, arcname=rel, recursive=False)
     data = buf.getvalue()
     if len(data) > MAX_UPLOAD_BYTES:
-        raise UploadError(_("the packed folder is {size} bytes; the server accepts at most {limit}")
-                          .format(size=len(data), limit=MAX_UPLOAD_BYTES), True)
+        raise UploadError(_("the packed folder is {size}; the server accepts at most {limit}; its largest files: "
+                            "{largest}").format(size=size_text(len(data)), limit=size_text(MAX_UPLOAD_BYTES),
+                                                largest=largest_files(folder)), True)
     return data
+
+
+def too_large(size: int | None) -> UploadError:
+    """The refusal of an upload past MAX_UPLOAD_BYTES: its true `size`, or None when reading stopped at the cap
+    (then "more than" the cap)."""
+    if size is None:
+        return UploadError(_("the upload is more than {limit}; the server accepts at most {limit}").format(
+            limit=size_text(MAX_UPLOAD_BYTES)), True)
+    shown, limit = size_text(size), size_text(MAX_UPLOAD_BYTES)
+    if shown == limit:  # just past the cap: the bytes tell them apart
+        shown, limit = _("{n} bytes").format(n=size), _("{n} bytes").format(n=MAX_UPLOAD_BYTES)
+    return UploadError(_("the upload is {size}; the server accepts at most {limit}").format(size=shown, limit=limit),
+                       True)
 
 
 def check_members(data: bytes) -> None:
@@ -90,8 +129,7 @@ def check_members(data: bytes) -> None:
 def unpack_upload(data: bytes, dest: Path, limits: IntakeLimits = UPLOAD_LIMITS) -> Path:
     """Checks and unpacks an upload into `dest` (made); returns the submission's root folder."""
     if len(data) > MAX_UPLOAD_BYTES:
-        raise UploadError(_("the upload is {size} bytes; the server accepts at most {limit}")
-                          .format(size=len(data), limit=MAX_UPLOAD_BYTES), True)
+        raise too_large(len(data))
     check_members(data)
     dest.mkdir(parents=True, exist_ok=True)
     archive = dest / "upload.tar.gz"

@@ -9,12 +9,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func, or_, select
+from sqlalchemy.orm import defer
 
 from grader.i18n import _
 from grader.results import GradeResult
-from grader.server.db import PHASES, Assignment, Database, Result, Student, Submission, now
+from grader.server.db import (
+    PHASES,
+    AdminJob,
+    Assignment,
+    Database,
+    Result,
+    Student,
+    Submission,
+    SupersededResult,
+    Worker,
+    now,
+)
 from grader.server.devices import device_type
 from grader.server.policy import Refused, utc_time
+from grader.server.workers import WORKER_STALE_SECONDS, QueuePlace, queue_place
 
 
 @dataclass
@@ -34,9 +47,15 @@ class SubmissionView:
     device_type: str | None  # asked for
     graded_type: str | None  # what the worker that graded it stated, and its device (profile or card)
     graded_device: str | None
+    graded: bool = False  # it has a committed result (shown while a regrade of it waits or runs)
+    generation: int = 0  # its gradings: 0 the first, each regrade one more
+    regrade_failed: str | None = None  # why its last regrade failed (the result before it stays)
+    place: QueuePlace | None = None  # while queued or grading: its place in its queue (with_places)
 
     def as_json(self) -> dict:
-        return self.__dict__.copy()
+        found = self.__dict__.copy()
+        found["place"] = None if self.place is None else self.place.as_json()
+        return found
 
 
 def released(assignment: Assignment) -> bool:
@@ -90,23 +109,97 @@ def _view(sub: Submission, student: Student, assignment: Assignment, document: s
     return SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
                           max_score, sub.worker, sub.grade_runs, bool(sub.late),
                           {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,
-                          sub.graded_device)
+                          sub.graded_device, graded=document is not None, generation=sub.generation,
+                          regrade_failed=sub.regrade_failed)
 
 
-def _rows():  # noqa: ANN202 - a SQLAlchemy select
-    return (select(Submission, Student, Assignment, Result.document)
+def with_places(db: Database, rows: list[SubmissionView]) -> list[SubmissionView]:
+    """`rows` with the place in its queue of each one queued or being graded (workers.queue_place)."""
+    for row in rows:
+        if row.status in ("queued", "running"):
+            row.place = queue_place(db, row.id)
+    return rows
+
+
+def _rows(result=Result.document):  # noqa: ANN001, ANN202 - a column; a SQLAlchemy select
+    """Submissions with their student, assignment and `result` (its document; Result.id where only whether it
+    was graded matters); the upload itself is never loaded with them."""
+    return (select(Submission, Student, Assignment, result).options(defer(Submission.archive))
             .join(Student, Submission.student_pk == Student.id)
             .join(Assignment, Submission.assignment_pk == Assignment.id)
             .outerjoin(Result, Result.submission_pk == Submission.id))
 
 
+def _instructors_view(sub: Submission, student: Student, assignment: Assignment, result_id: int | None) -> SubmissionView:
+    """A row as the instructor sees it: nothing hidden, so of its result only whether there is one."""
+    view = _view(sub, student, assignment)
+    view.graded = result_id is not None
+    return view
+
+
 def submissions(db: Database, student: Student | None = None) -> list[SubmissionView]:
     """Newest first; one student's (as they may see them), or everybody's (student None: the instructor)."""
     with db.session() as s:
-        query = _rows().order_by(Submission.id.desc())
-        if student is not None:
-            query = query.where(Submission.student_pk == student.id)
+        if student is None:
+            return [_instructors_view(*row) for row in s.execute(_rows(Result.id).order_by(Submission.id.desc()))]
+        query = _rows().where(Submission.student_pk == student.id).order_by(Submission.id.desc())
         return [_view(*row, viewer=student) for row in s.execute(query).all()]
+
+
+# The dashboard's page of submissions; its filters' values.
+PAGE_SIZE = 50
+STATUSES = ("queued", "running", "done", "cancelled")
+
+
+@dataclass
+class ClassPage:
+    """One page of the class's submissions, newest first, as the instructor filtered them, with what the page
+    needs around it: the count of all that match, the page and the number of pages, the verdicts' counts."""
+
+    rows: list[SubmissionView]
+    total: int
+    page: int
+    pages: int
+    verdicts: dict[str, int]
+
+
+def class_page(db: Database, *, assignment: str | None = None, status: str | None = None, late: bool | None = None,
+               student: str | None = None, page: int = 1, per_page: int = PAGE_SIZE) -> ClassPage:
+    """The instructor's view of the class's submissions (the dashboard, a student's page): filtered by
+    assignment, status, lateness and student (each given), `per_page` a page, page `page` (from 1)."""
+    filters = []
+    if assignment:
+        filters.append(Assignment.name == assignment)
+    if status:
+        filters.append(Submission.status == status)
+    if late is not None:
+        filters.append(Submission.late.is_(late))
+    if student:
+        filters.append(Student.student_id == student)
+
+    def matching(query):  # noqa: ANN001, ANN202 - a select joined as _rows
+        return query.join(Student, Submission.student_pk == Student.id).join(
+            Assignment, Submission.assignment_pk == Assignment.id).where(*filters)
+
+    with db.session() as s:
+        total = s.scalar(matching(select(func.count()).select_from(Submission))) or 0
+        verdicts = dict(s.execute(matching(select(Submission.verdict, func.count()).select_from(Submission))
+                                  .where(Submission.verdict.is_not(None)).group_by(Submission.verdict)).all())
+        pages = max(1, -(-total // per_page))
+        page = min(max(1, page), pages)
+        rows = s.execute(_rows(Result.id).where(*filters).order_by(Submission.id.desc())
+                         .limit(per_page).offset((page - 1) * per_page)).all()
+        shown = [_instructors_view(*row) for row in rows]
+    return ClassPage(shown, total, page, pages, verdicts)
+
+
+def student_of(db: Database, student_id: str) -> Student:
+    """The account of roster id `student_id` (an instructor's per-student page); else Refused 404."""
+    with db.session() as s:
+        found = s.scalar(select(Student).where(Student.student_id == student_id))
+    if found is None:
+        raise Refused(_("no student {id!r} on this server").format(id=student_id), 404)
+    return found
 
 
 def submission_of(db: Database, submission_id: int, viewer: Student) -> SubmissionView:
@@ -140,6 +233,28 @@ def result_of(db: Database, submission_id: int, viewer: Student, lang: str | Non
         return result.document, result.report_html if stored.lang == lang else report_html(stored, lang)
     shown = _shown_result(result.document, assignment, viewer)
     return shown.to_json(), report_html(shown, lang)
+
+
+def grading_history(db: Database, submission_id: int, viewer: Student) -> list[dict]:
+    """Every committed grading of a submission, oldest first (the results its regrades superseded, then the one
+    that counts): generation, verdict, score, when committed. An instructor's (before the release, a student's
+    view of a result hides cases: this list shows none to them)."""
+    submission_of(db, submission_id, viewer)
+    if viewer.role != "instructor":
+        raise Refused(_("instructors only"), 403)
+    with db.session() as s:
+        rows = [(r.generation, r.document, r.committed_at, False) for r in s.scalars(
+            select(SupersededResult).where(SupersededResult.submission_pk == submission_id)
+            .order_by(SupersededResult.generation))]
+        current = s.scalar(select(Result).where(Result.submission_pk == submission_id))
+        if current is not None:
+            rows.append((current.generation, current.document, current.committed_at, True))
+    history = []
+    for generation, document, committed_at, counts in rows:
+        result = GradeResult.from_json(document)
+        history.append({"generation": generation, "verdict": str(result.verdict), "score": result.score,
+                        "max_score": result.max_score, "committed_at": committed_at, "counts": counts})
+    return history
 
 
 @dataclass
@@ -231,18 +346,26 @@ def leaderboard(db: Database, assignment: str, viewer: Student | None) -> dict[s
 
 
 def change_stamp(db: Database, student: Student | None = None) -> str:
-    """Changes whenever a submission of `student` (None: anybody's) is added or moves a phase, or an
-    assignment's hidden cases are released (by the instructor or its deadline): what the pages' live refresh
-    watches."""
+    """Changes whenever a submission of `student` (None: anybody's) is added, moves a phase, is cancelled or
+    regraded, whenever the queues move or a worker joins or leaves (a queued job's place and estimate), an
+    assignment's hidden cases are released (by the instructor or its deadline), or an instructor's background
+    job moves: what the pages' live refresh watches."""
     columns = [func.coalesce(getattr(Submission, f"{p}_at"), 0) for p in PHASES]
     with db.session() as s:
         query = select(func.count(), func.max(Submission.id), func.sum(sum(columns[1:], columns[0])),
-                       func.sum(Submission.grade_runs))
+                       func.sum(Submission.grade_runs), func.count(Submission.in_flight),
+                       func.sum(Submission.generation), func.count(Submission.regrade_failed))
         if student is not None:
             query = query.where(Submission.student_pk == student.id)
         released = s.scalar(select(func.count()).select_from(Assignment).where(
             or_(Assignment.released_at.is_not(None), Assignment.deadline < now())))
-        return ":".join(str(v) for v in (*s.execute(query).one(), released))
+        moving = s.execute(select(func.count(), func.max(Submission.started_at))
+                           .where(Submission.status.in_(("queued", "running")))).one()
+        workers = s.scalar(select(func.count()).select_from(Worker).where(
+            Worker.seen_at > now() - WORKER_STALE_SECONDS))
+        jobs = s.execute(select(func.count(), func.max(AdminJob.updated_at))
+                         .where(AdminJob.started_at > now() - 86400)).one() if student is None else ()
+        return ":".join(str(v) for v in (*s.execute(query).one(), released, *moving, workers, *jobs))
 
 
 def code_of(db: Database, submission_id: int, viewer: Student) -> tuple[list[tuple[str, str]], list[str]]:

@@ -1,14 +1,17 @@
 """The queues and the workers that serve them: each worker slot's heartbeat row (queue.py beats it), the
-live workers, what waits on each queue and who serves it (the instructor's dashboard), a submission's place
-in its queue, and the device type a queued submission waits for when no live worker serves its queue."""
+live workers and the device types they serve (an upload for another type is refused), what waits on each queue
+and who serves it (the instructor's dashboard), and a submission's place in its queue: its position, an
+estimate of its wait, and the device type it waits for when no live worker serves its queue any more."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select
 
 from grader.server.db import Database, Submission, Worker, now
+from grader.server.devices import queue_name
 
 # A worker slot's heartbeat (queue.py) refreshes its row every few seconds; one not refreshed for this long is
 # gone (killed, its machine off) and serves nothing.
@@ -83,22 +86,66 @@ def queue_depth(db: Database) -> int:
         return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued")) or 0
 
 
-def queue_position(db: Database, submission_id: int) -> int | None:
-    """How many submissions of the same queue are ahead of this one (0: next or grading); None once done."""
-    with db.session() as s:
-        sub = s.get(Submission, submission_id)
-        if sub is None or sub.status != "queued":
-            return None if sub is None or sub.status == "done" else 0
-        return s.scalar(select(func.count()).select_from(Submission).where(
-            Submission.queue == sub.queue, Submission.status == "queued", Submission.id < sub.id)) or 0
+def served_types(db: Database, backend: str) -> list[str]:
+    """The device types of `backend` that a live worker serves now (what an upload may ask for)."""
+    prefix = queue_name(backend, "")
+    return sorted({w.device_type for w in live_workers(db) if w.queue.startswith(prefix)})
 
 
-def waiting_for(db: Database, submission_id: int) -> str | None:
-    """The device type a queued submission waits for when no live worker of that type consumes its queue
-    (it is graded when one joins); None otherwise."""
+# How many of a queue's latest gradings its estimate averages.
+RECENT_GRADINGS = 20
+
+
+@dataclass
+class QueuePlace:
+    """Where a submission stands in its queue, as its student is told (the page, the CLI's poll): how many jobs
+    of its queue are ahead (0: next or being graded; None once graded or cancelled), how many live workers serve
+    the queue, about how long until its result (from the queue's recent gradings; None: no worker, or no grading
+    yet to tell from), and the device type it waits for when no live worker serves its queue."""
+
+    position: int | None = None
+    workers: int = 0
+    estimate_seconds: float | None = None
+    waiting_for: str | None = None
+
+    def as_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+def grading_seconds(db: Database, queue: str) -> float | None:
+    """The mean grading time (started to reported) of `queue`'s latest RECENT_GRADINGS gradings; None: none yet."""
+    with db.session() as s:
+        spans = s.execute(select(Submission.started_at, Submission.reported_at).where(
+            Submission.queue == queue, Submission.status == "done", Submission.started_at.is_not(None),
+            Submission.reported_at.is_not(None)).order_by(Submission.reported_at.desc())
+            .limit(RECENT_GRADINGS)).all()
+    spans = [done - started for started, done in spans if done >= started]
+    return sum(spans) / len(spans) if spans else None
+
+
+def queue_place(db: Database, submission_id: int) -> QueuePlace:
+    """Submission `submission_id`'s place in its queue (QueuePlace). The estimate: the jobs being graded and the
+    ones ahead shared among the queue's live workers, each taking the queue's mean grading time."""
     with db.session() as s:
         sub = s.get(Submission, submission_id)
-        if sub is None or sub.status != "queued":
-            return None
-        queue, kind = sub.queue, sub.device_type
-    return None if any(w.queue == queue for w in live_workers(db)) else kind or queue
+        if sub is None or sub.status not in ("queued", "running"):
+            return QueuePlace()
+        status, queue, kind, started = sub.status, sub.queue, sub.device_type, sub.started_at
+        ahead = running = 0
+        if status == "queued":
+            ahead = s.scalar(select(func.count()).select_from(Submission).where(
+                Submission.queue == queue, Submission.status == "queued", Submission.id < submission_id)) or 0
+            running = s.scalar(select(func.count()).select_from(Submission).where(
+                Submission.queue == queue, Submission.status == "running")) or 0
+    workers = sum(1 for w in live_workers(db) if w.queue == queue)
+    place = QueuePlace(position=ahead, workers=workers)
+    if not workers:
+        place.waiting_for = kind or queue
+        return place
+    mean = grading_seconds(db, queue)
+    if mean is not None:
+        if status == "running":
+            place.estimate_seconds = max(0.0, mean - (now() - (started or now())))
+        else:
+            place.estimate_seconds = math.ceil((ahead + running + 1) / workers) * mean
+    return place

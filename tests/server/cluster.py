@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,6 +78,36 @@ class Server:
     tokens: dict[str, str]
     startup: str = ""  # what `grade serve` printed before it listened
     workers: list[subprocess.Popen] = field(default_factory=list)
+    standbys: dict[str, threading.Event] = field(default_factory=dict)
+
+    def stand_by(self, kind: str | None = None) -> str:
+        """A live worker of device type `kind` (default: the table's default type) as the server sees one: its
+        heartbeat row (workers.worker_seen, beaten every few seconds from a thread here), with no Celery node
+        behind it, so uploads for the type are taken and stay queued. Returns its name (for `leave`)."""
+        from grader.server.db import Database
+        from grader.server.devices import queue_name
+        from grader.server.queue import HEARTBEAT_SECONDS
+        from grader.server.workers import worker_seen
+
+        kind = device_type(kind)
+        name, stopped, db = f"standby-{kind}@tests", threading.Event(), Database(self.db_url)
+        worker_seen(db, name, queue=queue_name("emu", kind), device_type=kind, device=kind)
+
+        def beat() -> None:
+            while not stopped.wait(HEARTBEAT_SECONDS):
+                worker_seen(db, name, queue=queue_name("emu", kind), device_type=kind, device=kind)
+
+        threading.Thread(target=beat, name=name, daemon=True).start()
+        self.standbys[name] = stopped
+        return name
+
+    def leave(self, name: str) -> None:
+        """The stand-by worker `name` goes away (its row removed, as a stopping worker's is)."""
+        from grader.server.db import Database
+        from grader.server.workers import worker_gone
+
+        self.standbys.pop(name).set()
+        worker_gone(Database(self.db_url), name)
 
     def client(self, who: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
@@ -120,6 +151,8 @@ class Server:
         return proc
 
     def stop(self) -> None:
+        for stopped in self.standbys.values():
+            stopped.set()
         for proc in [*self.workers, self.proc]:
             stop(proc)
 
@@ -140,9 +173,10 @@ def csrf_of(html: str) -> str:
 
 
 def start_server(data: Path, broker: str, students: list[str], db_url: str | None = None,
-                 extra: list[str] | None = None, trust_seed: bool = True) -> Server:
+                 extra: list[str] | None = None, trust_seed: bool = True, standby: bool = True) -> Server:
     """`grade serve` with the sigmoid assignment, a roster of `students` and an instructor (`teacher`), and
-    no workers (the tests start theirs). Its seed is trusted (test_server_seed_guard.py tests the guard)."""
+    no workers (the tests start theirs); `standby`: a stand-by worker of the default device type (Server.stand_by),
+    so uploads for it are taken and stay queued. Its seed is trusted (test_server_seed_guard.py tests the guard)."""
     data.mkdir(parents=True, exist_ok=True)
     roster = data / "roster.csv"
     roster.write_text("student_id,name,path\n" + "".join(f"{s},{s.title()},\n" for s in students))
@@ -169,8 +203,11 @@ def start_server(data: Path, broker: str, students: list[str], db_url: str | Non
     else:
         raise AssertionError(f"grade serve exited with {proc.wait()}: {''.join(lines)}")
     wait_for_port(port, proc=proc)
-    return Server(f"http://127.0.0.1:{port}", proc, data, db_url or f"sqlite:///{data / 'server.db'}", broker, tokens,
-                  "".join(lines))
+    server = Server(f"http://127.0.0.1:{port}", proc, data, db_url or f"sqlite:///{data / 'server.db'}", broker,
+                    tokens, "".join(lines))
+    if standby:
+        server.stand_by()
+    return server
 
 
 def pool_children(pid: int) -> list[int]:

@@ -15,10 +15,13 @@ from grader.i18n import use_language
 from grader.server.db import MODES
 from grader.server.policy import (
     RATE_WINDOW_SECONDS,
+    REFUSED_PER_HOUR,
     Refused,
     check_mode,
     check_open,
     check_rate,
+    check_refused,
+    check_served,
     device_for,
     lateness,
     refused_upload,
@@ -68,8 +71,10 @@ def test_the_server_grades_in_its_modes_only():
 
 def test_an_upload_within_the_caps_is_taken_one_past_them_refused():
     assert len(inspect_upload(archive({"ops.py": b"def f():\n    pass\n"}))) == 64  # its content hash
-    oversize = upload_refusal(b"\0" * (MAX_UPLOAD_BYTES + 1))
-    assert oversize.status == 413 and str(MAX_UPLOAD_BYTES) in str(oversize)
+    oversize = upload_refusal(b"\0" * (MAX_UPLOAD_BYTES + 1))  # just past the cap: told apart in bytes
+    assert oversize.status == 413 and str(MAX_UPLOAD_BYTES + 1) in str(oversize) and str(MAX_UPLOAD_BYTES) in str(oversize)
+    far = upload_refusal(b"\0" * (3 * MAX_UPLOAD_BYTES))  # the true size, in MB
+    assert str(far) == "the upload is 12.0 MB; the server accepts at most 4.0 MB", str(far)
     files = {f"f{i}.py": b"x" for i in range(UPLOAD_LIMITS.max_files + 1)}  # small, but one file too many
     assert upload_refusal(archive(files)).status == 400
     assert upload_refusal(b"not an archive").status == 400
@@ -77,6 +82,8 @@ def test_an_upload_within_the_caps_is_taken_one_past_them_refused():
 
 def test_an_open_assignment_takes_uploads_a_closed_one_refuses_them():
     check_open("sigmoid", is_open=True, guard_failed=False)
+    opening = refusal(check_open, "sigmoid", is_open=False, guard_failed=False, opening=True)
+    assert opening.status == 403 and "is being opened" in str(opening) and opening.retry_after == 60
     closed = refusal(check_open, "sigmoid", is_open=False, guard_failed=False)
     assert closed.status == 403 and str(closed) == "assignment 'sigmoid' is closed"
     # a failed reference-seed guard says so, open or not (the guard closed it; the instructor was told)
@@ -112,6 +119,7 @@ def test_the_hourly_rate():
     # the next upload is accepted once the oldest of the last `per_hour` leaves the window
     assert utc_time(recent[0] + RATE_WINDOW_SECONDS) == "2026-03-02 12:10 UTC"
     assert "at most 2 uploads an hour" in str(over) and "2026-03-02 12:10 UTC" in str(over)
+    assert over.retry_after == 10 * 60  # the Retry-After header: until 12:10
     assert "2026-03-02 12:40 UTC" in str(refusal(check_rate, "sigmoid", at, 1, recent))
 
 
@@ -142,3 +150,33 @@ def test_a_type_without_speed_thresholds_is_refused_outside_test_mode():
         assert "mlu270" in str(refused) and "grade calibrate --device mlu270" in str(refused)
         assert "submit for mlu370-x8" in str(refused)
     assert device_for("sigmoid", "test", "mlu270", "mlu370-x8", never) == "mlu270"  # correctness only: taken
+
+
+def test_refused_uploads_have_a_limit_of_their_own():
+    at = NOON
+    check_refused(at, [at - 60.0] * (REFUSED_PER_HOUR - 1))
+    refused = [at - 3000.0 + i for i in range(REFUSED_PER_HOUR)]  # oldest first
+    over = refusal(check_refused, at, refused)
+    assert over.status == 429 and f"{REFUSED_PER_HOUR} of your uploads were refused" in str(over)
+    assert over.retry_after == 600.0 and utc_time(at + 600) in str(over)
+
+
+def test_a_device_type_no_live_worker_serves_is_refused_saying_which_are():
+    check_served("mlu370-x8", ["mlu370-x4", "mlu370-x8"])
+    other = refusal(check_served, "mlu270", ["mlu370-x4", "mlu370-x8"])
+    assert other.status == 409 and str(other) == "no worker grades device type mlu270 now; served now: mlu370-x4, mlu370-x8"
+    none = refusal(check_served, "mlu370-x8", [])
+    assert none.status == 409 and "no worker is running" in str(none)
+
+
+def test_a_folder_too_large_for_the_server_names_its_largest_files(tmp_path):  # noqa: ANN001
+    from grader.server.uploads import pack_folder
+
+    (tmp_path / "mlu").mkdir()
+    (tmp_path / "mlu" / "kernel.mlu").write_text("__mlu_global__ void k() {}\n")
+    (tmp_path / "trace.bin").write_bytes(bytes(9 << 20))  # past the 8 MB the server unpacks
+    (tmp_path / "notes.txt").write_bytes(bytes(300 << 10))
+    with pytest.raises(UploadError) as caught:
+        pack_folder(tmp_path)
+    assert caught.value.too_large
+    assert "its largest files: trace.bin (9.0 MB), notes.txt (300 KB), mlu/kernel.mlu (27 bytes)" in str(caught.value)

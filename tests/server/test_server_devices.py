@@ -1,8 +1,8 @@
 """Routing by device type (issue 31): one server, emulator worker slots of two device types (MLU370-X8 and
 MLU370-X4, keys of the device table), each consuming its type's queue. A submission asking for a type is graded
 by a worker of that type, on that type's profile (the phase record's worker and device, and the result's
-device); one asking for a type no worker serves waits, shown as such to the student and on the dashboard,
-until a worker of that type joins. Real parts: `grade serve`, redis-server, Celery worker nodes grading in the
+device); one asking for a type no live worker serves is refused (naming the types served); one whose worker
+went away waits, shown as such to the student and on the dashboard, until a worker of that type joins. Real parts: `grade serve`, redis-server, Celery worker nodes grading in the
 Docker sandbox."""
 
 from __future__ import annotations
@@ -44,11 +44,16 @@ def test_jobs_go_to_a_worker_of_the_device_type_they_ask_for(redis_url: str, tmp
         while not {"mlu370-x8", "mlu370-x4"} <= {t for t, q in queues(server).items() if q["workers"]}:
             assert time.monotonic() < deadline, queues(server)  # each slot's heartbeat lists it
             time.sleep(0.5)
+        # mlu270: nobody serves it; an upload for it is refused, naming the types served now
+        r = server.submit("cid", SIGMOID, device="mlu270")
+        assert r.status_code == 409 and "served now: mlu370-x4, mlu370-x8" in r.json()["error"], r.text
+        m270 = server.stand_by("mlu270")  # a live mlu270 worker: taken; then it goes away, the job still queued
         ids = {}
         for who, kind in (("ann", "mlu370-x4"), ("bob", "mlu370-x8"), ("cid", "mlu270")):
             r = server.submit(who, SIGMOID, device=kind)
             assert r.status_code == 201, r.text
             ids[who] = r.json()["id"]
+        server.leave(m270)
         for who, kind in (("ann", "mlu370-x4"), ("bob", "mlu370-x8")):
             state = graded(server, ids[who])
             assert state["verdict"] == "passed", state
@@ -56,7 +61,7 @@ def test_jobs_go_to_a_worker_of_the_device_type_they_ask_for(redis_url: str, tmp
             assert state["worker"].startswith("x4@" if kind == "mlu370-x4" else "x8@"), state["worker"]
             assert (state["device_type"], state["graded_type"], state["graded_device"]) == (kind, kind, kind), state
             assert state["result"]["device_profile"] == kind, state["result"]["device_profile"]
-        # mlu270: nobody serves it; the job waits, and says so, to its student and to the instructor
+        # mlu270: nobody serves it now; the job waits, and says so, to its student and to the instructor
         with server.client("cid") as c:
             state = c.get(f"/api/submissions/{ids['cid']}").json()
         assert (state["status"], state["waiting_for"]) == ("queued", "mlu270"), state
@@ -82,9 +87,8 @@ def test_jobs_go_to_a_worker_of_the_device_type_they_ask_for(redis_url: str, tmp
             assert time.monotonic() - killed < 90, queues(server)
             time.sleep(1)
         stale = time.monotonic() - killed
-        r = server.submit("ann", SIGMOID, device="mlu370-x4")
-        assert r.status_code == 201 and r.json()["waiting_for"] == "mlu370-x4", r.text
-        assert queues(server)["mlu370-x4"]["unserved"]
+        r = server.submit("ann", SIGMOID, device="mlu370-x4")  # refused now: no live x4 worker
+        assert r.status_code == 409 and "served now: mlu270, mlu370-x8" in r.json()["error"], r.text
         print(f"x4 killed: shown without a live worker after {stale:.1f} s")
     finally:
         server.stop()

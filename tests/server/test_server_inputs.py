@@ -150,31 +150,61 @@ def test_the_cli_says_why_and_exits_2_when_nothing_is_graded(server, tmp_path) -
     assert not (tmp_path / "out").exists()
 
 
-def test_a_device_type_no_worker_serves_shows_as_waiting_for_it(server) -> None:  # noqa: ANN001
-    """No worker runs here: a submission for the MLU370-X4 type is queued on that type's queue and shown, to the
-    student and on the instructor's dashboard (API and page), as waiting for a worker of that type."""
+def test_a_device_type_no_live_worker_serves_is_refused_and_a_lost_one_shows_as_waiting(server) -> None:  # noqa: ANN001
+    """Only a stand-by worker of the default type is live here: a submission for the MLU370-X4 type is refused
+    (409, naming the types served now) and counts as no attempt. With a live X4 worker it is taken; the worker
+    then goes away, and the queued job stays, shown to its student (API and page) and on the instructor's
+    dashboard as waiting for a worker of that type; its student cancels it (the page's button), which frees
+    their slot; another student cannot cancel it, an instructor can cancel anyone's."""
     with server.client("dan") as dan:
         r = upload(dan, pack_folder(SIGMOID), device="mars-1")
         assert r.status_code == 400 and "unknown device type 'mars-1'" in r.json()["error"], r.text
         r = upload(dan, pack_folder(SIGMOID), device="MLU370-X4")
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == "no worker grades device type mlu370-x4 now; served now: mlu370-x8", r.text
+    assert attempts(server, "dan") == 0
+    x4 = server.stand_by("mlu370-x4")
+    with server.client("dan") as dan:
+        r = upload(dan, pack_folder(SIGMOID), device="MLU370-X4")
         assert r.status_code == 201, r.text
-        assert (r.json()["device_type"], r.json()["waiting_for"]) == ("mlu370-x4", "mlu370-x4"), r.json()
-        state = dan.get(f"/api/submissions/{r.json()['id']}").json()
+        assert (r.json()["device_type"], r.json()["waiting_for"], r.json()["workers"]) == ("mlu370-x4", None, 1)
+        waiting = r.json()["id"]
+        server.leave(x4)  # the worker goes away with the job still queued
+        state = dan.get(f"/api/submissions/{waiting}").json()
         assert (state["status"], state["device_type"], state["waiting_for"]) == ("queued", "mlu370-x4", "mlu370-x4")
+        assert state["estimate_seconds"] is None, state  # nobody to grade it: no estimate
     assert attempts(server, "dan") == 1
     # a counted (timed) run on a type whose speed thresholds nobody calibrated would score no speed: refused
     with server.client("ben") as ben:
         r = upload(ben, pack_folder(SIGMOID), mode="final", device="mlu270")
         assert r.status_code == 400 and "no speed thresholds for device type mlu270" in r.json()["error"], r.text
+        assert ben.post(f"/api/submissions/{waiting}/cancel").status_code == 404  # not his: as a missing one
     assert attempts(server, "ben") == 0
     with server.client("teacher") as t:
         queues = {q["queue"]: q for q in t.get("/api/dashboard").json()["queues"]}
-    x4 = queues["grade.emu.mlu370-x4"]
-    assert (x4["device_type"], x4["queued"], x4["workers"], x4["unserved"]) == ("mlu370-x4", 1, [], True), queues
+    x4q = queues["grade.emu.mlu370-x4"]
+    assert (x4q["device_type"], x4q["queued"], x4q["workers"], x4q["unserved"]) == ("mlu370-x4", 1, [], True), queues
     with server.page_session("teacher") as page:
         html = page.get("/instructor").text
     row = re.search(r'<tr id="queue-emu-mlu370-x4" class="unserved">(.*?)</tr>', html, re.S)
     assert row is not None and "no live worker serves mlu370-x4" in row.group(1), html
+    with server.page_session("dan") as page:
+        mine = re.search(rf'<tr id="sub-{waiting}">(.*?)</tr>', page.get("/").text, re.S).group(1)
+        assert "no worker grades mlu370-x4 now" in mine and 'class="cancel"' in mine, mine
+        r = page.post(f"/submissions/{waiting}/cancel", data={"csrf": page.csrf})
+        assert r.status_code == 303, r.text
+        assert page.post(f"/submissions/{waiting}/cancel", data={"csrf": page.csrf}).status_code == 409  # final
+    with server.client("dan") as dan:
+        assert dan.get(f"/api/submissions/{waiting}").json()["status"] == "cancelled"
+        r = upload(dan, pack_folder(SIGMOID))  # the slot is free: the next upload is taken
+        assert r.status_code == 201, r.text
+    with server.client("teacher") as t:
+        ahead = [v["id"] for v in t.get("/api/dashboard").json()["submissions"] if v["status"] == "queued"
+                 and v["device_type"] == "mlu370-x8" and v["id"] < r.json()["id"]]  # the others' queued uploads
+        assert (r.json()["position"], r.json()["workers"]) == (len(ahead), 1), r.json()
+        assert t.post(f"/api/submissions/{r.json()['id']}/cancel").json()["status"] == "cancelled"
+    with server.client("dan") as dan:
+        assert dan.get(f"/api/submissions/{r.json()['id']}").json()["status"] == "cancelled"
 
 
 def test_the_assignment_buttons_need_the_csrf_token_and_an_instructor(server) -> None:  # noqa: ANN001
@@ -266,7 +296,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_queued_jobs_route
                           "status, in_flight, grade_runs, submitted_at, late) VALUES (1, 1, 'test', :a, 'c', "
                           "'grade.emu.default', 'queued', true, 0, 1.0, false)"), {"a": pack_folder(SIGMOID)})
     engine.dispose()
-    server = start_server(data, redis_url, ["bob"], db_url=url)
+    server = start_server(data, redis_url, ["bob"], db_url=url, standby=False)
     try:
         assert "1 queued submission(s) moved to their device type's queue" in server.startup, server.startup
         default = device_type(None)
@@ -275,6 +305,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_queued_jobs_route
             rows = {a["name"]: a for a in t.get("/api/assignments").json()}
         (sub,) = dash["submissions"]
         assert (sub["status"], sub["device_type"]) == ("queued", default), sub
+        assert (sub["generation"], sub["regrade_failed"], sub["graded"]) == (0, None, False), sub  # 0004's columns
         queues = {q["queue"]: q for q in dash["queues"]}
         assert set(queues) == {f"grade.emu.{default}"} and queues[f"grade.emu.{default}"]["unserved"], queues
         assert rows["matmul"]["device_type"] == default and rows["matmul"]["released_at"] is None, rows

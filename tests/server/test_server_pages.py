@@ -94,7 +94,7 @@ def chromium():  # noqa: ANN201 - playwright's Browser
 
 def test_hidden_cases_notice_waiting_type_and_the_release_button(redis_url: str, tmp_path, chromium) -> None:  # noqa: ANN001
     """In Chromium: a student's page says (zh, en) that sigmoid hides cases until the instructor releases them
-    (no deadline is set); the dashboard shows a submission for a device type no worker serves as waiting for it;
+    (no deadline is set); the dashboard shows a submission for a device type whose worker went away as waiting for it;
     the instructor's Release button (a CSRF form) releases them and the students' open pages lose the notice
     (live refresh)."""
     server = start_server(tmp_path / "server", redis_url, ["ann", "bob"])
@@ -107,8 +107,10 @@ def test_hidden_cases_notice_waiting_type_and_the_release_button(redis_url: str,
         ann.wait_for_timeout(1500)  # the pages' event streams are open and have sent their first stamp
         assert bob.locator("p.hidden-cases").inner_text().startswith("Some cases of sigmoid are hidden")
         assert teacher.locator("#assignment-sigmoid td.hidden-state").inner_text() == "hidden from students"
+        x4 = server.stand_by("mlu370-x4")  # a live X4 worker takes the upload, then goes away
         r = server.submit("bob", SIGMOID, device="mlu370-x4")
         assert r.status_code == 201, r.text
+        server.leave(x4)
         teacher.reload()
         row = teacher.locator("#queue-emu-mlu370-x4.unserved")
         assert "no live worker serves mlu370-x4" in row.inner_text(), teacher.content()

@@ -2,7 +2,9 @@
 reference-seed guard, close, release, deadline and rates) from the API and the dashboard's buttons, a
 regrade, a roster's accounts, the class's code similarity."""
 
+import io
 import tempfile
+import zipfile
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -12,10 +14,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
 
 from grader.i18n import _
-from grader.server import admin
+from grader.server import admin, jobs
 from grader.server.accounts import import_roster
 from grader.server.db import Database
-from grader.server.policy import Refused
 from grader.server.routes.web import Db, Instructor, PageUser, Queue, check_csrf, need_instructor, render
 from grader.server.views import assignments
 
@@ -35,11 +36,12 @@ class AssignmentChange(BaseModel):
     per_hour: int | None = Field(None, ge=0)
 
 
-def _open(db: Database, name: str) -> None:
-    """Opens `name` through the reference-seed guard; its failure is a 409 with the instructor's message."""
-    check = admin.open_assignment(db, name)
-    if check.failures:
-        raise Refused(check.message, 409)
+
+
+def _start_open(request: Request, db: Database, name: str) -> int:
+    """Opening `name` as a background job (jobs.start_open) with the server's sandbox and reference kernels."""
+    return jobs.start_open(db, name, admin.open_assignment, request.app.state.sandbox,
+                           reference_root=request.app.state.reference_root)
 
 
 @router.post("/api/submissions/{submission_id}/regrade")
@@ -62,16 +64,25 @@ def assignments_api(db: Db, _user: Instructor) -> list[dict]:
 
 
 @router.post("/api/assignments/{name}")
-def change_assignment(name: str, change: AssignmentChange, db: Db, _user: Instructor) -> dict:
+def change_assignment(request: Request, name: str, change: AssignmentChange, db: Db, _user: Instructor) -> dict:
+    """The assignment's state after the change; opening starts a background job (its reference-seed guard), the
+    answer's `job` (its id: /api/jobs/{id} follows it; the assignment is open once it is done)."""
     admin.set_policy(db, name, due=change.due.timestamp() if change.due else None,
                      late_hours=change.late_hours, late_penalty=change.late_penalty, per_hour=change.per_hour)
     if change.release:
         admin.release(db, name)
+    started = None
     if change.open is False:
         admin.close_assignment(db, name)
     elif change.open:
-        _open(db, name)
-    return next(a.as_json() for a in assignments(db) if a.name == name)
+        started = _start_open(request, db, name)
+    return {**next(a.as_json() for a in assignments(db) if a.name == name), "job": started}
+
+
+@router.get("/api/jobs/{job_id}")
+def job_api(job_id: int, db: Db, _user: Instructor) -> dict:
+    """A background job's state and progress (jobs.JobView)."""
+    return jobs.job(db, job_id).as_json()
 
 
 @router.get("/instructor/similarity/{assignment}", response_class=HTMLResponse)
@@ -84,12 +95,12 @@ def similarity_page(request: Request, assignment: str, db: Db, user: PageUser) -
 @router.post("/instructor/assignments/{name}/{action}")
 def assignment_page(request: Request, name: str, action: str, db: Db, csrf: Annotated[str, Form()],
                     user: PageUser) -> Response:
-    """The dashboard's buttons: open (through the reference-seed guard), close (releases the hidden
-    cases too), release the hidden cases."""
+    """The dashboard's buttons: open (a background job: the reference-seed guard first, its progress on the
+    dashboard; the button returns at once), close (releases the hidden cases too), release the hidden cases."""
     check_csrf(request, csrf)
     need_instructor(user)
     if action == "open":
-        _open(db, name)
+        _start_open(request, db, name)
     elif action == "close":
         admin.close_assignment(db, name)
     elif action == "release":
@@ -97,6 +108,36 @@ def assignment_page(request: Request, name: str, action: str, db: Db, csrf: Anno
     else:
         raise HTTPException(404, _("no such action"))
     return RedirectResponse("/instructor", status_code=303)
+
+
+@router.post("/instructor/assignments")
+def add_assignment_page(request: Request, db: Db, csrf: Annotated[str, Form()], user: PageUser,
+                        name: Annotated[str, Form()], device: Annotated[str, Form()] = "") -> Response:
+    """The dashboard's Add form: an assignment of this grader (a spec under assignments/) on the server, with a
+    fresh secret seed, closed until the instructor opens it (its reference-seed guard first)."""
+    check_csrf(request, csrf)
+    need_instructor(user)
+    admin.ensure_assignment(db, name, device=device or None)
+    return RedirectResponse("/instructor", status_code=303)
+
+
+@router.get("/instructor/export/{name}.zip")
+def export_page(name: str, db: Db, user: PageUser) -> Response:
+    """The dashboard's export: admin.export_finals (gradebook, Canvas, Gradescope, per-student reports of each
+    student's counted final) as one zip download."""
+    need_instructor(user)
+    if name not in {a.name for a in assignments(db)}:
+        raise HTTPException(404, _("no assignment {name!r} on this server").format(name=name))
+    with tempfile.TemporaryDirectory(prefix="export-") as scratch:
+        out = Path(scratch) / name
+        admin.export_finals(db, name, out)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(out.rglob("*")):
+                if path.is_file():
+                    zf.write(path, Path(name) / path.relative_to(out))
+    return Response(buf.getvalue(), media_type="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{name}-export.zip"'})
 
 
 @router.post("/instructor/regrade/{submission_id}")

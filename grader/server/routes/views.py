@@ -4,12 +4,14 @@ them), the leaderboard, the dashboards, a submission's code, and the live pages'
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from grader.i18n import LANGUAGES, use_language
 from grader.server import views
+from grader.server.db import Database, Student
 from grader.server.routes.web import (
     TEMPLATES,
     ApiUser,
@@ -20,7 +22,7 @@ from grader.server.routes.web import (
     page_language,
     render,
 )
-from grader.server.workers import queue_depth, queue_position, queues, waiting_for
+from grader.server.workers import queue_depth, queue_place, queues
 
 LIVE_SECONDS = 600  # one event stream's life; the browser's EventSource reconnects by itself
 
@@ -34,14 +36,21 @@ def my_submissions(db: Db, user: ApiUser) -> list[dict]:
 
 @router.get("/api/submissions/{submission_id}")
 def status(submission_id: int, db: Db, user: ApiUser) -> dict:
+    """A submission's state; while queued or grading, its place in the queue (position, live workers, an estimate
+    of the seconds until its result, the device type it waits for when no live worker serves it)."""
     view = views.submission_of(db, submission_id, user)
-    return {**view.as_json(), "position": queue_position(db, submission_id),
-            "waiting_for": waiting_for(db, submission_id)}
+    return {**view.as_json(), **queue_place(db, submission_id).as_json()}
 
 
 @router.get("/api/submissions/{submission_id}/result")
 def result(submission_id: int, db: Db, user: ApiUser) -> Response:
     return Response(views.result_of(db, submission_id, user)[0], media_type="application/json")
+
+
+@router.get("/api/submissions/{submission_id}/history")
+def history(submission_id: int, db: Db, user: Instructor) -> list[dict]:
+    """Every committed grading of a submission (its regrades' superseded results, then the one that counts)."""
+    return views.grading_history(db, submission_id, user)
 
 
 @router.get("/api/submissions/{submission_id}/report")
@@ -66,7 +75,7 @@ def home(request: Request, db: Db, user: PageUser) -> HTMLResponse:
     assignments = views.assignment_names(db)
     with use_language(page_language(request)):  # the notices are worded here, in the page's language
         hidden = views.hidden_notices(db)
-    return render(request, "student.html.j2", user=user, rows=views.submissions(db, user),
+    return render(request, "student.html.j2", user=user, rows=views.with_places(db, views.submissions(db, user)),
                   assignments=assignments, hidden=hidden)
 
 
@@ -83,15 +92,46 @@ def board(request: Request, assignment: str, db: Db, user: PageUser) -> HTMLResp
 
 
 @router.get("/instructor", response_class=HTMLResponse)
-def dashboard(request: Request, db: Db, user: PageUser) -> HTMLResponse:
+def dashboard(request: Request, db: Db, user: PageUser, assignment: str = "", status: str = "", late: str = "",
+              page: int = 1) -> HTMLResponse:
+    """The class dashboard: the assignments (with adding one, their background jobs and exports), the queues,
+    and the class's submissions filtered (assignment, status, late) a page at a time."""
     need_instructor(user)
-    rows = views.submissions(db)
-    verdicts: dict[str, int] = {}
-    for row in rows:
-        if row.verdict:
-            verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
-    return render(request, "instructor.html.j2", user=user, rows=rows, depth=queue_depth(db),
-                  verdicts=verdicts, assignments=views.assignments(db), queues=queues(db))
+    return _class_page(request, db, user, None, assignment=assignment, status=status, late=late, page=page)
+
+
+@router.get("/instructor/students/{student_id}", response_class=HTMLResponse)
+def student_page(request: Request, student_id: str, db: Db, user: PageUser, status: str = "", late: str = "",
+                 page: int = 1) -> HTMLResponse:
+    """Every submission of one student (filtered by status and late, a page at a time)."""
+    need_instructor(user)
+    return _class_page(request, db, user, views.student_of(db, student_id), status=status, late=late, page=page)
+
+
+def _class_page(request: Request, db: Database, user: Student, student: Student | None, *, status: str, late: str,
+                page: int, assignment: str = "") -> HTMLResponse:
+    from grader.server.devices import device_types
+    from grader.server.jobs import recent_jobs
+    from grader.spec.loader import available_assignments
+
+    filters = {"assignment": assignment, "status": status if status in views.STATUSES else "",
+               "late": late if late in ("0", "1") else ""}
+    shown = views.class_page(db, assignment=filters["assignment"] or None, status=filters["status"] or None,
+                             late={"1": True, "0": False}.get(filters["late"]),
+                             student=student.student_id if student else None, page=page)
+
+    def page_url(number: int) -> str:
+        return f"{request.url.path}?{urlencode({**{k: v for k, v in filters.items() if v}, 'page': number})}"
+
+    listed = views.assignments(db) if student is None else []
+    running = recent_jobs(db) if student is None else []
+    return render(request, "instructor.html.j2", user=user, student=student, shown=shown, filters=filters,
+                  statuses=views.STATUSES, prev_url=page_url(shown.page - 1) if shown.page > 1 else "",
+                  next_url=page_url(shown.page + 1) if shown.page < shown.pages else "",
+                  depth=queue_depth(db), assignments=listed, queues=queues(db) if student is None else [],
+                  jobs=running, openings={j.assignment: j for j in reversed(running) if j.active},
+                  device_types=device_types(),
+                  available=[n for n in available_assignments() if n not in {a.name for a in listed}])
 
 
 @router.get("/submissions/{submission_id}/code", response_class=HTMLResponse)

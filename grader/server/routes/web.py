@@ -88,7 +88,18 @@ def _templates(lang: str) -> jinja2.Environment:
     env.filters["verdict"] = lambda v: verdict_label(Verdict(v)) if v else ""  # in the page's language
     env.filters["clock"] = lambda t: "" if t is None else time.strftime("%H:%M:%S", time.localtime(t))
     env.filters["date"] = lambda t: "" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+    env.filters["duration"] = duration
     return env
+
+
+def duration(seconds: float) -> str:
+    """An estimate's length as the pages word it: 40 s, 3 min, 1 h 20 min (in the page's language)."""
+    seconds = max(1, round(seconds))
+    if seconds < 90:
+        return _("{n} s").format(n=seconds)
+    if seconds < 5400:
+        return _("{n} min").format(n=round(seconds / 60))
+    return _("{h} h {m} min").format(h=seconds // 3600, m=round(seconds % 3600 / 60))
 
 
 def page_language(request: Request) -> str:
