@@ -1,7 +1,7 @@
 """Compile every public `.mlu` of the fetched mirrors with cncc-emu (-c) and group the failures by first error.
 
     .venv/bin/python benchmarks/public_mlu_sweep.py [--mirrors /work/.mirror] [--jobs 2] [--json out.json]
-        [--device-module]
+        [--device-module | --wasm]
 
 Each mirror is a bare git repository at `<mirrors>/<owner>+<name>/repo`. For every `.mlu` at its HEAD the
 file's folder is exported with `git archive` (the headers beside it come along; a folder at the repository
@@ -208,8 +208,29 @@ class RepoHeaders:
         return self.root / best[: len(best) - len(name)]
 
 
+# --wasm: the replay's WebAssembly build of the file (bang_emu/wasm/build.py: clang-19 for wasm32, the shared
+# rewriter, the device libc, the import check and the counting pass); -I options as cncc-emu's
+WASM_BUILD = r"""
+import re
+import sys
+from pathlib import Path
+from bang_emu.wasm import build
+includes = [Path(a[2:]) for a in sys.argv[2:] if a.startswith("-I")]
+try:
+    build.build([Path(sys.argv[1])], includes=includes)
+except Exception as e:
+    text = str(e)
+    # clang's "fatal error: 'x.h' file not found" in g++'s words, which the sweep's header lookup reads
+    missing = re.search(r"^(\S+:\d+:\d+): fatal error: '([^']+)' file not found", text, re.M)
+    if missing:
+        print(f"{missing.group(1)}: fatal error: {missing.group(2)}: No such file or directory", file=sys.stderr)
+    print(f"bang-emu: error: {type(e).__name__}: {text}".replace(chr(10), " | ")[:4000], file=sys.stderr)
+    sys.exit(1)
+"""
+
+
 def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, headers: RepoHeaders,
-                stubs: Path | None = None, device_module: bool = False) -> Result:
+                stubs: Path | None = None, device_module: bool = False, wasm: bool = False) -> Result:
     obj = work / "out.o"
     start = time.monotonic()
     includes: list[str] = [f"-I{stubs}"] if stubs else []
@@ -217,9 +238,10 @@ def compile_one(repo: str, src: Path, rel: str, work: Path, timeout: float, head
     folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
     for _ in range(MAX_HEADER_LOOKUPS):
         try:
-            proc = subprocess.run([sys.executable, "-m", "bang_emu.driver", "-c", "--bang-mlu-arch=mtp_372",
-                                   *(["--emu-device-module"] if device_module else []), *includes, str(src), "-o", str(obj)], capture_output=True, text=True,
-                                  timeout=timeout, cwd=src.parent, env=_env())
+            cmd = ([sys.executable, "-c", WASM_BUILD, str(src), *includes] if wasm else
+                   [sys.executable, "-m", "bang_emu.driver", "-c", "--bang-mlu-arch=mtp_372",
+                    *(["--emu-device-module"] if device_module else []), *includes, str(src), "-o", str(obj)])
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=src.parent, env=_env())
         except subprocess.TimeoutExpired:
             return Result(repo, rel, False, "timeout", "", f"cncc-emu took more than {timeout:.0f} s",
                           time.monotonic() - start)
@@ -261,7 +283,7 @@ def _env() -> dict:
 
 
 def sweep(mirror_root: Path, jobs: int, timeout: float, only: list[str] | None,
-          device_module: bool = False) -> list[Result]:
+          device_module: bool = False, wasm: bool = False) -> list[Result]:
     names = [n for n in MIRRORS if (mirror_root / n / "repo").is_dir()]
     names += sorted(p.parent.name for p in mirror_root.glob("*/repo") if p.parent.name not in names)
     if only:
@@ -289,7 +311,8 @@ def sweep(mirror_root: Path, jobs: int, timeout: float, only: list[str] | None,
                     continue
                 work = Path(td) / "obj" / f"{i}-{len(futures)}"
                 work.mkdir(parents=True)
-                futures.append(pool.submit(compile_one, repo, src, rel, work, timeout, headers, stubs, device_module))
+                futures.append(pool.submit(compile_one, repo, src, rel, work, timeout, headers, stubs, device_module,
+                                           wasm))
         results += [f.result() for f in futures]
     return results
 
@@ -332,9 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write every file's result here")
     ap.add_argument("--device-module", action="store_true",
                     help="compile as the trusted replay's device module (--emu-device-module: its refusals too)")
+    ap.add_argument("--wasm", action="store_true",
+                    help="build as the replay's WebAssembly module (bang_emu/wasm/build.py: link, import check, count)")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    results = sweep(args.mirrors, max(1, min(args.jobs, 2)), args.timeout, args.only, args.device_module)
+    results = sweep(args.mirrors, max(1, min(args.jobs, 2)), args.timeout, args.only, args.device_module, args.wasm)
     if not results:
         print(f"no .mlu files under {args.mirrors}/*/repo", file=sys.stderr)
         return 1

@@ -111,9 +111,11 @@ def _replay_wasm(library: ctypes.CDLL, paths: HarnessPaths, journal: Path, messa
     replay.restype = ctypes.c_int
     from bang_emu.wasm import engine
 
-    so = paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so"
-    return replay(str(journal).encode(), str(so).encode(), keys, index, len(table), str(paths.io / REPLAY_INPUTS).encode(),
-                  str(paths.outputs).encode(), message, len(message))
+    # /io is mounted noexec: the engine is loaded from a memory file of this process instead
+    fd = os.memfd_create("bang-wasm-engine")
+    os.write(fd, (paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so").read_bytes())
+    return replay(str(journal).encode(), f"/proc/self/fd/{fd}".encode(), keys, index, len(table),
+                  str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
 
 
 def replay_one(paths: HarnessPaths, journal: Path) -> int:
@@ -134,9 +136,12 @@ def replay_one(paths: HarnessPaths, journal: Path) -> int:
     runner.install()
     from bang_emu.wasm import engine
 
-    if (paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so").is_file():
-        status = _replay_wasm(library, paths, journal, message)
-    else:
+    status = _replay_wasm(library, paths, journal, message) if (
+        paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so").is_file() else -2
+    if status == -2 and message.value:  # the engine could not start: nothing replayed yet, so natively
+        print(f"bang_harness replay: {journal.name}: replayed natively, the WebAssembly engine did not start: "
+              f"{message.value.decode('utf-8', 'replace')}", file=sys.stderr)
+    if status == -2:
         status = replay(str(journal).encode(), str(paths.build / DEVICE_MODULE).encode(), table, len(offsets),
                         str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
     if status != 0:

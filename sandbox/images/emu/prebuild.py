@@ -27,6 +27,7 @@ PREBUILD_ENTRIES = [
     ("bang_emu.torch_mlu_emu", ["prebuild"], "prebuild"),
     ("bang_emu.driver", ["--prebuild-runtime", "{cache}"], "--prebuild-runtime"),
     ("bang_emu", ["prebuild"], "prebuild"),
+    ("bang_emu.wasm", ["prebuild"], "prebuild"),
 ]
 
 

@@ -401,7 +401,6 @@ void __cn_vector_hypot_f32(int n, float *dst, const float *a, const float *b);
 
 /* ---- conversions: rounding modes rn (nearest, ties to even), rd (nearest, ties away from zero: cncc's "middle
  * round"), tz (toward zero), oz (away from zero), up (toward +inf), dn (toward -inf) ---- */
-#define BANG_EMU_ROUNDINGS(X) X(rn) X(rd) X(tz) X(oz) X(up) X(dn)
 #define BANG_EMU_DECL_CVT(mode)                                                                       \
   void __bang_float2half_##mode(half *dst, const float *src, int n);                                  \
   void __bang_float2bfloat16_##mode(bfloat16_t *dst, const float *src, int n);                        \

@@ -65,4 +65,7 @@ typedef enum {
   FUSION_FSS,
 } bang_fusion_op_t;
 
+/* the six rounding modes BANG names by suffix (rounding.h says what each does) */
+#define BANG_EMU_ROUNDINGS(X) X(rn) X(rd) X(tz) X(oz) X(up) X(dn)
+
 #endif

@@ -155,6 +155,11 @@ inline bfloat16_t __bang_wasm_from_bits<bfloat16_t>(unsigned short bits) {
 #include "bang_builtins.h"
 #include "../../include/bang_emu/minmax.h"
 #include "../../include/bang_emu/old_names.h"
+/* header-only parts of the native device API, the same code in both flavours: rounding, libdevice's scalar
+ * functions (__cn_scalar_*), the vector registers of __mlu_vector__ code */
+#include "../../include/bang_emu/rounding.h"
+#include "../../include/bang_emu/libdevice.h"
+#include "../../include/bang_emu/vector_regs.h"
 inline bool __is_ipu() { return coreId != 0x80; }
 inline bool __is_mpu() { return coreId == 0x80; }
 #define __bang_printf printf

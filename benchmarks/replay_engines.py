@@ -1,0 +1,107 @@
+"""The replay's two engines side by side (issue 37): each submission graded twice in one run, its kernels replayed
+natively (the default) and on the WebAssembly engine (`BANG_EMU_REPLAY_ENGINE=wasm`), and what the grade reads from
+the replay compared -- score, verdict, every stage's verdict and modelled time, the integrity list -- with the wall
+time of each grading. The fidelity pass the switch-over waits on: every line "same", times within 1%.
+
+    .venv/bin/python benchmarks/replay_engines.py [--only SUBSTR ...] [--json out.json] [--sandbox docker]
+
+Submissions: the reference kernels' stages, the bundled example, and the adversarial fixtures that attack the
+native replay's confinement (their verdicts must not change, or change only towards catching them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "reference_kernels"
+ADVERSARIAL = ["libm_modf_clock", "movnti_clock", "alloca_stack_lift", "va_start_clock", "stack_clash_array",
+               "frame_probe_clock", "intrinsic_stream_clock", "memcpy_size_overflow", "vector_negative_count",
+               "no_sanitize_kernel", "cached_clone", "decoy_kernel"]
+
+
+def submissions() -> list[Path]:
+    stages = sorted(p for kind in ("sigmoid", "matmul") for p in (REFERENCE / kind).iterdir() if p.is_dir())
+    return [*stages, REFERENCE / "example", *(REFERENCE / "adversarial" / name for name in ADVERSARIAL)]
+
+
+def grade(submission: Path, out: Path, engine: str, sandbox: str) -> tuple[dict | None, float, str]:
+    env = {k: v for k, v in os.environ.items() if k != "BANG_EMU_REPLAY_ENGINE"}
+    if engine == "wasm":
+        env["BANG_EMU_REPLAY_ENGINE"] = "wasm"
+    started = time.monotonic()
+    proc = subprocess.run([str(REPO / "grade"), "submit", str(submission), "--out", str(out), "--sandbox", sandbox,
+                           "--no-build-cache"], capture_output=True, text=True, env=env, cwd=REPO)
+    seconds = time.monotonic() - started
+    results = out / "results.json"
+    if not results.is_file():
+        return None, seconds, proc.stderr[-500:]
+    return json.loads(results.read_text()), seconds, ""
+
+
+def summary(result: dict | None) -> dict:
+    if result is None:
+        return {}
+    stages = {s["name"]: (s["verdict"], (s.get("timing") or {}).get("median_us")) for s in result.get("stages", [])}
+    build = result.get("build") or {}
+    log = build.get("log_tail") or build.get("log") or ""
+    return {"score": result.get("score"), "verdict": result.get("verdict"), "stages": stages,
+            "integrity": sorted(str(i) for i in (result.get("integrity") or [])),
+            "wasm_built": "built the kernels for the WebAssembly replay" in json.dumps(build)
+            if isinstance(build, dict) else "built the kernels for the WebAssembly replay" in str(log)}
+
+
+def compare(native: dict, wasm: dict) -> tuple[str, float]:
+    if not native or not wasm:
+        return "missing", 0.0
+    worst = 0.0
+    for name, (verdict, us) in native["stages"].items():
+        w_verdict, w_us = wasm["stages"].get(name, (None, None))
+        if w_verdict != verdict:
+            return f"stage {name}: {verdict} -> {w_verdict}", worst
+        if us and w_us:
+            worst = max(worst, abs(w_us / us - 1))
+    if (native["score"], native["verdict"]) != (wasm["score"], wasm["verdict"]):
+        return f"score {native['score']} {native['verdict']} -> {wasm['score']} {wasm['verdict']}", worst
+    if native["integrity"] != wasm["integrity"]:
+        return "integrity differs", worst
+    return ("same" if worst <= 0.01 else "time"), worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", help="substrings of the submissions' paths")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--sandbox", default="docker")
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="replay-engines-") as td:
+        for sub in submissions():
+            rel = str(sub.relative_to(REFERENCE))
+            if args.only and not any(o in rel for o in args.only):
+                continue
+            native, n_s, n_err = grade(sub, Path(td) / rel / "native", "native", args.sandbox)
+            wasm, w_s, w_err = grade(sub, Path(td) / rel / "wasm", "wasm", args.sandbox)
+            n, w = summary(native), summary(wasm)
+            outcome, worst = compare(n, w)
+            rows.append({"submission": rel, "native": n, "wasm": w, "outcome": outcome, "worst_time_ratio": worst,
+                         "seconds": [round(n_s, 1), round(w_s, 1)], "errors": [n_err, w_err]})
+            print(f"{rel:<42} {str(n.get('score')):>6} {str(w.get('score')):>6}  wasm built: "
+                  f"{str(w.get('wasm_built')):<5}  worst time {worst * 100:6.3f}%  {n_s:6.1f} s {w_s:6.1f} s  "
+                  f"{outcome}", flush=True)
+    same = sum(r["outcome"] == "same" for r in rows)
+    print(f"\n{same} of {len(rows)} the same (scores, verdicts, integrity; every stage time within 1%)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
