@@ -520,6 +520,23 @@ struct Replay {
 using namespace bang_emu;
 
 namespace {
+// The entry points' answer: a message into the caller's buffer, and -1.
+struct Reply {
+  char *message;
+  size_t len;
+  int operator()(const std::string &m) const {
+    if (message && len) snprintf(message, len, "%s", m.c_str());
+    return -1;
+  }
+};
+
+// The journal file, its magic checked: "" or why not.
+std::string load_journal(const char *path, std::string *journal) {
+  if (!read_file(path, journal)) return "cannot read the journal";
+  if (journal->size() < 4 || journal->compare(0, 4, "BEJ1") != 0) return "not a device journal";
+  return "";
+}
+
 // Applies every record of `journal` (its magic checked) to R, then closes the last call.
 template <class Say>
 int run_journal(Replay &R, const std::string &journal, Say say) {
@@ -547,13 +564,9 @@ extern "C" void bang_emu_replay_set_op_handler(OpHandler handler) { g_op_handler
 extern "C" int bang_emu_replay(const char *journal_path, const char *device_module, const uint64_t *site_offsets,
                                size_t site_count, const char *inputs_dir, const char *outputs_dir, char *message,
                                size_t message_len) {
-  auto say = [&](const std::string &m) {
-    if (message && message_len) snprintf(message, message_len, "%s", m.c_str());
-    return -1;
-  };
+  Reply say{message, message_len};
   std::string journal;
-  if (!read_file(journal_path, &journal)) return say("cannot read the journal");
-  if (journal.size() < 4 || journal.compare(0, 4, "BEJ1") != 0) return say("not a device journal");
+  if (std::string why = load_journal(journal_path, &journal); !why.empty()) return say(why);
   void *module = dlopen(device_module, RTLD_NOW | RTLD_LOCAL);
   if (!module) return say(std::string("cannot load the device module: ") + dlerror());
   ModuleImage img;
@@ -580,16 +593,12 @@ extern "C" int bang_emu_replay(const char *journal_path, const char *device_modu
 
 // The same replay with the kernels compiled to WebAssembly (wasm_host.cpp): `keys[i]` is a journal site key and
 // `sites[i]` the index of its invoker in the module (the harness maps one to the other: bang_emu/wasm/sites.py).
-extern "C" __attribute__((visibility("default"))) int bang_emu_replay_wasm(const char *journal_path, const char *wasm_module, const char *const *keys,
-                                    const uint64_t *sites, size_t site_count, const char *inputs_dir,
-                                    const char *outputs_dir, char *message, size_t message_len) {
-  auto say = [&](const std::string &m) {
-    if (message && message_len) snprintf(message, message_len, "%s", m.c_str());
-    return -1;
-  };
+extern "C" __attribute__((visibility("default"))) int bang_emu_replay_wasm(
+    const char *journal_path, const char *wasm_module, const char *const *keys, const uint64_t *sites,
+    size_t site_count, const char *inputs_dir, const char *outputs_dir, char *message, size_t message_len) {
+  Reply say{message, message_len};
   std::string journal;
-  if (!read_file(journal_path, &journal)) return say("cannot read the journal");
-  if (journal.size() < 4 || journal.compare(0, 4, "BEJ1") != 0) return say("not a device journal");
+  if (std::string why = load_journal(journal_path, &journal); !why.empty()) return say(why);
   std::string why = wasm_open(wasm_module);
   if (!why.empty()) {  // nothing replayed yet: the harness replays the journal natively instead
     say(why);
