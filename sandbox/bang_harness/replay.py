@@ -38,6 +38,7 @@ from .run import key_pipe, make_undumpable, take_trace_key
 REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}, "device_ops": policy}
 SITES_FILE = "sites.json"
 ENGINE_DIR = "wasm-engine"  # under /io: the WebAssembly module made native code here (bang_emu/wasm/engine.py)
+NATIVE_ENV = "BANG_HARNESS_REPLAY_NATIVE"  # set for a child that must replay natively (the engine's failed)
 
 
 def run_replay(paths: HarnessPaths) -> int:
@@ -58,27 +59,58 @@ def run_replay(paths: HarnessPaths) -> int:
     env = {k: v for k, v in os.environ.items() if k != KEY_FD_ENV}
     env.update({"BANG_EMU_DEVICE": str(job.get("device") or "mlu370-x8"), "BANG_EMU_POISON": "nan"})
     failed = False
+    engine = _engine_library(paths).is_file()
     for journal in sorted((paths.io / REPLAY_JOURNALS).glob(f"*{JOURNAL_SUFFIX}")):
         calls = int(job.get("calls_per_journal", {}).get(journal.name, 1))
-        fd = key_pipe(key)
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "bang_harness", "replay-one", str(journal)],
-                                    env={**env, KEY_FD_ENV: str(fd)}, pass_fds=(fd,))
-        finally:
-            os.close(fd)
-        try:
-            status = proc.wait(timeout=REPLAY_SECONDS_PER_CALL * max(1, calls))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            print(f"bang_harness replay: {journal.name} stopped after its time", file=sys.stderr)
-            continue
+        before = set(outputs.iterdir())
+        status = _replay_child(journal, key, env, calls)
+        if engine and (why := _engine_failed(status, set(outputs.iterdir()) - before)):
+            # While the engine is opt-in and measured: a journal its replay could not stand for is replayed
+            # natively (not to be believed over it once it is the default: DESIGN.md "Confinement by construction")
+            print(f"bang_harness replay: {journal.name}: replayed natively, the WebAssembly replay failed: {why}",
+                  file=sys.stderr)
+            for path in set(outputs.iterdir()) - before:
+                path.unlink()
+            status = _replay_child(journal, key, {**env, NATIVE_ENV: "1"}, calls)
         # A kernel's faults are the trace's and a signal is the kernels' doing (the calls it did not reach have
         # no status: the host says so); an exit status of its own is the harness failing.
-        if status > 0:
+        if status is not None and status > 0:
             print(f"bang_harness replay: {journal.name}: the replay process exited with {status}", file=sys.stderr)
             failed = True
     return ExitCode.REPLAY_FAILED if failed else ExitCode.OK
+
+
+def _replay_child(journal: Path, key: bytes, env: dict[str, str], calls: int) -> int | None:
+    """One journal replayed by a child process of its own: its exit status, None when stopped after its time."""
+    fd = key_pipe(key)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "bang_harness", "replay-one", str(journal)],
+                                env={**env, KEY_FD_ENV: str(fd)}, pass_fds=(fd,))
+    finally:
+        os.close(fd)
+    try:
+        return proc.wait(timeout=REPLAY_SECONDS_PER_CALL * max(1, calls))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        print(f"bang_harness replay: {journal.name} stopped after its time", file=sys.stderr)
+        return None
+
+
+def _engine_failed(status: int | None, written: set[Path]) -> str:
+    """Why the engine's replay of a journal could not stand ("" when it could): the child killed or stopped, or a
+    call it replayed failing (a trap, a missing site)."""
+    if status is None or status != 0:
+        return f"the replay process ended with {status}"
+    for path in sorted(written):
+        if path.name.endswith(".replay.json"):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                return f"{path.name} unreadable"
+            if record.get("ok") is not True:
+                return f"{path.name.removesuffix('.replay.json')}: {str(record.get('error'))[:300]}"
+    return ""
 
 
 def _make_engine(paths: HarnessPaths) -> None:
@@ -98,6 +130,12 @@ def _make_engine(paths: HarnessPaths) -> None:
               file=sys.stderr)
 
 
+def _engine_library(paths: HarnessPaths) -> Path:
+    from bang_emu.wasm import engine
+
+    return paths.io / ENGINE_DIR / engine.LIBRARY
+
+
 def _replay_wasm(library: ctypes.CDLL, paths: HarnessPaths, journal: Path, message: ctypes.Array) -> int:
     from bang_emu.wasm import sites
 
@@ -109,11 +147,9 @@ def _replay_wasm(library: ctypes.CDLL, paths: HarnessPaths, journal: Path, messa
     replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_uint64),
                        ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     replay.restype = ctypes.c_int
-    from bang_emu.wasm import engine
-
     # /io is mounted noexec: the engine is loaded from a memory file of this process instead
     fd = os.memfd_create("bang-wasm-engine")
-    os.write(fd, (paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so").read_bytes())
+    os.write(fd, _engine_library(paths).read_bytes())
     return replay(str(journal).encode(), f"/proc/self/fd/{fd}".encode(), keys, index, len(table),
                   str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
 
@@ -134,10 +170,8 @@ def replay_one(paths: HarnessPaths, journal: Path) -> int:
     job = json.loads((paths.io / REPLAY_JOB).read_text())
     runner = OpRunner(library, OpPolicy.from_json(job.get("device_ops")))
     runner.install()
-    from bang_emu.wasm import engine
-
     status = _replay_wasm(library, paths, journal, message) if (
-        paths.io / ENGINE_DIR / f"{engine.MODULE}.wasm.so").is_file() else -2
+        _engine_library(paths).is_file() and not os.environ.get(NATIVE_ENV)) else -2
     if status == -2 and message.value:  # the engine could not start: nothing replayed yet, so natively
         print(f"bang_harness replay: {journal.name}: replayed natively, the WebAssembly engine did not start: "
               f"{message.value.decode('utf-8', 'replace')}", file=sys.stderr)

@@ -155,3 +155,17 @@ def test_a_file_scope_buffer_run_by_four_tasks_replays_as_natively(tmp_path):
     assert wl["work"]["cores_used"] == nl["work"]["cores_used"] == 4
     assert wl["modelled_time_us"] == pytest.approx(nl["modelled_time_us"], rel=0.01)
     assert _records(w_out)["output"]["kernel_written"] == n * 4
+
+
+def test_a_journal_the_engine_could_not_stand_for_is_named_for_its_native_replay(tmp_path):
+    """While the engine is opt-in, bang_harness replays natively a journal whose engine replay failed (a trap, a
+    missing site) or whose child died; _engine_failed says which and why."""
+    from bang_harness.replay import _engine_failed
+
+    good, bad = tmp_path / "c0.replay.json", tmp_path / "c1.replay.json"
+    good.write_text('{"call":"c0","ok":true}')
+    bad.write_text('{"call":"c1","ok":false,"error":"the kernel trapped: out of bounds"}')
+    assert _engine_failed(0, {good}) == ""
+    assert _engine_failed(0, {good, bad}) == "c1: the kernel trapped: out of bounds"
+    assert "ended with -11" in _engine_failed(-11, {good})
+    assert "ended with None" in _engine_failed(None, set())

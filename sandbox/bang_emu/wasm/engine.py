@@ -22,6 +22,7 @@ from bang_emu.wasm import counting, layout
 
 WASM2C_RUNTIME = Path("/usr/share/wabt/wasm2c/wasm-rt-impl.c")
 MODULE = "device"
+LIBRARY = f"{MODULE}.wasm.so"  # compile_engine's output in its folder
 # wasm_host.cpp's LayoutField order; the table ends with its own length (a version check)
 LAYOUT_FIELDS = ("STACK_BYTES", "ARGS_BASE", "ARGS_BYTES", "ONCHIP_BASE", "NRAM_BASE", "WRAM_BASE", "SRAM_BASE",
                  "SRAM_END", "GDRAM_BASE", "MAX_MEMORY_BYTES", "MAX_INSTANCES", "ARENA_BYTES", "JOURNAL_REGION_BASE")
@@ -95,7 +96,7 @@ def compile_engine(counted_wasm: bytes, site_names: list[str], work: Path) -> En
             raise EngineError(f"{cmd[0]} refused the module: {proc.stderr.strip()[:2000]}")
     (work / "glue.c").write_text(glue((work / f"{MODULE}.h").read_text(), site_names))
     (work / "trap.h").write_text("void bang_wasm_trap(int code);\n")
-    library = work / f"{MODULE}.wasm.so"
+    library = work / LIBRARY
     cmd = ["gcc", *GCC_FLAGS, f"-I{work}", f"-I{WASM2C_RUNTIME.parent}", "-include", str(work / "trap.h"),
            str(work / f"{MODULE}.c"), str(work / "glue.c"), str(WASM2C_RUNTIME), "-lm", "-o", str(library)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
