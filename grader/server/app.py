@@ -9,9 +9,10 @@ the concern's module of grader.server (accounts, intake, views, workers, admin).
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
 from grader.i18n import _
@@ -19,6 +20,7 @@ from grader.server.db import Database
 from grader.server.intake import Enqueue
 from grader.server.policy import Refused
 from grader.server.routes import accounts, admin, intake, views
+from grader.server.routes.web import LanguageMiddleware, render
 
 SESSION_COOKIE = "bang_grader_session"
 
@@ -27,6 +29,7 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
     """The server's ASGI app on `db`; `enqueue` hands a submission id to the queue."""
     app = FastAPI(title="bang-grader course server", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.db, app.state.enqueue = db, enqueue  # what the routes' dependencies hand them (routes.web)
+    app.add_middleware(LanguageMiddleware)  # added first: inside the session middleware, whose session it reads
     app.add_middleware(SessionMiddleware, secret_key=secret_key, session_cookie=SESSION_COOKIE,
                        same_site="strict", https_only=https_only, max_age=12 * 3600)
     app.exception_handler(Refused)(_refused)
@@ -37,19 +40,26 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
     return app
 
 
-async def _refused(_request: Request, exc: Refused) -> JSONResponse:
-    return JSONResponse({"error": str(exc)}, status_code=exc.status)
+def _error(request: Request, message: str, status: int, headers: dict[str, str] | None = None) -> Response:
+    """The API's JSON error, or a page's HTML error page (in the page's language) on a page route."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+    page = render(request, "error.html.j2", status=status, message=message)
+    page.status_code = status
+    return page
 
 
-async def _malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _refused(request: Request, exc: Refused) -> Response:
+    return _error(request, str(exc), exc.status)
+
+
+async def _malformed(request: Request, exc: RequestValidationError) -> Response:
     fields = sorted({".".join(str(p) for p in e.get("loc", ())[1:]) or "body" for e in exc.errors()})
-    return JSONResponse({"error": _("malformed request: missing or invalid {fields}").format(
-        fields=", ".join(fields))}, status_code=400)
+    return _error(request, _("malformed request: missing or invalid {fields}").format(fields=", ".join(fields)), 400)
 
 
 async def _http(request: Request, exc: HTTPException) -> Response:
-    if request.url.path.startswith("/api/"):
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-    if exc.status_code == 401:
+    if exc.status_code == 401 and not request.url.path.startswith("/api/"):
         return RedirectResponse("/login", status_code=303)
-    return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+    detail = exc.detail if exc.status_code != 404 or exc.detail != "Not Found" else _("no such page")
+    return _error(request, detail, exc.status_code, exc.headers)

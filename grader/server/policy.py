@@ -10,10 +10,10 @@ database or the clock, so each is tested in milliseconds (tests/server/test_inta
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 from grader.i18n import _
+from grader.server.course_time import course_time
 from grader.server.db import MODES
 from grader.server.devices import DeviceTypeError, device_type
 from grader.server.uploads import UploadError
@@ -28,11 +28,6 @@ class Refused(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-def utc_time(t: float) -> str:
-    """A UNIX time as the server words it to students (minutes, UTC)."""
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
 
 
 def check_mode(mode: str) -> None:
@@ -64,7 +59,7 @@ def lateness(name: str, at: float, deadline: float | None, late_until: float | N
     closes = late_until if late_until is not None else deadline
     if closes is not None and at > closes:
         raise Refused(_("the deadline of {name!r} has passed ({when}): uploads are closed").format(
-            name=name, when=utc_time(closes)), 403)
+            name=name, when=course_time(closes)), 403)
     return deadline is not None and at > deadline
 
 
@@ -74,7 +69,7 @@ def check_rate(name: str, at: float, per_hour: int | None, recent: Sequence[floa
     next one is accepted. `per_hour` None or 0: no limit."""
     if per_hour and len(recent) >= per_hour:
         raise Refused(_("at most {n} uploads an hour for {name!r}: the next one is accepted from {when}")
-                      .format(n=per_hour, name=name, when=utc_time(recent[-per_hour] + RATE_WINDOW_SECONDS)), 429)
+                      .format(n=per_hour, name=name, when=course_time(recent[-per_hour] + RATE_WINDOW_SECONDS)), 429)
 
 
 def device_for(name: str, mode: str, asked: str | None, default: str | None,
