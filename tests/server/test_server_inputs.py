@@ -194,6 +194,13 @@ def test_the_client_submits_without_torch_or_the_grading_stack(server, tmp_path)
     mine = attempts_of(server, "eve")
     assert [(s["status"], s["mode"]) for s in mine] == [("queued", "test")], mine
     assert f"提交 #{mine[0]['id']} 已上传" in said, said  # its words in Chinese (--lang zh)
+    # and the worker will grade it in Chinese: the student's language is stored with the upload
+    import sqlalchemy
+
+    from grader.server.db import Database, Submission
+
+    with Database(server.db_url).session() as s:
+        assert s.scalar(sqlalchemy.select(Submission.lang).where(Submission.id == mine[0]["id"])) == "zh"
 
 
 def attempts_of(server, who: str) -> list[dict]:  # noqa: ANN001
