@@ -59,7 +59,7 @@ def own_view(server, who: str, sub_id: int) -> dict:  # noqa: ANN001
     with server.client(who) as c:
         state = c.get(f"/api/submissions/{sub_id}").json()
         result = c.get(f"/api/submissions/{sub_id}/result").json()
-    return {"state": {k: state[k] for k in ("verdict", "score", "max_score", "status")},
+    return {"state": {k: state[k] for k in ("verdict", "score", "max_score", "status", "pending", "counts")},
             "verdict": result["verdict"], "score": result["score"], "max_score": result["max_score"],
             "cases": sorted((c["name"], c["verdict"], c["passed"]) for c in result["cases"]),
             "stages": [(s["name"], s["verdict"], s["correct"], s["points"], s["message"], s["next_step"],
