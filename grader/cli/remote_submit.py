@@ -229,7 +229,7 @@ def counting_line(state: dict) -> str | None:
 
 def print_remote(result: GradeResult, state: dict, console: Console, out_dir: Path) -> None:
     """The summary in the active language (the student's: --lang or the locale), with the score as it counts."""
-    print_summary(result, console, score=counted_line(state))
+    print_summary(result, console, score=counted_line(state), pending=bool(state.get("pending")))
     if line := counting_line(state):
         console.print("[bold]" + line + "[/]", highlight=False)
     console.print(_("results:     {path}").format(path=out_dir / "results.json"))

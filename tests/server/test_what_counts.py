@@ -21,11 +21,12 @@ import pytest
 from cluster import pg_bin, start_postgres
 from factories import grade_result
 from fastapi.testclient import TestClient
+from rich.console import Console
 from sqlalchemy import select
 
-from grader.cli.remote_submit import LateNotConfirmed, check_late, counted_line, counting_line
+from grader.cli.remote_submit import LateNotConfirmed, check_late, counted_line, counting_line, print_remote
 from grader.i18n import use_language
-from grader.results import GroupScore, RequirementResult, StageResult, Timing, Verdict
+from grader.results import GradeResult, GroupScore, RequirementResult, StageResult, Timing, Verdict
 from grader.server.accounts import add_account, set_leaderboard
 from grader.server.admin import ensure_assignment, export_finals, release, set_open, set_policy
 from grader.server.app import create_app
@@ -172,7 +173,7 @@ def test_what_counts_is_one_rule_for_export_page_and_api(db: Database, tmp_path:
     assert gradebook(db, tmp_path / "chosen-again")["ann"] == "72"
 
 
-def test_hidden_groups_are_pending_points_never_full_marks(db: Database) -> None:
+def test_hidden_groups_are_pending_points_never_full_marks(db: Database, tmp_path: Path) -> None:
     """ann earned 70 of 80 (she lost `large`; the vector stage's 10 points are hers). Before the deadline she sees
     the visible groups only: 50 of 80, 20 pending (the hidden `saturation` group and the stage points that depend
     on it), on her page and in the CLI, never "50 / 60"; the instructor sees 70 / 80."""
@@ -186,6 +187,15 @@ def test_hidden_groups_are_pending_points_never_full_marks(db: Database) -> None
     assert "50 of 80 visible, 20 pending until the deadline" in row(page(db, ann).get("/").text, sub)
     with use_language("zh"):
         assert "20" in counted_line(state) and "pending" not in counted_line(state)
+    # the CLI's whole summary: the stages' points read "pending", never 0/0, and the score line says what is
+    with api(db, ann) as c:
+        result = GradeResult.from_json(c.get(f"/api/submissions/{sub}/result").text)
+    console = Console(record=True, width=200)
+    with use_language("en"):
+        print_remote(result, state, console, tmp_path)
+    text = console.export_text()
+    assert "pending" in text.split("stages")[1] and "0/0" not in text, text
+    assert "50 of 80 visible, 20 pending until the deadline" in text and "this submission counts" in text, text
     with api(db, add_account(db, "t", role="instructor")) as c:
         mine = c.get(f"/api/submissions/{sub}").json()
     assert (mine["score"], mine["max_score"], mine["pending"]) == (70.0, 80.0, 0.0)
