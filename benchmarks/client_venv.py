@@ -74,8 +74,8 @@ def main() -> None:
                                        str(REPO / "reference_kernels" / "sigmoid" / "vector")],
                                       env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             said = ""
-            while "队列位置" not in said:  # uploaded, and following its place in the queue
-                assert client.poll() is None and time.monotonic() - started < 120, (said, client.communicate())
+            while "排队中" not in said:  # uploaded, and following its phases: queued
+                assert client.poll() is None and time.monotonic() - started < 120, said
                 if select.select([client.stdout], [], [], 0.5)[0]:
                     said += client.stdout.readline()  # type: ignore[union-attr]
             timings["submit_until_queued"] = time.monotonic() - started

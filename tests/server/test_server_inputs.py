@@ -174,7 +174,7 @@ def torchless_grade(server, *args: str, token: str, lang: str = "C.UTF-8") -> su
 def test_the_client_submits_without_torch_or_the_grading_stack(server, tmp_path) -> None:  # noqa: ANN001
     """With torch, numpy, docker, jinja2, the database and web stacks unimportable, `grade submit --server`
     lists the assignments (in Chinese under a zh_CN locale), and uploads: the server takes it (queued here, no
-    workers), after which the client follows its queue position."""
+    workers), after which the client follows its phases."""
     listing = torchless_grade(server, "submit", "--server", server.url, "--list", token=server.tokens["eve"],
                               lang="zh_CN.UTF-8")
     out, err = listing.communicate(timeout=120)
@@ -184,8 +184,8 @@ def test_the_client_submits_without_torch_or_the_grading_stack(server, tmp_path)
     said = ""
     try:
         deadline = time.monotonic() + 120
-        while "队列位置" not in said:  # it heard the id, then follows the queue position
-            assert client.poll() is None and time.monotonic() < deadline, (said, client.communicate())
+        while "排队中" not in said:  # it heard the id, then follows the phases: queued
+            assert client.poll() is None and time.monotonic() < deadline, said
             if select.select([client.stdout], [], [], 0.5)[0]:
                 said += client.stdout.readline()  # type: ignore[union-attr]
     finally:

@@ -239,6 +239,7 @@ def test_a_late_upload_is_warned_before_it_is_taken(db: Database, course_zone: N
         assert asked and "upload it late?" in asked[0]
         check_late(c, "server", "sigmoid", "final", late_ok=False, confirm=lambda q: True)
         check_late(c, "server", "sigmoid", "final", late_ok=True, confirm=None)
+        check_late(c, "server", "sigmoid", "test", late_ok=False, confirm=None)  # a test run counts nothing
     html = page(db, ann, "zh").get("/").text
     assert shanghai in html and 'class="error late-warning"' in html, html
 
