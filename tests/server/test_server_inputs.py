@@ -363,6 +363,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_queued_jobs_route
         (sub,) = dash["submissions"]
         assert (sub["status"], sub["device_type"]) == ("queued", default), sub
         assert (sub["generation"], sub["regrade_failed"], sub["graded"]) == (0, None, False), sub  # 0004's columns
+        assert (sub["chosen_at"], sub["policy"], rows["sigmoid"]["policy"]) == (None, "latest", "latest"), sub  # 0005's
         queues = {q["queue"]: q for q in dash["queues"]}
         assert set(queues) == {f"grade.emu.{default}"} and queues[f"grade.emu.{default}"]["unserved"], queues
         assert rows["matmul"]["device_type"] == default and rows["matmul"]["released_at"] is None, rows
