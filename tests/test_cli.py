@@ -73,6 +73,8 @@ def test_bad_options_are_usage_errors(tmp_path):
     ("submit", "{root}/reference_kernels/example", "-a", "nope"),  # unknown assignment
     ("submit", "{root}/reference_kernels/example", "--bogus"),  # unknown option
     ("submit", "{root}/reference_kernels/example", "--lang", "fr"),
+    ("submit", "{tmp}/nowhere", "--server", "http://127.0.0.1:9"),  # the course server's client: the same rules
+    ("submit", "{root}/reference_kernels/example", "--server", "http://127.0.0.1:9", "--lang", "fr"),
     ("batch", "{tmp}/nowhere", "-a", "sigmoid"),
     ("batch", "{tmp}", "-a", "nope"),
     ("batch", "{tmp}", "-a", "sigmoid", "--workers", "many"),
@@ -85,6 +87,12 @@ def test_usage_errors_are_one_line_exit_2_and_write_nothing(tmp_path, args):
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"grade {args[0]}: error: "), \
         proc.stderr
     assert proc.stdout == "" and not out.exists()
+
+
+def test_an_unknown_course_time_zone_is_a_usage_error(tmp_path):
+    proc = grade("serve", "--data", str(tmp_path / "srv"), "--timezone", "Mars/Olympus")
+    assert proc.returncode == 2 and "unknown time zone 'Mars/Olympus'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "srv").exists()
 
 
 def test_every_help_lists_the_exit_codes():

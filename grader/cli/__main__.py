@@ -1,5 +1,5 @@
 """`python -m grader.cli` = the `grade` command."""
 
-from grader.cli.app import main
+from grader.cli.entry import main
 
 main()

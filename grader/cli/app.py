@@ -12,7 +12,6 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,6 +21,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from grader.backends import BACKENDS, DEFAULT_BACKEND, get_backend
+from grader.cli.exits import EXIT_CODES_HELP, ExitCode, exit_code
+from grader.cli.exits import usage_error as _usage_error
 from grader.i18n import LANGUAGES, _, current_language, resolve_language, use_language
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
 from grader.orchestration.options import (
@@ -33,28 +34,10 @@ from grader.orchestration.options import (
     sandbox_name,
 )
 from grader.orchestration.project_run import DEFAULT_TIMEOUT_SECONDS as RUN_TIMEOUT
-from grader.results import GradeResult, Verdict
 
 if TYPE_CHECKING:
     from grader.orchestration.environment import Prepared
 
-
-class ExitCode(IntEnum):
-    """What `grade` exits with, for every verb (EXIT_CODES_HELP shows it under each --help)."""
-
-    OK = 0  # submit: passed; batch: every entry of the class graded; other verbs: done
-    NOT_PASSED = 1  # submit: graded, not passed; batch: an entry not graded or a grader failure; a failed check
-    ERROR = 2  # usage error (path, assignment, option), the machine cannot grade, or the grader itself failed
-    INTERRUPTED = 130  # Ctrl-C or SIGTERM
-
-
-EXIT_CODES_HELP = (
-    f"Exit status: {ExitCode.OK:d} done (submit: passed; batch: every entry of the class graded); "
-    f"{ExitCode.NOT_PASSED:d} graded but not passed (batch: an entry not graded, or a grader failure; "
-    f"calibrate, doctor, setup, selftest, spec check: a check failed); {ExitCode.ERROR:d} usage error (no such "
-    f"path, unknown assignment, bad option), the machine cannot grade, or the grader itself failed; "
-    f"{ExitCode.INTERRUPTED:d} interrupted (Ctrl-C)."
-)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Autograder for Cambricon BANG C kernels.",
                   epilog=EXIT_CODES_HELP)
@@ -108,7 +91,9 @@ def submit(
                                                             "timeline per core as a Chrome/Perfetto trace")] = False,
     lang: LangOpt = None,
     server: Annotated[str | None, typer.Option("--server", help="grade on the course server at this URL (token: "
-                                                                "$BANG_GRADER_TOKEN or ~/.config/bang-grader/token)")] = None,
+                                                                "$BANG_GRADER_TOKEN or ~/.config/bang-grader/token; "
+                                                                "`grade submit --server URL --help`: its own "
+                                                                "options, --list, --late-ok, --choose)")] = None,
     mode: Annotated[str, typer.Option("--mode", help="with --server: test (first stage, not ranked), benchmark "
                                                      "(every stage, not counted) or final (counts)")] = "test",
 ) -> None:
@@ -116,7 +101,7 @@ def submit(
 
     On a machine not set up yet it first does what `grade setup` does (as root), with progress shown."""
     if server is not None:
-        _submit_remote(server, submission, assignment, mode, out, device)
+        _submit_remote(server, submission, assignment, mode, out, device, lang)
     try:
         _check_submission_path(submission)
         _check_assignment(assignment)
@@ -239,24 +224,11 @@ def _submit(submission: Path, request: GradeRequest, environment: GradeEnvironme
 
 
 def _submit_remote(server: str, submission: Path, assignment: str | None, mode: str, out: Path | None,
-                   device: str | None) -> None:
-    from grader.cli.remote_submit import RemoteError, print_remote, submit_remote
-    from grader.server.db import MODES
+                   device: str | None, lang: str | None) -> None:
+    """`grade submit --server` reached through this whole CLI (the entry point runs remote_app by itself)."""
+    from grader.cli.remote_app import run
 
-    _check_choice(mode, MODES, "--mode")
-    try:
-        _check_submission_path(submission)
-    except UsageError as exc:
-        raise _usage_error(str(exc)) from exc
-    console = Console(highlight=False)
-    out_dir = out or Path("out") / submission.resolve().name
-    try:
-        result = submit_remote(server, submission, assignment=assignment, mode=mode, out_dir=out_dir, console=console,
-                               device=device)
-    except RemoteError as exc:  # not graded, not an attempt: a usage error's status
-        raise _usage_error(str(exc)) from exc
-    print_remote(result, console, out_dir)
-    raise typer.Exit(exit_code(result))
+    run(server, submission, assignment=assignment, mode=mode, device=device, out=out, lang=lang)
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -311,8 +283,20 @@ def serve(
                                                          "(the batch's similarity), write this CSV and exit")] = None,
     export: Annotated[Path | None, typer.Option(help="write the --assignment's exports of final results "
                                                      "(gradebook, Canvas, Gradescope, reports) here and exit")] = None,
+    counts: Annotated[str | None, typer.Option(help="which graded final submission of a student counts for the "
+                                                    "--assignment: latest, best or chosen (default: the spec's "
+                                                    "[submission] counts)")] = None,
+    timezone: Annotated[str | None, typer.Option(help="the course's time zone, in which the pages and messages "
+                                                      "show times (an IANA name: Asia/Shanghai; default "
+                                                      "$BANG_GRADER_TIMEZONE, else this machine's)")] = None,
 ) -> None:
     """Run the course server: students submit with `grade submit --server URL`; workers grade from a queue."""
+    from grader.server.course_time import TimezoneError, set_zone
+
+    try:
+        set_zone(timezone)
+    except TimezoneError as exc:
+        raise _usage_error(str(exc)) from exc
     from grader.drivers.batch import BatchError
     from grader.server.accounts import add_account, import_roster
     from grader.server.admin import (
@@ -341,7 +325,8 @@ def serve(
         for name in assignment or []:
             profile = device if get_backend(backend).devices_are_profiles else None
             ensure_assignment(database, name, backend, device_type or profile)
-            set_policy(database, name, due=due_at, late_hours=late_hours, late_penalty=late_penalty, per_hour=rate)
+            set_policy(database, name, due=due_at, late_hours=late_hours, late_penalty=late_penalty, per_hour=rate,
+                       counts=counts)
         tokens = import_roster(database, roster) if roster is not None else {}
         if instructor:
             tokens[instructor] = add_account(database, instructor, role="instructor")
@@ -423,23 +408,8 @@ def _due_time(text: str) -> float:
     return when.timestamp()
 
 
-def exit_code(result: GradeResult) -> ExitCode:
-    if result.verdict == Verdict.PASSED:
-        return ExitCode.OK
-    if result.verdict in (Verdict.INTERNAL_ERROR, Verdict.ENVIRONMENT_ERROR):
-        return ExitCode.ERROR
-    return ExitCode.NOT_PASSED
-
-
 class UsageError(Exception):
     """The command line asks for something that is not there: one line on stderr, exit ERROR, nothing written."""
-
-
-def _usage_error(message: str) -> typer.Exit:
-    Console(stderr=True, highlight=False).print(
-        _("{command}: error: {problem}").format(command="grade " + " ".join(sys.argv[1:2]), problem=message),
-        markup=False, soft_wrap=True)
-    return typer.Exit(ExitCode.ERROR)
 
 
 def _check_submission_path(path: Path) -> None:

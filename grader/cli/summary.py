@@ -29,8 +29,12 @@ def verdict_text(verdict: Verdict) -> str:
     return f"[{style}]{verdict_label(verdict)}[/{style}]"
 
 
-def print_summary(result: GradeResult, console: Console, failures_shown: int = 5) -> None:
-    """Print `result` in the active language (grader.i18n.use_language; the CLI picks result.lang's)."""
+def print_summary(result: GradeResult, console: Console, failures_shown: int = 5, score: str | None = None,
+                  pending: bool = False) -> None:
+    """Print `result` in the active language (grader.i18n.use_language; the CLI picks result.lang's). `score`:
+    the last line's score as the course server counts it (pending points, a late penalty, a test run), instead
+    of the result's own; `pending`: the course server withholds the stages' points until the deadline (they
+    read "pending", not 0/0)."""
     who = result.student.name or result.student.id
     console.rule(f"{result.assignment} -- {who}")
     time_label = (_("modelled ({device})") if result.time_is_modelled else _("hardware ({device})")).format(
@@ -73,7 +77,8 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
         for s in result.stages:
             time = f"{s.timing.median_us:,.4g}" if s.timing else "-"
             threshold = f"{s.threshold_us:,.4g}" if s.threshold_us else "-"
-            table.add_row(s.name, verdict_text(s.verdict), time, threshold, f"{s.points:g}/{s.points_possible:g}")
+            points = _("pending") if pending and not s.points_possible else f"{s.points:g}/{s.points_possible:g}"
+            table.add_row(s.name, verdict_text(s.verdict), time, threshold, points)
         console.print(table)
         for s in result.stages:
             if s.verdict != Verdict.PASSED or s.points < s.points_possible:
@@ -121,8 +126,8 @@ def print_summary(result: GradeResult, console: Console, failures_shown: int = 5
         if step.why:
             console.print("  " + step.why, markup=False, highlight=False, soft_wrap=True)
     console.print("\n[bold]" + _("verdict:") + f"[/] {verdict_text(result.verdict)}   [bold]"
-                  + _("score: {score} / {max}").format(score=f"{result.score:g}", max=f"{result.max_score:g}")
-                  + "[/]")
+                  + (score or _("score: {score} / {max}").format(score=f"{result.score:g}", max=f"{result.max_score:g}"))
+                  + "[/]", highlight=False)
 
 
 def _print_finding(console: Console, finding: Finding, first: bool) -> None:

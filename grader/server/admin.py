@@ -17,6 +17,7 @@ from grader.backends import DEFAULT_BACKEND
 from grader.batch.store import BatchManifest
 from grader.i18n import _
 from grader.results import GradeResult
+from grader.server.counting import POLICIES, counted, counting_ids
 from grader.server.db import PHASES, Assignment, Database, Result, Student, Submission, now
 from grader.server.devices import DeviceTypeError, device_type, grading_device
 from grader.server.intake import Enqueue
@@ -47,15 +48,15 @@ def ensure_assignment(db: Database, name: str, backend: str = DEFAULT_BACKEND, d
             due = policy.due.timestamp() if policy.due else None
             found = Assignment(name=name, backend=backend, device=device, seed=BatchManifest.new_seed(), is_open=False,
                                deadline=due, late_until=None if due is None else due + policy.late_hours * 3600,
-                               late_penalty=policy.late_penalty, per_hour=policy.per_hour)
+                               late_penalty=policy.late_penalty, per_hour=policy.per_hour, counts=policy.counts)
             s.add(found)
         return found
 
 
 def set_policy(db: Database, name: str, *, due: float | None = None, late_hours: float | None = None,
-               late_penalty: float | None = None, per_hour: int | None = None) -> None:
+               late_penalty: float | None = None, per_hour: int | None = None, counts: str | None = None) -> None:
     """Changes an assignment's upload policy (each value given): the deadline (a UNIX time), the late window
-    after it, the late penalty, the uploads per student per hour."""
+    after it, the late penalty, the uploads per student per hour, which final submission counts."""
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == name))
         if found is None:
@@ -73,6 +74,11 @@ def set_policy(db: Database, name: str, *, due: float | None = None, late_hours:
             found.late_penalty = late_penalty
         if per_hour is not None:
             found.per_hour = per_hour or None  # 0: no limit but one in flight
+        if counts is not None:
+            if counts not in POLICIES:
+                raise Refused(_("what counts is one of {policies}, not {counts!r}").format(
+                    policies=", ".join(POLICIES), counts=counts))
+            found.counts = counts
 
 
 def set_open(db: Database, assignment: str, is_open: bool) -> None:
@@ -234,42 +240,43 @@ def regrade(db: Database, submission_id: int, enqueue: Enqueue) -> None:
 
 
 def late_penalised(result: GradeResult, penalty: float) -> GradeResult:
-    """A late final's result as it counts: `penalty` (a share) of its score taken off, said in its message."""
+    """A late final's result as it counts (counting.counted): `penalty` (a share) of its score taken off, said in
+    its message."""
     if penalty <= 0:
         return result
+    worth = counted(result.score, True, penalty)
     note = _("submitted late: {share:.0%} of the score taken off ({before:g} -> {after:g})").format(
-        share=penalty, before=result.score, after=round(result.score * (1 - penalty), 2))
-    return result.model_copy(update={"score": round(result.score * (1 - penalty), 2),
+        share=penalty, before=worth.raw, after=worth.score)
+    return result.model_copy(update={"score": worth.score,
                                      "message": "\n".join(m for m in (result.message, note) if m)})
 
 
 def export_finals(db: Database, assignment: str, out_dir: Path) -> list[str]:
     """The batch's exports (gradebook, Canvas, Gradescope, per-student reports; grader.batch.exports) of each
-    student's latest graded `final` submission; test and benchmark runs never reach a gradebook. Returns
-    the exports' notes."""
+    student's graded `final` submission that counts (counting.py: the assignment's policy, latest, best or the
+    student's choice); test and benchmark runs never reach a gradebook. Returns the exports' notes."""
     from grader.batch.exports import ClassRow, write_exports
     from grader.batch.intake import StudentSubmission
     from grader.drivers.batch import assignment_fingerprint
     from grader.orchestration.job import write_report
 
     info = assignment_fingerprint(assignment)
-    latest: dict[str, tuple[Student, Submission, str]] = {}
+    with db.session() as s:
+        found = s.scalar(select(Assignment).where(Assignment.name == assignment))
+    if found is None:
+        raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
+    counts = set(counting_ids(db, found).values())
     with db.session() as s:
         rows = s.execute(select(Student, Submission, Result.document)
                          .join(Submission, Submission.student_pk == Student.id)
                          .join(Result, Result.submission_pk == Submission.id)
-                         .join(Assignment, Submission.assignment_pk == Assignment.id)
-                         .where(Assignment.name == assignment, Submission.mode == "final")
-                         .order_by(Submission.id)).all()
-    for student, sub, document in rows:
-        latest[student.student_id] = (student, sub, document)  # ordered by id: the last one wins
-    with db.session() as s:
-        penalty = s.scalar(select(Assignment.late_penalty).where(Assignment.name == assignment)) or 0.0
+                         .where(Submission.id.in_(counts)).order_by(Student.student_id)).all()
+    penalty = found.late_penalty or 0.0
     class_rows = [ClassRow(StudentSubmission(student.student_id, student.name, f"submission #{sub.id}", None,
                                              content_hash=sub.content_hash),
                            late_penalised(GradeResult.from_json(document), penalty if sub.late else 0.0),
                            stored_as=f"submission-{sub.id}")
-                  for student, sub, document in latest.values()]
+                  for student, sub, document in rows]
     out_dir.mkdir(parents=True, exist_ok=True)
     return write_exports(class_rows, out_dir, info.title or assignment, write_report, info.columns)
 

@@ -12,15 +12,18 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
+from grader.i18n import _
 from grader.server.db import Database
 from grader.server.intake import Enqueue
 from grader.server.policy import Refused, malformed
 from grader.server.routes import accounts, admin, intake, views
+from grader.server.routes.web import LanguageMiddleware, render
 
 SESSION_COOKIE = "bang_grader_session"
 
@@ -32,6 +35,7 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
     app = FastAPI(title="bang-grader course server", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.db, app.state.enqueue = db, enqueue  # what the routes' dependencies hand them (routes.web)
     app.state.sandbox, app.state.reference_root = sandbox, reference_root
+    app.add_middleware(LanguageMiddleware)  # added first: inside the session middleware, whose session it reads
     app.add_middleware(SessionMiddleware, secret_key=secret_key, session_cookie=SESSION_COOKIE,
                        same_site="strict", https_only=https_only, max_age=12 * 3600)
     app.exception_handler(Refused)(_refused)
@@ -42,21 +46,32 @@ def create_app(db: Database, enqueue: Enqueue, secret_key: str, *, https_only: b
     return app
 
 
-async def _refused(_request: Request, exc: Refused) -> JSONResponse:
-    """A refusal as JSON; a 429 (or any refusal that says when to ask again) carries Retry-After."""
+def _error(request: Request, message: str, status: int, headers: dict[str, str] | None = None) -> Response:
+    """The API's JSON error, or a page's HTML error page (in the page's language) on a page route."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+    page = render(request, "error.html.j2", status=status, message=message)
+    page.status_code = status
+    if headers:
+        page.headers.update(headers)
+    return page
+
+
+async def _refused(request: Request, exc: Refused) -> Response:
+    """A refusal (JSON, or an error page); a 429 (or any refusal that says when to ask again) carries
+    Retry-After."""
     retry = exc.retry_after if exc.retry_after is not None else (60.0 if exc.status == 429 else None)
-    headers = {} if retry is None else {"Retry-After": str(max(1, math.ceil(retry)))}
-    return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=headers)
+    headers = None if retry is None else {"Retry-After": str(max(1, math.ceil(retry)))}
+    return _error(request, str(exc), exc.status, headers)
 
 
-async def _malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _malformed(request: Request, exc: RequestValidationError) -> Response:
     fields = sorted({".".join(str(p) for p in e.get("loc", ())[1:]) or "body" for e in exc.errors()})
     return await _refused(request, malformed(fields))
 
 
 async def _http(request: Request, exc: HTTPException) -> Response:
-    if request.url.path.startswith("/api/"):
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-    if exc.status_code == 401:
+    if exc.status_code == 401 and not request.url.path.startswith("/api/"):
         return RedirectResponse("/login", status_code=303)
-    return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+    detail = exc.detail if exc.status_code != 404 or exc.detail != "Not Found" else _("no such page")
+    return _error(request, detail, exc.status_code, exc.headers)

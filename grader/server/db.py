@@ -56,6 +56,8 @@ class Assignment(Base):
     late_until: Mapped[float | None] = mapped_column(Float, nullable=True)  # accepted (late) until; then refused
     late_penalty: Mapped[float] = mapped_column(Float, default=0.0)  # share of a late final's score taken off
     per_hour: Mapped[int | None] = mapped_column(Integer, nullable=True)  # uploads per student per hour
+    # which graded final submission counts: latest, best or chosen (counting.py); from the spec's [submission]
+    counts: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # The reference-seed guard (issue 27): the key (seed digest, version, backend, device) its references passed
     # on, so it runs once per seed; or the failures that keep the assignment closed.
     seed_checked: Mapped[str | None] = mapped_column(String(160), nullable=True)
@@ -103,6 +105,9 @@ class Submission(Base):
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     regrade_failed: Mapped[str | None] = mapped_column(Text, nullable=True)
     cancelled_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # cancelled while queued (final)
+    # when its student chose it as the one that counts (an assignment whose policy is `chosen`: counting.py)
+    chosen_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    lang: Mapped[str | None] = mapped_column(String(8), nullable=True)  # the student's language: graded in it
     submitted_at: Mapped[float] = mapped_column(Float)
     queued_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)

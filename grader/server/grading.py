@@ -84,6 +84,7 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
         sub.graded_type, sub.graded_device = slot_type, device
         sub.started_at, sub.built_at, sub.ran_at, sub.scored_at = now(), None, None, None
         archive, mode = sub.archive, sub.mode
+        lang = lang or sub.lang  # the language its student asked in: the report and messages are theirs
         job_spec = (assignment.name, assignment.backend, assignment.seed, student.student_id, student.name)
     name, backend, seed, student_id, student_name = job_spec
     work_root.mkdir(parents=True, exist_ok=True)

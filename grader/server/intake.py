@@ -34,13 +34,14 @@ Enqueue = Callable[[int, str], None]  # (submission id, queue name)
 
 
 def take_submission(db: Database, student: Student, assignment: str, mode: str, data: bytes,
-                    enqueue: Enqueue, device: str | None = None) -> Submission:
+                    enqueue: Enqueue, device: str | None = None, lang: str | None = None) -> Submission:
     """Checks an upload and queues it on its device type's queue (`device`, else the assignment's); raises
     Refused (nothing stored, no attempt counted) for a bad mode, an unknown or closed assignment, an upload after
     the deadline's late window, one over the hourly rate (429; refused uploads count), a device type the table
     lacks or no live worker serves (409), a bad upload, or a submission of this student still in flight (409).
     One inside the late window is taken and marked late. The cheap decisions come first, the archive's
-    inspection (the costly one) last; the caller runs it off the event loop."""
+    inspection (the costly one) last; the caller runs it off the event loop. `lang`: the student's language,
+    which the worker grades in (its messages are then theirs)."""
     check_mode(mode)
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
@@ -69,7 +70,7 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
         with db.session() as s:
             sub = Submission(student_pk=student.id, assignment_pk=assignment_pk, mode=mode, archive=data,
                              content_hash=digest, queue=queue, device_type=asked, status="queued", in_flight=True,
-                             grade_runs=0, submitted_at=at, late=late)
+                             grade_runs=0, submitted_at=at, late=late, lang=lang)
             s.add(sub)
     except IntegrityError as exc:  # the partial unique index: one in flight per student
         raise Refused(_("you already have a submission being graded; wait for its result or cancel it"),

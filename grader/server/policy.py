@@ -12,10 +12,10 @@ tested in milliseconds (tests/server/test_intake_policy.py).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 from grader.i18n import _
+from grader.server.course_time import course_time
 from grader.server.db import MODES
 from grader.server.devices import DeviceTypeError, device_type
 from grader.server.uploads import UploadError
@@ -32,11 +32,6 @@ class Refused(Exception):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
-
-
-def utc_time(t: float) -> str:
-    """A UNIX time as the server words it to students (minutes, UTC)."""
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
 
 
 def check_mode(mode: str) -> None:
@@ -77,7 +72,7 @@ def lateness(name: str, at: float, deadline: float | None, late_until: float | N
     closes = late_until if late_until is not None else deadline
     if closes is not None and at > closes:
         raise Refused(_("the deadline of {name!r} has passed ({when}): uploads are closed").format(
-            name=name, when=utc_time(closes)), 403)
+            name=name, when=course_time(closes)), 403)
     return deadline is not None and at > deadline
 
 
@@ -88,7 +83,7 @@ def check_rate(name: str, at: float, per_hour: int | None, recent: Sequence[floa
     if per_hour and len(recent) >= per_hour:
         opens = recent[-per_hour] + RATE_WINDOW_SECONDS
         raise Refused(_("at most {n} uploads an hour for {name!r}: the next one is accepted from {when}")
-                      .format(n=per_hour, name=name, when=utc_time(opens)), 429, retry_after=opens - at)
+                      .format(n=per_hour, name=name, when=course_time(opens)), 429, retry_after=opens - at)
 
 
 # Refused uploads a student may make in an hour, whatever the assignment's rate: each one was read and checked,
@@ -102,7 +97,7 @@ def check_refused(at: float, refused: Sequence[float]) -> None:
     if len(refused) >= REFUSED_PER_HOUR:
         opens = refused[-REFUSED_PER_HOUR] + RATE_WINDOW_SECONDS
         raise Refused(_("{n} of your uploads were refused in the last hour: fix what they said; the next one is "
-                        "accepted from {when}").format(n=len(refused), when=utc_time(opens)), 429,
+                        "accepted from {when}").format(n=len(refused), when=course_time(opens)), 429,
                       retry_after=opens - at)
 
 

@@ -12,7 +12,9 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import defer
 
 from grader.i18n import _
-from grader.results import GradeResult
+from grader.results import GradeResult, StageResult
+from grader.server.counting import POLICY_WORDS, Graded, counted, counting, counting_ids, policy_of
+from grader.server.course_time import course_time
 from grader.server.db import (
     PHASES,
     AdminJob,
@@ -26,7 +28,7 @@ from grader.server.db import (
     now,
 )
 from grader.server.devices import device_type
-from grader.server.policy import Refused, utc_time
+from grader.server.policy import Refused
 from grader.server.workers import WORKER_STALE_SECONDS, QueuePlace, queue_place
 
 
@@ -38,8 +40,8 @@ class SubmissionView:
     mode: str
     status: str
     verdict: str | None
-    score: float | None
-    max_score: float | None
+    score: float | None  # as graded (before a late penalty), as the viewer sees it
+    max_score: float | None  # of the cases the viewer sees
     worker: str | None
     grade_runs: int
     late: bool
@@ -51,6 +53,12 @@ class SubmissionView:
     generation: int = 0  # its gradings: 0 the first, each regrade one more
     regrade_failed: str | None = None  # why its last regrade failed (the result before it stays)
     place: QueuePlace | None = None  # while queued or grading: its place in its queue (with_places)
+    pending: float = 0.0  # points of cases hidden from the viewer until the deadline (or the release)
+    penalty: float = 0.0  # the share of the score a late final loses
+    counted_score: float | None = None  # the score as it counts (a graded final: the late penalty taken off)
+    counts: bool = False  # the graded final submission that counts (counting.py), as the viewer sees it
+    chosen_at: float | None = None  # when its student chose it to count (an assignment whose policy is `chosen`)
+    policy: str = "latest"  # the assignment's counting policy (counting.POLICIES)
 
     def as_json(self) -> dict:
         found = self.__dict__.copy()
@@ -86,7 +94,7 @@ def hidden_note(assignment: Assignment) -> str:
     if assignment.deadline is not None:
         return _("Some cases of {name} are hidden until its deadline: they, and the stage points that depend on "
                  "them, are shown after {when}, or earlier if your instructor releases them.").format(
-                     name=assignment.name, when=utc_time(assignment.deadline))
+                     name=assignment.name, when=course_time(assignment.deadline))
     return _("Some cases of {name} are hidden: they, and the stage points that depend on them, are shown when "
              "your instructor releases them.").format(name=assignment.name)
 
@@ -102,15 +110,37 @@ def _shown_result(document: str, assignment: Assignment, viewer: Student | None)
 
 def _view(sub: Submission, student: Student, assignment: Assignment, document: str | None = None,
           viewer: Student | None = None) -> SubmissionView:
-    verdict, score, max_score = sub.verdict, sub.score, sub.max_score
+    verdict, score, max_score, pending = sub.verdict, sub.score, sub.max_score, 0.0
     if document is not None and hides_cases(assignment, viewer):
         shown = _shown_result(document, assignment, viewer)
         verdict, score, max_score = str(shown.verdict), shown.score, shown.max_score
-    return SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
+        pending = round((sub.max_score or 0.0) - shown.max_score, 2)
+    view = SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
                           max_score, sub.worker, sub.grade_runs, bool(sub.late),
                           {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,
                           sub.graded_device, graded=document is not None, generation=sub.generation,
-                          regrade_failed=sub.regrade_failed)
+                          regrade_failed=sub.regrade_failed, pending=pending, chosen_at=sub.chosen_at,
+                          policy=policy_of(assignment))
+    if sub.mode == "final" and score is not None:
+        worth = counted(score, bool(sub.late), assignment.late_penalty or 0.0)
+        view.penalty, view.counted_score = worth.penalty, worth.score
+    return view
+
+
+def _mark_counting(views: list[SubmissionView], penalties: dict[str, float]) -> list[SubmissionView]:
+    """Marks, among `views` (as their viewer sees them), each student's submission of each assignment that counts
+    (a graded final: one being regraded keeps its result, and counts as it until the regrade commits)."""
+    by_assignment: dict[str, list[SubmissionView]] = {}
+    for v in views:
+        if v.mode == "final" and v.graded and v.score is not None:
+            by_assignment.setdefault(v.assignment, []).append(v)
+    pk = {sid: i for i, sid in enumerate(sorted({v.student_id for v in views}))}
+    for name, graded in by_assignment.items():
+        ids = set(counting([Graded(v.id, pk[v.student_id], v.score or 0.0, v.late, v.chosen_at)
+                            for v in graded], graded[0].policy, penalties.get(name, 0.0)).values())
+        for v in graded:
+            v.counts = v.id in ids
+    return views
 
 
 def with_places(db: Database, rows: list[SubmissionView]) -> list[SubmissionView]:
@@ -138,12 +168,30 @@ def _instructors_view(sub: Submission, student: Student, assignment: Assignment,
 
 
 def submissions(db: Database, student: Student | None = None) -> list[SubmissionView]:
-    """Newest first; one student's (as they may see them), or everybody's (student None: the instructor)."""
+    """Newest first; one student's (as they may see them), or everybody's (student None: the instructor); the
+    ones that count marked."""
     with db.session() as s:
         if student is None:
-            return [_instructors_view(*row) for row in s.execute(_rows(Result.id).order_by(Submission.id.desc()))]
-        query = _rows().where(Submission.student_pk == student.id).order_by(Submission.id.desc())
-        return [_view(*row, viewer=student) for row in s.execute(query).all()]
+            rows = s.execute(_rows(Result.id).order_by(Submission.id.desc())).all()
+            views = [_instructors_view(*row) for row in rows]
+        else:
+            rows = s.execute(_rows().where(Submission.student_pk == student.id)
+                             .order_by(Submission.id.desc())).all()
+            views = [_view(*row, viewer=student) for row in rows]
+    return _mark_counting(views, {row[2].name: row[2].late_penalty or 0.0 for row in rows})
+
+
+def _siblings(db: Database, submission_id: int, viewer: Student) -> list[SubmissionView]:
+    """The submissions of the student and the assignment of `submission_id`, as `viewer` may see them, the one
+    that counts marked; Refused 404 unless `viewer` may see it (its student, or an instructor: a student learns
+    nothing about others' ids)."""
+    with db.session() as s:
+        row = s.execute(_rows().where(Submission.id == submission_id)).first()
+        if row is None or (viewer.role != "instructor" and row[1].id != viewer.id):
+            raise Refused(_("no such submission"), 404)
+        siblings = s.execute(_rows().where(Submission.student_pk == row[1].id,
+                                           Submission.assignment_pk == row[2].id)).all()
+    return _mark_counting([_view(*r, viewer=viewer) for r in siblings], {row[2].name: row[2].late_penalty or 0.0})
 
 
 # The dashboard's page of submissions; its filters' values.
@@ -190,6 +238,9 @@ def class_page(db: Database, *, assignment: str | None = None, status: str | Non
         rows = s.execute(_rows(Result.id).where(*filters).order_by(Submission.id.desc())
                          .limit(per_page).offset((page - 1) * per_page)).all()
         shown = [_instructors_view(*row) for row in rows]
+    counts = {i for a in {row[2].name: row[2] for row in rows}.values() for i in counting_ids(db, a).values()}
+    for view in shown:  # the ones that count, among the whole class's (not only this page's)
+        view.counts = view.id in counts
     return ClassPage(shown, total, page, pages, verdicts)
 
 
@@ -203,13 +254,31 @@ def student_of(db: Database, student_id: str) -> Student:
 
 
 def submission_of(db: Database, submission_id: int, viewer: Student) -> SubmissionView:
-    """One submission, if `viewer` may see it (its student, or an instructor); else Refused 404 (a student
-    learns nothing about others' ids)."""
+    """One submission, if `viewer` may see it (its student, or an instructor); else Refused 404."""
+    return next(v for v in _siblings(db, submission_id, viewer) if v.id == submission_id)
+
+
+def counting_of(db: Database, submission_id: int, viewer: Student) -> int | None:
+    """The id of the submission that counts for the student and the assignment of `submission_id` (as `viewer`
+    sees them); None while none of their final submissions is graded."""
+    return next((v.id for v in _siblings(db, submission_id, viewer) if v.counts), None)
+
+
+def choose(db: Database, submission_id: int, student: Student) -> None:
+    """`student` chooses their graded final submission `submission_id` to count (an assignment whose policy is
+    `chosen`); else Refused, saying why."""
+    view = submission_of(db, submission_id, student)
+    if student.role == "instructor" or view.student_id != student.student_id:
+        raise Refused(_("only its student chooses which submission counts"), 403)
+    if view.policy != "chosen":
+        raise Refused(_("for {name}, {policy}: there is nothing to choose").format(
+            name=view.assignment, policy=_(POLICY_WORDS[view.policy])), 409)
+    if view.mode != "final" or not view.graded:
+        raise Refused(_("only a graded final submission can count"), 409)
     with db.session() as s:
-        row = s.execute(_rows().where(Submission.id == submission_id)).first()
-    if row is None or (viewer.role != "instructor" and row[1].id != viewer.id):
-        raise Refused(_("no such submission"), 404)
-    return _view(*row, viewer=viewer)
+        found = s.get(Submission, submission_id)
+        assert found is not None
+        found.chosen_at = now()
 
 
 def result_of(db: Database, submission_id: int, viewer: Student, lang: str | None = None) -> tuple[str, str]:
@@ -271,29 +340,41 @@ class AssignmentView:
     has_hidden: bool  # it has after_deadline groups
     released_at: float | None  # when the instructor released them (or closed it)
     released: bool  # students see them now (released, or the deadline passed)
+    policy: str = "latest"  # which final submission counts (counting.POLICIES)
+    late_now: bool = False  # an upload now is taken late (the penalty taken off a final's score)
+    closed_now: bool = False  # an upload now is refused (closed, or past the deadline's late window)
+    deadline_text: str = ""  # the deadline in the course's time zone, with its offset
+    closes_text: str = ""  # when uploads close (the late window's end), likewise
+
+    # what a student is told of an assignment (grade submit --server --list, the late warning)
+    STUDENT_FIELDS = ("name", "open", "deadline", "late_until", "late_penalty", "per_hour", "device_type", "has_hidden",
+                      "released", "policy", "late_now", "closed_now", "deadline_text", "closes_text")
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
+
+    def student_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.STUDENT_FIELDS}
 
 
 def _assignment_view(a: Assignment) -> AssignmentView:
     from grader.server.visibility import hidden_groups
 
+    at = now()
+    closes = a.late_until if a.late_until is not None else a.deadline
     return AssignmentView(a.name, a.is_open, a.deadline, a.late_until, a.late_penalty, a.per_hour,
                           a.seed_checked is not None, a.seed_failures, device_type(a.device),
-                          bool(hidden_groups(a.name)), a.released_at, released(a))
+                          bool(hidden_groups(a.name)), a.released_at, released(a), policy=policy_of(a),
+                          late_now=a.deadline is not None and at > a.deadline and not (closes and at > closes),
+                          closed_now=not a.is_open or bool(a.seed_failures) or (closes is not None and at > closes),
+                          deadline_text=course_time(a.deadline) if a.deadline is not None else "",
+                          closes_text=course_time(closes) if closes is not None else "")
 
 
 def assignments(db: Database) -> list[AssignmentView]:
-    """Every assignment's state, for the instructor."""
+    """Every assignment's state (the instructor's; a student is shown its student_json)."""
     with db.session() as s:
         return [_assignment_view(a) for a in s.scalars(select(Assignment).order_by(Assignment.name))]
-
-
-def assignment_names(db: Database) -> list[str]:
-    """Every assignment's name, for a student's upload form."""
-    with db.session() as s:
-        return list(s.scalars(select(Assignment.name).order_by(Assignment.name)))
 
 
 def hidden_notices(db: Database) -> list[str]:
@@ -310,38 +391,45 @@ class BoardRow:
     time_source: str  # modelled (emulator) or measured (card)
     device: str
     rank: int = 0  # equal times share a rank, so the order among them says nothing
+    mine: bool = False  # the viewer's own row
+
+
+def ranked(stage: StageResult) -> bool:
+    """Whether a stage's time goes on the board: correct, timed, and every requirement of the stage met (a
+    one-core kernel never ranks on a multicore stage)."""
+    return stage.correct and stage.timing is not None and all(r.passed for r in stage.requirements)
 
 
 def leaderboard(db: Database, assignment: str, viewer: Student | None) -> dict[str, list[BoardRow]]:
-    """Stage -> the opted-in students' best correct time of a `final` submission, fastest first, as `viewer`
-    may see it: until the hidden groups are released, anyone but an instructor gets it computed from each
-    result as its student sees it (visible groups only), so a hidden failure moves nobody, in rank, row count
-    or time. Ties are ordered by pseudonym and share their rank."""
-    best: dict[str, dict[str, BoardRow]] = {}
+    """Stage -> the opted-in students' times, fastest first, from each one's `final` submission that counts
+    (counting.py), where the stage ranks (`ranked`), as `viewer` may see it: until the hidden groups are
+    released, anyone but an instructor gets it computed from each result as its student sees it (visible groups
+    only), so a hidden failure moves nobody, in rank, row count or time. Ties are ordered by pseudonym and share
+    their rank; the viewer's own row is marked."""
+    seen_as = viewer if viewer is not None else Student(role="student")
     with db.session() as s:
         found = s.scalar(select(Assignment).where(Assignment.name == assignment))
         if found is None:
             raise Refused(_("no assignment {name!r} on this server").format(name=assignment), 404)
-        rows = s.execute(select(Result.document, Student.pseudonym).join(Submission, Result.submission_pk == Submission.id)
+    counts = set(counting_ids(db, found, lambda _sub, document: _shown_result(document, found, seen_as).score).values())
+    with db.session() as s:
+        rows = s.execute(select(Result.document, Student.pseudonym, Student.id)
+                         .join(Submission, Result.submission_pk == Submission.id)
                          .join(Student, Submission.student_pk == Student.id)
-                         .where(Submission.assignment_pk == found.id, Submission.mode == "final",
-                                Student.on_leaderboard.is_(True))).all()
-    for document, pseudonym in rows:
-        result = _shown_result(document, found, viewer if viewer is not None else Student(role="student"))
+                         .where(Submission.id.in_(counts), Student.on_leaderboard.is_(True))).all()
+    board: dict[str, list[BoardRow]] = {}
+    for document, pseudonym, student_pk in rows:
+        result = _shown_result(document, found, seen_as)
         for stage in result.stages:
-            if not stage.correct or stage.timing is None:
-                continue
-            row = BoardRow(pseudonym, stage.timing.median_us,
-                           "modelled" if result.time_is_modelled else "measured", result.device_profile)
-            held = best.setdefault(stage.name, {}).get(pseudonym)
-            if held is None or row.median_us < held.median_us:
-                best[stage.name][pseudonym] = row
-    board = {}
-    for stage, held in best.items():
-        ordered = sorted(held.values(), key=lambda r: (r.median_us, r.pseudonym))
-        for i, row in enumerate(ordered):
-            row.rank = ordered[i - 1].rank if i and row.median_us == ordered[i - 1].median_us else i + 1
-        board[stage] = ordered
+            if ranked(stage):
+                board.setdefault(stage.name, []).append(BoardRow(
+                    pseudonym, stage.timing.median_us,  # type: ignore[union-attr]
+                    "modelled" if result.time_is_modelled else "measured", result.device_profile,
+                    mine=viewer is not None and student_pk == viewer.id))
+    for held in board.values():
+        held.sort(key=lambda r: (r.median_us, r.pseudonym))
+        for i, row in enumerate(held):
+            row.rank = held[i - 1].rank if i and row.median_us == held[i - 1].median_us else i + 1
     return board
 
 

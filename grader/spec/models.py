@@ -252,6 +252,9 @@ class SubmissionSpec(_Strict):
                                 "in the exports")
     per_hour: int | None = Field(None, ge=1, description="uploads per student per hour (besides one in flight); "
                                  "more are refused with HTTP 429, no attempt counted")
+    counts: Literal["latest", "best", "chosen"] = Field(
+        "latest", description="which graded final submission of a student counts (exports, pages, leaderboard): "
+        "the latest, the best (after any late penalty), or the one the student chose (the latest until they do)")
 
     @field_validator("due")
     @classmethod

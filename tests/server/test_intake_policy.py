@@ -12,6 +12,7 @@ import tarfile
 import pytest
 
 from grader.i18n import use_language
+from grader.server.course_time import course_time, set_zone
 from grader.server.db import MODES
 from grader.server.policy import (
     RATE_WINDOW_SECONDS,
@@ -25,7 +26,6 @@ from grader.server.policy import (
     device_for,
     lateness,
     refused_upload,
-    utc_time,
 )
 from grader.server.uploads import MAX_UPLOAD_BYTES, UPLOAD_LIMITS, UploadError, inspect_upload
 
@@ -35,8 +35,10 @@ HOUR = 3600.0
 
 @pytest.fixture(autouse=True)
 def english():
+    set_zone("UTC")  # the course's time zone: times are asserted in UTC here (Shanghai's below)
     with use_language("en"):  # the refusals' wording is asserted in English
         yield
+    set_zone(None)
 
 
 def refusal(call, *args, **kwargs) -> Refused:  # noqa: ANN001
@@ -99,13 +101,13 @@ def test_on_time_late_and_past_the_late_window():
     assert lateness("sigmoid", NOON + 1, NOON, NOON + HOUR) is True
     assert lateness("sigmoid", NOON + HOUR, NOON, NOON + HOUR) is True  # the window's last second
     past = refusal(lateness, "sigmoid", NOON + HOUR + 1, NOON, NOON + HOUR)
-    assert past.status == 403 and "2026-03-02 13:00 UTC" in str(past)  # when the window closed
+    assert past.status == 403 and "2026-03-02 13:00 (UTC+00:00)" in str(past)  # when the window closed
 
 
 def test_without_a_late_window_the_deadline_closes_uploads():
     assert lateness("sigmoid", NOON, NOON, None) is False
     past = refusal(lateness, "sigmoid", NOON + 1, NOON, None)
-    assert past.status == 403 and "2026-03-02 12:00 UTC" in str(past)
+    assert past.status == 403 and "2026-03-02 12:00 (UTC+00:00)" in str(past)
 
 
 def test_the_hourly_rate():
@@ -117,10 +119,20 @@ def test_the_hourly_rate():
     over = refusal(check_rate, "sigmoid", at, 2, recent)
     assert over.status == 429
     # the next upload is accepted once the oldest of the last `per_hour` leaves the window
-    assert utc_time(recent[0] + RATE_WINDOW_SECONDS) == "2026-03-02 12:10 UTC"
-    assert "at most 2 uploads an hour" in str(over) and "2026-03-02 12:10 UTC" in str(over)
+    assert course_time(recent[0] + RATE_WINDOW_SECONDS) == "2026-03-02 12:10 (UTC+00:00)"
+    assert "at most 2 uploads an hour" in str(over) and "2026-03-02 12:10 (UTC+00:00)" in str(over)
     assert over.retry_after == 10 * 60  # the Retry-After header: until 12:10
-    assert "2026-03-02 12:40 UTC" in str(refusal(check_rate, "sigmoid", at, 1, recent))
+    assert "2026-03-02 12:40 (UTC+00:00)" in str(refusal(check_rate, "sigmoid", at, 1, recent))
+
+
+def test_times_are_worded_in_the_course_time_zone_with_its_offset():
+    """A 23:59 deadline in Shanghai reads as 23:59 (UTC+08:00), not 15:59 UTC (issue 40 item 1)."""
+    set_zone("Asia/Shanghai")
+    deadline = NOON + 11 * HOUR + 59 * 60 - 8 * HOUR  # 2026-03-02 23:59 +08:00
+    assert course_time(deadline) == "2026-03-02 23:59 (UTC+08:00)"
+    assert "2026-03-02 23:59 (UTC+08:00)" in str(refusal(lateness, "sigmoid", deadline + 1, deadline, None))
+    with pytest.raises(ValueError, match="unknown time zone"):
+        set_zone("Mars/Olympus")
 
 
 def test_the_device_type_asked_for_or_the_assignments():
@@ -158,7 +170,7 @@ def test_refused_uploads_have_a_limit_of_their_own():
     refused = [at - 3000.0 + i for i in range(REFUSED_PER_HOUR)]  # oldest first
     over = refusal(check_refused, at, refused)
     assert over.status == 429 and f"{REFUSED_PER_HOUR} of your uploads were refused" in str(over)
-    assert over.retry_after == 600.0 and utc_time(at + 600) in str(over)
+    assert over.retry_after == 600.0 and course_time(at + 600) in str(over)
 
 
 def test_a_device_type_no_live_worker_serves_is_refused_saying_which_are():

@@ -36,10 +36,10 @@ def twin(tmp: Path, name: str, count: int) -> Path:
 
 
 def board_api(server, viewer: str) -> dict[str, list[dict]]:  # noqa: ANN001
-    """The leaderboard as `viewer` gets it, pseudonyms left out (the one field that names who a row is)."""
+    """The leaderboard as `viewer` gets it, pseudonyms and the viewer's own mark left out (what names who a row is)."""
     with server.client(viewer) as c:
         board = c.get("/api/leaderboard/sigmoid").json()
-    return {stage: [{k: v for k, v in row.items() if k != "pseudonym"} for row in rows] for stage, rows in board.items()}
+    return {stage: [{k: v for k, v in row.items() if k not in ("pseudonym", "mine")} for row in rows] for stage, rows in board.items()}
 
 
 def board_page(server, viewer: str, lang: str = "en") -> dict[str, list[list[str]]]:  # noqa: ANN001
@@ -48,7 +48,7 @@ def board_page(server, viewer: str, lang: str = "en") -> dict[str, list[list[str
         html = page.get("/leaderboard/sigmoid").text
     stages = {}
     for stage, table in re.findall(r"<h2>(\w+)</h2>\s*<table class=\"stage\">(.*?)</table>", html, re.S):
-        rows = re.findall(r'<tr class="board-row">(.*?)</tr>', table, re.S)
+        rows = re.findall(r'<tr class="board-row[^"]*"[^>]*>(.*?)</tr>', table, re.S)
         cells = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in rows]
         stages[stage] = [c[:1] + c[2:] for c in cells]
     return stages
@@ -59,7 +59,7 @@ def own_view(server, who: str, sub_id: int) -> dict:  # noqa: ANN001
     with server.client(who) as c:
         state = c.get(f"/api/submissions/{sub_id}").json()
         result = c.get(f"/api/submissions/{sub_id}/result").json()
-    return {"state": {k: state[k] for k in ("verdict", "score", "max_score", "status")},
+    return {"state": {k: state[k] for k in ("verdict", "score", "max_score", "status", "pending", "counts")},
             "verdict": result["verdict"], "score": result["score"], "max_score": result["max_score"],
             "cases": sorted((c["name"], c["verdict"], c["passed"]) for c in result["cases"]),
             "stages": [(s["name"], s["verdict"], s["correct"], s["points"], s["message"], s["next_step"],

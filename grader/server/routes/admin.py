@@ -17,7 +17,16 @@ from grader.i18n import _
 from grader.server import admin, jobs
 from grader.server.accounts import import_roster
 from grader.server.db import Database
-from grader.server.routes.web import Db, Instructor, PageUser, Queue, check_csrf, need_instructor, render
+from grader.server.routes.web import (
+    ApiUser,
+    Db,
+    Instructor,
+    PageUser,
+    Queue,
+    check_csrf,
+    need_instructor,
+    render,
+)
 from grader.server.views import assignments
 
 router = APIRouter()
@@ -26,7 +35,7 @@ router = APIRouter()
 class AssignmentChange(BaseModel):
     """An instructor's change to an assignment (each field given): open or close it (opening runs the
     reference-seed guard first, once per seed; closing releases its hidden cases), release its hidden cases,
-    its deadline, late window and penalty, hourly rate."""
+    its deadline, late window and penalty, hourly rate, what counts."""
 
     open: bool | None = None
     release: bool | None = None
@@ -34,6 +43,7 @@ class AssignmentChange(BaseModel):
     late_hours: float | None = Field(None, ge=0)
     late_penalty: float | None = Field(None, ge=0, le=1)
     per_hour: int | None = Field(None, ge=0)
+    counts: str | None = None  # latest, best or chosen (counting.POLICIES)
 
 
 
@@ -59,7 +69,11 @@ async def roster(db: Db, file: Annotated[UploadFile, File()], _user: Instructor)
 
 
 @router.get("/api/assignments")
-def assignments_api(db: Db, _user: Instructor) -> list[dict]:
+def assignments_api(db: Db, user: ApiUser) -> list[dict]:
+    """Every assignment's state for an instructor; the open ones, as a student is told of them, for a student
+    (grade submit --server URL --list, and the late warning before an upload)."""
+    if user.role != "instructor":
+        return [a.student_json() for a in assignments(db) if a.open]
     return [a.as_json() for a in assignments(db)]
 
 
@@ -68,7 +82,8 @@ def change_assignment(request: Request, name: str, change: AssignmentChange, db:
     """The assignment's state after the change; opening starts a background job (its reference-seed guard), the
     answer's `job` (its id: /api/jobs/{id} follows it; the assignment is open once it is done)."""
     admin.set_policy(db, name, due=change.due.timestamp() if change.due else None,
-                     late_hours=change.late_hours, late_penalty=change.late_penalty, per_hour=change.per_hour)
+                     late_hours=change.late_hours, late_penalty=change.late_penalty, per_hour=change.per_hour,
+                     counts=change.counts)
     if change.release:
         admin.release(db, name)
     started = None

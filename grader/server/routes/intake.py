@@ -16,6 +16,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message
 
+from grader.i18n import current_language
 from grader.server import intake
 from grader.server.policy import Refused, malformed, refused_upload
 from grader.server.routes.web import ApiUser, Db, PageUser, Queue, check_csrf
@@ -55,6 +56,10 @@ async def capped_form(request: Request, limit: int) -> FormData:
 @router.post("/api/submissions", status_code=201)
 async def upload(request: Request, db: Db, enqueue: Queue, user: ApiUser) -> dict:
     await run_in_threadpool(intake.check_refusals, db, user)  # 429 before a byte of the body is read
+    # graded in the student's language when the request states one (grade submit --server sends its --lang or
+    # locale); else the assignment's, as before. Read here: the thread pool does not see the request's language.
+    stated = "lang" in request.query_params or "accept-language" in request.headers
+    lang = current_language() if stated else None
     assignment = None
     try:
         form = await capped_form(request, MAX_UPLOAD_BYTES + FORM_SLACK_BYTES)
@@ -67,7 +72,7 @@ async def upload(request: Request, db: Db, enqueue: Queue, user: ApiUser) -> dic
         data = await archive.read(MAX_UPLOAD_BYTES + 1)
         device = form.get("device")
         sub = await run_in_threadpool(intake.take_submission, db, user, assignment, mode, data, enqueue,
-                                      device if isinstance(device, str) and device else None)
+                                      device if isinstance(device, str) and device else None, lang)
     except Refused as refused:
         await run_in_threadpool(intake.record_refusal, db, user,
                                 assignment if isinstance(assignment, str) else None, refused)

@@ -4,13 +4,15 @@ them), the leaderboard, the dashboards, a submission's code, and the live pages'
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
-from grader.i18n import LANGUAGES, use_language
+from grader.i18n import LANGUAGES, _
 from grader.server import views
+from grader.server.counting import POLICY_WORDS
 from grader.server.db import Database, Student
 from grader.server.routes.web import (
     TEMPLATES,
@@ -18,6 +20,7 @@ from grader.server.routes.web import (
     Db,
     Instructor,
     PageUser,
+    check_csrf,
     need_instructor,
     page_language,
     render,
@@ -39,7 +42,23 @@ def status(submission_id: int, db: Db, user: ApiUser) -> dict:
     """A submission's state; while queued or grading, its place in the queue (position, live workers, an estimate
     of the seconds until its result, the device type it waits for when no live worker serves it)."""
     view = views.submission_of(db, submission_id, user)
-    return {**view.as_json(), **queue_place(db, submission_id).as_json()}
+    return {**view.as_json(), **queue_place(db, submission_id).as_json(),
+            "counting": views.counting_of(db, submission_id, user)}
+
+
+@router.post("/api/submissions/{submission_id}/choose")
+def choose_api(submission_id: int, db: Db, user: ApiUser) -> dict:
+    """The student chooses this graded final submission to count (an assignment whose policy is `chosen`)."""
+    views.choose(db, submission_id, user)
+    return {"counting": views.counting_of(db, submission_id, user)}
+
+
+@router.post("/submissions/{submission_id}/choose")
+def choose_page(request: Request, submission_id: int, db: Db, csrf: Annotated[str, Form()],
+                user: PageUser) -> Response:
+    check_csrf(request, csrf)
+    views.choose(db, submission_id, user)
+    return RedirectResponse("/", status_code=303)
 
 
 @router.get("/api/submissions/{submission_id}/result")
@@ -72,11 +91,10 @@ def leaderboard_api(assignment: str, db: Db, user: ApiUser) -> dict:
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, db: Db, user: PageUser) -> HTMLResponse:
-    assignments = views.assignment_names(db)
-    with use_language(page_language(request)):  # the notices are worded here, in the page's language
-        hidden = views.hidden_notices(db)
+    hidden = views.hidden_notices(db)  # worded in the page's language (LanguageMiddleware)
+    policy_words = {p: _(words) for p, words in POLICY_WORDS.items()}
     return render(request, "student.html.j2", user=user, rows=views.with_places(db, views.submissions(db, user)),
-                  assignments=assignments, hidden=hidden)
+                  assignments=[a for a in views.assignments(db) if a.open], hidden=hidden, policy_words=policy_words)
 
 
 @router.get("/submissions/{submission_id}/report", response_class=HTMLResponse)

@@ -5,7 +5,6 @@ annotations."""
 
 import hmac
 import secrets
-import time
 from functools import cache
 from pathlib import Path
 from typing import Annotated
@@ -13,14 +12,19 @@ from typing import Annotated
 import jinja2
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from grader.i18n import LANGUAGES, _, install_jinja, use_language
+from grader.i18n import LANGUAGES, N_, _, install_jinja, use_language
 from grader.results import Verdict, verdict_label
 from grader.server.accounts import authenticate, session_account
+from grader.server.course_time import course_clock, course_time
 from grader.server.db import PHASES, Database, Student
 from grader.server.intake import Enqueue
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "reports" / "templates" / "server"
+# A submission's status and mode as the pages word them (db.Submission.status, db.MODES).
+STATUS_WORDS = {"queued": N_("queued"), "running": N_("running"), "done": N_("done"), "cancelled": N_("cancelled")}
+MODE_WORDS = {"test": N_("test"), "benchmark": N_("benchmark"), "final": N_("final")}
 
 
 def database(request: Request) -> Database:
@@ -86,9 +90,11 @@ def _templates(lang: str) -> jinja2.Environment:
     install_jinja(env, lang)
     env.globals["phases"] = PHASES
     env.filters["verdict"] = lambda v: verdict_label(Verdict(v)) if v else ""  # in the page's language
-    env.filters["clock"] = lambda t: "" if t is None else time.strftime("%H:%M:%S", time.localtime(t))
-    env.filters["date"] = lambda t: "" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+    env.filters["clock"] = lambda t: "" if t is None else course_clock(t)  # the course's time zone, its offset
+    env.filters["date"] = lambda t: "" if t is None else course_time(t)
     env.filters["duration"] = duration
+    env.filters["status"] = lambda v: _(STATUS_WORDS[v]) if v in STATUS_WORDS else v
+    env.filters["mode"] = lambda v: _(MODE_WORDS[v]) if v in MODE_WORDS else v
     return env
 
 
@@ -103,13 +109,31 @@ def duration(seconds: float) -> str:
 
 
 def page_language(request: Request) -> str:
-    """?lang= (remembered in the session), else the session's, else the browser's Accept-Language."""
+    """?lang= (remembered in the session of a page), else the session's, else Accept-Language (the browser's,
+    or `grade submit --server`'s: its --lang or locale)."""
     asked = request.query_params.get("lang")
+    session = request.session if "session" in request.scope else {}
     if asked in LANGUAGES:
-        request.session["lang"] = asked
-    if request.session.get("lang") in LANGUAGES:
-        return request.session["lang"]
+        session["lang"] = asked
+        return asked
+    if session.get("lang") in LANGUAGES:
+        return session["lang"]
     return "zh" if request.headers.get("accept-language", "").lower().startswith("zh") else "en"
+
+
+class LanguageMiddleware:
+    """Every request answered in its language (page_language): the pages, and the API's messages and refusals
+    (`_()` reads the context's language). Inside the session middleware, which it reads."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with use_language(page_language(Request(scope))):
+            await self.app(scope, receive, send)
 
 
 def render(request: Request, name: str, **context: object) -> HTMLResponse:
