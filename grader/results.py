@@ -443,6 +443,9 @@ class GradeResult(BaseModel):
     message: str = ""
     score: float
     max_score: float
+    pending_points: float = Field(0.0, description="points this view withholds until hidden cases are released "
+                                                   "(a student's view before the deadline: score and max_score "
+                                                   "are the visible groups'; the whole is max_score + this)")
     groups: list[GroupScore] = Field(default_factory=list)
     cases: list[CaseResult] = Field(default_factory=list)
     stages: list[StageResult] = Field(default_factory=list)

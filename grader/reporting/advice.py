@@ -197,6 +197,21 @@ REGISTRY: dict[str, Advice] = {
         "printf with %n). On the MLU a kernel calls only device functions (__mlu_func__) and builtins: move the "
         "host work out of the kernel."),
         N_("Call only device functions and builtins from kernels")),
+    # the replay's WebAssembly engine (bang_emu runtime/wasm_host.cpp; opt-in): its kernel errors
+    "wasm_trap": Advice(
+        "emulator", N_("The kernel trapped in the grader's replay"),
+        N_("When the grader replayed your kernels (compiled to WebAssembly, a separate build of the same .mlu), "
+        "they stopped on an instruction that has no result: an access past every buffer, an integer division by "
+        "zero or overflow, a stack too deep. Run the failing case on its own and check the indices and divisors "
+        "the message points to; `long` is 32-bit in that build, so keep element offsets in `int64_t` where they "
+        "can exceed 2^31."),
+        N_("Check the indices and divisors of the failing case")),
+    "wasm_kernel": Advice(
+        "emulator", N_("The grader's replay stopped your kernel"),
+        N_("When the grader replayed your kernels, a builtin or a launch argument was refused: the message names "
+        "which (an operand outside the kernel's memory, a pointer argument that is not inside a device buffer). "
+        "Pass kernels only pointers into device memory and keep builtins' operands inside their buffers."),
+        N_("Keep builtins' operands and pointer arguments inside device buffers")),
     # -- patterns in the outputs (hints.py) --
     "unwritten_output": Advice(
         "output", N_("Part of the output is never written"),

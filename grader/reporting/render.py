@@ -169,7 +169,8 @@ def build_context(result: GradeResult) -> dict[str, Any]:
         "roofline": charts.roofline(result.stages, result.cases, peaks, operator),
         "peaks": peaks,
         "diagnostic_count": len(all_diagnostics(result)),
-        "score_fraction": result.score / result.max_score if result.max_score else 0.0,
+        "score_fraction": (result.score / (result.max_score + result.pending_points)
+                           if result.max_score + result.pending_points else 0.0),
         "report_version": __version__,
         # static screening (grader.checks.screening): the findings and whether they withheld the stage points
         "screening": list(result.screening),

@@ -113,8 +113,7 @@ def _view(sub: Submission, student: Student, assignment: Assignment, document: s
     verdict, score, max_score, pending = sub.verdict, sub.score, sub.max_score, 0.0
     if document is not None and hides_cases(assignment, viewer):
         shown = _shown_result(document, assignment, viewer)
-        verdict, score, max_score = str(shown.verdict), shown.score, shown.max_score
-        pending = round((sub.max_score or 0.0) - shown.max_score, 2)
+        verdict, score, max_score, pending = str(shown.verdict), shown.score, shown.max_score, shown.pending_points
     view = SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
                           max_score, sub.worker, sub.grade_runs, bool(sub.late),
                           {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,

@@ -67,4 +67,5 @@ def redact_hidden(result: GradeResult, hidden: frozenset[str], note: str) -> Gra
     return result.model_copy(update={
         "cases": cases, "groups": groups, "stages": stages, "verdict": verdict,
         "score": sum(g.points for g in groups), "max_score": sum(g.points_possible for g in groups),
+        "pending_points": round(result.max_score - sum(g.points_possible for g in groups), 2),
         "message": "\n".join(m for m in (result.message, note) if m)})
