@@ -14,6 +14,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import tzinfo
 from pathlib import Path
 
 from grader.atomic_file import atomic_write_text
@@ -72,13 +73,15 @@ def finish_job(result: GradeResult, observer: GradeObserver) -> GradedJob:
     return GradedJob(result, results, report)
 
 
-def report_html(result: GradeResult, lang: str | None = None) -> str:
+def report_html(result: GradeResult, lang: str | None = None, zone: tzinfo | None = None) -> str:
     """The report of `result`, in its language or in `lang` (the course server draws a stored result in the
     language of whoever opens it: the report's words, findings and hints follow `lang`; each case's message keeps
-    the language it was graded in): the one rendering every front door uses."""
+    the language it was graded in), times in `zone` (the course server's; default UTC): the one rendering every front
+    door uses."""
     from grader.reporting.render import render_report_html
 
-    return render_report_html(result if lang in (None, result.lang) else result.model_copy(update={"lang": lang}))
+    shown = result if lang in (None, result.lang) else result.model_copy(update={"lang": lang})
+    return render_report_html(shown, zone)
 
 
 def write_report(result: GradeResult, path: Path) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +136,9 @@ def assignment_operator(result: GradeResult) -> charts.Operator | None:
     return charts.Operator(facts.reference, tuple(facts.inputs)) if facts is not None else None
 
 
-def build_context(result: GradeResult) -> dict[str, Any]:
-    """Everything the template shows, derived from the results document alone."""
+def build_context(result: GradeResult, zone: tzinfo | None = None) -> dict[str, Any]:
+    """Everything the template shows, derived from the results document alone; times in `zone` (default UTC: the
+    course server passes its course's zone)."""
     findings = diagnose(result)
     next_step = overall_next_step(result, findings)
     compiler: CompilerOutput | None = None
@@ -169,6 +171,7 @@ def build_context(result: GradeResult) -> dict[str, Any]:
         "roofline": charts.roofline(result.stages, result.cases, peaks, operator),
         "peaks": peaks,
         "diagnostic_count": len(all_diagnostics(result)),
+        "graded_at": graded_at(result.started_at, zone),
         "score_fraction": (result.score / (result.max_score + result.pending_points)
                            if result.max_score + result.pending_points else 0.0),
         "report_version": __version__,
@@ -214,8 +217,18 @@ def _environment(lang: str) -> jinja2.Environment:
     return env
 
 
-def render_report_html(result: GradeResult) -> str:
+def graded_at(started: datetime, zone: tzinfo | None) -> str:
+    """When a grading started, to the minute, in `zone` with its offset ("2026-12-06 13:10 (UTC+08:00)"), or UTC."""
+    if zone is None:
+        return started.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    at = started.astimezone(zone)
+    minutes = int(at.utcoffset().total_seconds() // 60) if at.utcoffset() is not None else 0
+    sign = "+" if minutes >= 0 else "-"
+    return f"{at:%Y-%m-%d %H:%M} (UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d})"
+
+
+def render_report_html(result: GradeResult, zone: tzinfo | None = None) -> str:
     """The report as one HTML document, in the result's language (its words, and the findings' and hints'
-    texts, which grader.i18n gives in the active language)."""
+    texts, which grader.i18n gives in the active language); times in `zone` (default UTC)."""
     with use_language(result.lang):
-        return _environment(result.lang).get_template("report.html.j2").render(**build_context(result))
+        return _environment(result.lang).get_template("report.html.j2").render(**build_context(result, zone))

@@ -14,7 +14,7 @@ from sqlalchemy.orm import defer
 from grader.i18n import _
 from grader.results import GradeResult, StageResult
 from grader.server.counting import POLICY_WORDS, Graded, counted, counting, counting_ids, policy_of
-from grader.server.course_time import course_time
+from grader.server.course_time import course_time, course_zone
 from grader.server.db import (
     PHASES,
     AdminJob,
@@ -294,13 +294,12 @@ def result_of(db: Database, submission_id: int, viewer: Student, lang: str | Non
     if row is None:
         raise Refused(_("not graded yet"), 404)
     result, assignment = row
+    # drawn again from the stored result: in the viewer's language and the course's time zone (the stored HTML is
+    # the worker's, in UTC)
     if not hides_cases(assignment, viewer):
-        if lang is None:
-            return result.document, result.report_html
-        stored = GradeResult.from_json(result.document)
-        return result.document, result.report_html if stored.lang == lang else report_html(stored, lang)
+        return result.document, report_html(GradeResult.from_json(result.document), lang, course_zone())
     shown = _shown_result(result.document, assignment, viewer)
-    return shown.to_json(), report_html(shown, lang)
+    return shown.to_json(), report_html(shown, lang, course_zone())
 
 
 def grading_history(db: Database, submission_id: int, viewer: Student) -> list[dict]:

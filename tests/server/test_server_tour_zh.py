@@ -88,6 +88,7 @@ def test_a_chinese_speaking_student_and_instructor_through_the_course_server(red
                 assert CJK.search(ann.locator("body").inner_text()[:2000])
                 # the report says the hidden points are pending, not full marks (60 of 60 read as a perfect score)
                 assert "待截止后公布" in ann.locator("#pending").inner_text(), ann.content()[:2000]
+                assert ann.locator("#date").inner_text().endswith("(UTC+08:00)")  # graded at, in the course's time
                 ann.screenshot(path=str(shots / "03-report-zh.png"), full_page=False)
                 ann.go_back()
                 ann.click("#opt")  # she joins the leaderboard under a pseudonym
