@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 from grader.i18n import _
 
@@ -74,3 +75,11 @@ def fmt_pct(fraction: float | None) -> str:
     if 0 < pct < 0.01:
         return "<0.01%"
     return f"{pct:.0f}%" if pct >= 10 or pct == 0 else f"{pct:.2g}%"
+
+
+def fmt_local_minute(at: datetime) -> str:
+    """An aware time to the minute with its UTC offset: 2026-12-05 23:59 (UTC+08:00)."""
+    offset = at.utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+    sign = "+" if minutes >= 0 else "-"
+    return f"{at:%Y-%m-%d %H:%M} (UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d})"

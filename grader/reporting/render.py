@@ -221,10 +221,7 @@ def graded_at(started: datetime, zone: tzinfo | None) -> str:
     """When a grading started, to the minute, in `zone` with its offset ("2026-12-06 13:10 (UTC+08:00)"), or UTC."""
     if zone is None:
         return started.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    at = started.astimezone(zone)
-    minutes = int(at.utcoffset().total_seconds() // 60) if at.utcoffset() is not None else 0
-    sign = "+" if minutes >= 0 else "-"
-    return f"{at:%Y-%m-%d %H:%M} (UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d})"
+    return formatting.fmt_local_minute(started.astimezone(zone))
 
 
 def render_report_html(result: GradeResult, zone: tzinfo | None = None) -> str:

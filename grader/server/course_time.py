@@ -9,6 +9,8 @@ import os
 from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from grader.reporting.formatting import fmt_local_minute
+
 ENV_TIMEZONE = "BANG_GRADER_TIMEZONE"
 
 _zone: tzinfo | None = None
@@ -37,17 +39,9 @@ def course_zone() -> tzinfo:
     return _zone if _zone is not None else datetime.now().astimezone().tzinfo  # type: ignore[return-value]
 
 
-def _offset(at: datetime) -> str:
-    offset = at.utcoffset()
-    minutes = int(offset.total_seconds() // 60) if offset is not None else 0
-    sign = "+" if minutes >= 0 else "-"
-    return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
-
-
 def course_time(t: float) -> str:
     """A UNIX time to the minute, in the course's zone, with its offset: 2026-12-05 23:59 (UTC+08:00)."""
-    at = datetime.fromtimestamp(t, course_zone())
-    return f"{at:%Y-%m-%d %H:%M} ({_offset(at)})"
+    return fmt_local_minute(datetime.fromtimestamp(t, course_zone()))
 
 
 def course_clock(t: float) -> str:
