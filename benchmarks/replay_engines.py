@@ -1,5 +1,5 @@
 """The replay's two engines side by side (issue 37): each submission graded twice in one run, its kernels replayed
-natively (the default) and on the WebAssembly engine (`BANG_EMU_REPLAY_ENGINE=wasm`), and what the grade reads from
+natively (`BANG_EMU_REPLAY_ENGINE=native`) and on the WebAssembly engine (the default), and what the grade reads from
 the replay compared -- score, verdict, every stage's verdict and modelled time, the integrity list -- with the wall
 time of each grading. The fidelity pass the switch-over waits on: every line "same", times within 1%.
 
@@ -33,9 +33,7 @@ def submissions() -> list[Path]:
 
 
 def grade(submission: Path, out: Path, engine: str, sandbox: str) -> tuple[dict | None, float, str]:
-    env = {k: v for k, v in os.environ.items() if k != "BANG_EMU_REPLAY_ENGINE"}
-    if engine == "wasm":
-        env["BANG_EMU_REPLAY_ENGINE"] = "wasm"
+    env = {**os.environ, "BANG_EMU_REPLAY_ENGINE": engine}
     started = time.monotonic()
     proc = subprocess.run([str(REPO / "grade"), "submit", str(submission), "--out", str(out), "--sandbox", sandbox,
                            "--no-build-cache"], capture_output=True, text=True, env=env, cwd=REPO)

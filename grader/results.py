@@ -31,6 +31,9 @@ class Verdict(StrEnum):
 
     ENVIRONMENT_ERROR = "environment_error"  # the machine cannot grade (no sandbox); nothing was run
     INTERNAL_ERROR = "internal_error"  # the grader itself failed; never the student's fault
+    # the grader's two replays of the kernels disagree on a call (DESIGN.md "Confinement by construction"): the
+    # grade waits for a person; never the student's fault, never credited either
+    HELD_FOR_REVIEW = "held_for_review"
     UNGRADABLE_LAYOUT = "ungradable_layout"  # files missing or misplaced; nothing was built
     COMPILE_ERROR = "compile_error"
     INTEGRITY = "integrity"  # the sandbox's claims do not add up (forged trace, output not written by a kernel)
@@ -60,6 +63,7 @@ _VERDICT_WORDS: dict[Verdict, VerdictWords] = {
     Verdict.ENVIRONMENT_ERROR: VerdictWords(N_("environment error"), N_("Cannot grade on this machine"),
                                             N_("setup")),
     Verdict.INTERNAL_ERROR: VerdictWords(N_("internal error"), N_("Grader error"), N_("grader")),
+    Verdict.HELD_FOR_REVIEW: VerdictWords(N_("held for review"), N_("Held for review"), N_("review")),
     Verdict.UNGRADABLE_LAYOUT: VerdictWords(N_("ungradable layout"), N_("Not gradable"), N_("layout")),
     Verdict.COMPILE_ERROR: VerdictWords(N_("compile error"), N_("Compile error"), N_("build")),
     Verdict.INTEGRITY: VerdictWords(N_("integrity"), N_("Results do not add up"), N_("integrity")),

@@ -111,3 +111,51 @@ def test_modelled_time_comes_from_the_trace_not_the_in_process_timer():
     assert hardware == [5.0]
     unverified, why = modelled_samples("modelled", [0.001], None)  # no verified launch: no time at all
     assert unverified == [] and "no verified launch" in why
+
+
+# -- the disagreement policy (DESIGN.md "Confinement by construction"): the engine's account against the native one --
+
+
+def replayed_call(output: np.ndarray | None, error: str | None = None):
+    from grader.orchestration.replay import ReplayedCall
+
+    twin = CASE.replay_twin(b"salt")
+    return twin, ReplayedCall(twin=twin, output=output, error=error, engine="wasm")
+
+
+def test_replay_accuses_names_what_would_cost_points_and_nothing_else():
+    from grader.orchestration.judge import replay_accuses
+
+    twin, good = replayed_call(None)
+    good.output = REFERENCES["sigmoid"].compute(twin.make_inputs()["x"]).astype(np.float32)
+    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=good)) is None
+    _, wrong = replayed_call(np.zeros(CASE.output_shape, np.float32))
+    said = replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=wrong))
+    assert said is not None and "fresh inputs" in said
+    found = CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=good, integrity=["wasm-trap: out of bounds"])
+    assert replay_accuses(SPEC, CASE, found) == "wasm-trap: out of bounds"
+    # a call the run did not finish, or one whose journal ran into a budget, is not the replay's to accuse
+    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": False}, replayed=wrong)) is None
+    wrong.over_budget = True
+    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=wrong)) is None
+
+
+def test_a_disagreement_is_held_for_review_never_integrity_and_never_credited():
+    _, wrong = replayed_call(np.zeros(CASE.output_shape, np.float32))
+    got = CallOutcome(meta={"ok": True}, output=EXPECTED.astype(np.float32), trace=reading([LAUNCH]),
+                      replayed=wrong, integrity=["the replay could not stand"], disagreement="it trapped")
+    held = judge_call(SPEC, "sigmoid", CASE, got, EXPECTED, kernel_trace=True)
+    assert held.verdict == Verdict.HELD_FOR_REVIEW and not held.passed
+    assert "held for review" in held.message and "it trapped" in held.message
+    # without the native replay's word, the same account is the engine's verdict
+    got.disagreement = None
+    assert judge_call(SPEC, "sigmoid", CASE, got, EXPECTED, kernel_trace=True).verdict == Verdict.INTEGRITY
+
+
+def test_a_disagreement_on_a_wrong_run_is_judged_on_the_run_alone():
+    out = EXPECTED.astype(np.float32) + 1.0
+    _, wrong = replayed_call(np.zeros(CASE.output_shape, np.float32))
+    got = CallOutcome(meta={"ok": True}, output=out, trace=reading([LAUNCH]), replayed=wrong,
+                      integrity=["the replay could not stand"], disagreement="it trapped")
+    result = judge_call(SPEC, "sigmoid", CASE, got, EXPECTED, kernel_trace=True)
+    assert result.verdict == Verdict.WRONG_ANSWER and "held for review" not in result.message

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bang_harness.protocol import REPLAY_ENGINE_ENV
+from bang_harness.protocol import REPLAY_ENGINE_ENV, replay_engine
 from bang_harness.toolchains import GXX_ONLY_ENV
 
 from grader.backends import DEFAULT_BACKEND, TimingSource, get_backend
@@ -51,10 +51,9 @@ class ResolvedBackend:
         for switch in ("BANG_GRADER_NO_PCH", GXX_ONLY_ENV):
             if os.environ.get(switch):
                 env[switch] = "1"
-        # the replay's engine (opt-in while it is measured: DESIGN.md "Confinement by construction"); part of the
-        # build's cache key through this env, since the build then also makes the WebAssembly module
-        if os.environ.get(REPLAY_ENGINE_ENV) == "wasm":
-            env[REPLAY_ENGINE_ENV] = "wasm"
+        # the replay's engine (DESIGN.md "Confinement by construction"): WebAssembly unless the grader's own
+        # environment says native; part of the build's cache key through this env (the build makes the wasm module)
+        env[REPLAY_ENGINE_ENV] = replay_engine(os.environ)
         return env
 
     def argv(self, phase: Phase) -> list[str]:

@@ -24,10 +24,17 @@ from bang_harness.protocol import JOB_FILE
 from grader.checks.integrity import HostFacts
 from grader.i18n import _, carry_language
 from grader.orchestration.environment import ResolvedBackend
-from grader.orchestration.judge import CallOutcome
+from grader.orchestration.judge import CallOutcome, replay_accuses
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.read_outputs import describe_outcome, read_call
-from grader.orchestration.replay import JOURNAL_CAP_BYTES, RunRound, replay_round, write_trace_key
+from grader.orchestration.replay import (
+    JOURNAL_CAP_BYTES,
+    ReplayRound,
+    RunRound,
+    replay_round,
+    second_opinion,
+    write_trace_key,
+)
 from grader.orchestration.rounds import RoundRefused, RoundSandbox
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
 from grader.scoring.timing import MAX_ROUNDS
@@ -98,7 +105,37 @@ class Executor:
                 self.integrity_seconds += seconds
                 # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
                 self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
+        if replay is not None:
+            self._second_opinion(rounds, replay, results, replay_io.with_name(f"{replay_io.name}-native"))
+            native = sorted({r.native_why for r in replay.calls.values() if r.engine == "native" and r.native_why})
+            for why in native:
+                note = _("your kernels were replayed natively, not in the confined WebAssembly engine: {why}").format(
+                    why=why[:1500])
+                if note not in self.notes:
+                    self.notes.append(note)
         return results
+
+    def _second_opinion(self, rounds: list[RunRound], replay: ReplayRound, results: dict[str, CallOutcome],
+                        io: Path) -> None:
+        """The disagreement policy (DESIGN.md "Confinement by construction"): where the WebAssembly engine's account
+        of a call would cost it points, the same journals are replayed natively on the same twins; if that replay
+        finds nothing against the call, the call is held for review (judge.DISAGREEMENT), else the engine's account
+        stands. The native replay is never credited."""
+        accused = {call.id: why for ran in rounds for call in ran.calls
+                   if replay.calls[call.id].engine == "wasm"
+                   and (why := replay_accuses(self.spec, call.case, results[call.id])) is not None}
+        if not accused:
+            return
+        second = second_opinion(replay, io, set(accused))
+        for ran in rounds:
+            for call in ran.calls:
+                if call.id not in accused:
+                    continue
+                native, seconds = read_call(call, ran.outputs, ran.outcome, self.spec, self.backend, self.facts,
+                                            second)
+                self.integrity_seconds += seconds
+                if second.calls[call.id].error is None and replay_accuses(self.spec, call.case, native) is None:
+                    results[call.id] = replace(results[call.id], disagreement=accused[call.id])
 
     def drop_finished_rounds(self) -> None:
         """Frees the folders of the rounds read back so far: /io is a capped tmpfs, and a seed sweep runs many

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from bang_harness.protocol import ErrorKind
 
-from grader.checks import compare
+from grader.checks import CheckOutcome, compare
 from grader.checks.kernel_use import KernelUse
 from grader.i18n import N_, _
 from grader.orchestration.replay import ReplayedCall
@@ -34,6 +34,11 @@ ERROR_VERDICTS: dict[ErrorKind, Verdict] = {
     ErrorKind.HARNESS_ERROR: Verdict.RUNTIME_ERROR,  # claimed in a file the student could write: not believed
 }
 MESSAGE_CHARS = 8000
+# A call held for review: the WebAssembly engine's account would cost it points, the native replay's does not
+DISAGREEMENT = N_("held for review, not a finding against your code: the grader replays your kernels in a confined "
+                  "engine (WebAssembly), which said: {account}. Replayed natively on the same inputs, the same "
+                  "kernels gave the right answer and nothing was found. The two replays disagree, which is the "
+                  "grader's to resolve: the call earns nothing until your instructor has looked at it.")
 NOT_BELIEVED = N_("the sandbox reported a fault of the grader's harness, but that report comes from a file the "
                    "submission's process could write, so it is not believed and counts as a runtime error: {error}")
 
@@ -57,6 +62,10 @@ class CallOutcome:
     no_kernel: str | None = None  # mlu: why the host holds that no kernel of the extension ran (checks.kernel_use)
     kernels: KernelUse | None = None  # mlu: the timing driver's records of the call, as the host read them
     replayed: ReplayedCall | None = None  # emu: the trusted replay's output for the call's twin (replay.py)
+    # emu: the WebAssembly engine's account of the call would cost it points (what it said), while the native
+    # replay of the same journal on the same twin found nothing: held for review (DESIGN.md "Confinement by
+    # construction", the disagreement policy), never credited and never an accusation
+    disagreement: str | None = None
 
 
 def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome, expected: np.ndarray | None,
@@ -75,6 +84,14 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
         if verdict == Verdict.CRASH and meta.get("lost"):
             message = _("no result for this call: {error}").format(error=message)
         return CaseResult(**base, verdict=verdict, passed=False, message=message, diagnostics=diagnostics)
+    if got.disagreement is not None:
+        plain = (compare(got.output, expected, case.dtype, spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+                 if got.output is not None and expected is not None else None)
+        if plain is None or plain.passed:
+            return CaseResult(**base, verdict=Verdict.HELD_FOR_REVIEW, passed=False, diagnostics=diagnostics,
+                              message=_(DISAGREEMENT).format(account=got.disagreement)[:MESSAGE_CHARS])
+        # wrong on the run's own inputs: judged on that alone, the engine's account set aside
+        got = CallOutcome(meta=got.meta, output=got.output, trace=got.trace, read_error=got.read_error)
     if got.integrity:
         return CaseResult(**base, verdict=Verdict.INTEGRITY, passed=False, diagnostics=diagnostics,
                           message=_("the sandbox's claims about this call do not add up: {findings}").format(
@@ -94,10 +111,7 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
     if passed and meta.get("repeats_consistent") is False:
         passed, message = False, _("repeated calls on the same inputs returned different results")
     verdict = Verdict.PASSED if passed else Verdict.WRONG_ANSWER
-    if passed and got.replayed is not None and got.replayed.output is not None:
-        twin = got.replayed.twin
-        replayed = compare(got.replayed.output, twin.expected(spec.reference), case.dtype,
-                           spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+    if passed and (replayed := twin_check(spec, case, got.replayed)) is not None:
         if not replayed.passed:
             # right on the run's inputs, wrong when the grader replays the kernels on inputs the run never saw
             if got.replayed.host_data:  # host code's data reached the output: unverifiable, named, not accused
@@ -127,6 +141,32 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
                       nan_inf_mismatch=outcome.nan_inf_mismatch, findings=outcome.findings,
                       mismatches=outcome.mismatches,
                       message=message, diagnostics=diagnostics)
+
+
+def twin_check(spec: AssignmentSpec, case: ConcreteCase, replayed: ReplayedCall | None) -> CheckOutcome | None:
+    """The replay's output for the call's twin against the reference on the twin's inputs (None: no output)."""
+    if replayed is None or replayed.output is None:
+        return None
+    return compare(replayed.output, replayed.twin.expected(spec.reference), case.dtype,
+                   spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+
+
+def replay_accuses(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome) -> str | None:
+    """What the replay's account of a call the run finished holds against it, in a line (None: nothing): its
+    failure to replay the call, a finding on its trace or the output's provenance, a torch operator's work, or a
+    wrong answer on the twin. What a second opinion is asked about (execute.py, the disagreement policy)."""
+    if not (got.meta or {}).get("ok") or got.replayed is None or got.replayed.over_budget:
+        return None
+    if got.integrity:
+        return "; ".join(got.integrity)
+    if got.coverage:
+        return "; ".join(got.coverage)
+    if got.no_kernel is not None:
+        return got.no_kernel
+    twin = twin_check(spec, case, got.replayed)
+    if twin is not None and not twin.passed:
+        return _("on fresh inputs of the same case it gave {outcome}").format(outcome=twin.message)
+    return None
 
 
 def dooms_entry(outcome: CallOutcome) -> bool:

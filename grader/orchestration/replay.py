@@ -24,14 +24,17 @@ from pathlib import Path
 
 import numpy as np
 from bang_harness.protocol import (
+    ENGINE_RECORD_SUFFIX,
     JOURNAL_SUFFIX,
     KEY_BYTES,
     KEY_FILE,
+    REPLAY_ENGINE_ENV,
     REPLAY_INPUTS,
     REPLAY_JOURNALS,
     REPLAY_OUTPUT_SUFFIX,
     REPLAY_SECONDS_PER_CALL,
     REPLAY_STATUS_SUFFIX,
+    WASM_NOTE_MAX_BYTES,
     ExitCode,
 )
 
@@ -63,6 +66,8 @@ class ReplayedCall:
     over_budget: bool = False  # the error is the run's journal running into a budget of the sandbox (error says which)
     not_kernel: str | None = None  # a torch operator the assignment does not allow wrote into the output (which one)
     host_data: str | None = None  # host code's upload reached the output (its line, where the shim saw one)
+    engine: str = ""  # the engine that replayed it ("wasm", "native"; "" when no record says)
+    native_why: str = ""  # why it was replayed natively where the WebAssembly engine was asked for
 
 
 @dataclass
@@ -81,6 +86,25 @@ class ReplayRound:
     key: bytes
     outcome: RunOutcome | None
     calls: dict[str, ReplayedCall] = field(default_factory=dict)
+    staged: _Staged | None = field(default=None, repr=False)  # what it replayed, for a second opinion
+
+
+@dataclass
+class _Staged:
+    """A replay's inputs as the host laid them out in its /io: the journals, the twins and the job, kept so that the
+    same journals can be replayed again on the same twins (second_opinion)."""
+
+    io: Path
+    calls: list[PlannedCall]
+    twins: dict[str, ConcreteCase]
+    journal_of: dict[str, str]  # call id -> its journal's name
+    over: dict[str, str]  # call id -> the budget its journal ran into
+    seconds: float
+    runner: Runner
+    backend: ResolvedBackend
+    submission: Path
+    build_dir: Path
+    budget: Limits
 
 
 def journals_by_worker(calls: list[PlannedCall], run_outputs: Path) -> dict[str, int]:
@@ -150,16 +174,18 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     (io / "outputs").mkdir()
     copied: dict[str, int] = {}
     over: dict[str, str] = {}  # call id -> the budget its journal ran into
+    journal_of: dict[str, str] = {}
     seconds = 60.0
     for ran in rounds:
         journals = journals_by_worker(ran.calls, ran.outputs)
         ids = [call.id for call in ran.calls]
         for name, calls in journals.items():
+            first = ids.index(name.removesuffix(JOURNAL_SUFFIX))
+            journal_of.update(dict.fromkeys(ids[first:first + calls], name))
             if copy_untrusted(ran.outputs / name, io / REPLAY_JOURNALS / name, ran.outputs.parent, JOURNAL_MAX_BYTES):
                 copied[name] = calls
                 seconds += min(REPLAY_SECONDS_PER_CALL, ran.call_timeout) * calls
                 if (limit := journal_budget(io / REPLAY_JOURNALS / name, budget)) is not None:
-                    first = ids.index(name.removesuffix(JOURNAL_SUFFIX))
                     over.update(dict.fromkeys(ids[first:first + calls], limit))
             (ran.outputs / name).unlink(missing_ok=True)  # out of the run sandbox's capped /io
     calls = [call for ran in rounds for call in ran.calls]
@@ -169,21 +195,73 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
             (io / REPLAY_INPUTS / f"{call.id}.{index}.bin").write_bytes(np.ascontiguousarray(array).tobytes())
     (io / REPLAY_JOB).write_text(json.dumps({"device": backend.device, "calls_per_journal": copied,
                                              "device_ops": device_ops or DeviceOpsSpec().model_dump()}))
+    staged = _Staged(io, calls, twins, journal_of, over, seconds, runner, backend, submission, build_dir, budget)
+    return _replay_staged(staged, engine=None, any_journal=bool(copied))
+
+
+def second_opinion(first: ReplayRound, io: Path, call_ids: set[str]) -> ReplayRound:
+    """The journals holding `call_ids` replayed again, natively, on the same twins as `first` (which the
+    WebAssembly engine replayed): what decides whether the engine's account of a call that would cost it points is
+    the kernels' doing or the engine's (DESIGN.md "Confinement by construction", the disagreement policy). Its
+    account is never credited: it can only hold a call for review."""
+    staged = first.staged
+    if staged is None:
+        raise ValueError("a replay round without its staged inputs")
+    shutil.rmtree(io, ignore_errors=True)
+    (io / REPLAY_JOURNALS).mkdir(parents=True)
+    (io / REPLAY_INPUTS).mkdir()
+    (io / "outputs").mkdir()
+    journals = {staged.journal_of[c] for c in call_ids if c in staged.journal_of}
+    job = json.loads((staged.io / REPLAY_JOB).read_text())
+    calls = [c for c in staged.calls if staged.journal_of.get(c.id) in journals]
+    for name in journals:
+        if (staged.io / REPLAY_JOURNALS / name).is_file():
+            os.link(staged.io / REPLAY_JOURNALS / name, io / REPLAY_JOURNALS / name)
+    for source in (staged.io / REPLAY_INPUTS).iterdir():
+        if source.name.split(".", 1)[0] in {c.id for c in calls}:
+            os.link(source, io / REPLAY_INPUTS / source.name)
+    job["calls_per_journal"] = {k: v for k, v in job.get("calls_per_journal", {}).items() if k in journals}
+    (io / REPLAY_JOB).write_text(json.dumps(job))
+    again = replace(staged, io=io, calls=calls, seconds=60.0 + staged.seconds * len(calls) / max(1, len(staged.calls)))
+    return _replay_staged(again, engine="native", any_journal=bool(job["calls_per_journal"]))
+
+
+def _replay_staged(staged: _Staged, engine: str | None, any_journal: bool) -> ReplayRound:
+    io = staged.io
     key = write_trace_key(io)
     outcome = None
-    if copied:
-        outcome = runner.run(Phase.RUN, backend.impl.replay_argv(), Mounts(submission=submission.resolve(),
-                                                                          build=build_dir, io=io),
-                             replace(budget, wall_seconds=seconds), env=dict(backend.env))
+    env = dict(staged.backend.env)
+    if engine is not None:
+        env[REPLAY_ENGINE_ENV] = engine
+    if any_journal:
+        outcome = staged.runner.run(Phase.RUN, staged.backend.impl.replay_argv(),
+                                    Mounts(submission=staged.submission.resolve(), build=staged.build_dir, io=io),
+                                    replace(staged.budget, wall_seconds=staged.seconds), env=env)
     if outcome is not None and outcome.exit_code == ExitCode.REPLAY_FAILED:
         raise SandboxError(_("the grader's replay of the kernels failed: {tail}").format(
             tail=(outcome.stderr_tail or "")[-1500:]))
-    replay = ReplayRound(outputs=io / "outputs", key=key, outcome=outcome)
-    for call in calls:
-        replayed = replay.calls[call.id] = read_replayed(call, twins[call.id], replay.outputs, outcome)
-        if replayed.error is not None and call.id in over:
-            replayed.error, replayed.over_budget = over[call.id], True
+    replay = ReplayRound(outputs=io / "outputs", key=key, outcome=outcome, staged=staged)
+    engines = {name: _engine_record(replay.outputs, name) for name in set(staged.journal_of.values())}
+    for call in staged.calls:
+        replayed = replay.calls[call.id] = read_replayed(call, staged.twins[call.id], replay.outputs, outcome)
+        if replayed.error is not None and call.id in staged.over:
+            replayed.error, replayed.over_budget = staged.over[call.id], True
+        if call.id in staged.journal_of:
+            replayed.engine, replayed.native_why = engines[staged.journal_of[call.id]]
     return replay
+
+
+def _engine_record(outputs: Path, journal: str) -> tuple[str, str]:
+    """Which engine replayed a journal, and why natively where it was (bang_harness/replay.py writes it in the
+    replay process before any kernel runs there)."""
+    try:
+        record = read_json_capped(outputs / f"{journal.removesuffix(JOURNAL_SUFFIX)}{ENGINE_RECORD_SUFFIX}",
+                                  root=outputs.parent, max_bytes=2 * WASM_NOTE_MAX_BYTES)
+    except (UntrustedFileError, OSError):
+        return "", ""
+    if not isinstance(record, dict) or record.get("engine") not in ("wasm", "native"):
+        return "", ""
+    return str(record["engine"]), str(record.get("why") or "")[:WASM_NOTE_MAX_BYTES]
 
 
 def read_replayed(call: PlannedCall, twin: ConcreteCase, outputs: Path, outcome: RunOutcome | None) -> ReplayedCall:

@@ -371,6 +371,14 @@ REGISTRY: dict[str, Advice] = {
         N_("This is not your fault: the grader itself hit an error. Tell the course staff and quote the submission "
         "hash at the top of this report."),
         N_("Report this run to the course staff")),
+    "held_for_review": Advice(
+        "verdict", N_("Held for review: the grader's two replays of your kernels disagree"),
+        N_("This is not a finding against your code. The grader re-runs your kernels on fresh inputs in a confined "
+        "engine (WebAssembly) and decides from that; where that engine would cost you points but the native replay "
+        "of the same kernels on the same inputs finds nothing, the call is held until the course staff have looked "
+        "at it, and earns nothing until then. A frequent cause is code whose result depends on the size of `long` "
+        "or of a pointer (32 bits in the engine, 64 natively; `size_t` too): use `int64_t` where you need 64 bits."),
+        N_("Wait for the course staff's review, or use fixed-size integer types and submit again")),
 }
 
 

@@ -171,7 +171,7 @@ def _verdict_finding(result: GradeResult) -> Finding | None:
     if entry is None or entry.origin != "verdict":
         return None
     evidence = result.message or _("Verdict: {verdict}.").format(verdict=verdict_label(result.verdict))
-    severity: Severity = "info" if result.verdict == Verdict.INTERNAL_ERROR else "error"
+    severity: Severity = "info" if result.verdict in (Verdict.INTERNAL_ERROR, Verdict.HELD_FOR_REVIEW) else "error"
     return _advised(result.verdict.value, result.assignment_facts, evidence, severity=severity)
 
 

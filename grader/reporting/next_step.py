@@ -273,6 +273,7 @@ def overall_next_step(result: GradeResult, findings: list[Finding] | None = None
     blocking = {
         Verdict.ENVIRONMENT_ERROR,
         Verdict.INTERNAL_ERROR,
+        Verdict.HELD_FOR_REVIEW,
         Verdict.INTEGRITY,
         Verdict.UNGRADABLE_LAYOUT,
         Verdict.COMPILE_ERROR,

@@ -41,6 +41,7 @@ _VERDICT_TONES: dict[Verdict, str] = {
     Verdict.PASSED: "good",
     Verdict.TOO_SLOW: "warn",
     Verdict.INTERNAL_ERROR: "neutral",
+    Verdict.HELD_FOR_REVIEW: "neutral",
     Verdict.ENVIRONMENT_ERROR: "neutral",
 }
 

@@ -66,6 +66,16 @@ _LIBGCC_ALLOWED = re.compile(
     r"(?:mul|div)[sdxt]c3|powi[sdxt]f2|(?:clz|ctz|ffs|popcount|parity|bswap)[a-z]{1,2}2)$")
 
 
+def libm_helper(name: str) -> bool:
+    """`name` is one of libm's classification helpers or finite-math aliases (__isnanf, __exp_finite ...)."""
+    return bool(_LIBM_HELPERS.match(name))
+
+
+def libgcc_helper(name: str) -> bool:
+    """`name` is one of the compiler's arithmetic helpers a kernel may need (__extendhfsf2, __divti3 ...)."""
+    return bool(_LIBGCC_ALLOWED.match(name))
+
+
 def pure_libm_name(name: str) -> bool:
     """`name` is a pure libm function in one of its precisions (expf, sqrt, log1pl, fmaf128 ...)."""
     for suffix in _LIBM_SUFFIXES:

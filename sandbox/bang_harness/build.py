@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from .paths import HarnessPaths
 from .plan import OBJECT_DIR, PREBUILT_DIR, BuildPlan, PlanError, cpp_object_name, load_plan
-from .protocol import DEVICE_MODULE, REPLAY_ENGINE_ENV, WASM_MODULE, WASM_SITES, ErrorKind, ExitCode
+from .protocol import DEVICE_MODULE, WASM_MODULE, WASM_NOTE, WASM_SITES, ErrorKind, ExitCode, replay_engine
 from .submission import SubmissionConfig, SubmissionError
 from .toolchains import (
     CPU_LIMIT_SIGN,
@@ -109,16 +109,18 @@ class ExtensionBuilder:
         self.compiling = False  # set once the compiler first sees the student's sources
 
     def _build_wasm(self, mlu_sources: list[Path], includes: list[Path]) -> None:
-        """The kernels for the WebAssembly replay (opt-in, REPLAY_ENGINE_ENV): WASM_MODULE and WASM_SITES, or a note
-        saying why not -- never a failed build: the native device module stands for them then."""
+        """The kernels for the WebAssembly replay (the default engine): WASM_MODULE and WASM_SITES, or WASM_NOTE
+        saying why not -- never a failed build: the native device module stands for them then, and the replay and
+        the report say so."""
         from bang_emu.wasm import build as wasm_build
 
         started = time.monotonic()
         try:
             built = wasm_build.build(list(mlu_sources), includes=list(includes))
         except Exception as exc:  # the wasm build's own errors, each naming why
-            _wasm_note(self.log, f"the kernels are replayed natively: they do not build for the WebAssembly replay "
-                                 f"({type(exc).__name__}: {str(exc)[:1500]})")
+            why = f"they do not build for the WebAssembly engine ({type(exc).__name__}: {str(exc)[:1500]})"
+            (self.paths.build / WASM_NOTE).write_text(why, encoding="utf-8")
+            _wasm_note(self.log, f"the kernels are replayed natively: {why}")
             return
         (self.paths.build / WASM_MODULE).write_bytes(built.wasm)
         (self.paths.build / WASM_SITES).write_text(json.dumps(sorted(built.sites)))
@@ -207,7 +209,7 @@ class ExtensionBuilder:
                 self.log.add("error: the kernels could not be made a device module the grader can replay")
                 return False
 
-        if device_results and os.environ.get(REPLAY_ENGINE_ENV) == "wasm":
+        if device_results and replay_engine(os.environ) == "wasm":
             self._build_wasm(mlu_sources, local_includes)
 
         library = self.paths.extension_library(self.plan.extension)

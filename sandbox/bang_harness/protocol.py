@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO
@@ -89,11 +89,26 @@ def program_key(master: bytes, program: str) -> bytes:
 
 # -- trusted replay (DESIGN.md "Threat model"): what the grading run claims is replayed in a sandbox of its own ---
 DEVICE_MODULE = "device/module.so"  # under /build: the kernels compiled for replay (bang_emu.device_module)
-# under /build, with BANG_EMU_REPLAY_ENGINE=wasm: the kernels compiled for the WebAssembly replay (bang_emu/wasm:
-# checked and counted) and its site names, in invoker order; absent when they do not build for it
+# under /build, on the WebAssembly engine (the default): the kernels compiled for the WebAssembly replay
+# (bang_emu/wasm: checked and counted) and its site names, in invoker order; absent when they do not build for it,
+# WASM_NOTE then saying why
 WASM_MODULE = "device/module.wasm"
 WASM_SITES = "device/wasm-sites.json"
-REPLAY_ENGINE_ENV = "BANG_EMU_REPLAY_ENGINE"  # "wasm": build and replay on the WebAssembly engine (opt-in)
+WASM_NOTE = "device/wasm-note.txt"
+WASM_NOTE_MAX_BYTES = 4096
+# The replay's engine (DESIGN.md "Confinement by construction"): "wasm" (the default) builds the kernels for the
+# WebAssembly engine as well and replays them there; "native" replays the native device module only (a switch for
+# comparisons and second opinions, never chosen by a submission).
+REPLAY_ENGINE_ENV = "BANG_EMU_REPLAY_ENGINE"
+ENGINES = ("wasm", "native")
+ENGINE_RECORD_SUFFIX = ".engine.json"  # outputs/<journal stem>.engine.json: {"engine": ENGINES, "why": str}
+
+
+def replay_engine(env: Mapping[str, str]) -> str:
+    """The engine an environment asks for: "native" only when said so, else "wasm"."""
+    return "native" if env.get(REPLAY_ENGINE_ENV) == "native" else "wasm"
+
+
 JOURNAL_SUFFIX = ".journal"  # outputs/<first call id>.journal: one worker process's device journal
 REPLAY_INPUTS = "replay-inputs"  # under the replay's /io: <call>.<k>.bin, the host's fresh inputs (raw bytes)
 REPLAY_JOURNALS = "journals"  # under the replay's /io: the run's journals, copied by the host

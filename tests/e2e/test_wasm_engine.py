@@ -1,30 +1,72 @@
-"""The replay on the WebAssembly engine, opt-in (BANG_EMU_REPLAY_ENGINE=wasm; DESIGN.md "Confinement by
-construction"), through a real grading in the docker sandbox: the build sandbox makes the kernels' wasm module, the
-replay sandbox makes its engine and replays every journal on it, and the grade -- score, each stage's verdict and
-modelled time -- is the native replay's. Skipped visibly without the emulation image (the wasm toolchain is in it)."""
+"""The replay on the WebAssembly engine, the default (DESIGN.md "Confinement by construction"), through real
+gradings in the docker sandbox: the build sandbox makes the kernels' wasm module, the replay sandbox makes its engine
+and replays every journal on it, and the grade -- score, each stage's verdict and modelled time -- is what the native
+replay (BANG_EMU_REPLAY_ENGINE=native) gives. And the disagreement policy: a call the engine's account would cost
+points while the native replay of the same journal finds nothing is held for review, never `integrity`, never
+credited. Skipped visibly without the emulation image (the wasm toolchain is in it)."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
 from grader.orchestration import GradeEnvironment, GradeRequest, grade_submission
+from grader.results import Verdict
 from tests.e2e.conftest import BUILD_CACHE, ROOT, e2e_sandbox, graded
 
 WASM_NOTE = "built the kernels for the WebAssembly replay"
 
 
-@pytest.mark.parametrize("path", ["reference_kernels/sigmoid/vector", "reference_kernels/matmul/scalar_nram"])
-def test_a_grading_replayed_on_the_wasm_engine_grades_as_the_native_replay(path, monkeypatch):
+def _docker_or_skip() -> None:
     if e2e_sandbox() != "docker":
         pytest.skip("the emulation image is not built (the wasm toolchain is in it): `grade setup --tests`")
-    native = graded(path)
-    monkeypatch.setenv("BANG_EMU_REPLAY_ENGINE", "wasm")
-    wasm = grade_submission(ROOT / path, GradeRequest(), GradeEnvironment(sandbox="docker", build_cache=BUILD_CACHE))
+
+
+def _graded_natively(path, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setenv("BANG_EMU_REPLAY_ENGINE", "native")
+        return grade_submission(path, GradeRequest(), GradeEnvironment(sandbox="docker", build_cache=BUILD_CACHE))
+
+
+@pytest.mark.parametrize("path", ["reference_kernels/sigmoid/vector", "reference_kernels/matmul/multicore"])
+def test_a_grading_replayed_on_the_wasm_engine_grades_as_the_native_replay(path, monkeypatch):
+    _docker_or_skip()
+    wasm = graded(path)  # the default engine
+    native = _graded_natively(ROOT / path, monkeypatch)
     assert WASM_NOTE in wasm.build.compiler_output, wasm.build.compiler_output[-3000:]
     assert WASM_NOTE not in native.build.compiler_output
     assert (wasm.score, wasm.verdict) == (native.score, native.verdict) and wasm.score > 0
     assert wasm.integrity == native.integrity == []
+    assert "replayed natively" not in wasm.message, wasm.message
     for n, w in zip(native.stages, wasm.stages, strict=True):
         assert (w.name, w.verdict) == (n.name, n.verdict)
         if n.timing is not None:
             assert w.timing.median_us == pytest.approx(n.timing.median_us, rel=0.01), n.name
+
+
+def test_kernels_that_compute_only_natively_are_held_for_review_not_accused_and_not_credited(tmp_path, monkeypatch):
+    """The same vector kernel, its sigmoid done only where `long` is 64 bits (natively, not in wasm32): the run and
+    the native replay compute it, the engine's replay does not. The engine's account would take the points (the
+    output is right, the kernels' replay on fresh inputs wrong), the native replay of the same journal finds
+    nothing: each such call is held for review -- the stage earns nothing and nobody is told they cheated. The
+    same folder natively passes, so the hold is the engines' difference alone."""
+    _docker_or_skip()
+    folder = tmp_path / "divergent"
+    shutil.copytree(ROOT / "reference_kernels/sigmoid/vector", folder)
+    kernel = folder / "mlu" / "sigmoid_vector.mlu"
+    source = kernel.read_text()
+    call = "    __bang_active_sigmoid(tile, tile, CEIL_ALIGN(n, VECTOR_ALIGN_ELEMS));\n"
+    assert call in source
+    kernel.write_text(source.replace(call, "    if (sizeof(long) == 8)\n  " + call))
+    wasm = grade_submission(folder, GradeRequest(), GradeEnvironment(sandbox="docker", build_cache=BUILD_CACHE))
+    assert WASM_NOTE in wasm.build.compiler_output
+    held = [c for c in wasm.cases if c.verdict == Verdict.HELD_FOR_REVIEW]
+    assert held, [(c.name, c.verdict, c.message[:200]) for c in wasm.cases]
+    assert not [c for c in wasm.cases if c.verdict == Verdict.INTEGRITY], wasm.integrity
+    assert "held for review" in held[0].message and "natively" in held[0].message
+    assert wasm.verdict == Verdict.HELD_FOR_REVIEW and wasm.integrity == []
+    reference = graded("reference_kernels/sigmoid/vector")
+    assert wasm.score < reference.score
+    native = _graded_natively(folder, monkeypatch)
+    assert (native.score, native.verdict) == (reference.score, reference.verdict)

@@ -157,15 +157,18 @@ def test_a_file_scope_buffer_run_by_four_tasks_replays_as_natively(tmp_path):
     assert _records(w_out)["output"]["kernel_written"] == n * 4
 
 
-def test_a_journal_the_engine_could_not_stand_for_is_named_for_its_native_replay(tmp_path):
-    """While the engine is opt-in, bang_harness replays natively a journal whose engine replay failed (a trap, a
-    missing site) or whose child died; _engine_failed says which and why."""
-    from bang_harness.replay import _engine_failed
+def test_the_engine_is_webassembly_unless_the_grader_says_native_and_a_missing_module_says_why(tmp_path):
+    """The engine an environment asks for (protocol.replay_engine), and the note a replay reads when the kernels did
+    not build for the engine (build.py writes it): the host reports every journal replayed natively with it."""
+    from bang_harness.paths import HarnessPaths
+    from bang_harness.protocol import WASM_NOTE, replay_engine
+    from bang_harness.replay import _make_engine
 
-    good, bad = tmp_path / "c0.replay.json", tmp_path / "c1.replay.json"
-    good.write_text('{"call":"c0","ok":true}')
-    bad.write_text('{"call":"c1","ok":false,"error":"the kernel trapped: out of bounds"}')
-    assert _engine_failed(0, {good}) == ""
-    assert _engine_failed(0, {good, bad}) == "c1: the kernel trapped: out of bounds"
-    assert "ended with -11" in _engine_failed(-11, {good})
-    assert "ended with None" in _engine_failed(None, set())
+    assert replay_engine({}) == replay_engine({"BANG_EMU_REPLAY_ENGINE": "wasm"}) == "wasm"
+    assert replay_engine({"BANG_EMU_REPLAY_ENGINE": "anything else"}) == "wasm"
+    assert replay_engine({"BANG_EMU_REPLAY_ENGINE": "native"}) == "native"
+    paths = HarnessPaths(submission=tmp_path / "s", build=tmp_path / "b", io=tmp_path / "io")
+    assert _make_engine(paths) == "no WebAssembly module was built"
+    (tmp_path / "b" / "device").mkdir(parents=True)
+    (tmp_path / "b" / WASM_NOTE).write_text("they do not build for the WebAssembly engine (WasmBuildError: x)")
+    assert "WasmBuildError: x" in _make_engine(paths)

@@ -336,6 +336,26 @@ def link(objects: list[Path], out: Path) -> None:
                              "pure functions, and the bang.* builtins; no I/O, no allocator, no system call)") from e
 
 
+# musl's internal helpers of its libm (argument reduction, kernels of sin/cos/tan, error results), by name
+_MUSL_MATH = re.compile(r"^__(?:math_(?:divzero|invalid|oflow|uflow|xflow)[fl]?|expo2f?|(?:cos|sin|tan)(?:df|l)?|"
+                        r"rem_pio2(?:f|l|_large)?|(?:lgamma|lgammaf|lgammal)_r|invtrigl_R|p1evll|polevll|pleval|"
+                        r"ldexp_cexpf?)$")
+
+
+def library_math(linked: bytes, objects: list[Path]) -> frozenset[str]:
+    """The functions of the linked module that are libm's or the compiler's helpers and none of the kernels' own
+    objects defines: the counting pass leaves them uncounted, as the native replay does (glibc's libm and libgcc
+    are not instrumented there; memcpy/memset/memmove are the module's own and counted on both)."""
+    from bang_emu import device_module
+
+    listing = _run(["llvm-nm-19", "--defined-only", "-j", *map(str, objects)], "reading the kernels' symbols")
+    own = {line.strip() for line in listing.splitlines() if line.strip() and not line.endswith(":")}
+    names = wb.function_names(wb.Module.parse(linked)).values()
+    return frozenset(n for n in names if n not in own and (
+        device_module.pure_libm_name(n) or device_module.libm_helper(n) or device_module.libgcc_helper(n)
+        or _MUSL_MATH.match(n)))
+
+
 def _probe_module(out: Path) -> None:
     declared = imports.declared_imports(HEADER, generated_header())
     refs = "\n".join(f"  out[{i}] = (void *)&{c};" for i, c in enumerate(declared.values()))
@@ -399,11 +419,12 @@ def build(sources: list[Path], includes: list[Path] | None = None, archs: list[s
         out = work / "device.wasm"
         link(objects, out)
         linked = out.read_bytes()
+        library = library_math(linked, objects)
     t2 = time.monotonic()
     used = imports.check_imports(linked, allowed_imports())
     check_layout(linked)
     linked, site_exports = sites.export_sites(linked)
-    counted = counting.count_pass(linked)
+    counted = counting.count_pass(linked, library)
     t3 = time.monotonic()
     seconds.update(compile=t1 - t0, link=t2 - t1, check_and_count=t3 - t2)
     module = wb.Module.parse(linked)

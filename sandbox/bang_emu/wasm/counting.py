@@ -30,6 +30,7 @@ skipped them would undercharge.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from bang_emu.wasm import binary as wb
@@ -62,9 +63,14 @@ def _i32(value: int) -> bytes:
     return b"\x41" + wb.s_leb(value if value < 1 << 31 else value - (1 << 32))
 
 
-def _classify(addr: int, ea: int, offset: int, counters: dict[str, int], gdram_hook: bytes = b"") -> bytes:
+def _classify(addr: int, ea: int, offset: int, counters: dict[str, int] | None, gdram_hook: bytes = b"") -> bytes:
     """Computes the effective address into $ea and bumps its space's counter (layout.space_bounds, top down: each
-    test `ea >= bound` opens an if whose else holds the next); `gdram_hook` runs in the GDRAM branch."""
+    test `ea >= bound` opens an if whose else holds the next); `gdram_hook` runs in the GDRAM branch. With no
+    `counters`, only the GDRAM test and its hook."""
+    if counters is None:
+        code = b"\x22" + wb.u_leb(addr) + b"\x20" + wb.u_leb(addr) + (_i32(offset) + b"\x6A" if offset else b"")
+        gdram = dict(layout.space_bounds())["gdram"]
+        return code + b"\x22" + wb.u_leb(ea) + _i32(gdram) + b"\x4F" + b"\x04\x40" + gdram_hook + b"\x0B"
     code = b"\x22" + wb.u_leb(addr) + b"\x20" + wb.u_leb(addr)
     if offset:
         code += _i32(offset) + b"\x6A"  # i32.add
@@ -86,8 +92,10 @@ def _store_bytes(op: int) -> int:
     return {"8": 1, "16": 2, "32": 4}.get(name.rpartition("store")[2], 8 if name[1:3] == "64" else 4)
 
 
-def _instrument(body: bytes, n_params: int, loads: dict[str, int], stores: dict[str, int],
+def _instrument(body: bytes, n_params: int, loads: dict[str, int] | None, stores: dict[str, int] | None,
                 func_index: int, hook: int | None) -> tuple[bytes, int, int]:
+    """`body` with its loads and stores counted (`loads`/`stores`: the counters by space; None: not counted, a
+    store only tested for the GDRAM hook)."""
     groups, start = wb.function_body(body)
     base = n_params + sum(count for count, _ in groups)
     addr, ea = base, base + 1
@@ -100,10 +108,13 @@ def _instrument(body: bytes, n_params: int, loads: dict[str, int], stores: dict[
     prev = start
     for op, at in wb.instructions(r):
         if op in wb.LOADS or op in wb.STORES:
-            out += body[prev:at]
             memarg = wb.Reader(body, at + 1)
             memarg.u()
             offset = memarg.u()
+            if op in wb.LOADS and loads is None:
+                continue
+            out += body[prev:at]
+            prev = at
             if op in wb.STORES:
                 local = value_local[wb.STORES[op][1]]
                 call = b"" if hook is None else (b"\x20" + wb.u_leb(ea) + _i32(_store_bytes(op)) + b"\x10"
@@ -114,7 +125,6 @@ def _instrument(body: bytes, n_params: int, loads: dict[str, int], stores: dict[
             else:
                 out += _classify(addr, ea, offset, loads)
                 n_loads += 1
-            prev = at
         elif op >> 8 == 0xFC and op & 0xFF in wb.BULK_MEMORY:
             raise CountPassError(f"function {func_index} uses {wb.BULK_MEMORY[op & 0xFF]}, which the counter pass "
                                  "cannot attribute to a space (device code is built without bulk memory)")
@@ -122,9 +132,13 @@ def _instrument(body: bytes, n_params: int, loads: dict[str, int], stores: dict[
     return bytes(out), n_loads, n_stores
 
 
-def count_pass(wasm: bytes) -> CountPassResult:
-    """The module `wasm` with every load and store counted into exported i64 globals (COUNTER_EXPORTS)."""
+def count_pass(wasm: bytes, uncounted: Collection[str] = ()) -> CountPassResult:
+    """The module `wasm` with every load and store counted into exported i64 globals (COUNTER_EXPORTS), except in
+    the functions named `uncounted` (build.library_math: libm and the compiler's helpers, which the native replay
+    runs uninstrumented -- glibc, libgcc -- so they cost nothing there either); their scalar GDRAM stores still
+    call the store hook, so every byte a kernel writes is marked whoever's code wrote it."""
     module = wb.Module.parse(wasm)
+    names = wb.function_names(module)
     taken = {e.name for e in module.exports()} | {i.name for i in module.imports()}
     for name in COUNTER_EXPORTS:
         if name in taken:
@@ -144,8 +158,9 @@ def count_pass(wasm: bytes) -> CountPassResult:
     bodies = []
     total_loads = total_stores = 0
     for k, (type_index, body) in enumerate(zip(module.function_types(), module.code_bodies(), strict=True)):
-        new, n_loads, n_stores = _instrument(body, len(types[type_index].params), loads, stores,
-                                             n_imported_funcs + k, hook)
+        counted = names.get(n_imported_funcs + k) not in uncounted
+        new, n_loads, n_stores = _instrument(body, len(types[type_index].params), loads if counted else None,
+                                             stores if counted else None, n_imported_funcs + k, hook)
         bodies.append(wb.u_leb(len(new)) + new)
         total_loads += n_loads
         total_stores += n_stores
