@@ -26,6 +26,7 @@ from grader.cli.exits import usage_error as _usage_error
 from grader.i18n import LANGUAGES, _, current_language, resolve_language, use_language
 from grader.orchestration.build_cache import default_build_cache, prune_build_cache
 from grader.orchestration.options import (
+    REPLAY_ENGINES,
     SANDBOXES,
     GradeEnvironment,
     GradeObserver,
@@ -87,6 +88,9 @@ def submit(
                                                           "~/.cache/bang-grader/builds)")] = None,
     no_build_cache: Annotated[bool, typer.Option("--no-build-cache", help="always build afresh")] = False,
     no_setup: Annotated[bool, typer.Option("--no-setup", help="never install or build anything first")] = False,
+    replay_engine: Annotated[str | None, typer.Option(
+        "--replay-engine", help="the trusted replay's engine: wasm (the default, confined by construction) or native "
+        "(to compare, or to review calls held because the two replays disagree)")] = None,
     profile: Annotated[bool, typer.Option("--profile", help="also write profile.json: each stage's modelled "
                                                             "timeline per core as a Chrome/Perfetto trace")] = False,
     lang: LangOpt = None,
@@ -110,12 +114,15 @@ def submit(
     _check_choice(backend, tuple(BACKENDS), "--backend")
     if lang is not None:
         _check_choice(lang, LANGUAGES, "--lang")
+    if replay_engine is not None:
+        _check_choice(replay_engine, REPLAY_ENGINES, "--replay-engine")
     console = _console(json_output)
     out_dir = out or Path("out") / submission.resolve().name
     cache = None if no_build_cache else (build_cache or default_build_cache())
     request = GradeRequest(assignment=assignment, seed_mode="secret" if secret else "public", seed=seed, lang=lang,
                            stages=tuple(s.strip() for s in stages.split(",") if s.strip()) if stages else None)
-    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox), build_cache=cache)
+    environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox), build_cache=cache,
+                                   replay_engine=replay_engine)
     from grader.orchestration.resolve import grading_language
 
     with use_language(grading_language(submission, request)):  # the same language grade_submission picks

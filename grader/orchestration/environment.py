@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bang_harness.protocol import REPLAY_ENGINE_ENV, replay_engine
+from bang_harness.protocol import ENGINES, REPLAY_ENGINE_ENV, replay_engine
 from bang_harness.toolchains import GXX_ONLY_ENV
 
 from grader.backends import DEFAULT_BACKEND, TimingSource, get_backend
@@ -39,6 +39,7 @@ class ResolvedBackend:
     name: str
     device: str
     impl: Backend
+    engine: str = "wasm"  # the replay's engine (bang_harness.protocol.ENGINES; GradeEnvironment.replay_engine)
 
     @property
     def time_source(self) -> TimingSource:
@@ -51,9 +52,9 @@ class ResolvedBackend:
         for switch in ("BANG_GRADER_NO_PCH", GXX_ONLY_ENV):
             if os.environ.get(switch):
                 env[switch] = "1"
-        # the replay's engine (DESIGN.md "Confinement by construction"): WebAssembly unless the grader's own
-        # environment says native; part of the build's cache key through this env (the build makes the wasm module)
-        env[REPLAY_ENGINE_ENV] = replay_engine(os.environ)
+        # the replay's engine (DESIGN.md "Confinement by construction"); part of the build's cache key through this
+        # env (the build makes the wasm module)
+        env[REPLAY_ENGINE_ENV] = self.engine
         return env
 
     def argv(self, phase: Phase) -> list[str]:
@@ -73,7 +74,10 @@ def resolve_backend(environment: GradeEnvironment) -> ResolvedBackend:
         device = impl.resolve_device(environment.device)
     except ValueError as exc:
         raise UnavailableError(str(exc)) from exc
-    return ResolvedBackend(name=environment.backend, device=device, impl=impl)
+    engine = environment.replay_engine or replay_engine(os.environ)
+    if engine not in ENGINES:
+        raise UnavailableError(f"no replay engine {engine!r} (one of {', '.join(ENGINES)})")
+    return ResolvedBackend(name=environment.backend, device=device, impl=impl, engine=engine)
 
 
 def resolve_environment(environment: GradeEnvironment) -> tuple[ResolvedBackend, Runner]:

@@ -105,6 +105,11 @@ class Executor:
                 self.integrity_seconds += seconds
                 # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
                 self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
+        if replay is not None and self.backend.engine == "native":
+            note = _("your kernels were replayed natively, as this grading was asked to (not in the confined "
+                     "WebAssembly engine)")
+            if note not in self.notes:
+                self.notes.append(note)
         if replay is not None:
             self._second_opinion(rounds, replay, results, replay_io.with_name(f"{replay_io.name}-native"))
             native = sorted({r.native_why for r in replay.calls.values() if r.engine == "native" and r.native_why})

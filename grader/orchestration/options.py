@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
+from bang_harness.protocol import ENGINES
+
 from grader.backends import DEFAULT_BACKEND
 
 if TYPE_CHECKING:
@@ -59,6 +61,9 @@ class GradeRequest:
             object.__setattr__(self, "stages", tuple(self.stages))
 
 
+REPLAY_ENGINES: tuple[str, ...] = ENGINES  # the trusted replay's engines, the default first
+
+
 @dataclass(frozen=True)
 class GradeEnvironment:
     """Where grading runs."""
@@ -69,6 +74,10 @@ class GradeEnvironment:
     batch: bool = False  # batch grading refuses to run unsandboxed
     build_cache: Path | None = None  # content-addressed build cache shared across runs
     runner: Runner | None = None  # None: the one `sandbox` selects; tests pass a fake to drive the policy
+    # the trusted replay's engine: None, WebAssembly (unless $BANG_EMU_REPLAY_ENGINE says native); "native" for
+    # comparisons and for the course staff's review of calls held by the disagreement policy (DESIGN.md
+    # "Confinement by construction")
+    replay_engine: str | None = None
 
 
 @dataclass(frozen=True)
