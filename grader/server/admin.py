@@ -205,14 +205,25 @@ def new_seed(db: Database, assignment: str) -> None:
         found.seed, found.seed_checked, found.seed_failures, found.is_open = BatchManifest.new_seed(), None, None, False
 
 
-def regrade(db: Database, submission_id: int, enqueue: Enqueue) -> None:
+# The replay engines a regrade may ask for besides the default: natively, the course staff's resolution of a result
+# held for review (Verdict.HELD_FOR_REVIEW: the WebAssembly engine and the native replay disagreed; DESIGN.md "The
+# switch-over: which engine decides, and the disagreement policy").
+REGRADE_ENGINES = ("native",)
+
+
+def regrade(db: Database, submission_id: int, enqueue: Enqueue, engine: str | None = None) -> None:
     """Grades a submission again (the instructor's; not the student's attempt) as its next generation: the
     result it has stays shown (report, leaderboard, exports) until the new one is committed
-    (grading.commit_result); a regrade that fails keeps it and says so. Refused while it is in flight, while
-    its student has another submission in flight (409), or when no live worker serves its device type."""
+    (grading.commit_result); a regrade that fails keeps it and says so. `engine` "native": its trusted replay
+    runs natively (after the course staff reviewed a result held for review), recorded on the submission and
+    with the result; None, the default engine again. Refused: another engine (400); while it is in flight,
+    while its student has another submission in flight (409), or when no live worker serves its device type."""
     from grader.server.policy import check_served
     from grader.server.workers import served_types
 
+    if engine is not None and engine not in REGRADE_ENGINES:
+        raise Refused(_("a regrade replays on the default engine, or natively (engine \"native\", after reviewing "
+                        "a result held for review); not on {engine!r}").format(engine=engine))
     with db.session() as s:
         sub = s.get(Submission, submission_id)
         if sub is None:
@@ -227,7 +238,7 @@ def regrade(db: Database, submission_id: int, enqueue: Enqueue) -> None:
             sub = s.get(Submission, submission_id)
             assert sub is not None
             sub.status, sub.in_flight, sub.generation = "queued", True, sub.generation + 1
-            sub.regrade_failed, sub.cancelled_at = None, None
+            sub.regrade_failed, sub.cancelled_at, sub.replay_engine = None, None, engine
             for phase in PHASES[1:]:
                 setattr(sub, f"{phase}_at", None)
             queue = sub.queue

@@ -108,6 +108,10 @@ class Submission(Base):
     # when its student chose it as the one that counts (an assignment whose policy is `chosen`: counting.py)
     chosen_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     lang: Mapped[str | None] = mapped_column(String(8), nullable=True)  # the student's language: graded in it
+    # the trusted replay's engine its grading (the next, or the one in flight) is asked for: None the default
+    # (WebAssembly), "native" for an instructor's regrade after reviewing a result held for review (admin.regrade;
+    # a plain regrade sets it back to None)
+    replay_engine: Mapped[str | None] = mapped_column(String(16), nullable=True)
     submitted_at: Mapped[float] = mapped_column(Float)
     queued_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -130,6 +134,7 @@ class Result(Base):
     report_html: Mapped[str] = mapped_column(Text)
     committed_at: Mapped[float] = mapped_column(Float)
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # the grading it holds
+    replay_engine: Mapped[str | None] = mapped_column(String(16), nullable=True)  # its grading's (Submission's)
 
 
 class SupersededResult(Base):
@@ -143,6 +148,7 @@ class SupersededResult(Base):
     document: Mapped[str] = mapped_column(Text)  # GradeResult JSON
     committed_at: Mapped[float] = mapped_column(Float)
     superseded_at: Mapped[float] = mapped_column(Float)
+    replay_engine: Mapped[str | None] = mapped_column(String(16), nullable=True)  # as Result.replay_engine
 
 
 class Refusal(Base):

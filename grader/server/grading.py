@@ -83,7 +83,7 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
         sub.worker, sub.grade_runs = worker, sub.grade_runs + 1
         sub.graded_type, sub.graded_device = slot_type, device
         sub.started_at, sub.built_at, sub.ran_at, sub.scored_at = now(), None, None, None
-        archive, mode = sub.archive, sub.mode
+        archive, mode, engine = sub.archive, sub.mode, sub.replay_engine
         lang = lang or sub.lang  # the language its student asked in: the report and messages are theirs
         job_spec = (assignment.name, assignment.backend, assignment.seed, student.student_id, student.name)
     name, backend, seed, student_id, student_name = job_spec
@@ -93,16 +93,18 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
     try:
         result = _grade(db, submission_id, archive, unpack_dir, name=name, backend=backend, device=device,
                         seed=seed, student_id=student_id, student_name=student_name, mode=mode,
-                        sandbox=sandbox, lang=lang)
+                        sandbox=sandbox, lang=lang, replay_engine=engine)
     finally:
         shutil.rmtree(unpack_dir, ignore_errors=True)
     stamp(db, submission_id, "scored")
-    return commit_result(db, submission_id, result, generation)
+    return commit_result(db, submission_id, result, generation, replay_engine=engine)
 
 
 def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, *, name: str, backend: str,
            device: str | None, seed: str, student_id: str, student_name: str, mode: str, sandbox: str,
-           lang: str | None) -> GradeResult:
+           lang: str | None, replay_engine: str | None = None) -> GradeResult:
+    """`replay_engine`: the trusted replay's engine the submission asks for (None: the default; "native": an
+    instructor's regrade after reviewing a result held for review, admin.regrade), GradeEnvironment's."""
     from grader.drivers.batch import assignment_fingerprint
     from grader.orchestration.job import run_job
 
@@ -110,7 +112,7 @@ def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, *
     request = GradeRequest(assignment=name, stages=mode_stages(name, mode), seed_mode="secret", seed=seed,
                            lang=resolve_language(lang, assignment_fingerprint(name).lang))
     environment = GradeEnvironment(backend=backend, device=device, sandbox=sandbox_name(sandbox),
-                                   build_cache=default_build_cache(), batch=True)
+                                   build_cache=default_build_cache(), batch=True, replay_engine=replay_engine)
     reached = {"built": False, "ran": False}
 
     def progress(_step: str, fraction: float) -> None:
@@ -124,9 +126,11 @@ def _grade(db: Database, submission_id: int, archive: bytes, unpack_dir: Path, *
                    student=RosterStudent(id=student_id, name=student_name or student_id)).result
 
 
-def commit_result(db: Database, submission_id: int, result: GradeResult, generation: int = 0) -> str:
+def commit_result(db: Database, submission_id: int, result: GradeResult, generation: int = 0,
+                  replay_engine: str | None = None) -> str:
     """The commit point: the submission's result row (one per submission) holding grading `generation` (0 the
-    first, each regrade one more) and the submission's verdict, in one transaction. A second commit of the same
+    first, each regrade one more; `replay_engine` the engine its grading was asked to replay on, None the
+    default) and the submission's verdict, in one transaction. A second commit of the same
     generation changes nothing (a redelivered job); a regrade's replaces the one before only now, so the old
     result is shown until this commit; a regrade the grader failed on (internal error) keeps the old result and
     is recorded as failed. Returns what happened."""
@@ -148,13 +152,14 @@ def commit_result(db: Database, submission_id: int, result: GradeResult, generat
                 return "regrade failed"
             if held is None:
                 s.add(Result(submission_pk=submission_id, document=result.to_json(), report_html=html,
-                             committed_at=now(), generation=generation))
+                             committed_at=now(), generation=generation, replay_engine=replay_engine))
                 s.flush()  # the unique constraint decides a race between two deliveries here
             else:  # the result before is kept among the superseded ones
                 s.add(SupersededResult(submission_pk=submission_id, generation=held.generation,
-                                       document=held.document, committed_at=held.committed_at, superseded_at=now()))
+                                       document=held.document, committed_at=held.committed_at, superseded_at=now(),
+                                       replay_engine=held.replay_engine))
                 held.document, held.report_html, held.committed_at = result.to_json(), html, now()
-                held.generation = generation
+                held.generation, held.replay_engine = generation, replay_engine
             sub.verdict, sub.score, sub.max_score = str(result.verdict), result.score, result.max_score
             sub.regrade_failed = None
     except IntegrityError:

@@ -12,7 +12,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import defer
 
 from grader.i18n import _
-from grader.results import GradeResult, StageResult
+from grader.results import GradeResult, StageResult, Verdict
 from grader.server.counting import POLICY_WORDS, Graded, counted, counting, counting_ids, policy_of
 from grader.server.course_time import course_time, course_zone
 from grader.server.db import (
@@ -59,10 +59,20 @@ class SubmissionView:
     counts: bool = False  # the graded final submission that counts (counting.py), as the viewer sees it
     chosen_at: float | None = None  # when its student chose it to count (an assignment whose policy is `chosen`)
     policy: str = "latest"  # the assignment's counting policy (counting.POLICIES)
+    # the replay engine its latest grading (queued, in flight or committed) was asked for: None the default,
+    # "native" an instructor's regrade after review (admin.regrade); and the one its committed result's was
+    replay_engine: str | None = None
+    result_engine: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """Its result is held for review (the replays disagreed): the course staff's to resolve."""
+        return self.verdict == Verdict.HELD_FOR_REVIEW
 
     def as_json(self) -> dict:
         found = self.__dict__.copy()
         found["place"] = None if self.place is None else self.place.as_json()
+        found["held"] = self.held
         return found
 
 
@@ -109,7 +119,7 @@ def _shown_result(document: str, assignment: Assignment, viewer: Student | None)
 
 
 def _view(sub: Submission, student: Student, assignment: Assignment, document: str | None = None,
-          viewer: Student | None = None) -> SubmissionView:
+          result_engine: str | None = None, viewer: Student | None = None) -> SubmissionView:
     verdict, score, max_score, pending = sub.verdict, sub.score, sub.max_score, 0.0
     if document is not None and hides_cases(assignment, viewer):
         shown = _shown_result(document, assignment, viewer)
@@ -119,7 +129,8 @@ def _view(sub: Submission, student: Student, assignment: Assignment, document: s
                           {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,
                           sub.graded_device, graded=document is not None, generation=sub.generation,
                           regrade_failed=sub.regrade_failed, pending=pending, chosen_at=sub.chosen_at,
-                          policy=policy_of(assignment))
+                          policy=policy_of(assignment), replay_engine=sub.replay_engine,
+                          result_engine=result_engine)
     if sub.mode == "final" and score is not None:
         worth = counted(score, bool(sub.late), assignment.late_penalty or 0.0)
         view.penalty, view.counted_score = worth.penalty, worth.score
@@ -151,17 +162,19 @@ def with_places(db: Database, rows: list[SubmissionView]) -> list[SubmissionView
 
 
 def _rows(result=Result.document):  # noqa: ANN001, ANN202 - a column; a SQLAlchemy select
-    """Submissions with their student, assignment and `result` (its document; Result.id where only whether it
-    was graded matters); the upload itself is never loaded with them."""
-    return (select(Submission, Student, Assignment, result).options(defer(Submission.archive))
+    """Submissions with their student, assignment, `result` (its document; Result.id where only whether it
+    was graded matters) and its replay engine; the upload itself is never loaded with them."""
+    return (select(Submission, Student, Assignment, result, Result.replay_engine).options(defer(Submission.archive))
             .join(Student, Submission.student_pk == Student.id)
             .join(Assignment, Submission.assignment_pk == Assignment.id)
             .outerjoin(Result, Result.submission_pk == Submission.id))
 
 
-def _instructors_view(sub: Submission, student: Student, assignment: Assignment, result_id: int | None) -> SubmissionView:
-    """A row as the instructor sees it: nothing hidden, so of its result only whether there is one."""
-    view = _view(sub, student, assignment)
+def _instructors_view(sub: Submission, student: Student, assignment: Assignment, result_id: int | None,
+                      result_engine: str | None) -> SubmissionView:
+    """A row as the instructor sees it: nothing hidden, so of its result only whether there is one (and its
+    engine)."""
+    view = _view(sub, student, assignment, result_engine=result_engine)
     view.graded = result_id is not None
     return view
 
@@ -193,9 +206,10 @@ def _siblings(db: Database, submission_id: int, viewer: Student) -> list[Submiss
     return _mark_counting([_view(*r, viewer=viewer) for r in siblings], {row[2].name: row[2].late_penalty or 0.0})
 
 
-# The dashboard's page of submissions; its filters' values.
+# The dashboard's page of submissions; its filters' values: a status, or "held" (a result held for review, whatever
+# its status: a regrade of it queued or running keeps it held until the regrade commits).
 PAGE_SIZE = 50
-STATUSES = ("queued", "running", "done", "cancelled")
+STATUSES = ("queued", "running", "done", "cancelled", "held")
 
 
 @dataclass
@@ -213,11 +227,14 @@ class ClassPage:
 def class_page(db: Database, *, assignment: str | None = None, status: str | None = None, late: bool | None = None,
                student: str | None = None, page: int = 1, per_page: int = PAGE_SIZE) -> ClassPage:
     """The instructor's view of the class's submissions (the dashboard, a student's page): filtered by
-    assignment, status, lateness and student (each given), `per_page` a page, page `page` (from 1)."""
+    assignment, status ("held": its result held for review), lateness and student (each given), `per_page` a
+    page, page `page` (from 1)."""
     filters = []
     if assignment:
         filters.append(Assignment.name == assignment)
-    if status:
+    if status == "held":
+        filters.append(Submission.verdict == str(Verdict.HELD_FOR_REVIEW))
+    elif status:
         filters.append(Submission.status == status)
     if late is not None:
         filters.append(Submission.late.is_(late))
@@ -304,23 +321,24 @@ def result_of(db: Database, submission_id: int, viewer: Student, lang: str | Non
 
 def grading_history(db: Database, submission_id: int, viewer: Student) -> list[dict]:
     """Every committed grading of a submission, oldest first (the results its regrades superseded, then the one
-    that counts): generation, verdict, score, when committed. An instructor's (before the release, a student's
+    that counts): generation, verdict, score, when committed, the replay engine it was asked for. An instructor's (before the release, a student's
     view of a result hides cases: this list shows none to them)."""
     submission_of(db, submission_id, viewer)
     if viewer.role != "instructor":
         raise Refused(_("instructors only"), 403)
     with db.session() as s:
-        rows = [(r.generation, r.document, r.committed_at, False) for r in s.scalars(
+        rows = [(r.generation, r.document, r.committed_at, False, r.replay_engine) for r in s.scalars(
             select(SupersededResult).where(SupersededResult.submission_pk == submission_id)
             .order_by(SupersededResult.generation))]
         current = s.scalar(select(Result).where(Result.submission_pk == submission_id))
         if current is not None:
-            rows.append((current.generation, current.document, current.committed_at, True))
+            rows.append((current.generation, current.document, current.committed_at, True, current.replay_engine))
     history = []
-    for generation, document, committed_at, counts in rows:
+    for generation, document, committed_at, counts, engine in rows:
         result = GradeResult.from_json(document)
         history.append({"generation": generation, "verdict": str(result.verdict), "score": result.score,
-                        "max_score": result.max_score, "committed_at": committed_at, "counts": counts})
+                        "max_score": result.max_score, "committed_at": committed_at, "counts": counts,
+                        "replay_engine": engine})  # asked for: None the default, "native" after review
     return history
 
 

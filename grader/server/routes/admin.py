@@ -46,6 +46,13 @@ class AssignmentChange(BaseModel):
     counts: str | None = None  # latest, best or chosen (counting.POLICIES)
 
 
+class RegradeChoice(BaseModel):
+    """How a regrade replays the kernels: `engine` None, on the default engine; "native", natively (the course
+    staff's resolution of a result held for review; admin.REGRADE_ENGINES); anything else is refused (400)."""
+
+    engine: str | None = None
+
+
 
 
 def _start_open(request: Request, db: Database, name: str) -> int:
@@ -55,9 +62,13 @@ def _start_open(request: Request, db: Database, name: str) -> int:
 
 
 @router.post("/api/submissions/{submission_id}/regrade")
-def regrade_api(submission_id: int, db: Db, enqueue: Queue, _user: Instructor) -> dict:
-    admin.regrade(db, submission_id, enqueue)
-    return {"id": submission_id, "status": "queued"}
+def regrade_api(submission_id: int, db: Db, enqueue: Queue, _user: Instructor,
+                choice: RegradeChoice | None = None) -> dict:
+    """Grades the submission again as its next generation; the body's `engine` ("native": after reviewing a
+    result held for review) is how its replay runs, none the default engine."""
+    engine = choice.engine if choice is not None else None
+    admin.regrade(db, submission_id, enqueue, engine)
+    return {"id": submission_id, "status": "queued", "engine": engine}
 
 
 @router.post("/api/roster")
@@ -157,8 +168,10 @@ def export_page(name: str, db: Db, user: PageUser) -> Response:
 
 @router.post("/instructor/regrade/{submission_id}")
 def regrade_page(request: Request, submission_id: int, db: Db, enqueue: Queue, csrf: Annotated[str, Form()],
-                 user: PageUser) -> Response:
+                 user: PageUser, engine: Annotated[str, Form()] = "", back: Annotated[str, Form()] = "") -> Response:
+    """The dashboard's Regrade and "Regrade natively (after review)" buttons (`engine` native); back to the page
+    the button was on (the dashboard or a student's page)."""
     check_csrf(request, csrf)
     need_instructor(user)
-    admin.regrade(db, submission_id, enqueue)
-    return RedirectResponse("/instructor", status_code=303)
+    admin.regrade(db, submission_id, enqueue, engine or None)
+    return RedirectResponse(back if back.startswith("/instructor") else "/instructor", status_code=303)

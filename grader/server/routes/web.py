@@ -23,7 +23,8 @@ from grader.server.intake import Enqueue
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "reports" / "templates" / "server"
 # A submission's status and mode as the pages word them (db.Submission.status, db.MODES).
-STATUS_WORDS = {"queued": N_("queued"), "running": N_("running"), "done": N_("done"), "cancelled": N_("cancelled")}
+STATUS_WORDS = {"queued": N_("queued"), "running": N_("running"), "done": N_("done"), "cancelled": N_("cancelled"),
+                "held": N_("held for review")}  # held: the dashboard's filter (views.STATUSES)
 MODE_WORDS = {"test": N_("test"), "benchmark": N_("benchmark"), "final": N_("final")}
 
 
