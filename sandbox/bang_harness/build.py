@@ -111,19 +111,8 @@ class ExtensionBuilder:
     def _build_wasm(self, mlu_sources: list[Path], includes: list[Path]) -> None:
         """The kernels for the WebAssembly replay (opt-in, REPLAY_ENGINE_ENV): WASM_MODULE and WASM_SITES, or a note
         saying why not -- never a failed build: the native device module stands for them then."""
-        from bang_emu.wasm import build as wasm_build
-
-        started = time.monotonic()
-        try:
-            built = wasm_build.build(list(mlu_sources), includes=list(includes))
-        except Exception as exc:  # the wasm build's own errors, each naming why
-            _wasm_note(self.log, f"the kernels are replayed natively: they do not build for the WebAssembly replay "
-                                 f"({type(exc).__name__}: {str(exc)[:1500]})")
-            return
-        (self.paths.build / WASM_MODULE).write_bytes(built.wasm)
-        (self.paths.build / WASM_SITES).write_text(json.dumps(sorted(built.sites)))
-        _wasm_note(self.log, f"built the kernels for the WebAssembly replay ({len(built.wasm)} bytes, "
-                             f"{len(built.sites)} launch sites, {time.monotonic() - started:.1f} s)")
+        _wasm_note(self.log, build_wasm(mlu_sources, includes, self.paths.build / WASM_MODULE,
+                                        self.paths.build / WASM_SITES))
 
     def build(self) -> bool:
         mlu_sources, cpp_sources, local_includes = self.plan.resolve(self.paths.submission)
@@ -219,6 +208,25 @@ class ExtensionBuilder:
             return False
         self.log.add(f"built {library.name} from {len(mlu_sources)} .mlu and {len(cpp_sources)} .cpp files")
         return True
+
+
+def build_wasm(sources: list[Path], includes: list[Path], module: Path, sites: Path,
+               archs: list[str] | None = None) -> str:
+    """`sources`' kernels built for the WebAssembly replay (bang_emu/wasm/build.py) into `module`, their launch
+    sites' names into `sites`; the build log's note saying so, or why they are replayed natively (then neither file
+    is written: a wasm build that fails never fails the build)."""
+    from bang_emu.wasm import build as wasm_build
+
+    started = time.monotonic()
+    try:
+        built = wasm_build.build(list(sources), includes=list(includes), archs=archs)
+    except Exception as exc:  # the wasm build's own errors, each naming why
+        return (f"the kernels are replayed natively: they do not build for the WebAssembly replay "
+                f"({type(exc).__name__}: {str(exc)[:1500]})")
+    module.write_bytes(built.wasm)
+    sites.write_text(json.dumps(sorted(built.sites)))
+    return (f"built the kernels for the WebAssembly replay ({len(built.wasm)} bytes, {len(built.sites)} launch sites, "
+            f"{time.monotonic() - started:.1f} s)")
 
 
 def _wasm_note(log: BuildLog, message: str) -> None:

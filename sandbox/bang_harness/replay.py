@@ -34,6 +34,7 @@ from .protocol import (
 )
 from .replay_ops import OpPolicy, OpRunner
 from .run import key_pipe, make_undumpable, take_trace_key
+from .wasm_replay import engine_library, make_engine, replay_journal
 
 REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}, "device_ops": policy}
 SITES_FILE = "sites.json"
@@ -114,44 +115,19 @@ def _engine_failed(status: int | None, written: set[Path]) -> str:
 
 
 def _make_engine(paths: HarnessPaths) -> None:
-    """With a WebAssembly module in the build (the opt-in engine, build.py), its native code for this replay: made
-    here, on the trusted side, from the checked module by wasm2c and gcc; where it cannot be, the journals are
-    replayed natively and stderr says why."""
-    wasm = paths.build / WASM_MODULE
-    if not wasm.is_file():
-        return
-    from bang_emu.wasm import engine
-
-    try:
-        names = [str(n) for n in json.loads((paths.build / WASM_SITES).read_text())]
-        engine.compile_engine(wasm.read_bytes(), names, paths.io / ENGINE_DIR)
-    except (OSError, ValueError, engine.EngineError) as exc:
-        print(f"bang_harness replay: replayed natively, the WebAssembly engine could not be made: {exc}",
-              file=sys.stderr)
+    """With a WebAssembly module in the build (the opt-in engine, build.py), its native code for this replay
+    (wasm_replay.make_engine); where it cannot be made, the journals are replayed natively and stderr says why."""
+    make_engine(paths.build / WASM_MODULE, paths.build / WASM_SITES, paths.io / ENGINE_DIR,
+                "bang_harness replay")
 
 
 def _engine_library(paths: HarnessPaths) -> Path:
-    from bang_emu.wasm import engine
-
-    return paths.io / ENGINE_DIR / engine.LIBRARY
+    return engine_library(paths.io / ENGINE_DIR)
 
 
 def _replay_wasm(library: ctypes.CDLL, paths: HarnessPaths, journal: Path, message: ctypes.Array) -> int:
-    from bang_emu.wasm import sites
-
-    names = tuple(str(n) for n in json.loads((paths.build / WASM_SITES).read_text()))
-    table = sites.site_table(sites.launch_keys(journal.read_bytes()), names)
-    keys = (ctypes.c_char_p * max(1, len(table)))(*[k.encode() for k, _ in table])
-    index = (ctypes.c_uint64 * max(1, len(table)))(*[i for _, i in table])
-    replay = library.bang_emu_replay_wasm
-    replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_uint64),
-                       ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    replay.restype = ctypes.c_int
-    # /io is mounted noexec: the engine is loaded from a memory file of this process instead
-    fd = os.memfd_create("bang-wasm-engine")
-    os.write(fd, _engine_library(paths).read_bytes())
-    return replay(str(journal).encode(), f"/proc/self/fd/{fd}".encode(), keys, index, len(table),
-                  str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
+    return replay_journal(library, _engine_library(paths), paths.build / WASM_SITES, journal, paths.io / REPLAY_INPUTS,
+                          paths.outputs, message)
 
 
 def replay_one(paths: HarnessPaths, journal: Path) -> int:
