@@ -53,7 +53,7 @@ def replay_journal(library: ctypes.CDLL, engine: Path, sites: Path, journal: Pat
     from bang_emu.wasm import sites as site_names
 
     names = tuple(str(n) for n in json.loads(sites.read_text()))
-    keys_launched = [k for k in dict.fromkeys(site_names.launch_keys(journal.read_bytes())) if k]
+    keys_launched = [k for k in dict.fromkeys(site_names.read_launch_keys(journal)) if k]
     table = site_names.site_table(keys_launched, names)
     if every_site and len(table) < len(keys_launched):
         lacking = next(k for k in keys_launched if k not in dict(table))

@@ -16,7 +16,10 @@ name (types that differ natively but mean the same on x86-64) are refused.
 
 from __future__ import annotations
 
+import io
 import re
+from pathlib import Path
+from typing import BinaryIO
 
 from bang_emu.wasm import binary as wb
 
@@ -159,14 +162,27 @@ def launch_keys(journal: bytes) -> list[str]:
     """The site keys of a native journal's launch records (runtime/journal.h: "BEJ1", then records of u8 kind, u32
     length, payload; a launch's payload opens with its key as u32 length + bytes), in order, repeats kept; a
     malformed journal ends the list where it breaks (the replay reports it)."""
-    keys, pos = [], 4
-    if journal[:4] != b"BEJ1":
+    return _launch_keys(io.BytesIO(journal))
+
+
+def read_launch_keys(journal: Path) -> list[str]:
+    """launch_keys of a journal file, reading only its launch records (the rest is skipped: a lab program's journal
+    holds half a GiB of uploads)."""
+    with open(journal, "rb") as stream:
+        return _launch_keys(stream)
+
+
+def _launch_keys(stream: BinaryIO) -> list[str]:
+    keys: list[str] = []
+    if stream.read(4) != b"BEJ1":
         return keys
-    while pos + 5 <= len(journal):
-        kind, size = journal[pos], int.from_bytes(journal[pos + 1:pos + 5], "little")
-        payload = journal[pos + 5:pos + 5 + size]
-        pos += 5 + size
-        if kind == _LAUNCH and len(payload) >= 4:
+    while len(head := stream.read(5)) == 5:
+        kind, size = head[0], int.from_bytes(head[1:5], "little")
+        if kind != _LAUNCH:
+            stream.seek(size, io.SEEK_CUR)
+            continue
+        payload = stream.read(size)
+        if len(payload) >= 4:
             n = int.from_bytes(payload[:4], "little")
             keys.append(payload[4:4 + n].decode(errors="replace"))
     return keys
