@@ -112,20 +112,8 @@ class ExtensionBuilder:
         """The kernels for the WebAssembly replay (the default engine): WASM_MODULE and WASM_SITES, or WASM_NOTE
         saying why not -- never a failed build: the native device module stands for them then, and the replay and
         the report say so."""
-        from bang_emu.wasm import build as wasm_build
-
-        started = time.monotonic()
-        try:
-            built = wasm_build.build(list(mlu_sources), includes=list(includes))
-        except Exception as exc:  # the wasm build's own errors, each naming why
-            why = f"they do not build for the WebAssembly engine ({type(exc).__name__}: {str(exc)[:1500]})"
-            (self.paths.build / WASM_NOTE).write_text(why, encoding="utf-8")
-            _wasm_note(self.log, f"the kernels are replayed natively: {why}")
-            return
-        (self.paths.build / WASM_MODULE).write_bytes(built.wasm)
-        (self.paths.build / WASM_SITES).write_text(json.dumps(sorted(built.sites)))
-        _wasm_note(self.log, f"built the kernels for the WebAssembly replay ({len(built.wasm)} bytes, "
-                             f"{len(built.sites)} launch sites, {time.monotonic() - started:.1f} s)")
+        _wasm_note(self.log, build_wasm(mlu_sources, includes, self.paths.build / WASM_MODULE,
+                                        self.paths.build / WASM_SITES, note=self.paths.build / WASM_NOTE))
 
     def build(self) -> bool:
         mlu_sources, cpp_sources, local_includes = self.plan.resolve(self.paths.submission)
@@ -221,6 +209,27 @@ class ExtensionBuilder:
             return False
         self.log.add(f"built {library.name} from {len(mlu_sources)} .mlu and {len(cpp_sources)} .cpp files")
         return True
+
+
+def build_wasm(sources: list[Path], includes: list[Path], module: Path, sites: Path,
+               archs: list[str] | None = None, note: Path | None = None) -> str:
+    """`sources`' kernels built for the WebAssembly replay (bang_emu/wasm/build.py) into `module`, their launch
+    sites' names into `sites`; the build log's note saying so, or why they are replayed natively (then neither file
+    is written, and `note`, where given, says why: a wasm build that fails never fails the build)."""
+    from bang_emu.wasm import build as wasm_build
+
+    started = time.monotonic()
+    try:
+        built = wasm_build.build(list(sources), includes=list(includes), archs=archs)
+    except Exception as exc:  # the wasm build's own errors, each naming why
+        why = f"they do not build for the WebAssembly engine ({type(exc).__name__}: {str(exc)[:1500]})"
+        if note is not None:
+            note.write_text(why, encoding="utf-8")
+        return f"the kernels are replayed natively: {why}"
+    module.write_bytes(built.wasm)
+    sites.write_text(json.dumps(sorted(built.sites)))
+    return (f"built the kernels for the WebAssembly replay ({len(built.wasm)} bytes, {len(built.sites)} launch sites, "
+            f"{time.monotonic() - started:.1f} s)")
 
 
 def _wasm_note(log: BuildLog, message: str) -> None:

@@ -12,6 +12,11 @@ with HMAC-SHA256(replay key, "program:" + stem) (protocol.program_key, so no pro
 another's trace) and its launches captured (runtime/capture.cpp) into /io/outputs/<stem>/: what the host reads.
 Each launch of the graded kernel gets the host's twin inputs first (/io/twin.json, protocol.PROGRAM_TWIN_FILE), so
 an answer the program's host code computed and uploaded is not the answer the host checks.
+With BANG_EMU_REPLAY_ENGINE=wasm (opt-in, as the extension's replay: DESIGN.md "Confinement by construction") the
+build also makes each program's kernels a WebAssembly module (`<stem>.module.wasm`, a note in its log where it
+cannot) and the replay runs them on the engine (wasm_replay.py), capture and twin alike; a program whose engine
+cannot be made or started, whose launch sites the module lacks, or whose engine replay dies is replayed natively,
+and stderr says why.
 """
 
 from __future__ import annotations
@@ -23,8 +28,17 @@ import sys
 from pathlib import Path
 
 from .paths import HarnessPaths
-from .protocol import KEY_FD_ENV, PROGRAM_TWIN_FILE, PROGRAM_TWIN_MAX_BYTES, ExitCode, program_key
+from .protocol import (
+    KEY_FD_ENV,
+    PROGRAM_TWIN_FILE,
+    PROGRAM_TWIN_MAX_BYTES,
+    ExitCode,
+    program_key,
+    replay_engine,
+)
+from .replay import ENGINE_DIR, NATIVE_ENV
 from .run import JobError, key_pipe, make_undumpable, take_trace_key
+from .wasm_replay import NO_MODULE, NOT_STARTED, engine_library, make_engine, replay_journal
 
 LAB_FLAGS = ["--bang-arch=compute_30", "-O3"]  # the lab's test.sh
 LOG_TAIL_CHARS = 8000
@@ -38,7 +52,9 @@ def program_sources(submission: Path) -> list[Path]:
 
 
 def build_programs(paths: HarnessPaths) -> int:
-    from bang_emu import device_module, toolchain
+    from bang_emu import device_module, driver, toolchain
+
+    from .build import build_wasm
 
     out_dir = paths.build / "programs"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -53,6 +69,10 @@ def build_programs(paths: HarnessPaths) -> int:
             linked = device_module.link([obj], module_path(paths, src.stem)) if proc.returncode == 0 else None
             ok = linked is not None and linked.ok
             log += proc.stdout + proc.stderr + (linked.message if linked is not None else "")
+        if ok and replay_engine(os.environ) == "wasm":  # and for the WebAssembly replay (the default)
+            archs = [driver.VIRTUAL_ARCH[f.split("=", 1)[1]] for f in LAB_FLAGS if f.startswith("--bang-arch=")]
+            log += "\nnote: " + build_wasm([src], [], wasm_path(paths, src.stem), wasm_sites_path(paths, src.stem),
+                                           archs=archs) + "\n"
         report[src.stem] = {"ok": ok, "log_tail": log[-LOG_TAIL_CHARS:]}
     (paths.build / "programs.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return ExitCode.OK
@@ -60,6 +80,20 @@ def build_programs(paths: HarnessPaths) -> int:
 
 def module_path(paths: HarnessPaths, stem: str) -> Path:
     return paths.build / "programs" / f"{stem}.module.so"
+
+
+def wasm_path(paths: HarnessPaths, stem: str) -> Path:
+    """The program's kernels for the WebAssembly replay (built with BANG_EMU_REPLAY_ENGINE=wasm only)."""
+    return paths.build / "programs" / f"{stem}.module.wasm"
+
+
+def wasm_sites_path(paths: HarnessPaths, stem: str) -> Path:
+    return paths.build / "programs" / f"{stem}.wasm-sites.json"
+
+
+def engine_dir(paths: HarnessPaths, stem: str) -> Path:
+    """Where the replay makes the program's engine (wasm_replay.make_engine), on the trusted side."""
+    return paths.io / ENGINE_DIR / stem
 
 
 def replay_programs(paths: HarnessPaths) -> int:
@@ -82,22 +116,49 @@ def replay_programs(paths: HarnessPaths) -> int:
         out = paths.outputs / stem
         out.mkdir(parents=True, exist_ok=True)
         (out / "sites.json").write_text(json.dumps(device_module.site_records(module)))
-        env = _program_env(out, capture=True)
-        fd = key_pipe(program_key(master, stem))
-        env[KEY_FD_ENV] = str(fd)
-        try:
-            proc = subprocess.run([sys.executable, "-m", "bang_harness", "replay-program", stem], env=env,
-                                  pass_fds=(fd,), capture_output=True, timeout=PROGRAM_TIMEOUT_SECONDS,
-                                  stdin=subprocess.DEVNULL)
-            if proc.returncode != 0:  # died (a signal: -N) before its own replay.json: the host names it
-                (out / "replay.json").write_text(json.dumps({
-                    "returncode": proc.returncode, "emulator_errors": emulator_errors(proc.stderr)}),
-                    encoding="utf-8")
-        except subprocess.TimeoutExpired:
-            (out / "replay.json").write_text(json.dumps({"timed_out": True}), encoding="utf-8")
-        finally:
-            os.close(fd)
+        why = make_engine(wasm_path(paths, stem), wasm_sites_path(paths, stem), engine_dir(paths, stem))
+        if why and why != NO_MODULE:
+            print(f"bang_harness replay-programs: {stem}: replayed natively: {why}", file=sys.stderr)
+        engine = not why
+        key = program_key(master, stem)
+        returncode = _replay_program_child(stem, out, key, native=not engine)
+        if engine and returncode is not None and returncode != 0:
+            # While the engine is opt-in and measured (replay.py does the same): its replay died, so natively
+            print(f"bang_harness replay-programs: {stem}: replayed natively, the WebAssembly replay process ended "
+                  f"with {returncode}", file=sys.stderr)
+            for path in out.iterdir():
+                if path.name != "sites.json" and path.is_file():
+                    path.unlink()
+            _replay_program_child(stem, out, key, native=True)
     return ExitCode.OK
+
+
+def _replay_program_child(stem: str, out: Path, key: bytes, native: bool) -> int | None:
+    """One program's journal replayed by a child of its own (replay_program; `native`: never on the engine): its
+    exit status, None when stopped after its time. A child that died, or ran out of time, leaves the host its
+    record in replay.json."""
+    env = _program_env(out, capture=True)
+    if native:
+        env[NATIVE_ENV] = "1"
+    fd = key_pipe(key)
+    env[KEY_FD_ENV] = str(fd)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bang_harness", "replay-program", stem], env=env,
+                              pass_fds=(fd,), capture_output=True, timeout=PROGRAM_TIMEOUT_SECONDS,
+                              stdin=subprocess.DEVNULL)
+        for line in proc.stderr.splitlines():  # the child's own sayings (device code cannot write to stderr)
+            if line.startswith(HARNESS_PREFIX):
+                print(line[:LOG_TAIL_CHARS].decode("utf-8", "replace"), file=sys.stderr)
+        if proc.returncode != 0:  # died (a signal: -N) before its own replay.json: the host names it
+            (out / "replay.json").write_text(json.dumps({
+                "returncode": proc.returncode, "emulator_errors": emulator_errors(proc.stderr)}),
+                encoding="utf-8")
+        return proc.returncode
+    except subprocess.TimeoutExpired:
+        (out / "replay.json").write_text(json.dumps({"timed_out": True}), encoding="utf-8")
+        return None
+    finally:
+        os.close(fd)
 
 
 def replay_program(paths: HarnessPaths, stem: str) -> int:
@@ -118,11 +179,21 @@ def replay_program(paths: HarnessPaths, stem: str) -> int:
                                                   ctypes.c_size_t]
         library.bang_emu_program_twin(kernel.encode(), seed, flat, len(operands))
     message = ctypes.create_string_buffer(2048)
-    replay = library.bang_emu_replay
-    replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
-                       ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    status = replay(str(paths.io / "journals" / f"{stem}.journal").encode(), str(module_path(paths, stem)).encode(),
-                    table, len(offsets), str(out).encode(), str(out).encode(), message, len(message))
+    journal = paths.io / "journals" / f"{stem}.journal"
+    engine = engine_library(engine_dir(paths, stem))
+    status = NOT_STARTED
+    if engine.is_file() and not os.environ.get(NATIVE_ENV):
+        status = replay_journal(library, engine, wasm_sites_path(paths, stem), journal, out, out, message,
+                                every_site=True)
+        if status == NOT_STARTED:
+            print(f"bang_harness replay-programs: {stem}: replayed natively, the WebAssembly engine did not start: "
+                  f"{message.value.decode('utf-8', 'replace')}", file=sys.stderr)
+    if status == NOT_STARTED:
+        replay = library.bang_emu_replay
+        replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                           ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        status = replay(str(journal).encode(), str(module_path(paths, stem)).encode(), table, len(offsets),
+                        str(out).encode(), str(out).encode(), message, len(message))
     (out / "replay.json").write_text(json.dumps({"status": status, "message": message.value.decode("utf-8", "replace")}),
                                      encoding="utf-8")
     return ExitCode.OK
@@ -157,6 +228,7 @@ def _program_env(out: Path, capture: bool) -> dict[str, str]:
 
 
 EMULATOR_ERROR_PREFIX = b"bang-emu: error: "
+HARNESS_PREFIX = b"bang_harness replay-programs: "
 EMULATOR_ERRORS_KEPT = 4
 
 

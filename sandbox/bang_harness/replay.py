@@ -38,6 +38,7 @@ from .protocol import (
 )
 from .replay_ops import OpPolicy, OpRunner
 from .run import key_pipe, make_undumpable, take_trace_key
+from .wasm_replay import NO_MODULE, NOT_STARTED, engine_library, make_engine, replay_journal
 
 REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}, "device_ops": policy}
 SITES_FILE = "sites.json"
@@ -94,49 +95,25 @@ def _replay_child(journal: Path, key: bytes, env: dict[str, str], calls: int) ->
 
 
 def _make_engine(paths: HarnessPaths) -> str:
-    """The WebAssembly engine for this replay, made here, on the trusted side, from the checked module by wasm2c and
-    gcc: "" when it is ready, else why the journals are replayed natively (the build's note when the kernels did
-    not build for it)."""
-    wasm = paths.build / WASM_MODULE
-    if not wasm.is_file():
-        note = paths.build / WASM_NOTE
+    """The WebAssembly engine for this replay, made here, on the trusted side (wasm_replay.make_engine): "" when it
+    is ready, else why the journals are replayed natively (the build's note when the kernels did not build for
+    it)."""
+    if not (paths.build / WASM_MODULE).is_file():
         try:
-            with note.open("rb") as fh:
-                return fh.read(WASM_NOTE_MAX_BYTES).decode("utf-8", "replace") or "no WebAssembly module was built"
+            with (paths.build / WASM_NOTE).open("rb") as fh:
+                return fh.read(WASM_NOTE_MAX_BYTES).decode("utf-8", "replace") or NO_MODULE
         except OSError:
-            return "no WebAssembly module was built"
-    from bang_emu.wasm import engine
-
-    try:
-        names = [str(n) for n in json.loads((paths.build / WASM_SITES).read_text())]
-        engine.compile_engine(wasm.read_bytes(), names, paths.io / ENGINE_DIR)
-    except (OSError, ValueError, engine.EngineError) as exc:
-        return f"the WebAssembly engine could not be made from the kernels: {str(exc)[:1500]}"
-    return ""
+            return NO_MODULE
+    return make_engine(paths.build / WASM_MODULE, paths.build / WASM_SITES, paths.io / ENGINE_DIR)
 
 
 def _engine_library(paths: HarnessPaths) -> Path:
-    from bang_emu.wasm import engine
-
-    return paths.io / ENGINE_DIR / engine.LIBRARY
+    return engine_library(paths.io / ENGINE_DIR)
 
 
 def _replay_wasm(library: ctypes.CDLL, paths: HarnessPaths, journal: Path, message: ctypes.Array) -> int:
-    from bang_emu.wasm import sites
-
-    names = tuple(str(n) for n in json.loads((paths.build / WASM_SITES).read_text()))
-    table = sites.site_table(sites.launch_keys(journal.read_bytes()), names)
-    keys = (ctypes.c_char_p * max(1, len(table)))(*[k.encode() for k, _ in table])
-    index = (ctypes.c_uint64 * max(1, len(table)))(*[i for _, i in table])
-    replay = library.bang_emu_replay_wasm
-    replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_uint64),
-                       ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    replay.restype = ctypes.c_int
-    # /io is mounted noexec: the engine is loaded from a memory file of this process instead
-    fd = os.memfd_create("bang-wasm-engine")
-    os.write(fd, _engine_library(paths).read_bytes())
-    return replay(str(journal).encode(), f"/proc/self/fd/{fd}".encode(), keys, index, len(table),
-                  str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
+    return replay_journal(library, _engine_library(paths), paths.build / WASM_SITES, journal, paths.io / REPLAY_INPUTS,
+                          paths.outputs, message)
 
 
 def replay_one(paths: HarnessPaths, journal: Path) -> int:
@@ -156,14 +133,14 @@ def replay_one(paths: HarnessPaths, journal: Path) -> int:
     runner = OpRunner(library, OpPolicy.from_json(job.get("device_ops")))
     runner.install()
     record = paths.outputs / f"{journal.stem}{ENGINE_RECORD_SUFFIX}"
-    status, why = -2, os.environ.get(NATIVE_ENV, "")
+    status, why = NOT_STARTED, os.environ.get(NATIVE_ENV, "")
     if replay_engine(os.environ) == "wasm" and not why:
         # written before any kernel runs, and again before a native one does: what the host reads is this process's
         _write_engine(record, "wasm", "")
         status = _replay_wasm(library, paths, journal, message)
-        if status == -2:  # the engine could not start: nothing replayed yet
+        if status == NOT_STARTED:  # the engine could not start: nothing replayed yet
             why = f"the WebAssembly engine did not start: {message.value.decode('utf-8', 'replace')}"
-    if status == -2:
+    if status == NOT_STARTED:
         _write_engine(record, "native", why)
         if why:
             print(f"bang_harness replay: {journal.name}: replayed natively: {why}", file=sys.stderr)

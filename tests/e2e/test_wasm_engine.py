@@ -70,3 +70,34 @@ def test_kernels_that_compute_only_natively_are_held_for_review_not_accused_and_
     assert wasm.score < reference.score
     native = _graded_natively(folder, monkeypatch)
     assert (native.score, native.verdict) == (reference.score, reference.verdict)
+
+
+def test_lab_programs_graded_on_the_wasm_engine_grade_as_the_native_replay(tmp_path, monkeypatch):
+    """The lab programs' path (grader/orchestration/programs.py) in real containers: each program's kernels built
+    for wasm too (the one whose host code wasi cannot take says so and stays native), each journal replayed on
+    the engine with its twin inputs and captures, and the grade -- score, each stage's verdict, points and
+    modelled time -- is the native replay's: an honest scalar program, the host-answer fixture caught by the
+    twin, a four-task program, and the one replayed natively."""
+    if e2e_sandbox() != "docker":
+        pytest.skip("the emulation image is not built (the wasm toolchain is in it): `grade setup --tests`")
+    from grader.orchestration.programs import grade_programs
+    from tests.programs.test_programs_wasm import NO_WASM, PROGRAMS
+
+    lab = tmp_path / "lab"  # not tmp_path itself: pytest makes it 0700, unreadable by the sandbox's user
+    lab.mkdir(mode=0o755)
+    for stem, text in PROGRAMS.items():
+        (lab / f"{stem}.mlu").write_text(text)
+    request, docker = GradeRequest(assignment="matmul_programs"), GradeEnvironment(sandbox="docker")
+    wasm = grade_programs(lab, request, docker)  # the default engine
+    native = grade_programs(lab, request, GradeEnvironment(sandbox="docker", replay_engine="native"))
+    log = wasm.build.compiler_output
+    assert log.count(WASM_NOTE) == len(PROGRAMS) - 1 and WASM_NOTE not in native.build.compiler_output, log[-3000:]
+    assert f"== {NO_WASM}.mlu" in log and "the kernels are replayed natively: they do not build" in log
+    assert (wasm.score, wasm.verdict) == (native.score, native.verdict) and wasm.score > 0
+    assert wasm.integrity == native.integrity
+    for n, w in zip(native.stages, wasm.stages, strict=True):
+        assert (w.name, w.verdict, w.points) == (n.name, n.verdict, n.points), (n.message, w.message)
+        assert n.timing is not None and w.timing is not None, n.name
+        assert w.timing.median_us == pytest.approx(n.timing.median_us, rel=0.01), n.name
+    vector = next(c for c in wasm.cases if c.group == "vector")
+    assert vector.verdict == Verdict.WRONG_ANSWER and "left @ right" in vector.message  # caught on the twin

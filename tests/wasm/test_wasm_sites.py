@@ -278,6 +278,30 @@ def test_argument_bytes_of_another_size_are_refused_before_the_kernel_starts(bui
     assert proc.returncode == 0 and proc.stdout.startswith("launch 1 begun 0\n"), proc.stdout + proc.stderr
 
 
+def test_a_sites_argument_layout_covers_the_journals_packed_arguments(built):
+    """What the wasm replay notes of a launch for capture (runtime/capture.cpp note_packed_launch_args): each
+    argument's kind, size and pointee from the site key, the sizes adding up to the journal's packed bytes."""
+    journal = read_journal(built.journal.read_bytes())
+    (launch,) = [op for op in journal.ops if op[0] == "launch"]
+    layout = sites.arg_layout(launch[1])
+    assert layout == {"sigmoid": "p,8,4,f;p,8,4,f;i,8,0,i",
+                      "matmul": "p,8,4,f;p,8,4,f;p,8,4,f;i,4,0,i;i,4,0,i;i,4,0,i"}[built.name]
+    assert sum(int(entry.split(",")[1]) for entry in layout.split(";")) == len(launch[2])
+
+
+# describe_launch_arg (bang_emu/device.h): a pointer's pointee size and f/i/u (raw bytes for void, a pointer or a
+# class), an integer's size and signedness, anything else "other" (its size, 0 when its name does not say)
+@pytest.mark.parametrize(("spelling", "entry"), [
+    ("void*", "p,8,1,-"), ("const _Float16*", "p,8,2,f"), ("float**", "p,8,8,-"), ("unsigned char*", "p,8,1,u"),
+    ("Pair*", "p,8,1,-"), ("bool", "i,1,0,u"), ("char", "i,1,0,i"), ("long unsigned int", "i,8,0,u"),
+    ("short int", "i,2,0,i"), ("float", "o,4,0,-"), ("double", "o,8,0,-"), ("mluMemcpyDirection_t", "o,0,0,-"),
+])
+def test_each_argument_is_described_as_the_native_launch_describes_it(spelling, entry):
+    key = ("static const char* bang_emu::ReplaySite<Tag, F, D>::key() [with Tag = bang_emu::SiteTag<7ULL, 3, 0>; "
+           f"F = main()::<lambda(float*, int)>; D = {{{spelling}, int}}]")
+    assert sites.arg_layout(key) == f"{entry};i,4,0,i"
+
+
 # ------------------------------------------------------------------------------------------------ names, layout
 @pytest.mark.parametrize(("native", "wasm", "canonical"), [
     ("const float*", "float const*", "const f32*"), ("long int", "long long", "i64"),

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -130,6 +131,68 @@ struct LaunchCapture {
 }  // namespace
 
 void note_launch_args(const LaunchArg *args, int n) { t_noted.assign(args, args + (n > 0 ? n : 0)); }
+
+// The wasm replay's launches (replay.cpp): no launch glue runs there, so the arguments are described from the
+// journal's packed bytes (x86-64 sizes, no padding, as ReplaySite::pack wrote them) and the site's `layout`,
+// which bang_emu/wasm/sites.py arg_layout() derives from the site key's argument types: one entry per argument,
+// "<kind>,<bytes>,<pointee bytes>,<dtype>" joined by ';' -- kind p (pointer), i (integer, dtype i or u: its
+// signedness) or o (other); bytes 0 when unknown (one unknown argument takes what the others leave of `nbytes`,
+// and after a second one nothing is known); dtype '-' for none. The same LaunchArg as describe_launch_arg makes
+// natively, so capture and the twin (below) see the launch alike on both engines.
+void note_packed_launch_args(const std::string &layout, const unsigned char *args, size_t nbytes) {
+  struct Entry {
+    char kind;
+    size_t bytes, elem;
+    char dtype;
+  };
+  std::vector<Entry> entries;
+  size_t start = 0;
+  while (!layout.empty() && start <= layout.size()) {
+    size_t end = layout.find(';', start);
+    std::string item = layout.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    Entry e{'o', 0, 0, '-'};
+    unsigned long long bytes = 0, elem = 0;
+    char kind = 'o', dtype = '-';
+    if (sscanf(item.c_str(), "%c,%llu,%llu,%c", &kind, &bytes, &elem, &dtype) == 4 && bytes <= 64 && elem <= (1u << 20))
+      e = Entry{kind, (size_t)bytes, (size_t)elem, dtype};
+    entries.push_back(e);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  size_t known = 0, unknown = 0;
+  for (const Entry &e : entries) {
+    known += e.bytes;
+    unknown += e.bytes == 0;
+  }
+  if (unknown == 1 && known < nbytes)
+    for (Entry &e : entries)
+      if (!e.bytes) e.bytes = nbytes - known;
+  std::vector<LaunchArg> out;
+  size_t off = 0;
+  bool lost = false;  // past an argument of unknown size: the offsets are not known
+  for (const Entry &e : entries) {
+    LaunchArg a{0, nullptr, 0, 0, 0};
+    lost = lost || e.bytes == 0 || off + e.bytes > nbytes;
+    if (!lost && e.kind == 'p' && e.bytes == 8) {
+      uint64_t word;
+      memcpy(&word, args + off, 8);
+      a = LaunchArg{1, reinterpret_cast<const void *>((uintptr_t)word), 0, (int)(e.elem ? e.elem : 1),
+                    e.dtype == '-' ? (char)0 : e.dtype};
+    } else if (!lost && e.kind == 'i' && (e.bytes == 1 || e.bytes == 2 || e.bytes == 4 || e.bytes == 8)) {
+      uint64_t raw = 0;
+      memcpy(&raw, args + off, e.bytes);  // little-endian, as the run's
+      long long v = (long long)raw;
+      if (e.dtype == 'i' && e.bytes < 8) {
+        int shift = 64 - 8 * (int)e.bytes;
+        v = (long long)(raw << shift) >> shift;
+      }
+      a = LaunchArg{2, nullptr, v, 0, 0};
+    }
+    out.push_back(a);
+    off += e.bytes;
+  }
+  note_launch_args(out.data(), (int)out.size());
+}
 
 namespace {
 struct TwinOperand {

@@ -39,6 +39,7 @@ std::pair<uintptr_t, uintptr_t> device_buffer_range(uintptr_t p);
 std::string wasm_open(const char *path);
 cnrtRet_t wasm_launch(size_t site, const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
                       const unsigned char *args, size_t nbytes);
+void note_packed_launch_args(const std::string &layout, const unsigned char *args, size_t nbytes);
 
 namespace {
 
@@ -591,6 +592,19 @@ extern "C" int bang_emu_replay(const char *journal_path, const char *device_modu
   return run_journal(R, journal, say);
 }
 
+namespace {
+// Each site key's argument layout for the wasm replay (bang_emu_wasm_site_layout), read as bang_emu_replay_wasm
+// starts.
+std::unordered_map<std::string, std::string> g_site_layouts;
+}  // namespace
+
+// Before bang_emu_replay_wasm: the argument layout of a site key (bang_emu/wasm/sites.py arg_layout), so each of its
+// launches notes its arguments as a native invoker's launch does (capture.cpp note_packed_launch_args: a program's
+// capture and twin inputs). A key without one launches with no arguments noted (nothing captured, no twin).
+extern "C" __attribute__((visibility("default"))) void bang_emu_wasm_site_layout(const char *key, const char *layout) {
+  if (key && layout) g_site_layouts[key] = layout;
+}
+
 // The same replay with the kernels compiled to WebAssembly (wasm_host.cpp): `keys[i]` is a journal site key and
 // `sites[i]` the index of its invoker in the module (the harness maps one to the other: bang_emu/wasm/sites.py).
 extern "C" __attribute__((visibility("default"))) int bang_emu_replay_wasm(
@@ -609,8 +623,11 @@ extern "C" __attribute__((visibility("default"))) int bang_emu_replay_wasm(
   R.outputs = outputs_dir;
   for (size_t i = 0; i < site_count; ++i) {
     size_t site = sites[i];
-    R.sites.emplace(keys[i], [site](const char *kernel, const char *file, int line, cnrtDim3_t dim, int func_type,
-                                    const unsigned char *args, size_t nbytes) {
+    auto found = g_site_layouts.find(keys[i]);
+    std::string layout = found == g_site_layouts.end() ? "" : found->second;
+    R.sites.emplace(keys[i], [site, layout](const char *kernel, const char *file, int line, cnrtDim3_t dim,
+                                            int func_type, const unsigned char *args, size_t nbytes) {
+      note_packed_launch_args(layout, args, nbytes);
       return wasm_launch(site, kernel, file, line, dim, func_type, args, nbytes);
     });
   }

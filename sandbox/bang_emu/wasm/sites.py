@@ -16,7 +16,10 @@ name (types that differ natively but mean the same on x86-64) are refused.
 
 from __future__ import annotations
 
+import io
 import re
+from pathlib import Path
+from typing import BinaryIO
 
 from bang_emu.wasm import binary as wb
 
@@ -86,6 +89,36 @@ def site_name(key: str) -> str:
     return _name(int(m.group(1)), int(m.group(2)), int(m.group(3)), _split_top(m.group(4)))
 
 
+# x86-64 size and kind of each scalar site_name spells ('i'/'u' integral and its signedness, 'f' floating)
+_SCALAR_FACTS = {"bool": (1, "u"), "char": (1, "i"), "i8": (1, "i"), "u8": (1, "u"), "i16": (2, "i"),
+                 "u16": (2, "u"), "i32": (4, "i"), "u32": (4, "u"), "i64": (8, "i"), "u64": (8, "u"),
+                 "f32": (4, "f"), "f64": (8, "f"), "f16": (2, "f")}
+
+
+def arg_layout(key: str) -> str:
+    """The arguments of a native journal's launch key as the runtime's wasm replay describes them for capture
+    (runtime/capture.cpp note_packed_launch_args): per argument `<kind>,<bytes>,<pointee bytes>,<dtype>`, joined by
+    ';' -- what device.h's describe_launch_arg makes natively: a pointer (p, 8 bytes, its pointee's size and f/i/u
+    or '-'; void and pointers to anything but a scalar are raw bytes), an integer (i, its size, i or u), anything
+    else (o; its size, 0 when the name alone does not say: an enum, a struct)."""
+    m = _NATIVE_KEY.search(key)
+    if not m:
+        raise SiteError(f"not a launch-site key of the native device module: {key[:200]!r}")
+    entries = []
+    for spelling in _split_top(m.group(4)):
+        name = canonical_type(spelling).removeprefix("const ")
+        if name.endswith("*"):
+            pointee = name[:-1]
+            size, kind = _SCALAR_FACTS.get(pointee, (8 if pointee.endswith("*") else 1, "-"))
+            entries.append(f"p,8,{size},{kind}")
+        elif name in _SCALAR_FACTS:
+            size, kind = _SCALAR_FACTS[name]
+            entries.append(f"o,{size},0,-" if kind == "f" else f"i,{size},0,{kind}")
+        else:
+            entries.append("o,0,0,-")
+    return ";".join(entries)
+
+
 _WASM_INVOKER = re.compile(r"^bang_emu::ReplaySite<(.*)>::invoke\(unsigned char const\*, unsigned int\)$", re.S)
 _WASM_TAG = re.compile(r"^bang_emu::SiteTag<(\d+)ull, (-?\d+), (\d+)>$")
 
@@ -129,14 +162,27 @@ def launch_keys(journal: bytes) -> list[str]:
     """The site keys of a native journal's launch records (runtime/journal.h: "BEJ1", then records of u8 kind, u32
     length, payload; a launch's payload opens with its key as u32 length + bytes), in order, repeats kept; a
     malformed journal ends the list where it breaks (the replay reports it)."""
-    keys, pos = [], 4
-    if journal[:4] != b"BEJ1":
+    return _launch_keys(io.BytesIO(journal))
+
+
+def read_launch_keys(journal: Path) -> list[str]:
+    """launch_keys of a journal file, reading only its launch records (the rest is skipped: a lab program's journal
+    holds half a GiB of uploads)."""
+    with open(journal, "rb") as stream:
+        return _launch_keys(stream)
+
+
+def _launch_keys(stream: BinaryIO) -> list[str]:
+    keys: list[str] = []
+    if stream.read(4) != b"BEJ1":
         return keys
-    while pos + 5 <= len(journal):
-        kind, size = journal[pos], int.from_bytes(journal[pos + 1:pos + 5], "little")
-        payload = journal[pos + 5:pos + 5 + size]
-        pos += 5 + size
-        if kind == _LAUNCH and len(payload) >= 4:
+    while len(head := stream.read(5)) == 5:
+        kind, size = head[0], int.from_bytes(head[1:5], "little")
+        if kind != _LAUNCH:
+            stream.seek(size, io.SEEK_CUR)
+            continue
+        payload = stream.read(size)
+        if len(payload) >= 4:
             n = int.from_bytes(payload[:4], "little")
             keys.append(payload[4:4 + n].decode(errors="replace"))
     return keys

@@ -1,0 +1,207 @@
+"""Lab programs replayed on the WebAssembly engine (BANG_EMU_REPLAY_ENGINE=wasm; DESIGN.md "Confinement by
+construction"), through the harness's own commands: build-programs also builds each program's kernels for wasm (a
+note where it cannot), run-programs journals each, and replay-programs replays the same journals with the same key
+and twin seeds once natively and once on the engine. Every launch record the host reads (signed, verified here) has
+the same capture -- each argument, the sha256 of every captured segment, in and out, so the twin inputs and the
+kernel's output are byte for byte the native replay's -- the same work and the same modelled time within 1%. Where
+the engine cannot be made or lacks the journal's launch site the program is replayed natively and stderr says so.
+Skipped visibly without the wasm toolchain or wabt (`grade setup --tests` installs both)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from bang_emu import safe_tar
+from bang_emu.wasm import build as wasm_build
+from bang_emu.wasm import engine
+from bang_harness.protocol import PROGRAM_TWIN_FILE, program_key
+
+from grader.orchestration.options import GradeEnvironment, GradeRequest
+from grader.orchestration.programs import grade_programs
+from grader.orchestration.replay import write_trace_key
+from grader.programs.captures import read_launches, twin_inputs, twin_plan
+from grader.programs.spec import load_programs
+from grader.results import GradeResult
+from tests.programs.test_programs import HOST_ANSWER, PROGRAM, SCALAR_NRAM
+
+SANDBOX = Path(__file__).resolve().parents[2] / "sandbox"
+# Four BLOCK tasks, each its own rows, scalar work on NRAM: one engine instance per emulated core.
+FOUR_TASKS = """
+  __nram__ float rn[N * K];
+  __nram__ float row[N];
+  __nram__ float o[K];
+  __memcpy(rn, right, n * k * 4, GDRAM2NRAM);
+  int per = m / taskDim;
+  for (int i = taskId * per; i < (taskId + 1) * per; i++) {
+    __memcpy(row, left + i * n, n * 4, GDRAM2NRAM);
+    for (int j = 0; j < k; j++) {
+      float s = 0;
+      for (int x = 0; x < n; x++) s += row[x] * rn[x * k + j];
+      o[j] = s;
+    }
+    __memcpy(result + i * k, o, k * 4, NRAM2GDRAM);
+  }
+"""
+PROGRAMS = {
+    "02_scalar_nram": PROGRAM.replace("KERNEL", SCALAR_NRAM).replace("FORGE", ""),
+    # host code that uploads the answer: only the twin inputs tell (they must reach the engine's kernel too)
+    "03_vector_nram": (HOST_ANSWER / "03_vector_nram.mlu").read_text(),
+    "04_vector_nram_blocks": PROGRAM.replace("KERNEL", FOUR_TASKS).replace("FORGE", "")
+                                    .replace("cnrtDim3_t dim = {1, 1, 1};", "cnrtDim3_t dim = {4, 1, 1};"),
+    # host code the wasm build cannot take (wasi has no <pthread.h>): replayed natively, the build log says why
+    "05_vector_nram_blocks_pipe3": "#include <pthread.h>\n" + PROGRAM.replace("KERNEL", SCALAR_NRAM)
+                                                                     .replace("FORGE", ""),
+}
+NO_WASM = "05_vector_nram_blocks_pipe3"
+
+
+def _need_toolchains() -> None:
+    absent = wasm_build.missing() + engine.missing()
+    if absent:
+        pytest.skip("wasm toolchain or wabt/gcc absent (grade setup --tests): " + ", ".join(absent))
+
+
+def _harness(command: str, root: Path, io: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("BANG_EMU_", "BANG_HARNESS_")) or k == "BANG_EMU_CACHE"}
+    env.update(PYTHONPATH=str(SANDBOX), BANG_GRADER_SUBMISSION=str(root / "submission"),
+               BANG_GRADER_BUILD=str(root / "build"), BANG_GRADER_IO=str(io), **extra)
+    proc = subprocess.run([sys.executable, "-m", "bang_harness", command], env=env, capture_output=True, text=True,
+                          timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def _replay(root: Path, name: str, seeds: dict[str, int], **extra: str) -> tuple[Path, bytes, str]:
+    """replay-programs of the run's journals into root/name: (its outputs, the key it signed with, its stderr)."""
+    io = root / name
+    (io / "journals").mkdir(parents=True)
+    (io / "outputs").mkdir()
+    for stem in PROGRAMS:
+        shutil.copyfile(root / "io" / "outputs" / stem / "journal", io / "journals" / f"{stem}.journal")
+    key = write_trace_key(io)
+    (io / PROGRAM_TWIN_FILE).write_text(json.dumps(twin_plan(load_programs("matmul_programs")[0], seeds)))
+    return io / "outputs", key, _harness("replay-programs", root, io, **extra).stderr
+
+
+def _launches(outputs: Path, key: bytes, stem: str) -> list[dict]:
+    launches = read_launches(outputs / stem / "trace.jsonl", program_key(key, stem))
+    assert not launches.findings and len(launches.records) == 1, (stem, launches.findings)
+    return launches.records
+
+
+def _off_stack(counts: dict[str, int]) -> dict[str, int]:
+    return {name: n for name, n in counts.items() if not name.endswith("_stack")}
+
+
+@pytest.mark.slow
+def test_lab_programs_replayed_on_the_engine_capture_what_the_native_replay_does(tmp_path: Path) -> None:
+    _need_toolchains()
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "build").mkdir()
+    (tmp_path / "io").mkdir()
+    for stem, text in PROGRAMS.items():
+        (tmp_path / "submission" / f"{stem}.mlu").write_text(text)
+    _harness("build-programs", tmp_path, tmp_path / "io", BANG_EMU_REPLAY_ENGINE="wasm")
+    report = json.loads((tmp_path / "build" / "programs.json").read_text())
+    assert all(report[stem]["ok"] for stem in PROGRAMS), report
+    for stem in PROGRAMS:
+        built = (tmp_path / "build" / "programs" / f"{stem}.module.wasm").is_file()
+        assert built == (stem != NO_WASM), report[stem]["log_tail"][-2000:]
+        note = ("note: built the kernels for the WebAssembly replay" if built else
+                "note: the kernels are replayed natively: they do not build for the WebAssembly replay")
+        assert note in report[stem]["log_tail"], report[stem]["log_tail"][-2000:]
+    assert "pthread.h" in report[NO_WASM]["log_tail"]
+    _harness("run-programs", tmp_path, tmp_path / "io")
+    seeds = {stem: 1000 + k for k, stem in enumerate(PROGRAMS)}
+    native, native_key, _ = _replay(tmp_path, "native", seeds, BANG_HARNESS_REPLAY_NATIVE="1")
+    wasm, wasm_key, stderr = _replay(tmp_path, "wasm", seeds)
+    assert "replayed natively" not in stderr, stderr
+    spec = load_programs("matmul_programs")[0]
+    for stem in PROGRAMS:
+        assert (tmp_path / "wasm" / "wasm-engine" / stem / engine.LIBRARY).is_file() == (stem != NO_WASM)
+        for n, w in zip(_launches(native, native_key, stem), _launches(wasm, wasm_key, stem), strict=True):
+            args = w["capture"]["args"]
+            assert [a["kind"] for a in args] == ["ptr"] * 3 + ["int"] * 3 and args[2]["written"] > 0, args
+            assert w["capture"] == n["capture"], stem  # the same bytes in and out, by their signed digests
+            # the same work but for the stack's: g++ spills a few locals that clang keeps in wasm locals
+            assert (_off_stack(w["builtin_counts"]), w["bytes_moved"], w["cores_used"]) == \
+                   (_off_stack(n["builtin_counts"]), n["bytes_moved"], n["cores_used"]), stem
+            assert w["modelled_time_us"] == pytest.approx(n["modelled_time_us"], rel=0.01), stem
+            # and the kernel ran on the host's twin, not on what the program uploaded
+            rows, left, _right = twin_inputs(wasm / stem, w, spec, seeds[stem], 128, 256, 128)
+            assert len(rows) == 128 and left.shape == (128, 256)
+    assert _launches(wasm, wasm_key, "04_vector_nram_blocks")[0]["cores_used"] == 4
+
+    # the engine cannot be made (a module wasm2c refuses) or lacks the journal's launch site (another program's
+    # module): natively, said on stderr, graded the same
+    programs = tmp_path / "build" / "programs"
+    (programs / "02_scalar_nram.module.wasm").write_bytes(b"\0asm\x01\0\0\0 not a module")
+    shutil.copyfile(programs / "03_vector_nram.module.wasm", programs / "04_vector_nram_blocks.module.wasm")
+    shutil.copyfile(programs / "03_vector_nram.wasm-sites.json", programs / "04_vector_nram_blocks.wasm-sites.json")
+    fallback, fallback_key, stderr = _replay(tmp_path, "fallback", seeds)
+    assert "02_scalar_nram: replayed natively, the WebAssembly engine could not be made" in stderr, stderr
+    assert "04_vector_nram_blocks: replayed natively, the WebAssembly engine did not start: the WebAssembly " \
+           "module has no launch site" in stderr, stderr
+    for stem in ("02_scalar_nram", "04_vector_nram_blocks"):
+        assert _launches(fallback, fallback_key, stem)[0]["capture"] == _launches(native, native_key, stem)[0]["capture"]
+
+
+MIRROR = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror")) / "kolp323+Cambricon-MLU-Kernel-Labs" / "repo"
+SCALAR_STAGES = ("scalar_gdram", "scalar_nram")
+
+
+@functools.cache
+def _public_lab_both_ways() -> tuple[GradeResult, GradeResult]:
+    """The public exp_5_2 answers (kolp323/Cambricon-MLU-Kernel-Labs' matmul_optimization, its six programs)
+    graded natively and on the engine (process runner), once for the tests below."""
+    if not MIRROR.is_dir():
+        pytest.skip(f"no mirror of kolp323/Cambricon-MLU-Kernel-Labs at {MIRROR} (fetch it to run this)")
+    _need_toolchains()
+    root = Path(tempfile.mkdtemp(prefix="lab-wasm-"))
+    archive = root / "lab.tar"
+    with archive.open("wb") as out:
+        subprocess.run(["git", "--git-dir", str(MIRROR), "archive", "HEAD", "matmul_optimization"], stdout=out,
+                       check=True)
+    safe_tar.extract_tar(archive, root)
+    lab, graded = root / "matmul_optimization", []
+    for engine_env in ("", "wasm"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.delenv("BANG_EMU_REPLAY_ENGINE", raising=False)
+            if engine_env:
+                mp.setenv("BANG_EMU_REPLAY_ENGINE", engine_env)
+            graded.append(grade_programs(lab, GradeRequest(assignment="matmul_programs"),
+                                         GradeEnvironment(sandbox="none")))
+    shutil.rmtree(root, ignore_errors=True)
+    return graded[0], graded[1]
+
+
+@pytest.mark.slow
+def test_the_public_lab_answers_grade_alike_on_both_engines() -> None:
+    native, wasm = _public_lab_both_ways()
+    assert wasm.build.compiler_output.count("built the kernels for the WebAssembly replay") == 6
+    assert (wasm.score, wasm.verdict) == (native.score, native.verdict)
+    for n, w in zip(native.stages, wasm.stages, strict=True):
+        assert (w.name, w.verdict, w.points, w.message) == (n.name, n.verdict, n.points, n.message)
+        if n.timing is not None and n.name not in SCALAR_STAGES:  # 03-05: vector, tensor and DMA work; 06 stops
+            assert w.timing.median_us == pytest.approx(n.timing.median_us, rel=0.01), n.name
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="the native replay counts one scalar store per (i, j) where the source "
+                   "stores once per multiply-add (`result[i * k + j] += ...` in the inner loop): GCC's ASan pass "
+                   "drops the store's check after the one before the loop; the engine counts each store, so the "
+                   "scalar stages model 1.5x the native time (5.04 -> 7.56 s, 0.252 -> 0.378 s)")
+def test_the_public_lab_scalar_stages_model_the_same_time_on_both_engines() -> None:
+    native, wasm = _public_lab_both_ways()
+    for n, w in zip(native.stages, wasm.stages, strict=True):
+        if n.name in SCALAR_STAGES:
+            assert w.timing.median_us == pytest.approx(n.timing.median_us, rel=0.01), n.name
