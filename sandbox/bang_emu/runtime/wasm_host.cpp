@@ -299,6 +299,17 @@ BANG_IMPORT(launch_pointer)(void *, u64 address, u32 index)->u32 {
   }
   return (u32)(address - g_base);
 }
+// A pointer member of a struct argument (torch_mlu's AddressList): inside a journaled buffer as above; null stays
+// null; any other value (an unused slot holds whatever the host's stack held, natively never followed) is not
+// refused but placed at the memory's end (layout.py MAX_MEMORY_BYTES, never accessible), where every access traps.
+BANG_IMPORT(launch_member_pointer)(void *, u64 address, u32 index)->u32 {
+  (void)index;
+  if (address == 0) return 0;
+  auto range = device_buffer_range((uintptr_t)address);
+  bool inside = range.first < range.second && address >= range.first && address <= range.second;
+  if (!inside || address < g_base || address - g_base >= g_memory.size) return (u32)g_memory.size;
+  return (u32)(address - g_base);
+}
 BANG_IMPORT(launch_long)(void *, u64 value, u32 is_signed, u32 index)->u32 {
   if (is_signed ? (int64_t)value != (int32_t)value : value > 0xffffffffull)
     wasm_error("launch argument " + std::to_string(index) + ": " + std::to_string((long long)value) +

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bang_emu import driver, toolchain
 from bang_emu import rewrite as rw
-from bang_emu.wasm import api, counting, imports, layout, sites
+from bang_emu.wasm import api, counting, imports, layout, records, sites
 from bang_emu.wasm import binary as wb
 
 WASM_DIR = Path(__file__).resolve().parent
@@ -320,6 +320,10 @@ def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], w
         text = wasm_rewrite(pre.read_text(errors="replace"), user_file=_user_file)
     except rw.RewriteError as e:
         raise WasmBuildError(str(e) if str(e).startswith(str(src)) else f"{src}: {e}") from e
+    try:
+        text += records.readers(text, workdir / src.name)
+    except records.RecordError as e:
+        raise WasmBuildError(f"{src}: {e}") from e
     rewritten = workdir / (src.name + ".wasm.ii")
     rewritten.write_text(text)
     _run(["clang-19", *flags, "-x", "c++", "-c", str(rewritten), "-o", str(obj)], f"compiling {src.name}")
