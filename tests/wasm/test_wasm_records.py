@@ -121,3 +121,30 @@ def test_a_dump_is_read_as_a_tree_of_members():
     leaves = records._leaves("struct Outer", lay.members[0].children, "")
     assert [(x.path, x.offset, x.array) for x in leaves] == [(".in.p", 0, False), (".in.n", 8, False),
                                                              (".arr", 16, True)]
+
+
+INITIALISED = HERE / "initialised_onchip_sigmoid.mlu"
+
+
+def test_initialised_onchip_arrays_are_initialised_once_per_core_as_natively(tmp_path):
+    """A file-scope and two in-function initialised NRAM arrays (initialised_onchip_sigmoid.mlu): the values are
+    copied in once per core, and what the kernel writes into them stays (a counter bumped twice reads 1 then 2), on
+    both engines, byte for byte."""
+    _need_toolchains()
+    b = _journal_run(INITIALISED, tmp_path)
+    assert "onchip_first_use" in b.wasm.imports
+    native, n_out = _replay(b, tmp_path / "native", wasm=False)
+    wasm, w_out = _replay(b, tmp_path / "wasm", wasm=True)
+    status = [p.stdout.splitlines()[-1] for p in (native, wasm)]
+    assert status == ["0 ", "0 "], native.stdout + wasm.stdout + wasm.stderr
+    out = (w_out / "c0.out.bin").read_bytes()
+    assert out == (n_out / "c0.out.bin").read_bytes()
+    line = "initialised: first 11.0 second 12.0 bias 0.25 then 1.25 scale 2.0\n"
+    assert line in native.stdout and line in wasm.stdout, (native.stdout, wasm.stdout)
+    import numpy as np
+
+    y = np.frombuffer(out, dtype=np.float32)
+    assert y[0] == 2.0 + 0.25  # (second - first) * scale[0] + bias[0]
+    nl, wl = _records(n_out)["launch"], _records(w_out)["launch"]
+    assert wl["work"]["cores_used"] == nl["work"]["cores_used"] == 4
+    assert wl["modelled_time_us"] == pytest.approx(nl["modelled_time_us"], rel=0.01)

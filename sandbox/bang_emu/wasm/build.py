@@ -243,23 +243,54 @@ _FILE_SCOPE_FORM = re.compile(
     r"\{[^;]*?\};\s*(?P<store>(?:static\s+)?)thread_local (?P<base>[^;(]*?) \(&(?P<name>\w+)\)(?P<dims>(?:\[[^\]]*\])*) = ")
 
 
+# a string or character literal (the name of a file-scope array inside one is text, not a use)
+_LITERAL = r"""(?P<literal>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
+_INIT_COPY = "__builtin_memcpy((void *)__p, &__init, sizeof(__init)); return __p; }()"
+_ONCE_COPY = "::bang_emu::onchip_init((void *)__p, &__init, sizeof(__init)); return __p; }()"
+_INIT_LAMBDA = "*[]() { "
+
+
+def _initialised_once(text: str) -> str:
+    """An initialised on-chip array (`__nram__ float t[4] = {...};`): the rewriter's form is a thread_local
+    reference whose initialiser (a lambda: onchip_alloc, then the initial values copied in) runs once per thread,
+    so once per core, natively. In wasm the reference is fetched at each call (or each use, at file scope), so the
+    copy asks the host first (bang_emu::onchip_init: bang.onchip_first_use, once per thread and array, as a
+    thread_local's initialisation) and the array keeps what the kernel wrote into it, as natively."""
+    out, pos = [], 0
+    while (start := text.find(_INIT_LAMBDA, pos)) >= 0:
+        head = text[start + len(_INIT_LAMBDA):start + len(_INIT_LAMBDA) + 400]
+        copy = text.find(_INIT_COPY, start)
+        if "(*__p)" not in head.split(";", 1)[0] or "::bang_emu::onchip_alloc(" not in head or copy < 0:
+            out.append(text[pos:start + len(_INIT_LAMBDA)])
+            pos = start + len(_INIT_LAMBDA)
+            continue
+        out.append(text[pos:copy] + _ONCE_COPY)
+        pos = copy + len(_INIT_COPY)
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _file_scope_arrays(text: str) -> str:
     """File-scope on-chip arrays, given their wasm meaning: every core has its own copy in its own arena and all
     cores share the module's memory, so the native thread_local reference becomes a function returning this core's
-    array (onchip_alloc, as for an array declared in a function), and every later use of the name calls it."""
+    array (onchip_alloc, as for an array declared in a function), and every later use of the name calls it. An
+    initialised one copies its initial values once per core (_initialised_once, applied first)."""
     while m := _FILE_SCOPE_FORM.search(text):
         value_start = m.end()
-        if text.startswith("*[]()", value_start):
-            # an initialiser runs once per core natively (a thread_local's); an accessor would run it at every use
-            raise WasmBuildError(f"'{m.group('name')}': an initialised on-chip array at file scope is not supported "
-                                 "by the wasm build yet")
-        end = rw._match_forward(text, text.index("(", text.index("onchip_alloc", value_start)), "(", ")")
-        end = text.index(";", end)
+        if text.startswith(_INIT_LAMBDA, value_start):
+            copy = text.find(_ONCE_COPY, value_start)
+            if copy < 0:
+                raise WasmBuildError("internal: the rewriter's initialised on-chip form changed (bang_emu/rewrite.py)")
+            end = text.index(";", copy + len(_ONCE_COPY))
+        else:
+            end = rw._match_forward(text, text.index("(", text.index("onchip_alloc", value_start)), "(", ")")
+            end = text.index(";", end)
         value = text[value_start:end]
         name, index = m.group("name"), m.group("index")
         accessor = f"__bang_emu_onchip_array_{index}"
         definition = (f"{m.group('store')}{m.group('base')} (&{accessor}()){m.group('dims')} {{ return {value}; }}")
-        rest = re.sub(rf"(?<![\w.>:$]){re.escape(name)}\b(?!\s*::)", f"({accessor}())", text[end + 1:])
+        use = re.compile(rf"{_LITERAL}|(?<![\w.>:$]){re.escape(name)}\b(?!\s*::)")
+        rest = use.sub(lambda u, call=f"({accessor}())": u.group(0) if u.group("literal") else call, text[end + 1:])
         text = text[:m.start()] + definition + rest
     return text
 
@@ -269,7 +300,7 @@ def wasm_rewrite(preprocessed: str, user_file: Callable[[str], bool] | None = No
     form is a thread_local reference with a size record in an ELF section), file-scope arrays through accessors
     (_file_scope_arrays); an extern declaration of another file's on-chip array is refused."""
     result = rw.rewrite(preprocessed, user_file=user_file, device_module=True)
-    text = _file_scope_arrays(result.text)
+    text = _file_scope_arrays(_initialised_once(result.text))
     for pattern in (_FILE_SCOPE_RECORD, _EXTERN_ONCHIP):
         if pattern.search(text):
             decl = next((d for d in result.onchip if f"__bang_emu_onchip_{d.index}[" in text), None)

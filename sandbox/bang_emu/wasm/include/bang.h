@@ -104,6 +104,9 @@ extern "C" {
 BANG_IMPORT("task_var") int __bang_wasm_task_var(int which);
 /* the on-chip array `tag` (its "name@file:line", as the native rewriter names it) of this core or cluster */
 BANG_IMPORT("onchip_alloc") void *__bang_wasm_onchip_alloc(int space, size_t bytes, const char *tag);
+/* an initialised on-chip array's first use by this thread (1, else 0): its initial values are copied then only,
+ * as natively, where the array is a thread_local reference initialised once per thread (so once per core) */
+BANG_IMPORT("onchip_first_use") int __bang_wasm_onchip_first_use(const void *array);
 /* launches (sites, below): a journal address as an offset into a journaled buffer (trap otherwise), an x86-64 long
  * narrowed to wasm32's (trap if it does not fit), and the kernel's start (the counters restart) */
 BANG_IMPORT("launch_pointer") void *__bang_wasm_launch_pointer(unsigned long long address, int index);
@@ -172,6 +175,11 @@ inline bool __is_mpu() { return coreId == 0x80; }
 namespace bang_emu {
 /* on-chip declarations: a reference into this core's (or cluster's) arena, fetched at each call */
 inline void *onchip_alloc(int space, size_t bytes, const char *tag) { return __bang_wasm_onchip_alloc(space, bytes, tag); }
+/* an initialised on-chip array's initial values (build.py _initialised_once): copied at its first use by this
+ * thread only */
+inline void onchip_init(void *array, const void *init, size_t bytes) {
+  if (__bang_wasm_onchip_first_use(array)) __builtin_memcpy(array, init, bytes);
+}
 /* Launch sites. The rewriter makes each `k<<<...>>>(args)` a launch_cfg<SiteTag<file hash, line, index>>(...,
  * lambda calling k, args...), the same form as in the native device module (bang_emu/device.h). Here the call
  * instantiates the kernel and the site's invoker, ReplaySite<Tag, F, D...>::invoke(args, nbytes): it reads the
