@@ -323,3 +323,20 @@ def test_host_code_including_pthread_builds_and_a_kernel_calling_it_is_refused(t
                    "__mlu_global__ void kernel(float *y) { pthread_mutex_lock(&m); y[0] = 1.0f; }\n")
     with pytest.raises(build.WasmBuildError, match="undefined symbol: pthread_mutex_lock"):
         build.build([src])
+
+
+def test_a_system_header_a_user_macro_breaks_is_included_first(tmp_path):
+    """mlu-ops' kernels/kernel.h defines `sizeof(T)` as a macro and then reaches <sstream>, whose libc++ writes
+    `sizeof(f<A, B>(0))` (libstdc++, natively, does not): the wasm build includes that system header before the
+    user code, so it is the same text, and the unit builds. The same macro breaking the user's own code still
+    fails."""
+    _need_toolchain()
+    (tmp_path / "kernel.h").write_text("#define sizeof(T) (unsigned(sizeof(T)))\n#include <unordered_map>\n")
+    src = tmp_path / "macro_first.mlu"
+    src.write_text('#include <bang.h>\n#include "kernel.h"\n'
+                   "__mlu_global__ void kernel(float *y) { y[0] = (float)sizeof(float); }\n")
+    assert build.build([src]).kernels == ["_Z6kernelPf"]
+    src.write_text('#include <bang.h>\n#include "kernel.h"\ntemplate <class A, class B> struct P {};\n'
+                   "__mlu_global__ void kernel(float *y) { y[0] = (float)sizeof(P<int, int>); }\n")
+    with pytest.raises(build.WasmBuildError, match="too many arguments provided to function-like macro invocation"):
+        build.build([src])

@@ -342,22 +342,69 @@ def _user_file(path: str) -> bool:
         return True
 
 
+_MACRO_CLASH = "too many arguments provided to function-like macro invocation"
+_INCLUDED_FROM = re.compile(r"^In file included from (\S+?):\d+:$", re.M)
+MAX_PRE_INCLUDES = 4
+
+
+def _clashing_system_header(message: str) -> str | None:
+    """The system header to include first when preprocessing failed because a user macro broke a system header
+    included after it (mlu-ops' kernel.h: `#define sizeof(T) (uint32_t(sizeof(T)))`, then <sstream>, whose libc++
+    says `sizeof(f<A, B>(0))`; libstdc++, natively, happens not to): the outermost system header of the failing
+    include chain, the one a user file included. None for any other failure."""
+    clash = re.search(rf"^(\S+?):\d+:\d+: error: {_MACRO_CLASH}", message, re.M)
+    if not clash:
+        return None
+    before = message[:clash.start()].splitlines()  # the error's include chain is right above it
+    stack = []
+    while before and before[-1].startswith("In file included from "):
+        stack.insert(0, before.pop())
+    chain = _INCLUDED_FROM.findall("\n".join(stack)) + [clash.group(1)]
+    return next((path for path in chain if not _user_file(path)), None)
+
+
+def _preprocess(src: Path, flags: list[str], out: Path) -> None:
+    """clang -E of src with the wasm bang.h first; a system header a user macro breaks is included before the user
+    code instead (_clashing_system_header), as the same header's text, so its declarations are the same."""
+    first: list[str] = []
+    for _ in range(MAX_PRE_INCLUDES + 1):
+        try:
+            _run(["clang-19", *flags, "-DBANG_WASM_REWRITE", "-E", "-x", "c++", "-include", "bang.h",
+                  *(a for h in first for a in ("-include", h)), str(src), "-o", str(out)], f"preprocessing {src.name}")
+            return
+        except WasmBuildError as e:
+            header = _clashing_system_header(str(e))
+            if header is None or header in first or len(first) == MAX_PRE_INCLUDES:
+                raise
+            first.append(header)
+
+
 def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], workdir: Path) -> None:
     flags = _compile_flags(archs) + [f"-I{d}" for d in includes]
     pre = workdir / (src.name + ".ii")
-    _run(["clang-19", *flags, "-DBANG_WASM_REWRITE", "-E", "-x", "c++", "-include", "bang.h", str(src), "-o",
-          str(pre)], f"preprocessing {src.name}")
+    _preprocess(src, flags, pre)
     try:
         text = wasm_rewrite(pre.read_text(errors="replace"), user_file=_user_file)
     except rw.RewriteError as e:
         raise WasmBuildError(str(e) if str(e).startswith(str(src)) else f"{src}: {e}") from e
-    try:
-        text += records.readers(text, workdir / src.name)
-    except records.RecordError as e:
-        raise WasmBuildError(f"{src}: {e}") from e
     rewritten = workdir / (src.name + ".wasm.ii")
     rewritten.write_text(text)
-    _run(["clang-19", *flags, "-x", "c++", "-c", str(rewritten), "-o", str(obj)], f"compiling {src.name}")
+    cmd = ["clang-19", *flags, "-x", "c++", "-c", str(rewritten), "-o", str(obj)]
+    first = subprocess.run(cmd, capture_output=True, text=True)
+    if first.returncode == 0:
+        return
+    # a struct kernel argument (bang.h's X86Arg says so): its reader from the x86-64 layout, and again; the layout
+    # pass runs only for a unit that needs it
+    readers = ""
+    if records.NOT_DERIVED in first.stderr:
+        try:
+            readers = records.readers(text, workdir / src.name)
+        except records.RecordError as refused:
+            raise WasmBuildError(f"{src}: {refused}") from refused
+    if not readers:
+        raise WasmBuildError(f"compiling {src.name} failed:\n{(first.stderr or first.stdout).strip()[-4000:]}")
+    rewritten.write_text(text + readers)
+    _run(cmd, f"compiling {src.name}")
 
 
 def link(objects: list[Path], out: Path) -> None:

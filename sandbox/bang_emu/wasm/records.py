@@ -32,6 +32,8 @@ from pathlib import Path
 MAX_ROUNDS = 4  # layout passes: arrays of structs of arrays of structs ... this deep
 X86_FLAGS = ["--target=x86_64-linux-gnu", "-std=c++17", "-fno-exceptions", "-fno-rtti", "-fsyntax-only", "-w",
              "-ferror-limit=0", "-nostdinc", "-nostdinc++", "-Xclang", "-fdump-record-layouts", "-x", "c++"]
+# bang.h's X86Arg static_assert for a struct argument without a reader: build.py derives the readers when it fires
+NOT_DERIVED = "this struct kernel argument's x86-64 layout (the journal's) was not derived by the wasm build"
 SITE_MARK = "::bang_emu::launch_cfg"  # the rewriter's launch form: a text without it has no invoker, no argument
 
 _PROBE = re.compile(r"^struct bang_emu::X86Probe<(?P<type>.*)>$")

@@ -253,7 +253,7 @@ T read_arg(const unsigned char *p, int index) {
   } else if constexpr (is_record_arg<T>()) {
     alignas(T) unsigned char storage[sizeof(T)] = {};
     T &value = *reinterpret_cast<T *>(storage);
-    if constexpr (!kX86Pass) X86Reader<T>::read(p, value, index);
+    if constexpr (!kX86Pass && X86Reader<T>::derived) X86Reader<T>::read(p, value, index);
     return value;
   } else if constexpr (X86Arg<T>::is_long) {
     long long value;
