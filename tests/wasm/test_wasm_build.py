@@ -340,3 +340,16 @@ def test_a_system_header_a_user_macro_breaks_is_included_first(tmp_path):
                    "__mlu_global__ void kernel(float *y) { y[0] = (float)sizeof(P<int, int>); }\n")
     with pytest.raises(build.WasmBuildError, match="too many arguments provided to function-like macro invocation"):
         build.build([src])
+
+
+def test_device_hs_inline_builtins_are_in_the_wasm_header(tmp_path):
+    """device.h defines a few builtins inline in terms of others (`__bang_float2int32` is the `_tz` one); the wasm
+    header has them too, calling the others' imports (mlu-ops' sqrt, voxelization, focal_loss_sigmoid use them)."""
+    _need_toolchain()
+    src = tmp_path / "convert.mlu"
+    src.write_text("#include <bang.h>\n__mlu_global__ void kernel(float *y, int *z) {\n"
+                   "  __nram__ float f[64];\n  __nram__ int i[64];\n  __bang_float2int32(i, f, 64, 0);\n"
+                   "  __bang_int322float(f, i, 64, 0);\n  y[0] = f[0];\n  z[0] = i[0];\n}\n")
+    result = build.build([src])
+    assert {"__bang_float2int32_tz(int*,const float*,int,int)",
+            "__bang_int322float_rn(float*,const int*,int,int)"} <= set(result.imports), result.imports
