@@ -7,7 +7,9 @@ wherever it holds a pointer or a long (torch_mlu's `struct AddressList { void *a
 124 in wasm32). It is never guessed: clang lays out the same translation unit for x86_64-linux-gnu
 (`-fdump-record-layouts`), and the Itanium C++ ABI that clang and g++ share fixes every offset.
 
-1. layout pass: the rewritten translation unit compiled `-fsyntax-only` for x86-64. bang.h's invoker takes
+1. layout pass (build.py runs it only when the unit's first compile stopped at bang.h's static_assert for a struct
+   argument without a reader, NOT_DERIVED): the rewritten translation unit compiled `-fsyntax-only` for x86-64
+   (the wasi headers' own size static_asserts fail there; only the dump is read). bang.h's invoker takes
    `sizeof(X86Probe<T>)` there for every struct argument T, so the dump names T (`struct X86Probe<struct
    AddressList>`) and lays it out, nested structs expanded. An array of structs is not expanded in the dump: for
    each, the text gets `sizeof(X86ElementProbe<N, element type>)` and the pass runs again (at most MAX_ROUNDS).

@@ -9,7 +9,8 @@
  * strided, two-level strided), __sync_io/_compute/_cluster/_all and __sync, task variables, __is_ipu/__is_mpu,
  * __bang_write_zero, __bang_add, __bang_active_sigmoid (float, half), __bang_float2half_rn, __bang_matmul
  * (float and half operands, float result), __bang_transpose, and the `half` type. Not yet: the rest of
- * device.h/libdevice.h/vector_regs.h, bfloat16_t, printf, file-scope on-chip arrays (the rewriter refuses them). */
+ * device.h/libdevice.h/vector_regs.h, bfloat16_t, printf. (Since then: every builtin of device.h through
+ * bang_builtins.h, printf, on-chip arrays at file scope and initialised ones, struct arguments; DESIGN.md.) */
 #ifndef BANG_WASM_BANG_H_
 #define BANG_WASM_BANG_H_
 #include <stddef.h>
