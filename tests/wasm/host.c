@@ -86,6 +86,25 @@ u32 Z_bangZ_launch_pointer(struct Z_bang_instance_t *b, u64 address, u32 index) 
   kernel_error("forged launch pointer");
   return 0;
 }
+/* an initialised on-chip array's first use (one thread here) */
+u32 Z_bangZ_onchip_first_use(struct Z_bang_instance_t *b, u32 array) {
+  static u32 seen[256], n_seen;
+  (void)b;
+  for (u32 i = 0; i < n_seen; i++)
+    if (seen[i] == array) return 0;
+  if (n_seen < 256) seen[n_seen++] = array;
+  return 1;
+}
+/* a struct argument's pointer member: as above, but an address outside every buffer becomes the memory's end */
+u32 Z_bangZ_launch_member_pointer(struct Z_bang_instance_t *b, u64 address, u32 index) {
+  (void)b;
+  (void)index;
+  if (address == 0) return 0;
+  for (u32 i = 0; i < g_map_n; i++)
+    if (address >= g_map[i].lo && address - g_map[i].lo <= g_map[i].bytes)
+      return g_map[i].offset + (u32)(address - g_map[i].lo);
+  return 0xFFFF0000u;
+}
 u32 Z_bangZ_launch_long(struct Z_bang_instance_t *b, u64 value, u32 is_signed, u32 index) {
   (void)b;
   if (is_signed ? (int64_t)value != (int32_t)value : value > 0xffffffffu) {

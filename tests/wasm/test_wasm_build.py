@@ -237,17 +237,19 @@ def test_an_honest_kernel_of_the_same_shape_builds(tmp_path):
     assert result.imports == ["task_var"] and result.kernels == ["_Z6kernelPfx"]
 
 
-def test_file_scope_onchip_arrays_build_through_an_accessor_and_initialised_ones_are_refused(tmp_path):
+def test_file_scope_onchip_arrays_build_through_an_accessor_initialised_ones_copied_once(tmp_path):
     _need_toolchain()
     src = tmp_path / "file_scope.mlu"
     src.write_text("#include <bang.h>\n__nram__ float buf[64];\n__wram__ int w[8];\n"
                    "__mlu_global__ void kernel(float *y) { __memcpy(buf, y, 256, GDRAM2NRAM); buf[1] = w[0]; }\n")
     result = build.build([src])
     assert "onchip_alloc" in result.imports and result.kernels == ["_Z6kernelPf"]
+    assert "onchip_first_use" not in result.imports
+    # an initialised one (at file scope or in a kernel): its values copied at its first use by a core only
     src.write_text("#include <bang.h>\n__nram__ int t[2] = {1, 2};\n"
-                   "__mlu_global__ void kernel(int *y) { y[0] = t[1]; }\n")
-    with pytest.raises(build.WasmBuildError, match="'t': an initialised on-chip array at file scope"):
-        build.build([src])
+                   "__mlu_global__ void kernel(int *y) { __nram__ int u[2] = {3, 4}; y[0] = t[1] + u[0]; }\n")
+    result = build.build([src])
+    assert {"onchip_alloc", "onchip_first_use"} <= set(result.imports) and result.kernels == ["_Z6kernelPi"]
 
 
 def test_bulk_memory_is_refused_by_the_counter_pass():
@@ -302,3 +304,52 @@ def test_module_data_must_end_below_the_onchip_arenas(tmp_path, array):
                    f"__mlu_global__ void kernel(float *y, int i) {{ y[0] = {name}[i]; {name}[i] = 2.0f; }}\n")
     with pytest.raises(build.WasmBuildError, match="does not fit below the on-chip arenas"):
         build.build([src])
+
+
+def test_host_code_including_pthread_builds_and_a_kernel_calling_it_is_refused(tmp_path):
+    """wasi has no <pthread.h>; the wasm include path's (declarations only) lets host code in a .mlu that names
+    its types and calls it (mlu-ops' core/runtime/device.h and subscriber.hpp) build -- the link drops host code --
+    while a kernel that calls a pthread function fails the link by name."""
+    _need_toolchain()
+    src = tmp_path / "host_locks.mlu"
+    src.write_text("#include <bang.h>\n#include <pthread.h>\n"
+                   "static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;\n"
+                   "__mlu_global__ void kernel(float *y) { y[0] = 1.0f; }\n"
+                   "void entry(float *y) {\n  pthread_rwlock_wrlock(&lock);\n  cnrtDim3_t dim = {1, 1, 1};\n"
+                   "  kernel<<<dim, cnrtFuncTypeBlock, nullptr>>>(y);\n  pthread_rwlock_unlock(&lock);\n}\n")
+    result = build.build([src])
+    assert result.kernels == ["_Z6kernelPf"] and len(result.sites) == 1
+    src.write_text("#include <bang.h>\n#include <pthread.h>\nstatic pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;\n"
+                   "__mlu_global__ void kernel(float *y) { pthread_mutex_lock(&m); y[0] = 1.0f; }\n")
+    with pytest.raises(build.WasmBuildError, match="undefined symbol: pthread_mutex_lock"):
+        build.build([src])
+
+
+def test_a_system_header_a_user_macro_breaks_is_included_first(tmp_path):
+    """mlu-ops' kernels/kernel.h defines `sizeof(T)` as a macro and then reaches <sstream>, whose libc++ writes
+    `sizeof(f<A, B>(0))` (libstdc++, natively, does not): the wasm build includes that system header before the
+    user code, so it is the same text, and the unit builds. The same macro breaking the user's own code still
+    fails."""
+    _need_toolchain()
+    (tmp_path / "kernel.h").write_text("#define sizeof(T) (unsigned(sizeof(T)))\n#include <unordered_map>\n")
+    src = tmp_path / "macro_first.mlu"
+    src.write_text('#include <bang.h>\n#include "kernel.h"\n'
+                   "__mlu_global__ void kernel(float *y) { y[0] = (float)sizeof(float); }\n")
+    assert build.build([src]).kernels == ["_Z6kernelPf"]
+    src.write_text('#include <bang.h>\n#include "kernel.h"\ntemplate <class A, class B> struct P {};\n'
+                   "__mlu_global__ void kernel(float *y) { y[0] = (float)sizeof(P<int, int>); }\n")
+    with pytest.raises(build.WasmBuildError, match="too many arguments provided to function-like macro invocation"):
+        build.build([src])
+
+
+def test_device_hs_inline_builtins_are_in_the_wasm_header(tmp_path):
+    """device.h defines a few builtins inline in terms of others (`__bang_float2int32` is the `_tz` one); the wasm
+    header has them too, calling the others' imports (mlu-ops' sqrt, voxelization, focal_loss_sigmoid use them)."""
+    _need_toolchain()
+    src = tmp_path / "convert.mlu"
+    src.write_text("#include <bang.h>\n__mlu_global__ void kernel(float *y, int *z) {\n"
+                   "  __nram__ float f[64];\n  __nram__ int i[64];\n  __bang_float2int32(i, f, 64, 0);\n"
+                   "  __bang_int322float(f, i, 64, 0);\n  y[0] = f[0];\n  z[0] = i[0];\n}\n")
+    result = build.build([src])
+    assert {"__bang_float2int32_tz(int*,const float*,int,int)",
+            "__bang_int322float_rn(float*,const int*,int,int)"} <= set(result.imports), result.imports

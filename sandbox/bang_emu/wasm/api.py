@@ -145,6 +145,25 @@ def declarations() -> tuple[tuple[Builtin, ...], tuple[str, ...]]:
     return tuple(builtins), tuple(unsupported)
 
 
+_INLINE_DEF = re.compile(r"^inline [\w ]+?\b(?P<name>__bang_\w+) ?\([^()]*\) ?\{", re.M)
+
+
+@functools.lru_cache(maxsize=1)
+def inline_definitions() -> tuple[str, ...]:
+    """device.h's own top-level inline builtins, defined there in terms of other builtins (`__bang_float2int32` is
+    `__bang_float2int32_tz`), each as its text: in the wasm header they follow the wrappers and call those."""
+    text = _device_h_text()
+    out = []
+    for m in _INLINE_DEF.finditer(text):
+        depth, end = 0, m.end() - 1
+        for end in range(m.end() - 1, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        out.append(re.sub(r"\s+", " ", text[m.start():end + 1]))
+    return tuple(out)
+
+
 def unsupported() -> tuple[str, ...]:
     return declarations()[1]
 
@@ -189,6 +208,7 @@ def wasm_header() -> str:
         call = f"__bang_wasm_b{k}({', '.join(_wasm_arg(p, f'a{i}') for i, p in enumerate(b.params))})"
         body = _body(b, call, f"__bang_wasm_from_bits<{ret}>", ret)
         lines.append(f"inline {ret} {b.name}({params}) {{ {body} }}")
+    lines += ["/* device.h's inline builtins, as written there */", *inline_definitions()]
     return "\n".join(lines) + "\n"
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bang_emu import driver, toolchain
 from bang_emu import rewrite as rw
-from bang_emu.wasm import api, counting, imports, layout, sites
+from bang_emu.wasm import api, counting, imports, layout, records, sites
 from bang_emu.wasm import binary as wb
 
 WASM_DIR = Path(__file__).resolve().parent
@@ -243,23 +243,54 @@ _FILE_SCOPE_FORM = re.compile(
     r"\{[^;]*?\};\s*(?P<store>(?:static\s+)?)thread_local (?P<base>[^;(]*?) \(&(?P<name>\w+)\)(?P<dims>(?:\[[^\]]*\])*) = ")
 
 
+# a string or character literal (the name of a file-scope array inside one is text, not a use)
+_LITERAL = r"""(?P<literal>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
+_INIT_COPY = "__builtin_memcpy((void *)__p, &__init, sizeof(__init)); return __p; }()"
+_ONCE_COPY = "::bang_emu::onchip_init((void *)__p, &__init, sizeof(__init)); return __p; }()"
+_INIT_LAMBDA = "*[]() { "
+
+
+def _initialised_once(text: str) -> str:
+    """An initialised on-chip array (`__nram__ float t[4] = {...};`): the rewriter's form is a thread_local
+    reference whose initialiser (a lambda: onchip_alloc, then the initial values copied in) runs once per thread,
+    so once per core, natively. In wasm the reference is fetched at each call (or each use, at file scope), so the
+    copy asks the host first (bang_emu::onchip_init: bang.onchip_first_use, once per thread and array, as a
+    thread_local's initialisation) and the array keeps what the kernel wrote into it, as natively."""
+    out, pos = [], 0
+    while (start := text.find(_INIT_LAMBDA, pos)) >= 0:
+        head = text[start + len(_INIT_LAMBDA):start + len(_INIT_LAMBDA) + 400]
+        copy = text.find(_INIT_COPY, start)
+        if "(*__p)" not in head.split(";", 1)[0] or "::bang_emu::onchip_alloc(" not in head or copy < 0:
+            out.append(text[pos:start + len(_INIT_LAMBDA)])
+            pos = start + len(_INIT_LAMBDA)
+            continue
+        out.append(text[pos:copy] + _ONCE_COPY)
+        pos = copy + len(_INIT_COPY)
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _file_scope_arrays(text: str) -> str:
     """File-scope on-chip arrays, given their wasm meaning: every core has its own copy in its own arena and all
     cores share the module's memory, so the native thread_local reference becomes a function returning this core's
-    array (onchip_alloc, as for an array declared in a function), and every later use of the name calls it."""
+    array (onchip_alloc, as for an array declared in a function), and every later use of the name calls it. An
+    initialised one copies its initial values once per core (_initialised_once, applied first)."""
     while m := _FILE_SCOPE_FORM.search(text):
         value_start = m.end()
-        if text.startswith("*[]()", value_start):
-            # an initialiser runs once per core natively (a thread_local's); an accessor would run it at every use
-            raise WasmBuildError(f"'{m.group('name')}': an initialised on-chip array at file scope is not supported "
-                                 "by the wasm build yet")
-        end = rw._match_forward(text, text.index("(", text.index("onchip_alloc", value_start)), "(", ")")
-        end = text.index(";", end)
+        if text.startswith(_INIT_LAMBDA, value_start):
+            copy = text.find(_ONCE_COPY, value_start)
+            if copy < 0:
+                raise WasmBuildError("internal: the rewriter's initialised on-chip form changed (bang_emu/rewrite.py)")
+            end = text.index(";", copy + len(_ONCE_COPY))
+        else:
+            end = rw._match_forward(text, text.index("(", text.index("onchip_alloc", value_start)), "(", ")")
+            end = text.index(";", end)
         value = text[value_start:end]
         name, index = m.group("name"), m.group("index")
         accessor = f"__bang_emu_onchip_array_{index}"
         definition = (f"{m.group('store')}{m.group('base')} (&{accessor}()){m.group('dims')} {{ return {value}; }}")
-        rest = re.sub(rf"(?<![\w.>:$]){re.escape(name)}\b(?!\s*::)", f"({accessor}())", text[end + 1:])
+        use = re.compile(rf"{_LITERAL}|(?<![\w.>:$]){re.escape(name)}\b(?!\s*::)")
+        rest = use.sub(lambda u, call=f"({accessor}())": u.group(0) if u.group("literal") else call, text[end + 1:])
         text = text[:m.start()] + definition + rest
     return text
 
@@ -269,7 +300,7 @@ def wasm_rewrite(preprocessed: str, user_file: Callable[[str], bool] | None = No
     form is a thread_local reference with a size record in an ELF section), file-scope arrays through accessors
     (_file_scope_arrays); an extern declaration of another file's on-chip array is refused."""
     result = rw.rewrite(preprocessed, user_file=user_file, device_module=True)
-    text = _file_scope_arrays(result.text)
+    text = _file_scope_arrays(_initialised_once(result.text))
     for pattern in (_FILE_SCOPE_RECORD, _EXTERN_ONCHIP):
         if pattern.search(text):
             decl = next((d for d in result.onchip if f"__bang_emu_onchip_{d.index}[" in text), None)
@@ -311,18 +342,69 @@ def _user_file(path: str) -> bool:
         return True
 
 
+_MACRO_CLASH = "too many arguments provided to function-like macro invocation"
+_INCLUDED_FROM = re.compile(r"^In file included from (\S+?):\d+:$", re.M)
+MAX_PRE_INCLUDES = 4
+
+
+def _clashing_system_header(message: str) -> str | None:
+    """The system header to include first when preprocessing failed because a user macro broke a system header
+    included after it (mlu-ops' kernel.h: `#define sizeof(T) (uint32_t(sizeof(T)))`, then <sstream>, whose libc++
+    says `sizeof(f<A, B>(0))`; libstdc++, natively, happens not to): the outermost system header of the failing
+    include chain, the one a user file included. None for any other failure."""
+    clash = re.search(rf"^(\S+?):\d+:\d+: error: {_MACRO_CLASH}", message, re.M)
+    if not clash:
+        return None
+    before = message[:clash.start()].splitlines()  # the error's include chain is right above it
+    stack = []
+    while before and before[-1].startswith("In file included from "):
+        stack.insert(0, before.pop())
+    chain = _INCLUDED_FROM.findall("\n".join(stack)) + [clash.group(1)]
+    return next((path for path in chain if not _user_file(path)), None)
+
+
+def _preprocess(src: Path, flags: list[str], out: Path) -> None:
+    """clang -E of src with the wasm bang.h first; a system header a user macro breaks is included before the user
+    code instead (_clashing_system_header), as the same header's text, so its declarations are the same."""
+    first: list[str] = []
+    for _ in range(MAX_PRE_INCLUDES + 1):
+        try:
+            _run(["clang-19", *flags, "-DBANG_WASM_REWRITE", "-E", "-x", "c++", "-include", "bang.h",
+                  *(a for h in first for a in ("-include", h)), str(src), "-o", str(out)], f"preprocessing {src.name}")
+            return
+        except WasmBuildError as e:
+            header = _clashing_system_header(str(e))
+            if header is None or header in first or len(first) == MAX_PRE_INCLUDES:
+                raise
+            first.append(header)
+
+
 def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], workdir: Path) -> None:
     flags = _compile_flags(archs) + [f"-I{d}" for d in includes]
     pre = workdir / (src.name + ".ii")
-    _run(["clang-19", *flags, "-DBANG_WASM_REWRITE", "-E", "-x", "c++", "-include", "bang.h", str(src), "-o",
-          str(pre)], f"preprocessing {src.name}")
+    _preprocess(src, flags, pre)
     try:
         text = wasm_rewrite(pre.read_text(errors="replace"), user_file=_user_file)
     except rw.RewriteError as e:
         raise WasmBuildError(str(e) if str(e).startswith(str(src)) else f"{src}: {e}") from e
     rewritten = workdir / (src.name + ".wasm.ii")
     rewritten.write_text(text)
-    _run(["clang-19", *flags, "-x", "c++", "-c", str(rewritten), "-o", str(obj)], f"compiling {src.name}")
+    cmd = ["clang-19", *flags, "-x", "c++", "-c", str(rewritten), "-o", str(obj)]
+    first = subprocess.run(cmd, capture_output=True, text=True)
+    if first.returncode == 0:
+        return
+    # a struct kernel argument (bang.h's X86Arg says so): its reader from the x86-64 layout, and again; the layout
+    # pass runs only for a unit that needs it
+    readers = ""
+    if records.NOT_DERIVED in first.stderr:
+        try:
+            readers = records.readers(text, workdir / src.name)
+        except records.RecordError as refused:
+            raise WasmBuildError(f"{src}: {refused}") from refused
+    if not readers:
+        raise WasmBuildError(f"compiling {src.name} failed:\n{(first.stderr or first.stdout).strip()[-4000:]}")
+    rewritten.write_text(text + readers)
+    _run(cmd, f"compiling {src.name}")
 
 
 def link(objects: list[Path], out: Path) -> None:

@@ -9,7 +9,8 @@
  * strided, two-level strided), __sync_io/_compute/_cluster/_all and __sync, task variables, __is_ipu/__is_mpu,
  * __bang_write_zero, __bang_add, __bang_active_sigmoid (float, half), __bang_float2half_rn, __bang_matmul
  * (float and half operands, float result), __bang_transpose, and the `half` type. Not yet: the rest of
- * device.h/libdevice.h/vector_regs.h, bfloat16_t, printf, file-scope on-chip arrays (the rewriter refuses them). */
+ * device.h/libdevice.h/vector_regs.h, bfloat16_t, printf. (Since then: every builtin of device.h through
+ * bang_builtins.h, printf, on-chip arrays at file scope and initialised ones, struct arguments; DESIGN.md.) */
 #ifndef BANG_WASM_BANG_H_
 #define BANG_WASM_BANG_H_
 #include <stddef.h>
@@ -104,10 +105,17 @@ extern "C" {
 BANG_IMPORT("task_var") int __bang_wasm_task_var(int which);
 /* the on-chip array `tag` (its "name@file:line", as the native rewriter names it) of this core or cluster */
 BANG_IMPORT("onchip_alloc") void *__bang_wasm_onchip_alloc(int space, size_t bytes, const char *tag);
+/* an initialised on-chip array's first use by this thread (1, else 0): its initial values are copied then only,
+ * as natively, where the array is a thread_local reference initialised once per thread (so once per core) */
+BANG_IMPORT("onchip_first_use") int __bang_wasm_onchip_first_use(const void *array);
 /* launches (sites, below): a journal address as an offset into a journaled buffer (trap otherwise), an x86-64 long
  * narrowed to wasm32's (trap if it does not fit), and the kernel's start (the counters restart) */
 BANG_IMPORT("launch_pointer") void *__bang_wasm_launch_pointer(unsigned long long address, int index);
 BANG_IMPORT("launch_long") long __bang_wasm_launch_long(long long value, int is_signed, int index);
+/* a pointer member of a struct argument (torch_mlu's AddressList: its unused slots hold whatever the host's stack
+ * held): a journaled buffer's offset as above, null stays null, any other address an offset past the memory's end,
+ * where every access traps */
+BANG_IMPORT("launch_member_pointer") void *__bang_wasm_launch_member_pointer(unsigned long long address, int index);
 BANG_IMPORT("launch_begin") void __bang_wasm_launch_begin(void);
 /* not called by any code here: the counting pass (counting.py) calls it before every scalar store into GDRAM, so
  * the host marks the bytes a kernel wrote; bang_keep_site keeps it through the link */
@@ -168,6 +176,11 @@ inline bool __is_mpu() { return coreId == 0x80; }
 namespace bang_emu {
 /* on-chip declarations: a reference into this core's (or cluster's) arena, fetched at each call */
 inline void *onchip_alloc(int space, size_t bytes, const char *tag) { return __bang_wasm_onchip_alloc(space, bytes, tag); }
+/* an initialised on-chip array's initial values (build.py _initialised_once): copied at its first use by this
+ * thread only */
+inline void onchip_init(void *array, const void *init, size_t bytes) {
+  if (__bang_wasm_onchip_first_use(array)) __builtin_memcpy(array, init, bytes);
+}
 /* Launch sites. The rewriter makes each `k<<<...>>>(args)` a launch_cfg<SiteTag<file hash, line, index>>(...,
  * lambda calling k, args...), the same form as in the native device module (bang_emu/device.h). Here the call
  * instantiates the kernel and the site's invoker, ReplaySite<Tag, F, D...>::invoke(args, nbytes): it reads the
@@ -180,14 +193,38 @@ inline void *onchip_alloc(int space, size_t bytes, const char *tag) { return __b
  * site's name. */
 template <unsigned long long FileHash, int Line, int Index>
 struct SiteTag {};
+/* Struct arguments. The journal holds a struct's bytes as g++ laid it out on x86-64 (8-byte pointers and long,
+ * their alignment and padding); build.py derives that layout from clang for x86-64 over this same translation unit
+ * (its -fdump-record-layouts of X86Probe<T>, which the x86-64 pass instantiates for every struct argument) and
+ * appends an X86Reader<T> specialisation: the journal's size of T and a read() of every member by name at its
+ * x86-64 offset (read_field: pointers mapped, long narrowed, arrays element by element, nested structs flattened).
+ * A struct without one (its layout could not be derived) stops the build by name. */
 template <class T>
+struct X86Probe {  // the x86-64 pass's marker: its layout dump names T and lays T out
+  T value;
+};
+template <int N, class T>
+struct X86ElementProbe {  // the same for the N-th array-of-structs member build.py asked about
+  T value;
+};
+template <class T>
+struct X86Reader {  // build.py specialises it for each struct argument whose x86-64 layout it derived
+  static constexpr bool derived = false;
+  static constexpr size_t size = 0;
+};
+constexpr bool kX86Pass = sizeof(void *) == 8;  // build.py's layout pass compiles this same text for x86-64
+template <class T>
+constexpr bool is_record_arg() {
+  return std::is_class<T>::value && !std::is_same<T, half>::value;
+}
+template <class T, bool = is_record_arg<T>()>
 struct X86Arg {  // the argument's size in the journal (x86-64, LP64)
   static constexpr bool is_long = std::is_same<T, long>::value || std::is_same<T, unsigned long>::value;
   static constexpr size_t size = std::is_pointer<T>::value || is_long ? 8 : sizeof(T);
   using Pointee = typename std::remove_cv<typename std::remove_pointer<T>::type>::type;
   static_assert(std::is_pointer<T>::value || std::is_arithmetic<T>::value || std::is_enum<T>::value ||
                     std::is_same<T, half>::value,
-                "a kernel argument that is not a pointer or a number is not supported by the wasm replay yet");
+                "a kernel argument that is not a pointer, a number or a struct is not supported by the wasm replay");
   static_assert(!std::is_same<T, long double>::value,
                 "a long double kernel argument (x87 extended natively, binary128 in wasm32) is not supported");
   static_assert(!std::is_pointer<T>::value ||
@@ -195,11 +232,30 @@ struct X86Arg {  // the argument's size in the journal (x86-64, LP64)
                 "a pointer to long (8-byte elements natively, 4 in wasm32) is not supported by the wasm replay");
 };
 template <class T>
+struct X86Arg<T, true> {
+  static constexpr bool is_long = false;
+  static constexpr size_t size = kX86Pass ? sizeof(X86Probe<T>) : X86Reader<T>::size;
+  static_assert(kX86Pass || X86Reader<T>::derived,
+                "this struct kernel argument's x86-64 layout (the journal's) was not derived by the wasm build");
+};
+template <class T>
+constexpr size_t x86_size() {
+  if constexpr (std::is_array<T>::value)
+    return std::extent<T>::value * x86_size<typename std::remove_extent<T>::type>();
+  else
+    return X86Arg<typename std::remove_cv<T>::type>::size;
+}
+template <class T>
 T read_arg(const unsigned char *p, int index) {
   if constexpr (std::is_pointer<T>::value) {
     unsigned long long address;
     __builtin_memcpy(&address, p, 8);
     return (T)__bang_wasm_launch_pointer(address, index);
+  } else if constexpr (is_record_arg<T>()) {
+    alignas(T) unsigned char storage[sizeof(T)] = {};
+    T &value = *reinterpret_cast<T *>(storage);
+    if constexpr (!kX86Pass && X86Reader<T>::derived) X86Reader<T>::read(p, value, index);
+    return value;
   } else if constexpr (X86Arg<T>::is_long) {
     long long value;
     __builtin_memcpy(&value, p, 8);
@@ -208,6 +264,25 @@ T read_arg(const unsigned char *p, int index) {
     T value;
     __builtin_memcpy((void *)&value, p, sizeof(T));
     return value;
+  }
+}
+/* a member of a struct argument (X86Reader<T>::read): as an argument, but a pointer member outside every journaled
+ * buffer is not refused (natively an unused slot is never followed), it becomes an offset where every access traps */
+template <class T>
+void read_field(const unsigned char *p, T &out, int index) {
+  if constexpr (std::is_array<T>::value) {
+    using E = typename std::remove_extent<T>::type;
+    for (size_t i = 0; i < std::extent<T>::value; ++i) read_field(p + i * x86_size<E>(), out[i], index);
+  } else if constexpr (std::is_pointer<T>::value) {
+    static_assert(!std::is_function<typename std::remove_pointer<T>::type>::value,
+                  "a function pointer in a struct kernel argument (a host address) is not supported by the wasm replay");
+    (void)x86_size<T>();  // X86Arg's refusal of a pointer to long
+    unsigned long long address;
+    __builtin_memcpy(&address, p, 8);
+    out = (T)__bang_wasm_launch_member_pointer(address, index);
+  } else {
+    (void)x86_size<T>();  // X86Arg's refusals (long double, pointer to long)
+    out = read_arg<typename std::remove_cv<T>::type>(p, index);
   }
 }
 extern "C" __attribute__((noinline)) inline void bang_keep_site(int (*invoker)(const unsigned char *, unsigned)) {
