@@ -60,8 +60,11 @@ def probe(runner, argv: list[str], work: Path, clock: ContainerClock) -> tuple[f
     return wall, _cpu_of(clock, made)
 
 
-def _cpu_of(clock: ContainerClock, made: int) -> float | None:
-    seconds = [s for name, *_ in clock.created[made:] if (s := clock.seconds(name)) is not None]
+def _cpu_of(clock: ContainerClock, made: int, io: str | None = None) -> float | None:
+    """The CPU seconds of the containers created since the `made`-th (those with /io `io` only: another thread's
+    run beside it is not this one's)."""
+    seconds = [s for name, _phase, folder, _parent in clock.created[made:]
+               if io in (None, folder) and (s := clock.seconds(name)) is not None]
     return sum(seconds) if seconds else None
 
 
@@ -80,7 +83,7 @@ class TimedRunner:
         started = time.monotonic()
         outcome = self.inner.run(phase, argv, mounts, limits, env=env)
         self.phases.append((f"{phase.value} {Path(mounts.io).name}", time.monotonic() - started,
-                            _cpu_of(self.clock, made)))
+                            _cpu_of(self.clock, made, Path(mounts.io).name)))
         return outcome
 
     def start(self, phase, argv, mounts, limits, env=None):
