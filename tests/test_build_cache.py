@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from grader.orchestration.build_cache import build_key, build_lock, build_recipe, entry, prune_build_cache
+from grader.orchestration.build_cache import (
+    ENGINES_DIR,
+    OBJECTS_DIR,
+    build_key,
+    build_lock,
+    build_recipe,
+    entry,
+    prune_build_cache,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTOR = ROOT / "reference_kernels" / "sigmoid" / "vector"
@@ -81,8 +89,13 @@ def test_pruning_spares_the_most_recent_and_builds_in_use(tmp_path: Path) -> Non
         (cache / f"old{i}").mkdir(parents=True)
         os.utime(cache / f"old{i}", (1000 + i, 1000 + i))
     entry(cache, "in_use")  # touched now: a grading may be reading it
+    for i in range(4):  # kept engines (wasm_engine.py) are pruned by their own use, never as one build folder
+        (cache / ENGINES_DIR / f"e{i}").mkdir(parents=True)
+        os.utime(cache / ENGINES_DIR / f"e{i}", (1000 + i, 1000 + i))
+    os.utime(cache / ENGINES_DIR, (999, 999))
     prune_build_cache(cache, keep=2)
-    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == ["in_use", "old3"]
+    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == [ENGINES_DIR, "in_use", "old3"]
+    assert sorted(p.name for p in (cache / ENGINES_DIR).iterdir()) == ["e2", "e3"]
 
 
 @pytest.mark.slow
@@ -99,7 +112,8 @@ def test_a_copy_that_changed_only_ops_py_reuses_the_build(submission: Path, tmp_
     assert first.build is not None and not first.build.cached, first.message
     assert second.build is not None and second.build.cached and second.build.cache_key == first.build.cache_key
     assert first.verdict == second.verdict == Verdict.PASSED, second.message
-    assert len([p for p in cache.iterdir() if p.is_dir()]) == 1
+    # one build; beside it the kept engine of its kernels (wasm_engine.py) and any shared binding objects
+    assert len([p for p in cache.iterdir() if p.is_dir() and p.name not in (OBJECTS_DIR, ENGINES_DIR)]) == 1
 
 
 @pytest.mark.parametrize("says", ["a compile error", "Killed"])

@@ -126,6 +126,10 @@ class Backend(ABC):
         """The trusted replay's command (a run-phase sandbox of its own; orchestration/replay.py)."""
         return ["python3", "-m", "bang_harness", "replay"]
 
+    def engine_argv(self) -> list[str]:
+        """The command that makes a build's WebAssembly engine, alone in a sandbox (orchestration/wasm_engine.py)."""
+        return ["python3", "-m", "bang_harness", "make-engine"]
+
 
 def first_output_line(command: list[str], timeout: float = 20.0) -> str | None:
     try:

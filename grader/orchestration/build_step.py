@@ -64,6 +64,11 @@ class BuildStep:
     progress: Callable[[str, float], None]
     image: str = ""  # the sandbox image's tag; "" for runners without one (process, bwrap)
 
+    @property
+    def recipe(self) -> str:
+        """What besides the sources decides a build (and the engine made from it: wasm_engine.py)."""
+        return self._recipe
+
     @functools.cached_property
     def _recipe(self) -> str:
         """Toolchain, image, backend and build environment: what besides the sources decides a build (asked

@@ -36,6 +36,7 @@ from grader.orchestration.replay import (
     write_trace_key,
 )
 from grader.orchestration.rounds import RoundRefused, RoundSandbox
+from grader.orchestration.wasm_engine import EngineMaker
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
 from grader.scoring.timing import MAX_ROUNDS
 from grader.spec import AssignmentSpec
@@ -60,6 +61,7 @@ class Executor:
     facts: HostFacts | None = None  # what integrity checks compare the sandbox's claims against
     integrity_seconds: float = field(default=0.0)  # host cost of the checks, for the record
     seeds_per_round: int = 1  # seeds whose calls share each round (grade_on_seeds): its limits scale (_budget)
+    engine: EngineMaker | None = None  # the build's WebAssembly engine, made beside the first round (wasm_engine.py)
     _rounds: RoundSandbox | None = field(default=None, repr=False)  # the submission's run-phase sandbox, if up
     _pending: list[RunRound] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
 
@@ -93,7 +95,8 @@ class Executor:
         replay = None
         if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
             replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir,
-                                  budget=self._budget(), device_ops=self.spec.device_ops.model_dump())
+                                  budget=self._budget(), device_ops=self.spec.device_ops.model_dump(),
+                                  engine=self.engine.engine() if self.engine is not None else None)
             if replay.outcome is not None and not replay.outcome.ok:
                 self.notes.append(_("the replay did not finish cleanly: {why}").format(
                     why=describe_outcome(replay.outcome)))
@@ -151,7 +154,9 @@ class Executor:
                 shutil.rmtree(rounds.rounds / str(index), ignore_errors=True)
 
     def close(self) -> None:
-        """Ends the submission's run-phase sandbox, if one is still up."""
+        """Ends the submission's run-phase sandbox, if one is still up (and waits for the engine's maker)."""
+        if self.engine is not None:
+            self.engine.engine()
         rounds, self._rounds = self._rounds, None
         if rounds is not None:
             try:

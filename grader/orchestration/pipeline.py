@@ -50,6 +50,7 @@ from grader.orchestration.policy import run_seeds_calls
 from grader.orchestration.programs import ProgramsGrader
 from grader.orchestration.resolve import all_specs, grading_language, guess_spec, load_spec, selected_stages
 from grader.orchestration.score_stages import Scorer, apply_integrity
+from grader.orchestration.wasm_engine import EngineMaker
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -255,9 +256,11 @@ class _Grading(Grader):
         facts = host_facts(self.backend, build_dir, submission.extension)
         self.notes += facts.notes
         per_round = min(self.per_round, len(self.seed_plans))
+        engine = EngineMaker(runner, self.backend, build_dir, self.environment.build_cache, work, step.recipe)
         executor = Executor(runner, self.backend, self.spec, self.root, submission.module, submission.extension,
                             build_dir, self.progress, self.notes, facts,
-                            integrity_seconds=time.perf_counter() - started, seeds_per_round=per_round)
+                            integrity_seconds=time.perf_counter() - started, seeds_per_round=per_round,
+                            engine=engine)
         scorer = Scorer(self.spec, self.backend)
         shared_notes = len(self.notes)  # the build's and the host's; each round's own come after
         several = len(self.seed_plans) > 1

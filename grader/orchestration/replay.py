@@ -41,6 +41,7 @@ from bang_harness.protocol import (
 from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.plan import PlannedCall
+from grader.orchestration.wasm_engine import stage_engine
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
 from grader.sandbox.capped import UntrustedFileError, read_bytes_capped, read_json_capped
 from grader.sandbox.layout import sandbox_user
@@ -163,15 +164,17 @@ def journal_budget(journal: Path, budget: Limits) -> str | None:
 
 def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound], io: Path, submission: Path,
                  build_dir: Path, budget: Limits | None = None,
-                 device_ops: dict[str, list[str]] | None = None) -> ReplayRound:
+                 device_ops: dict[str, list[str]] | None = None, engine: Path | None = None) -> ReplayRound:
     """Replays the rounds' journals in a sandbox of its own (see the module's docstring); `budget` is the run
     rounds' own limits (disk, file size, memory; the wall limit is the replay's own); `device_ops` the torch
-    operators the replay runs itself (DeviceOpsSpec.model_dump(); None: the default)."""
+    operators the replay runs itself (DeviceOpsSpec.model_dump(); None: the default); `engine` the folder of the
+    build's WebAssembly engine, made on the trusted side (wasm_engine.py; None: the replay makes it)."""
     budget = budget or Limits()
     shutil.rmtree(io, ignore_errors=True)
     (io / REPLAY_JOURNALS).mkdir(parents=True)
     (io / REPLAY_INPUTS).mkdir()
     (io / "outputs").mkdir()
+    stage_engine(engine, io)
     copied: dict[str, int] = {}
     over: dict[str, str] = {}  # call id -> the budget its journal ran into
     journal_of: dict[str, str] = {}

@@ -49,6 +49,9 @@ HOST_LABEL = "org.bang-grader.owner-host"  # a pid only means something on the h
 KILL_GRACE_SECONDS = 30.0
 SECCOMP_PROFILE = Path(__file__).resolve().parents[2] / "sandbox" / "images" / "seccomp" / "profile.json"
 RUNTIME_ENV = "BANG_GRADER_DOCKER_RUNTIME"  # e.g. runsc (gVisor); unset: the daemon's default (runc)
+# The cgroup every container of this grader goes under (unset: the daemon's default): its CPU account is then
+# this grader's alone on a shared machine (benchmarks/cpu_ledger.py), or a course's slice.
+CGROUP_PARENT_ENV = "BANG_GRADER_DOCKER_CGROUP_PARENT"
 # gVisor's own sentry and gofer threads count in the container's pids cgroup, and on its ptrace platform every
 # guest thread is a host thread as well (measured here: a limit of 64 fails to start a Python at all, and the
 # build's default 256 + 128 gave "can't start new thread"). The pids limit becomes factor x pids + extra.
@@ -133,6 +136,7 @@ class DockerRunner(StartingRunner):
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges", self.seccomp],
                 **({"runtime": self.runtime} if self.runtime else {}),
+                **({"cgroup_parent": parent} if (parent := os.environ.get(CGROUP_PARENT_ENV)) else {}),
                 pids_limit=pids_limit(limits.pids, self.runtime),
                 mem_limit=int(limits.memory_bytes),
                 memswap_limit=int(limits.memory_bytes),

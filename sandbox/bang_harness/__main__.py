@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("run-programs", help="run each built program, capturing its launches into /io/outputs/")
     commands.add_parser("replay", help="replay /io/journals/ with the host's fresh inputs (trusted replay)")
     commands.add_parser("replay-programs", help="replay the lab programs' journals (trusted replay)")
+    commands.add_parser("make-engine", help="make the WebAssembly engine of /build's kernels into /io (once per module)")
     replay_program = commands.add_parser("replay-program", help=argparse.SUPPRESS)  # one, by `replay-programs`
     replay_program.add_argument("stem")
     replay_one = commands.add_parser("replay-one", help=argparse.SUPPRESS)  # started by `replay`, per journal
@@ -56,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         from .run import run_job
 
         return run_job(paths)
+    if args.command == "make-engine":
+        from .replay import make_engine
+
+        return make_engine(paths)
     if args.command in ("replay", "replay-one"):
         from pathlib import Path
 

@@ -96,6 +96,10 @@ WASM_MODULE = "device/module.wasm"
 WASM_SITES = "device/wasm-sites.json"
 WASM_NOTE = "device/wasm-note.txt"
 WASM_NOTE_MAX_BYTES = 4096
+# under a replay's /io: the engine made from WASM_MODULE (bang_emu/wasm/engine.py), by the replay itself or, made once
+# per module by `bang_harness make-engine` in a sandbox of its own and kept by the host, staged there by the host
+WASM_ENGINE = "wasm-engine/device.wasm.so"
+REPLAY_PROFILE = "replay-profile.json"  # under a replay's /io/outputs: where its seconds went (benchmarks only)
 # The replay's engine (DESIGN.md "Confinement by construction"): "wasm" (the default) builds the kernels for the
 # WebAssembly engine as well and replays them there; "native" replays the native device module only (a switch for
 # comparisons and second opinions, never chosen by a submission).

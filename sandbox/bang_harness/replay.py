@@ -9,6 +9,10 @@ which another journal's would clash with), the runtime loaded first with the key
 (`/build/device/module.so`, built from the kernels alone). Per call the runtime writes `outputs/<call>.trace.jsonl`
 (signed), `<call>.out.bin` and `<call>.replay.json`; a child that hangs is killed at its share of the time, and
 its unfinished calls simply have no status, which the host reports.
+
+`python -m bang_harness make-engine` makes the WebAssembly engine alone, in a sandbox of its own where nothing
+else runs: the host keeps it by the module's hash and stages it into each later replay's /io (WASM_ENGINE), so a
+module's engine is made once, not by every replay (wasm2c and gcc: most of a replay's CPU seconds).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .paths import HarnessPaths
@@ -28,7 +34,9 @@ from .protocol import (
     KEY_FD_ENV,
     REPLAY_INPUTS,
     REPLAY_JOURNALS,
+    REPLAY_PROFILE,
     REPLAY_SECONDS_PER_CALL,
+    WASM_ENGINE,
     WASM_MODULE,
     WASM_NOTE,
     WASM_NOTE_MAX_BYTES,
@@ -38,11 +46,12 @@ from .protocol import (
 )
 from .replay_ops import OpPolicy, OpRunner
 from .run import key_pipe, make_undumpable, take_trace_key
-from .wasm_replay import NO_MODULE, NOT_STARTED, engine_library, make_engine, replay_journal
+from .wasm_replay import NO_MODULE, NOT_STARTED, replay_journal
+from .wasm_replay import make_engine as build_engine
 
 REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}, "device_ops": policy}
 SITES_FILE = "sites.json"
-ENGINE_DIR = "wasm-engine"  # under /io: the WebAssembly module made native code here (bang_emu/wasm/engine.py)
+ENGINE_DIR = WASM_ENGINE.split("/", 1)[0]  # under /io: the WebAssembly module made native code here (engine.py)
 NATIVE_ENV = "BANG_HARNESS_REPLAY_NATIVE"  # why the children replay natively (the engine could not be made)
 
 
@@ -62,19 +71,50 @@ def run_replay(paths: HarnessPaths) -> int:
     sites.write_text(json.dumps(device_module.site_records(module)))
     env = {k: v for k, v in os.environ.items() if k != KEY_FD_ENV}
     env.update({"BANG_EMU_DEVICE": str(job.get("device") or "mlu370-x8"), "BANG_EMU_POISON": "nan"})
-    if replay_engine(os.environ) == "wasm" and (why := _make_engine(paths)):
-        env[NATIVE_ENV] = why  # each journal's engine record says it (the host reports a native replay)
+    profile: dict[str, object] = {}
+    if replay_engine(os.environ) == "wasm":
+        with _timed(profile, "engine"):
+            staged = (paths.io / WASM_ENGINE).is_file() and (paths.build / WASM_MODULE).is_file()
+            why = "" if staged else _make_engine(paths)
+        profile["engine"] = "staged" if staged else "made" if not why else "native"
+        if why:
+            env[NATIVE_ENV] = why  # each journal's engine record says it (the host reports a native replay)
     failed = False
+    children: list[dict[str, object]] = []
     for journal in sorted((paths.io / REPLAY_JOURNALS).glob(f"*{JOURNAL_SUFFIX}")):
         calls = int(job.get("calls_per_journal", {}).get(journal.name, 1))
-        status = _replay_child(journal, key, env, calls)
+        child: dict[str, object] = {"journal": journal.name, "calls": calls}
+        with _timed(child, ""):
+            status = _replay_child(journal, key, env, calls)
+        children.append(child)
         # A kernel's faults are the trace's and a signal is the kernels' doing (the calls it did not reach have
         # no status: the host says so); an exit status of its own is the harness failing. Whether the engine's
         # account of a call stands is the host's to decide (a second opinion, grader/orchestration/replay.py).
         if status is not None and status > 0:
             print(f"bang_harness replay: {journal.name}: the replay process exited with {status}", file=sys.stderr)
             failed = True
+    profile["children"] = children
+    (outputs / REPLAY_PROFILE).write_text(json.dumps(profile))
     return ExitCode.REPLAY_FAILED if failed else ExitCode.OK
+
+
+class _timed:
+    """Records a step's wall and CPU seconds (its children's, reaped: wasm2c, gcc, a journal's replay process)."""
+
+    def __init__(self, into: dict[str, object], name: str) -> None:
+        self.into, self.prefix = into, f"{name}_" if name else ""
+
+    def __enter__(self) -> None:
+        self.wall, self.cpu = time.monotonic(), _children_cpu()
+
+    def __exit__(self, *exc: object) -> None:
+        self.into[f"{self.prefix}wall_s"] = round(time.monotonic() - self.wall, 3)
+        self.into[f"{self.prefix}cpu_s"] = round(_children_cpu() - self.cpu, 3)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _replay_child(journal: Path, key: bytes, env: dict[str, str], calls: int) -> int | None:
@@ -104,11 +144,25 @@ def _make_engine(paths: HarnessPaths) -> str:
                 return fh.read(WASM_NOTE_MAX_BYTES).decode("utf-8", "replace") or NO_MODULE
         except OSError:
             return NO_MODULE
-    return make_engine(paths.build / WASM_MODULE, paths.build / WASM_SITES, paths.io / ENGINE_DIR)
+    return build_engine(paths.build / WASM_MODULE, paths.build / WASM_SITES, paths.io / ENGINE_DIR)
+
+
+def make_engine(paths: HarnessPaths) -> int:
+    """`make-engine`: the engine alone, into /io/WASM_ENGINE, in a sandbox where nothing of the student's runs (the
+    host keeps it by the module's hash). Its failure is said on stderr and left to the replays to meet again."""
+    from bang_emu.wasm import engine
+
+    if engine.LIBRARY != Path(WASM_ENGINE).name:
+        raise RuntimeError(f"protocol.WASM_ENGINE ({WASM_ENGINE}) does not name engine.LIBRARY ({engine.LIBRARY})")
+    why = _make_engine(paths)
+    if why:
+        print(f"bang_harness make-engine: {why}", file=sys.stderr)
+        return ExitCode.REPLAY_FAILED
+    return ExitCode.OK
 
 
 def _engine_library(paths: HarnessPaths) -> Path:
-    return engine_library(paths.io / ENGINE_DIR)
+    return paths.io / WASM_ENGINE
 
 
 def _replay_wasm(library: ctypes.CDLL, paths: HarnessPaths, journal: Path, message: ctypes.Array) -> int:

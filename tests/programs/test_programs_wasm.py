@@ -117,7 +117,7 @@ def test_lab_programs_replayed_on_the_engine_capture_what_the_native_replay_does
         built = (tmp_path / "build" / "programs" / f"{stem}.module.wasm").is_file()
         assert built == (stem != NO_WASM), report[stem]["log_tail"][-2000:]
         note = ("note: built the kernels for the WebAssembly replay" if built else
-                "note: the kernels are replayed natively: they do not build for the WebAssembly replay")
+                "note: the kernels are replayed natively: they do not build for the WebAssembly engine")
         assert note in report[stem]["log_tail"], report[stem]["log_tail"][-2000:]
     assert "setjmp.h" in report[NO_WASM]["log_tail"]
     _harness("run-programs", tmp_path, tmp_path / "io")
