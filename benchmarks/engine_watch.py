@@ -1,6 +1,7 @@
 """What the WebAssembly replay engine did in a grading (issue 37's fidelity pass): every line of the trusted replay's
-stderr that names the engine -- above all "replayed natively, the WebAssembly replay failed", which the harness
-prints when it falls back to the native replay while the engine is opt-in, and which no grade shows.
+stderr that names the engine -- above all "replayed natively: why", which the harness prints when a journal is
+replayed natively (the kernels did not build for the engine, or it could not be made or started; the grading's
+message says so too).
 
 Measurement only: it wraps the grader's call of the replay (`execute.replay_round`) in this process and appends what
 the replay sandbox printed to $BANG_ENGINE_WATCH (one JSON object a line: the grading's label, the replay's exit,

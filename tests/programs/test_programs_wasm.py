@@ -148,7 +148,7 @@ def test_lab_programs_replayed_on_the_engine_capture_what_the_native_replay_does
     shutil.copyfile(programs / "03_vector_nram.module.wasm", programs / "04_vector_nram_blocks.module.wasm")
     shutil.copyfile(programs / "03_vector_nram.wasm-sites.json", programs / "04_vector_nram_blocks.wasm-sites.json")
     fallback, fallback_key, stderr = _replay(tmp_path, "fallback", seeds)
-    assert "02_scalar_nram: replayed natively, the WebAssembly engine could not be made" in stderr, stderr
+    assert "02_scalar_nram: replayed natively: the WebAssembly engine could not be made" in stderr, stderr
     assert "04_vector_nram_blocks: replayed natively, the WebAssembly engine did not start: the WebAssembly " \
            "module has no launch site" in stderr, stderr
     for stem in ("02_scalar_nram", "04_vector_nram_blocks"):

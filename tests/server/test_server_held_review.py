@@ -14,14 +14,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from course import course
+from course import course, stored
 from factories import grade_result
-from sqlalchemy import select
 
 from grader.i18n import use_language
 from grader.orchestration.judge import DISAGREEMENT
 from grader.results import StageResult, Verdict
-from grader.server.db import Assignment, Student, Submission, now
+from grader.server.db import Submission
 from grader.server.grading import commit_result
 
 NATIVE_NOTE = "your kernels were replayed natively, as this grading was asked to"
@@ -34,19 +33,6 @@ def result_of(verdict: Verdict, score: float, note: str = ""):  # noqa: ANN201
 
 
 HELD = result_of(Verdict.HELD_FOR_REVIEW, 0.0, DISAGREEMENT.format(account="the output is wrong"))
-
-
-def stored(c, who: str) -> int:  # noqa: ANN001
-    """A final submission of `who` stored as the intake stores one (queued), its id."""
-    with c.db.session() as s:
-        student = s.scalar(select(Student).where(Student.student_id == who))
-        assignment = s.scalar(select(Assignment).where(Assignment.name == "sigmoid"))
-        sub = Submission(student_pk=student.id, assignment_pk=assignment.id, mode="final", archive=b"",
-                         content_hash="0" * 64, queue="grade.emu.mlu370-x8", device_type="mlu370-x8",
-                         status="queued", in_flight=True, submitted_at=now())
-        s.add(sub)
-        s.flush()
-        return sub.id
 
 
 def row(html: str, sub: int) -> str:

@@ -10,14 +10,14 @@ import re
 from pathlib import Path
 
 import pytest
-from course import course
+from course import course, stored
 from factories import grade_result
 from sqlalchemy import select
 
 from grader.i18n import use_language
 from grader.results import StageResult, Timing, Verdict
 from grader.server.accounts import set_leaderboard
-from grader.server.db import Assignment, Student, Submission, now
+from grader.server.db import Student
 from grader.server.grading import commit_result, grade_uploaded
 from grader.server.workers import worker_gone
 
@@ -29,19 +29,6 @@ def graded(score: float, verdict: Verdict = Verdict.PASSED, median_us: float = 1
                                       spread=0.0, repeats=3))
     return grade_result(assignment="sigmoid", score=score, verdict=verdict, stages=[stage] if score else [],
                         message="the grader failed: the sandbox vanished" if verdict is Verdict.INTERNAL_ERROR else "")
-
-
-def stored(c, who: str, sub_id: int | None = None) -> int:  # noqa: ANN001
-    """A final submission of `who` stored as the intake stores one (queued), its id."""
-    with c.db.session() as s:
-        student = s.scalar(select(Student).where(Student.student_id == who))
-        assignment = s.scalar(select(Assignment).where(Assignment.name == "sigmoid"))
-        sub = Submission(student_pk=student.id, assignment_pk=assignment.id, mode="final", archive=b"",
-                         content_hash="0" * 64, queue="grade.emu.mlu370-x8", device_type="mlu370-x8",
-                         status="queued", in_flight=True, submitted_at=now())
-        s.add(sub)
-        s.flush()
-        return sub.id
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

@@ -6,33 +6,19 @@ Skipped visibly without the wasm toolchain or wabt (`grade setup --tests` instal
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 from bang_emu.wasm import build, records
 
-from tests.wasm.test_wasm_replay import _records, _replay
-from tests.wasm.test_wasm_sites import DRIVER, KERNELS, Built, _cncc, _env, _need_toolchains
+from tests.wasm.test_wasm_replay import both_engines, journal_run
+from tests.wasm.test_wasm_sites import KERNELS, _need_toolchains
 
 HERE = Path(__file__).resolve().parent
 STRUCT_ARGS = HERE / "struct_args_sigmoid.mlu"
 
 
-def _journal_run(source: Path, tmp_path: Path) -> Built:
-    """source's host entry run natively by the journal driver; its native device module and its wasm build."""
-    from bang_emu import device_module
-
-    macro = f'-DKERNEL_MLU="{source}"'
-    _cncc("--bang-arch=compute_30", "-O2", macro, DRIVER, "-o", tmp_path / "driver")
-    _cncc("--emu-device-module", "-c", "-O2", macro, DRIVER, "-o", tmp_path / "device.o")
-    assert device_module.link([tmp_path / "device.o"], tmp_path / "module.so").ok
-    n = KERNELS["sigmoid"][2][0]
-    ran = subprocess.run([str(tmp_path / "driver"), tmp_path / "run.journal", tmp_path / "run.trace.jsonl", str(n)],
-                         capture_output=True, text=True, env=_env(), timeout=300)
-    assert ran.returncode == 0, ran.stderr
-    return Built("sigmoid", tmp_path / "run.journal", tmp_path / "module.so", build.build([source]), tmp_path)
 
 
 def test_a_struct_argument_with_pointers_replays_on_both_engines_byte_for_byte(tmp_path):
@@ -40,23 +26,14 @@ def test_a_struct_argument_with_pointers_replays_on_both_engines_byte_for_byte(t
     x86-64 offsets, its unused slots (0xA5 bytes, a host address) are not followed, and the output, the printed line
     and the work agree with the native replay of the same journal."""
     _need_toolchains()
-    b = _journal_run(STRUCT_ARGS, tmp_path)
+    b = journal_run(STRUCT_ARGS, tmp_path)
     (site,) = b.wasm.sites
     assert site.endswith("(Tensors,i32)"), site
-    native, n_out = _replay(b, tmp_path / "native", wasm=False)
-    wasm, w_out = _replay(b, tmp_path / "wasm", wasm=True)
-    status = [p.stdout.splitlines()[-1] for p in (native, wasm)]
-    assert status == ["0 ", "0 "], native.stdout + wasm.stdout + wasm.stderr
-    out = (w_out / "c0.out.bin").read_bytes()
-    assert out == (n_out / "c0.out.bin").read_bytes()
-    assert len(set(out)) > 16  # the kernel wrote a sigmoid, not a constant
     n = KERNELS["sigmoid"][2][0]
     line = f"struct args: tag S, tile 2048, 1 input(s), {n} elements, check 123456789abcdef, scale 3\n"
-    assert line in native.stdout and line in wasm.stdout, (native.stdout, wasm.stdout)
-    nl, wl = _records(n_out)["launch"], _records(w_out)["launch"]
-    assert wl["work"]["cores_used"] == nl["work"]["cores_used"] == 4
-    assert wl["modelled_time_us"] == pytest.approx(nl["modelled_time_us"], rel=0.01)
-    assert _records(w_out)["output"]["kernel_written"] == n * 4
+    out, _, wasm = both_engines(b, tmp_path, line)
+    assert len(set(out)) > 16  # the kernel wrote a sigmoid, not a constant
+    assert wasm["launch"]["work"]["cores_used"] == 4 and wasm["output"]["kernel_written"] == n * 4
 
 
 def test_the_reader_has_the_journals_x86_64_layout(tmp_path):
@@ -131,23 +108,15 @@ def test_initialised_onchip_arrays_are_initialised_once_per_core_as_natively(tmp
     copied in once per core, and what the kernel writes into them stays (a counter bumped twice reads 1 then 2), on
     both engines, byte for byte."""
     _need_toolchains()
-    b = _journal_run(INITIALISED, tmp_path)
+    b = journal_run(INITIALISED, tmp_path)
     assert "onchip_first_use" in b.wasm.imports
-    native, n_out = _replay(b, tmp_path / "native", wasm=False)
-    wasm, w_out = _replay(b, tmp_path / "wasm", wasm=True)
-    status = [p.stdout.splitlines()[-1] for p in (native, wasm)]
-    assert status == ["0 ", "0 "], native.stdout + wasm.stdout + wasm.stderr
-    out = (w_out / "c0.out.bin").read_bytes()
-    assert out == (n_out / "c0.out.bin").read_bytes()
     line = "initialised: first 11.0 second 12.0 bias 0.25 then 1.25 scale 2.0\n"
-    assert line in native.stdout and line in wasm.stdout, (native.stdout, wasm.stdout)
+    out, _, wasm = both_engines(b, tmp_path, line)
     import numpy as np
 
     y = np.frombuffer(out, dtype=np.float32)
     assert y[0] == 2.0 + 0.25  # (second - first) * scale[0] + bias[0]
-    nl, wl = _records(n_out)["launch"], _records(w_out)["launch"]
-    assert wl["work"]["cores_used"] == nl["work"]["cores_used"] == 4
-    assert wl["modelled_time_us"] == pytest.approx(nl["modelled_time_us"], rel=0.01)
+    assert wasm["launch"]["work"]["cores_used"] == 4
 
 
 def test_the_build_knows_the_headers_words_for_a_struct_without_a_reader():

@@ -72,6 +72,42 @@ def _records(outputs: Path) -> dict[str, dict]:
     return out
 
 
+def journal_run(source: Path, tmp_path: Path):  # noqa: ANN201 -- a test_wasm_sites.Built
+    """source's host entry run natively by the journal driver; its native device module and its wasm build."""
+    from bang_emu import device_module
+    from bang_emu.wasm import build
+
+    from tests.wasm.test_wasm_sites import DRIVER, Built, _cncc
+
+    macro = f'-DKERNEL_MLU="{source}"'
+    _cncc("--bang-arch=compute_30", "-O2", macro, DRIVER, "-o", tmp_path / "driver")
+    _cncc("--emu-device-module", "-c", "-O2", macro, DRIVER, "-o", tmp_path / "device.o")
+    assert device_module.link([tmp_path / "device.o"], tmp_path / "module.so").ok
+    n = KERNELS["sigmoid"][2][0]
+    ran = subprocess.run([str(tmp_path / "driver"), tmp_path / "run.journal", tmp_path / "run.trace.jsonl", str(n)],
+                         capture_output=True, text=True, env=_env(), timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    return Built("sigmoid", tmp_path / "run.journal", tmp_path / "module.so", build.build([source]), tmp_path)
+
+
+def both_engines(b, tmp: Path, line: str) -> tuple[bytes, dict, dict]:
+    """The journal of `b` replayed natively and on the engine: both succeed, write the same output bytes, mark the
+    same bytes kernel-written and print `line` (the kernel's printf); the output, and the records (native, wasm:
+    {"launch": ..., "output": ...})."""
+    native, n_out = _replay(b, tmp / "native", wasm=False)
+    wasm, w_out = _replay(b, tmp / "wasm", wasm=True)
+    status = [p.stdout.splitlines()[-1] for p in (native, wasm)]
+    assert status == ["0 ", "0 "], native.stdout + wasm.stdout + wasm.stderr
+    out = (w_out / "c0.out.bin").read_bytes()
+    assert out == (n_out / "c0.out.bin").read_bytes()
+    assert line in native.stdout and line in wasm.stdout, (native.stdout, wasm.stdout)
+    nl, wl = _records(n_out)["launch"], _records(w_out)["launch"]
+    assert wl["work"]["cores_used"] == nl["work"]["cores_used"]
+    assert wl["modelled_time_us"] == pytest.approx(nl["modelled_time_us"], rel=0.01)
+    assert _records(w_out)["output"]["kernel_written"] == _records(n_out)["output"]["kernel_written"]
+    return out, _records(n_out), _records(w_out)
+
+
 def test_the_wasm_replay_computes_counts_and_times_what_the_native_replay_does(built, tmp_path):
     _need_toolchains()
     native, n_out = _replay(built, tmp_path / "native", wasm=False)
@@ -129,32 +165,11 @@ def test_a_file_scope_buffer_run_by_four_tasks_replays_as_natively(tmp_path):
     """Each of four tasks has its own copy of the file-scope NRAM buffer (its core's arena, through the accessor
     the wasm build gives it), so the tasks' tiles do not overwrite one another, and the replay matches."""
     _need_toolchains()
-    from bang_emu import device_module
-    from bang_emu.wasm import build
-
-    from tests.wasm.test_wasm_sites import DRIVER, Built, _cncc
-
-    macro = f'-DKERNEL_MLU="{FILE_SCOPE}"'
-    _cncc("--bang-arch=compute_30", "-O2", macro, DRIVER, "-o", tmp_path / "driver")
-    _cncc("--emu-device-module", "-c", "-O2", macro, DRIVER, "-o", tmp_path / "device.o")
-    assert device_module.link([tmp_path / "device.o"], tmp_path / "module.so").ok
     n = KERNELS["sigmoid"][2][0]
-    ran = subprocess.run([str(tmp_path / "driver"), tmp_path / "run.journal", tmp_path / "run.trace.jsonl", str(n)],
-                         capture_output=True, text=True, env=_env(), timeout=300)
-    assert ran.returncode == 0, ran.stderr
-    b = Built("sigmoid", tmp_path / "run.journal", tmp_path / "module.so", build.build([FILE_SCOPE]), tmp_path)
-    native, n_out = _replay(b, tmp_path / "native", wasm=False)
-    wasm, w_out = _replay(b, tmp_path / "wasm", wasm=True)
-    status = [p.stdout.splitlines()[-1] for p in (native, wasm)]
-    assert status == ["0 ", "0 "], native.stdout + wasm.stdout + wasm.stderr
-    assert (n_out / "c0.out.bin").read_bytes() == (w_out / "c0.out.bin").read_bytes()
+    b = journal_run(FILE_SCOPE, tmp_path)
     # the kernel's printf, formatted by the host from the kernel's memory (wasm/device_stdio.c), as natively
-    line = f"file-scope sigmoid: 4 tasks, {n} elements, 0.50 ok\n"
-    assert line in native.stdout and line in wasm.stdout, (native.stdout, wasm.stdout)
-    nl, wl = _records(n_out)["launch"], _records(w_out)["launch"]
-    assert wl["work"]["cores_used"] == nl["work"]["cores_used"] == 4
-    assert wl["modelled_time_us"] == pytest.approx(nl["modelled_time_us"], rel=0.01)
-    assert _records(w_out)["output"]["kernel_written"] == n * 4
+    _, _, wasm = both_engines(b, tmp_path, f"file-scope sigmoid: 4 tasks, {n} elements, 0.50 ok\n")
+    assert wasm["launch"]["work"]["cores_used"] == 4 and wasm["output"]["kernel_written"] == n * 4
 
 
 def test_the_engine_is_webassembly_unless_the_grader_says_native_and_a_missing_module_says_why(tmp_path):
