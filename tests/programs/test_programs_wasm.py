@@ -173,13 +173,9 @@ def _public_lab_both_ways() -> tuple[GradeResult, GradeResult]:
                        check=True)
     safe_tar.extract_tar(archive, root)
     lab, graded = root / "matmul_optimization", []
-    for engine_env in ("", "wasm"):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.delenv("BANG_EMU_REPLAY_ENGINE", raising=False)
-            if engine_env:
-                mp.setenv("BANG_EMU_REPLAY_ENGINE", engine_env)
-            graded.append(grade_programs(lab, GradeRequest(assignment="matmul_programs"),
-                                         GradeEnvironment(sandbox="none")))
+    for replay_engine in ("native", "wasm"):
+        graded.append(grade_programs(lab, GradeRequest(assignment="matmul_programs"),
+                                     GradeEnvironment(sandbox="none", replay_engine=replay_engine)))
     shutil.rmtree(root, ignore_errors=True)
     return graded[0], graded[1]
 
@@ -196,12 +192,12 @@ def test_the_public_lab_answers_grade_alike_on_both_engines() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the native replay counts one scalar store per (i, j) where the source "
-                   "stores once per multiply-add (`result[i * k + j] += ...` in the inner loop): GCC's ASan pass "
-                   "drops the store's check after the one before the loop; the engine counts each store, so the "
-                   "scalar stages model 1.5x the native time (5.04 -> 7.56 s, 0.252 -> 0.378 s)")
-def test_the_public_lab_scalar_stages_model_the_same_time_on_both_engines() -> None:
+def test_the_public_lab_scalar_stages_are_modelled_from_every_store_the_code_does() -> None:
+    """Both answers' scalar programs accumulate in memory (`result[i * k + j] += ...` in the inner loop): the native
+    replay counts one store per (i, j) -- GCC's ASan pass drops the store's check after the load's -- where the code
+    stores once per multiply-add; the engine, which decides, counts each (DESIGN.md "Fidelity at the switch"), so
+    the scalar stages are modelled ~1.5x the native replay's figure (5.04 -> 7.56 s, 0.252 -> 0.378 s)."""
     native, wasm = _public_lab_both_ways()
     for n, w in zip(native.stages, wasm.stages, strict=True):
         if n.name in SCALAR_STAGES:
-            assert w.timing.median_us == pytest.approx(n.timing.median_us, rel=0.01), n.name
+            assert w.timing.median_us == pytest.approx(1.5 * n.timing.median_us, rel=0.05), n.name
