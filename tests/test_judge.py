@@ -128,16 +128,21 @@ def test_replay_accuses_names_what_would_cost_points_and_nothing_else():
 
     twin, good = replayed_call(None)
     good.output = REFERENCES["sigmoid"].compute(twin.make_inputs()["x"]).astype(np.float32)
-    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=good)) is None
+    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED.astype(np.float32), replayed=good)) is None
     _, wrong = replayed_call(np.zeros(CASE.output_shape, np.float32))
-    said = replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=wrong))
+    said = replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED.astype(np.float32), replayed=wrong))
     assert said is not None and "fresh inputs" in said
-    found = CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=good, integrity=["wasm-trap: out of bounds"])
+    found = CallOutcome(meta={"ok": True}, output=EXPECTED.astype(np.float32), replayed=good, integrity=["wasm-trap: out of bounds"])
     assert replay_accuses(SPEC, CASE, found) == "wasm-trap: out of bounds"
+    # a run already wrong on its own inputs: a wrong twin changes nothing (a finding on the trace still does)
+    run_wrong = EXPECTED.astype(np.float32) + 1.0
+    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=run_wrong, replayed=wrong)) is None
+    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=run_wrong, replayed=wrong,
+                                                  integrity=["forged"])) == "forged"
     # a call the run did not finish, or one whose journal ran into a budget, is not the replay's to accuse
     assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": False}, replayed=wrong)) is None
     wrong.over_budget = True
-    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED, replayed=wrong)) is None
+    assert replay_accuses(SPEC, CASE, CallOutcome(meta={"ok": True}, output=EXPECTED.astype(np.float32), replayed=wrong)) is None
 
 
 def test_a_disagreement_is_held_for_review_never_integrity_and_never_credited():

@@ -152,17 +152,22 @@ def twin_check(spec: AssignmentSpec, case: ConcreteCase, replayed: ReplayedCall 
 
 
 def replay_accuses(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome) -> str | None:
-    """What the replay's account of a call the run finished holds against it, in a line (None: nothing): its
-    failure to replay the call, a finding on its trace or the output's provenance, a torch operator's work, or a
-    wrong answer on the twin. What a second opinion is asked about (execute.py, the disagreement policy)."""
+    """What the replay's account of a call the run finished holds against it, in a line (None: nothing), where
+    judge_call would turn it into a verdict: its failure to replay the call or a finding on its trace (integrity),
+    a torch operator's work (not_using_kernel) -- and, when the run's own output is right, kernels that wrote less
+    than it, or a wrong answer on the twin (integrity). What a second opinion is asked about (execute.py, the
+    disagreement policy); a run already wrong on its own inputs is judged so whatever the replay says."""
     if not (got.meta or {}).get("ok") or got.replayed is None or got.replayed.over_budget:
         return None
     if got.integrity:
         return "; ".join(got.integrity)
-    if got.coverage:
-        return "; ".join(got.coverage)
     if got.no_kernel is not None:
         return got.no_kernel
+    if got.output is None or not compare(got.output, case.expected(spec.reference), case.dtype,
+                                         spec.tolerances[case.dtype], spec.checks).passed:  # type: ignore[index]
+        return None
+    if got.coverage:
+        return "; ".join(got.coverage)
     twin = twin_check(spec, case, got.replayed)
     if twin is not None and not twin.passed:
         return _("on fresh inputs of the same case it gave {outcome}").format(outcome=twin.message)
