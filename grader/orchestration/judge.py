@@ -66,6 +66,8 @@ class CallOutcome:
     # replay of the same journal on the same twin found nothing: held for review (DESIGN.md "Confinement by
     # construction", the disagreement policy), never credited and never an accusation
     disagreement: str | None = None
+    # the run's output against the case's reference, once: replay_accuses and judge_call both read it
+    run_check: CheckOutcome | None = field(default=None, repr=False)
 
 
 def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome, expected: np.ndarray | None,
@@ -85,8 +87,7 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
             message = _("no result for this call: {error}").format(error=message)
         return CaseResult(**base, verdict=verdict, passed=False, message=message, diagnostics=diagnostics)
     if got.disagreement is not None:
-        plain = (compare(got.output, expected, case.dtype, spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
-                 if got.output is not None and expected is not None else None)
+        plain = _run_check(spec, case, got, expected) if got.output is not None and expected is not None else None
         if plain is None or plain.passed:
             return CaseResult(**base, verdict=Verdict.HELD_FOR_REVIEW, passed=False, diagnostics=diagnostics,
                               message=_(DISAGREEMENT).format(account=got.disagreement)[:MESSAGE_CHARS])
@@ -106,7 +107,7 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
     if got.output is None or expected is None:
         return CaseResult(**base, verdict=Verdict.WRONG_ANSWER, passed=False,
                           message=got.read_error or _("no output array was returned"))
-    outcome = compare(got.output, expected, case.dtype, spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+    outcome = _run_check(spec, case, got, expected)
     message, passed = outcome.message, outcome.passed
     if passed and meta.get("repeats_consistent") is False:
         passed, message = False, _("repeated calls on the same inputs returned different results")
@@ -143,12 +144,26 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
                       message=message, diagnostics=diagnostics)
 
 
+def _run_check(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome, expected: np.ndarray) -> CheckOutcome:
+    """The run's output against `expected` (kept on `got` when `expected` is the case's reference output)."""
+    if got.run_check is not None and expected is case.expected(spec.reference):
+        return got.run_check
+    assert got.output is not None
+    outcome = compare(got.output, expected, case.dtype, spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+    if expected is case.expected(spec.reference):
+        got.run_check = outcome
+    return outcome
+
+
 def twin_check(spec: AssignmentSpec, case: ConcreteCase, replayed: ReplayedCall | None) -> CheckOutcome | None:
-    """The replay's output for the call's twin against the reference on the twin's inputs (None: no output)."""
+    """The replay's output for the call's twin against the reference on the twin's inputs (None: no output); kept
+    on `replayed`, so the disagreement policy and the judge compare once."""
     if replayed is None or replayed.output is None:
         return None
-    return compare(replayed.output, replayed.twin.expected(spec.reference), case.dtype,
-                   spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+    if replayed.twin_check is None:
+        replayed.twin_check = compare(replayed.output, replayed.twin.expected(spec.reference), case.dtype,
+                                      spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
+    return replayed.twin_check
 
 
 def replay_accuses(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome) -> str | None:
@@ -163,8 +178,7 @@ def replay_accuses(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome) -
         return "; ".join(got.integrity)
     if got.no_kernel is not None:
         return got.no_kernel
-    if got.output is None or not compare(got.output, case.expected(spec.reference), case.dtype,
-                                         spec.tolerances[case.dtype], spec.checks).passed:  # type: ignore[index]
+    if got.output is None or not _run_check(spec, case, got, case.expected(spec.reference)).passed:
         return None
     if got.coverage:
         return "; ".join(got.coverage)

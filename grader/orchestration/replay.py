@@ -21,6 +21,7 @@ import secrets
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from bang_harness.protocol import (
@@ -69,6 +70,7 @@ class ReplayedCall:
     host_data: str | None = None  # host code's upload reached the output (its line, where the shim saw one)
     engine: str = ""  # the engine that replayed it ("wasm", "native"; "" when no record says)
     native_why: str = ""  # why it was replayed natively where the WebAssembly engine was asked for
+    twin_check: Any = field(default=None, repr=False)  # judge.twin_check's outcome, kept (a checks.CheckOutcome)
 
 
 @dataclass
