@@ -67,7 +67,7 @@ class CallOutcome:
     # construction", the disagreement policy), never credited and never an accusation
     disagreement: str | None = None
     # the run's output against the case's reference, once: replay_accuses and judge_call both read it
-    run_check: CheckOutcome | None = field(default=None, repr=False)
+    run_check: tuple[np.ndarray, CheckOutcome] | None = field(default=None, repr=False)
 
 
 def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome, expected: np.ndarray | None,
@@ -145,13 +145,12 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
 
 
 def _run_check(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome, expected: np.ndarray) -> CheckOutcome:
-    """The run's output against `expected` (kept on `got` when `expected` is the case's reference output)."""
-    if got.run_check is not None and expected is case.expected(spec.reference):
-        return got.run_check
+    """The run's output against `expected`, kept on `got` with the array it was compared to."""
+    if got.run_check is not None and got.run_check[0] is expected:
+        return got.run_check[1]
     assert got.output is not None
     outcome = compare(got.output, expected, case.dtype, spec.tolerances[case.dtype], spec.checks)  # type: ignore[index]
-    if expected is case.expected(spec.reference):
-        got.run_check = outcome
+    got.run_check = (expected, outcome)
     return outcome
 
 
