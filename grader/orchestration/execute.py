@@ -107,21 +107,22 @@ class Executor:
                                                       self.facts, replay)
                 self.integrity_seconds += seconds
                 # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
-                self.notes += [n for n in results[call.id].integrity_notes if n not in self.notes]
+                for note in results[call.id].integrity_notes:
+                    self._say_once(note)
         if replay is not None and self.backend.engine == "native":
-            note = _("your kernels were replayed natively, as this grading was asked to (not in the confined "
-                     "WebAssembly engine)")
-            if note not in self.notes:
-                self.notes.append(note)
+            self._say_once(_("your kernels were replayed natively, as this grading was asked to (not in the confined "
+                             "WebAssembly engine)"))
         if replay is not None:
             self._second_opinion(rounds, replay, results, replay_io.with_name(f"{replay_io.name}-native"))
-            native = sorted({r.native_why for r in replay.calls.values() if r.engine == "native" and r.native_why})
-            for why in native:
-                note = _("your kernels were replayed natively, not in the confined WebAssembly engine: {why}").format(
-                    why=why[:1500])
-                if note not in self.notes:
-                    self.notes.append(note)
+            for why in sorted({r.native_why for r in replay.calls.values() if r.engine == "native" and r.native_why}):
+                self._say_once(_("your kernels were replayed natively, not in the confined WebAssembly engine: "
+                                 "{why}").format(why=why[:1500]))
         return results
+
+    def _say_once(self, note: str) -> None:
+        """A grading note, said once however many rounds meet it."""
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _second_opinion(self, rounds: list[RunRound], replay: ReplayRound, results: dict[str, CallOutcome],
                         io: Path) -> None:

@@ -92,7 +92,8 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
             return CaseResult(**base, verdict=Verdict.HELD_FOR_REVIEW, passed=False, diagnostics=diagnostics,
                               message=_(DISAGREEMENT).format(account=got.disagreement)[:MESSAGE_CHARS])
         # wrong on the run's own inputs: judged on that alone, the engine's account set aside
-        got = CallOutcome(meta=got.meta, output=got.output, trace=got.trace, read_error=got.read_error)
+        got = CallOutcome(meta=got.meta, output=got.output, trace=got.trace, read_error=got.read_error,
+                          run_check=got.run_check)
     if got.integrity:
         return CaseResult(**base, verdict=Verdict.INTEGRITY, passed=False, diagnostics=diagnostics,
                           message=_("the sandbox's claims about this call do not add up: {findings}").format(

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from bang_harness.protocol import (
     ENGINE_RECORD_SUFFIX,
+    ENGINES,
     JOURNAL_SUFFIX,
     KEY_BYTES,
     KEY_FILE,
@@ -172,10 +173,7 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     operators the replay runs itself (DeviceOpsSpec.model_dump(); None: the default); `engine` the folder of the
     build's WebAssembly engine, made on the trusted side (wasm_engine.py; None: the replay makes it)."""
     budget = budget or Limits()
-    shutil.rmtree(io, ignore_errors=True)
-    (io / REPLAY_JOURNALS).mkdir(parents=True)
-    (io / REPLAY_INPUTS).mkdir()
-    (io / "outputs").mkdir()
+    _fresh_io(io)
     stage_engine(engine, io)
     copied: dict[str, int] = {}
     over: dict[str, str] = {}  # call id -> the budget its journal ran into
@@ -212,23 +210,29 @@ def second_opinion(first: ReplayRound, io: Path, call_ids: set[str]) -> ReplayRo
     staged = first.staged
     if staged is None:
         raise ValueError("a replay round without its staged inputs")
-    shutil.rmtree(io, ignore_errors=True)
-    (io / REPLAY_JOURNALS).mkdir(parents=True)
-    (io / REPLAY_INPUTS).mkdir()
-    (io / "outputs").mkdir()
+    _fresh_io(io)
     journals = {staged.journal_of[c] for c in call_ids if c in staged.journal_of}
     job = json.loads((staged.io / REPLAY_JOB).read_text())
     calls = [c for c in staged.calls if staged.journal_of.get(c.id) in journals]
+    ids = {c.id for c in calls}
     for name in journals:
         if (staged.io / REPLAY_JOURNALS / name).is_file():
             os.link(staged.io / REPLAY_JOURNALS / name, io / REPLAY_JOURNALS / name)
     for source in (staged.io / REPLAY_INPUTS).iterdir():
-        if source.name.split(".", 1)[0] in {c.id for c in calls}:
+        if source.name.split(".", 1)[0] in ids:
             os.link(source, io / REPLAY_INPUTS / source.name)
     job["calls_per_journal"] = {k: v for k, v in job.get("calls_per_journal", {}).items() if k in journals}
     (io / REPLAY_JOB).write_text(json.dumps(job))
     again = replace(staged, io=io, calls=calls, seconds=60.0 + staged.seconds * len(calls) / max(1, len(staged.calls)))
     return _replay_staged(again, engine="native", any_journal=bool(job["calls_per_journal"]))
+
+
+def _fresh_io(io: Path) -> None:
+    """A replay's /io, empty: its journals, inputs and outputs folders."""
+    shutil.rmtree(io, ignore_errors=True)
+    (io / REPLAY_JOURNALS).mkdir(parents=True)
+    (io / REPLAY_INPUTS).mkdir()
+    (io / "outputs").mkdir()
 
 
 def _replay_staged(staged: _Staged, engine: str | None, any_journal: bool) -> ReplayRound:
@@ -264,7 +268,7 @@ def _engine_record(outputs: Path, journal: str) -> tuple[str, str]:
                                   root=outputs.parent, max_bytes=2 * WASM_NOTE_MAX_BYTES)
     except (UntrustedFileError, OSError):
         return "", ""
-    if not isinstance(record, dict) or record.get("engine") not in ("wasm", "native"):
+    if not isinstance(record, dict) or record.get("engine") not in ENGINES:
         return "", ""
     return str(record["engine"]), str(record.get("why") or "")[:WASM_NOTE_MAX_BYTES]
 

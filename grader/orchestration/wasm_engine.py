@@ -24,7 +24,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from bang_harness.protocol import WASM_ENGINE, WASM_MODULE, WASM_SITES, replay_engine
+from bang_harness.protocol import WASM_ENGINE, WASM_MODULE, WASM_SITES
 
 from grader.orchestration import build_cache
 from grader.orchestration.environment import ResolvedBackend
@@ -61,7 +61,7 @@ class EngineMaker:
         self._result: Path | None = None
         self.made = False  # this grading ran the maker (False: found kept, or none)
         self._thread: threading.Thread | None = None
-        if backend.impl.kernel_trace and replay_engine(backend.env) == "wasm":
+        if backend.impl.kernel_trace and backend.engine == "wasm":
             self._thread = threading.Thread(target=self._make, name="wasm-engine", daemon=True)
             self._thread.start()
 
