@@ -172,6 +172,19 @@ def test_a_file_scope_buffer_run_by_four_tasks_replays_as_natively(tmp_path):
     assert wasm["launch"]["work"]["cores_used"] == 4 and wasm["output"]["kernel_written"] == n * 4
 
 
+PRINTF_CORNERS = Path(__file__).resolve().parent / "printf_corners_sigmoid.mlu"
+
+
+def test_the_engine_prints_what_the_native_replay_prints_for_printf_corners(tmp_path):
+    """`*` widths and precisions, a long double (binary128 in wasm32), hh/h/z sizes: the line both replays print is the
+    one C's printf gives (it was a replay error on the engine: held for review, for a debugging printf)."""
+    _need_toolchains()
+    n = KERNELS["sigmoid"][2][0]
+    b = journal_run(PRINTF_CORNERS, tmp_path)
+    both_engines(b, tmp_path, f"corners: [     4] [ab   ] [3.142] [1.000000] [44] [4464] [4] [1.500000e+00] "
+                              f"[{n:08d}] [z%]\n")
+
+
 def test_the_engine_is_webassembly_unless_the_grader_says_native_and_a_missing_module_says_why(tmp_path):
     """The engine an environment asks for (protocol.replay_engine), and the note a replay reads when the kernels did
     not build for the engine (build.py writes it): the host reports every journal replayed natively with it."""

@@ -227,8 +227,28 @@ BANG_IMPORT(scalar_store_gdram)(void *, u32 address, u32 bytes)->void {
 
 // printf of device code (wasm/device_stdio.c): the format and its arguments read from the kernel's memory, each
 // conversion formatted by the host's snprintf, the text written to stdout as the native device module's printf
-// does. A wasm32 argument list is packed at each argument's alignment: int, long, pointers and char 4 bytes, long
-// long and double (a float is promoted) 8. %n is refused, as natively.
+// does. A wasm32 argument list is packed at each argument's alignment: int, long, size_t, pointers and char 4 bytes,
+// long long and double (a float is promoted) 8, long double (IEEE binary128 in wasm32) 16. A `*` width or precision
+// takes an int argument, as in C (a negative width left-justifies, a negative precision is none). %n is refused, as
+// natively.
+namespace {
+constexpr int kPrintfWidthCap = 1 << 16;  // one conversion's width or precision (the kernel's stdout is capped anyway)
+
+template <typename... A>
+void append_formatted(std::string &out, const std::string &spec, A... value) {
+  char small[512];
+  int n = snprintf(small, sizeof small, spec.c_str(), value...);
+  if (n < 0) return;
+  if ((size_t)n < sizeof small) {
+    out.append(small, (size_t)n);
+    return;
+  }
+  std::string big((size_t)n + 1, '\0');
+  snprintf(big.data(), big.size(), spec.c_str(), value...);
+  out.append(big.data(), (size_t)n);
+}
+}  // namespace
+
 BANG_IMPORT(vprintf)(void *, u32 format, u32 args)->u32 {
   charge_scalar();
   const char *f = at(format, 1);
@@ -237,11 +257,15 @@ BANG_IMPORT(vprintf)(void *, u32 format, u32 args)->u32 {
   if (flen == room) wasm_error("printf: the format is not a string inside the kernel's memory");
   std::string out;
   uint64_t at_arg = args;
-  auto take = [&](unsigned size) -> uint64_t {
+  auto take = [&](unsigned size) -> const void * {
     at_arg = (at_arg + size - 1) / size * size;
-    uint64_t v = 0;
-    memcpy(&v, at((u32)at_arg, size), size);
+    const void *p = at((u32)at_arg, size);
     at_arg += size;
+    return p;
+  };
+  auto take_int = [&](unsigned size) -> uint64_t {
+    uint64_t v = 0;
+    memcpy(&v, take(size), size);
     return v;
   };
   for (size_t i = 0; i < flen; ++i) {
@@ -250,43 +274,64 @@ BANG_IMPORT(vprintf)(void *, u32 format, u32 args)->u32 {
       continue;
     }
     size_t j = i + 1;
-    while (j < flen && strchr("-+ #0123456789.*", f[j])) ++j;
+    // flags, width and precision; each `*` replaced by its int argument's value
+    std::string plain = "%";
+    while (j < flen && strchr("-+ #0123456789.*", f[j])) {
+      if (f[j] != '*') {
+        plain += f[j++];
+        continue;
+      }
+      ++j;
+      long v = (int32_t)take_int(4);
+      if (!plain.empty() && plain.back() == '.') {
+        if (v < 0) plain.pop_back();  // a negative precision is taken as if omitted
+        else plain += std::to_string(std::min<long>(v, kPrintfWidthCap));
+      } else {
+        plain += std::to_string(std::max<long>(std::min<long>(v, kPrintfWidthCap), -kPrintfWidthCap));
+      }
+    }
     std::string mods;
     while (j < flen && strchr("hlLqjzt", f[j])) mods += f[j++];
     if (j >= flen) break;
     char conv = f[j];
-    std::string spec(f + i, f + j + 1);
-    if (spec.find('*') != std::string::npos) wasm_error("printf: '*' widths are not supported by the wasm replay");
-    std::string plain = spec.substr(0, spec.size() - 1 - mods.size());  // without the length modifiers
-    char buf[512];
     bool wide = mods == "ll" || mods == "j" || mods == "q" || mods == "L";
     if (conv == '%') {
       out += '%';
     } else if (conv == 'n') {
       wasm_error("printf with %n in kernel code (it stores through an argument)");
-    } else if (strchr("diouxXc", conv)) {
-      uint64_t v = take(wide ? 8 : 4);
-      if (strchr("di", conv)) snprintf(buf, sizeof buf, (plain + "ll" + conv).c_str(), wide ? (long long)v : (long long)(int32_t)v);
-      else snprintf(buf, sizeof buf, (plain + (conv == 'c' ? "" : "ll") + conv).c_str(),
-                    conv == 'c' ? (unsigned long long)(unsigned char)v : wide ? v : (unsigned long long)(uint32_t)v);
-      out += buf;
+    } else if (strchr("di", conv)) {
+      uint64_t v = take_int(wide ? 8 : 4);
+      long long s = wide ? (long long)v : (long long)(int32_t)v;
+      if (mods == "hh") s = (signed char)s;
+      else if (mods == "h") s = (short)s;
+      append_formatted(out, plain + "ll" + conv, s);
+    } else if (strchr("ouxX", conv)) {
+      uint64_t v = take_int(wide ? 8 : 4);
+      unsigned long long u = wide ? v : (uint32_t)v;
+      if (mods == "hh") u = (unsigned char)u;
+      else if (mods == "h") u = (unsigned short)u;
+      append_formatted(out, plain + "ll" + conv, u);
+    } else if (conv == 'c') {
+      append_formatted(out, plain + conv, (int)(unsigned char)take_int(4));
     } else if (strchr("eEfFgGaA", conv)) {
-      uint64_t bits = take(8);
-      double d;
-      memcpy(&d, &bits, 8);
-      snprintf(buf, sizeof buf, (plain + conv).c_str(), d);
-      out += buf;
+      if (mods == "L") {
+        __float128 q;
+        memcpy(&q, take(16), 16);
+        append_formatted(out, plain + "L" + conv, (long double)q);
+      } else {
+        double d;
+        memcpy(&d, take(8), 8);
+        append_formatted(out, plain + conv, d);
+      }
     } else if (conv == 's') {
-      u32 s = (u32)take(4);
+      u32 s = (u32)take_int(4);
       const char *str = at(s, 1);
       size_t n = strnlen(str, std::min<size_t>(g_memory.size - s, 1 << 16));
-      snprintf(buf, sizeof buf, (plain + "s").c_str(), std::string(str, n).c_str());
-      out += buf;
+      append_formatted(out, plain + "s", std::string(str, n).c_str());
     } else if (conv == 'p') {
-      snprintf(buf, sizeof buf, "0x%x", (unsigned)take(4));
-      out += buf;
+      append_formatted(out, std::string("0x%x"), (unsigned)take_int(4));
     } else {
-      out += spec;
+      out.append(f + i, f + j + 1);
     }
     i = j;
   }
