@@ -4,10 +4,11 @@ The runners poll the writable bind mounts every 0.2 s (grader.sandbox.watch.Disk
 burst of sparse-free writes) takes gigabytes of the host disk between two polls. When the grader runs as root
 on Linux and the sandbox sees the host's mounts (bwrap; a local Docker daemon in our mount namespace), the
 host folder itself becomes a tmpfs with `size=` for the duration of the run: the kernel refuses the write
-with ENOSPC at the cap, whatever the speed. What the host put there (job.json, inputs, the key) is copied in
-first with its owners and modes; what the run left is copied back to disk afterwards -- regular files,
-folders and symlinks (kept as symlinks, which the host's readers refuse), no more bytes than the cap,
-never following a link -- and the tmpfs is unmounted. Otherwise (not root, no `mount`, a remote daemon)
+with ENOSPC at the cap, whatever the speed. What the host put there (job.json, inputs, the key, a replay's
+journals) is copied in first with its owners and modes, and comes back afterwards as the host put it (its own
+files, kept aside on disk: never copied back, whatever the run did to their copies); what the run added is
+copied back to disk -- regular files, folders and symlinks (kept as symlinks, which the host's readers refuse),
+no more bytes than the cap, never following a link -- and the tmpfs is unmounted. Otherwise (not root, no `mount`, a remote daemon)
 nothing changes and the poll is the only guard; `capped_io` says which in its note.
 """
 
@@ -51,14 +52,16 @@ def _move_entries(source: Path, dest: Path) -> None:
         os.rename(source / entry, dest / entry)
 
 
-def _copy_tree(source: Path, dest: Path, budget: int) -> list[str]:
+def _copy_tree(source: Path, dest: Path, budget: int, staged: Path | None = None) -> list[str]:
     """Copies `source` into the existing `dest`: regular files (at most `budget` bytes in all), folders,
-    symlinks as symlinks; owners and modes kept; nothing followed. Returns what was left out."""
+    symlinks as symlinks; owners and modes kept; nothing followed. A path the host staged (it is in `staged`, the
+    same tree as the host put it) is left out unless it is a folder in both: the host keeps its own. Returns what
+    was left out."""
     skipped: list[str] = []
     entries = 0
-    stack = [(source, dest)]
+    stack = [(source, dest, staged)]
     while stack:
-        src_dir, dst_dir = stack.pop()
+        src_dir, dst_dir, staged_dir = stack.pop()
         try:
             names = sorted(os.listdir(src_dir))
         except OSError:
@@ -71,11 +74,14 @@ def _copy_tree(source: Path, dest: Path, budget: int) -> list[str]:
             src, dst = src_dir / name, dst_dir / name
             try:
                 info = os.lstat(src)
+                host = _lstat_or_none(staged_dir / name) if staged_dir is not None else None
+                if host is not None and not (stat.S_ISDIR(host.st_mode) and stat.S_ISDIR(info.st_mode)):
+                    continue  # the host's own file: it comes back from where the host staged it
                 if stat.S_ISLNK(info.st_mode):
                     os.symlink(os.readlink(src), dst)
                 elif stat.S_ISDIR(info.st_mode):
                     os.mkdir(dst, 0o700)
-                    stack.append((src, dst))
+                    stack.append((src, dst, staged_dir / name if host is not None else None))
                 elif stat.S_ISREG(info.st_mode):
                     if info.st_size > budget:
                         skipped.append(f"{name}: {info.st_size} bytes over the copy budget")
@@ -90,6 +96,25 @@ def _copy_tree(source: Path, dest: Path, budget: int) -> list[str]:
             except OSError as exc:
                 skipped.append(f"{name}: {exc.strerror}")
     return skipped
+
+
+def _lstat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _merge_moved(source: Path, dest: Path) -> None:
+    """Moves `source`'s entries into `dest`, merging folders both have (the host's staged tree and what the run
+    added beside it; _copy_tree never brings back a path the host staged, so nothing else meets)."""
+    for entry in os.listdir(source):
+        target = dest / entry
+        if os.path.isdir(target) and not os.path.islink(target) and os.path.isdir(source / entry):
+            _merge_moved(source / entry, target)
+            os.rmdir(source / entry)
+        else:
+            os.rename(source / entry, target)
 
 
 def _copy_file(src: Path, dst: Path, size: int) -> int:
@@ -184,14 +209,15 @@ def capped_io(io: Path, cap_bytes: int, enabled: bool = True) -> Iterator[str]:
         return
     try:
         _copy_tree(stash, io, 1 << 62)
-        shutil.rmtree(stash, ignore_errors=True)
         yield f"{NOTE_CAPPED}: /io is a tmpfs of {size} bytes"
     finally:
         back = io.with_name(f".{io.name}.out-{uuid.uuid4().hex[:8]}")
         back.mkdir(mode=0o700)
         try:
-            _copy_tree(io, back, size)
+            _copy_tree(io, back, size, staged=stash)
         finally:
             _umount(io)
-            _move_entries(back, io)
+            _move_entries(stash, io)
+            stash.rmdir()
+            _merge_moved(back, io)
             back.rmdir()
