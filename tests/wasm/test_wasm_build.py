@@ -5,6 +5,7 @@ message. Skipped visibly when the toolchain is absent (`grade setup --tests` ins
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from bang_emu.wasm import binary as wb
-from bang_emu.wasm import build, counting, imports, layout, sites
+from bang_emu.wasm import build, counting, engine, imports, layout, lines, sites
 
 from tests.wasm.wasm_helpers import host_flags
 
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SIGMOID = ROOT / "reference_kernels/sigmoid/vector/mlu/sigmoid_vector.mlu"
 MATMUL = ROOT / "reference_kernels/matmul/scalar_gdram/mlu/matmul_scalar_gdram.mlu"
 MATMUL_NRAM = ROOT / "reference_kernels/matmul/scalar_nram/mlu/matmul_scalar_nram.mlu"
+KOLP323 = Path(os.environ.get("BANG_COMPAT_MIRRORS", "/work/.mirror")) / "kolp323+Cambricon-MLU-Kernel-Labs" / "repo"
 WASM2C_RUNTIME = Path("/usr/share/wabt/wasm2c/wasm-rt-impl.c")
 
 
@@ -106,11 +108,11 @@ def test_reference_kernels_import_only_memory_and_builtins(built, tmp_path):
     for name, result in built.items():
         module = wb.Module.parse(result.wasm)
         assert {(i.module, i.name) for i in module.imports()} <= {("env", "memory")} | {("bang", n) for n in allowed}
-        # the host entries (cnrtDim3_t, the launches) are not in the module: only kernels, the sites' invokers and
-        # the counters
+        # the host entries (cnrtDim3_t, the launches) are not in the module: only kernels, the sites' invokers, the
+        # counters and where the kernel is
         exported = {e.name for e in module.exports()}
         assert exported == (set(result.kernels) | set(result.sites) | set(counting.COUNTER_EXPORTS)
-                            | {"__stack_pointer", "__data_end", "__heap_base"})
+                            | {counting.WHERE_EXPORT, "__stack_pointer", "__data_end", "__heap_base"})
         assert len(result.sites) == 2 and all(s.startswith(sites.PREFIX) for s in result.sites)
         assert layout.STACK_BYTES <= build.check_layout(result.wasm) < layout.ONCHIP_BASE
         _need_wabt()
@@ -122,14 +124,88 @@ def test_counter_globals_are_new_mutable_i64_globals(built):
     linked, counted = wb.Module.parse(built["matmul"].uncounted), wb.Module.parse(built["matmul"].wasm)
     before, after = linked.globals(), counted.globals()
     assert after[:len(before)] == before
-    assert after[len(before):] == [(wb.I64, 1, b"\x42\x00\x0b")] * len(counting.COUNTER_EXPORTS)
+    assert after[len(before):] == [(wb.I64, 1, b"\x42\x00\x0b")] * len(counting.COUNTER_EXPORTS) + [
+        (wb.I32, 1, b"\x41\x00\x0b")]  # where the kernel is (lines.py), 0: no site yet
     exports = {e.name: e for e in counted.exports()}
-    for k, name in enumerate(counting.COUNTER_EXPORTS):
+    for k, name in enumerate([*counting.COUNTER_EXPORTS, counting.WHERE_EXPORT]):
         assert exports[name].kind == wb.KIND_GLOBAL and exports[name].index == len(before) + k
     # every load and store of the code was instrumented: 3 loads and a store per kernel's inner loop and result
     # (8, 2); each of the two sites' invokers loads its 6 arguments (12) and its keeper stores the invoker's address
     # and its flag (4 stores), code that runs before the kernel's counters restart (launch_begin) or never
     assert (built["matmul"].loads, built["matmul"].stores) == (8 + 12, 2 + 4)
+
+
+# ------------------------------------------------------------------------------------------------ code sites' lines
+def test_line_tables_change_no_instruction_and_leave_only_the_sites_table(built, monkeypatch):
+    """The kernels are compiled and linked with line tables (lines.py): the code is the same bytes as without them,
+    the DWARF is dropped, and what the module carries instead is the sites' table, every site a line of the
+    kernel's own file, marked (`where`) without changing a count."""
+    with_lines = built["matmul_nram"]
+    monkeypatch.setattr(lines, "COMPILE_FLAGS", [])
+    plain = build.build([MATMUL_NRAM])
+    code = [wb.Module.parse(r.uncounted).section(wb.CODE) for r in (with_lines, plain)]
+    assert code[0] == code[1]
+    assert plain.code_lines.marks == {} and with_lines.code_lines.marks
+    assert (plain.loads, plain.stores) == (with_lines.loads, with_lines.stores)
+    custom = [wb.Reader(p).name() for sid, p in wb.Module.parse(with_lines.wasm).sections if sid == wb.CUSTOM]
+    assert lines.SECTION in custom and not [name for name in custom if name.startswith(".debug")]
+    files, code_sites = lines.table(with_lines.wasm)
+    assert set(files) == {str(MATMUL_NRAM), str(MATMUL_NRAM.parent / "bang_utils.h")}, files  # its own header
+    assert len(code_sites) == len(with_lines.code_lines.sites) > 10
+    assert all(0 < line <= len(Path(files[f]).read_text().splitlines()) for f, line in code_sites)
+    # the sets of `where` are placed by _mark_plan, fewer than the instructions they cover
+    counted = wb.Module.parse(with_lines.wasm)
+    where = next(e.index for e in counted.exports() if e.name == counting.WHERE_EXPORT)
+    sets = sum(1 for body in counted.code_bodies() for op, at in wb.instructions(wb.Reader(body, wb.function_body(
+        body)[1])) if op == 0x24 and wb.Reader(body, at + 1).u() == where)
+    assert 0 < sets < len(with_lines.code_lines.marks)
+
+
+def test_kolp323_06_marks_the_async_copy_the_emulator_stops_at_its_own_line():
+    """kolp323's exp_5_2 06 (its UNION1 kernel's __memcpy_async into WRAM reads SRAM another copy is still
+    filling: tests/programs/test_programs.py): the call of that builtin is a site of line 92, as the native replay
+    names it, and the launch's line (174, main's <<<>>>) is only the site of the invoker's call of the kernel."""
+    if not KOLP323.is_dir():
+        pytest.skip(f"no mirror of kolp323/Cambricon-MLU-Kernel-Labs at {KOLP323} (fetch it to run this)")
+    _need_toolchain()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "06_vector_sram_unions_pipe5.mlu"
+        src.write_bytes(subprocess.run(["git", "--git-dir", str(KOLP323), "show",
+                                        "HEAD:matmul_optimization/06_vector_sram_unions_pipe5.mlu"],
+                                       capture_output=True, check=True).stdout)
+        result = build.build([src])
+    module = wb.Module.parse(result.uncounted)
+    funcs = [i for i in module.imports() if i.kind == wb.KIND_FUNC]
+    names = wb.function_names(module)
+    lines_of: dict[str, set[int]] = {}
+    for start, body in zip(counting.body_offsets(module), module.code_bodies(), strict=True):
+        for op, at in wb.instructions(wb.Reader(body, wb.function_body(body)[1])):
+            site = result.code_lines.marks.get(start + at)
+            if op == 0x10 and site is not None:
+                callee = wb.Reader(body, at + 1).u()
+                name = funcs[callee].name if callee < len(funcs) else names.get(callee, "")
+                lines_of.setdefault(name.split("(")[0], set()).add(result.code_lines.sites[site - 1][1])
+    assert {91, 92} <= lines_of["__memcpy_async"] and 94 in lines_of["__sync_cluster"]
+    assert [callee for callee, at in lines_of.items() if 174 in at] == ["multiplyMatricesMLU"]
+
+
+def test_a_line_table_is_read_back_checked_and_its_names_reach_c_as_bytes():
+    table = lines.Lines(("/s/k.mlu", 'we"ird*/\n\x01.mlu'), ((0, 3), (1, 7), (0, 9)))
+    module = wb.Module([(wb.TYPE, wb.vec([]))])
+    files, code_sites = lines.table(lines.with_table(module.to_bytes(), table))
+    assert files == ("/s/k.mlu", 'we"ird*/??.mlu') and code_sites == ((0, 3), (1, 7), (0, 9))
+    assert lines.table(module.to_bytes()) == ((), ())
+    for bad in (lines.Lines(("a",), ((1, 3),)), lines.Lines(("a",), ((0, 0),))):
+        with pytest.raises(lines.LinesError):
+            lines.table(lines.with_table(module.to_bytes(), bad))
+    header = "".join(f"/* export: '{name}' */\nu64* w2c_device_{k}(w2c_device*);\n"
+                     for k, name in enumerate([*counting.COUNTER_EXPORTS, "__stack_pointer"]))
+    glue = engine.glue(header, [], files, code_sites)
+    assert '"' not in glue.split("bang_wasm_line_files")[1].split(";")[0]
+    assert "bang_wasm_line_counts[2] = {2u, 3u}" in glue and "const unsigned bang_wasm_line_sites[] = {0u, 3u, 1u, 7u" \
+        in glue
 
 
 def _run(result: build.BuildResult, tmp_path: Path, mode: str, *sizes: int) -> dict[str, float]:

@@ -273,3 +273,63 @@ def test_the_engine_counts_every_store_of_an_accumulation_in_gdram_where_the_nat
     assert nl["work"]["scalar_stores"]["gdram"] < wl["work"]["scalar_stores"]["gdram"]
     assert wl["work"]["scalar_loads"]["gdram"] == nl["work"]["scalar_loads"]["gdram"]
     assert wl["modelled_time_us"] > nl["modelled_time_us"]
+
+
+
+# A kernel whose error only the replay finds -- the journal's inputs keep it in bounds, the replay's fresh ones
+# (element 9 no longer positive) do not -- on a line of its own after a good statement (the host entry the journal
+# driver calls, journal_driver.mlu).
+ENGINE_ONLY_ERROR = """#include <bang.h>
+
+__mlu_global__ void engine_only_error_kernel(const float* x, float* y, int count) {
+  __nram__ float tile[64];
+  __memcpy(tile, x, 64 * sizeof(float), GDRAM2NRAM);
+  int far = tile[9] <= 0 ? (1 << 24) : 0;
+  BAD
+}
+
+void sigmoid_vector_entry(cnrtQueue_t queue, const void* x, void* y, int64_t count, bool is_half) {
+  cnrtDim3_t dim = {1, 1, 1};
+  engine_only_error_kernel<<<dim, cnrtFuncTypeBlock, queue>>>((const float*)x, (float*)y, (int)count);
+}
+"""
+BAD = {"builtin_operand": "__memcpy(y + far, tile, 64 * sizeof(float), NRAM2GDRAM);  // bad",  # 64 MiB past y
+       "scalar_fault": "y[far + 1] = tile[0];  // bad",
+       "division_trap": "y[0] = (float)(count / ((int)tile[9] + 5));  // bad",  # x[9]: 0.5 journaled, -5.9995 fresh
+       # the second time round, after a builtin (whose call left its own site in `where`)
+       "fault_in_a_loop": "for (int i = 0; i < 2; ++i) {\n"
+                          "    __memcpy(tile + 16, x + 16 * i, 16 * sizeof(float), GDRAM2NRAM);\n"
+                          "    y[far * i + 1] = tile[16];  // bad\n  }"}
+
+
+@pytest.mark.parametrize("bad", list(BAD))
+def test_an_error_only_the_replay_finds_is_named_at_its_statement_by_both_engines(bad, tmp_path):
+    """The engine names the bad statement's line (a builtin's error from the code site the module marked before
+    the call, a trap's and a fault's from the site marked before the instruction: wasm/lines.py), as the native
+    replay names it from a return address -- not the launch's line, which the engine named before, nor the good
+    statement's."""
+    _need_toolchains()
+    from bang_emu import device_module
+    from bang_emu.wasm import build
+
+    from tests.wasm.test_wasm_sites import DRIVER, Built, _cncc
+
+    source = tmp_path / "engine_only_error.mlu"
+    source.write_text(ENGINE_ONLY_ERROR.replace("  BAD", "  " + BAD[bad]))
+    bad_line = next(n for n, line in enumerate(source.read_text().splitlines(), 1) if line.endswith("// bad"))
+    flags = [f'-DKERNEL_MLU="{source}"']
+    _cncc("--bang-arch=compute_30", "-O2", *flags, DRIVER, "-o", tmp_path / "driver")
+    _cncc("--emu-device-module", "-c", "-O2", *flags, DRIVER, "-o", tmp_path / "device.o")
+    assert device_module.link([tmp_path / "device.o"], tmp_path / "module.so").ok
+    ran = subprocess.run([str(tmp_path / "driver"), tmp_path / "run.journal", tmp_path / "run.trace.jsonl",
+                          str(KERNELS["sigmoid"][2][0])], capture_output=True, text=True, env=_env(), timeout=300)
+    assert ran.returncode == 0, ran.stderr  # the journal's inputs: no error
+    b = Built("sigmoid", tmp_path / "run.journal", tmp_path / "module.so", build.build([source]), tmp_path)
+    named = {}
+    for engine_name in ("native", "wasm"):
+        _, outputs = _replay(b, tmp_path / engine_name, wasm=engine_name == "wasm")
+        errors = [d for d in _records(outputs)["launch"]["diagnostics"] if d["severity"] == "error"]
+        assert len(errors) == 1, (engine_name, errors)
+        named[engine_name] = (errors[0]["file"], errors[0]["line"], errors[0]["kind"])
+    print(named)
+    assert named["native"][:2] == named["wasm"][:2] == (str(source), bad_line), named

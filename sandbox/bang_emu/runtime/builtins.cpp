@@ -16,7 +16,8 @@ double io_bytes_per_cycle(bool mpu);
 
 namespace {
 
-#define RET __builtin_return_address(0)
+// the caller's return address (natively), or the wasm kernel's code site (runtime.h caller_ret)
+#define RET caller_ret(__builtin_return_address(0))
 
 CoreCtx *core(const char *builtin, const void *ret) {
   CoreCtx *c = t_core;

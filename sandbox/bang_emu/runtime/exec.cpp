@@ -146,7 +146,21 @@ void count_builtin(const char *name) {
 }
 
 // ------------------------------------------------------------------------------------------ diagnostics
+thread_local const void *t_code_ret = nullptr;
+static CodeSites g_code_sites{nullptr, nullptr};
+
+void set_code_sites(const CodeSites &sites) { g_code_sites = sites; }
+
+const void *current_code_site() { return g_code_sites.current ? g_code_sites.current() : nullptr; }
+
 std::string source_line(const void *ret, int *line_out, std::string *file_out) {
+  std::string site_file;
+  int site_line = 0;
+  if (g_code_sites.line && g_code_sites.line(ret, &site_file, &site_line)) {
+    if (line_out) *line_out = site_line;
+    if (file_out) *file_out = site_file;
+    return site_file.empty() ? "" : site_file + ":" + std::to_string(site_line);
+  }
   static std::mutex mu;
   static std::map<const void *, std::pair<std::string, int>> cache;
   std::lock_guard<std::mutex> lk(mu);
@@ -660,9 +674,10 @@ TaskResult run_task(LaunchState *L, CoreCtx &c, int task, bool mpu, int cluster)
                                 " (a wild pointer, or an index far outside every buffer)";
     std::string near = t_fault_sig == SIGFPE ? "" : describe_near(t_fault_addr, 1);
     if (!near.empty()) msg += ": it is " + near;
+    const void *site = current_code_site();  // a wasm kernel's statement (its code has no native lines)
     try {
       kernel_error(t_fault_sig == SIGFPE ? "arithmetic-exception" : "invalid-address", msg,
-                   reinterpret_cast<const void *>(t_fault_pc + 1));
+                   site ? site : reinterpret_cast<const void *>(t_fault_pc + 1));
     } catch (KernelAbort &) {
     }
   }

@@ -277,6 +277,19 @@ void set_last_error(cnrtRet_t e);
 cnrtRet_t last_error(bool clear);
 std::string source_line(const void *ret_addr, int *line_out, std::string *file_out);
 
+// Code sites (the WebAssembly host, wasm_host.cpp): a wasm kernel has no native return addresses to symbolise, so
+// where the runtime takes one the host gives a token of the statement's code site instead -- t_code_ret, which a
+// builtin's caller_ret prefers (set before every builtin a wasm kernel calls), and CodeSites::current for a trap
+// or a fault -- and source_line names a token's file:line through CodeSites::line. Unset natively.
+struct CodeSites {
+  bool (*line)(const void *token, std::string *file, int *line);  // false: not a token
+  const void *(*current)();                                       // the running kernel's site, or nullptr
+};
+void set_code_sites(const CodeSites &sites);
+const void *current_code_site();  // CodeSites::current's answer, nullptr natively
+extern thread_local const void *t_code_ret;
+inline const void *caller_ret(const void *native) { return t_code_ret ? t_code_ret : native; }
+
 // bookkeeping helpers for builtins
 void count_builtin(const char *name);
 

@@ -13,7 +13,10 @@
 // process's addresses inside the reservation and calls the runtime's own builtin, which checks every operand range
 // against the space it needs and charges the cost model, as for a native kernel. Scalar work is counted by the
 // module itself into wasm globals (not in linear memory); the host adds them to the core's counts before every
-// builtin and at the end of the task, so the cost model sees them in issue order.
+// builtin and at the end of the task, so the cost model sees them in issue order. Where the kernel is, the module
+// says too: its `where` global holds the code site of the statement running (counting.py marks it, lines.py makes
+// the sites' table, engine.py's glue carries it), which the host hands the runtime where it would symbolise a
+// return address -- so an error names the student's line as the native replay does.
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -56,6 +59,12 @@ struct Glue {
   uint32_t *(*stack_pointer)(void *inst);
   uint32_t (*site)(size_t k, void *inst, uint32_t args, uint32_t nbytes);
   const uint64_t *layout;  // engine.py's LAYOUT_FIELDS, from layout.py
+  // where the kernel is (lines.py): the global, and the sites' table -- {files, sites}, the files' names each
+  // NUL-terminated, (file, line) per site from 1; absent from an engine made before it existed
+  uint32_t *(*where)(void *inst);
+  const unsigned *line_counts;
+  const char *line_files;
+  const unsigned *line_sites;
 };
 enum LayoutField { kStackBytes = 0, kArgsBase, kArgsBytes, kOnchipBase, kNramBase, kWramBase, kSramBase, kSramEnd,
                    kGdramBase, kMaxMemory, kMaxInstances, kArenaBytes, kJournalRegion, kLayoutFields };
@@ -69,6 +78,54 @@ std::vector<void *> g_instances;
 std::atomic<int> g_next_instance{0};
 thread_local int t_instance = -1;
 thread_local bool t_begun = false;
+thread_local uint32_t *t_where = nullptr;  // this thread's instance's `where` global
+
+// The code sites' files and lines (site k at k - 1) and one token per site, &g_site_tokens[k]: the "return
+// address" the runtime keeps and later names (source_line), as a native kernel's return address. Token 0 is no
+// site (none marked yet, or a module without lines): it names no line, so the error is named at the launch's --
+// never at the engine's own code, whose native addresses mean nothing to the student.
+std::vector<std::string> g_line_files;
+std::vector<std::pair<uint32_t, uint32_t>> g_line_sites;
+std::vector<char> g_site_tokens(1, 0);
+
+const void *current_site() {
+  uint32_t k = t_where ? *t_where : 0;
+  return &g_site_tokens[k <= g_line_sites.size() ? k : 0];
+}
+
+bool site_line(const void *token, std::string *file, int *line) {
+  const char *t = static_cast<const char *>(token);
+  if (t < g_site_tokens.data() || t >= g_site_tokens.data() + g_site_tokens.size()) return false;
+  size_t k = t - g_site_tokens.data();
+  *file = k ? g_line_files[g_line_sites[k - 1].first] : "";
+  *line = k ? (int)g_line_sites[k - 1].second : 0;
+  return true;
+}
+
+// The sites' table of the engine's glue, checked (engine.py wrote it from a checked section; a table that does not
+// hold together is dropped whole: errors are then named at the launch's line).
+void load_lines() {
+  set_code_sites(CodeSites{&site_line, &current_site});
+  if (!g_glue.line_counts || !g_glue.line_files || !g_glue.line_sites) return;
+  unsigned n_files = g_glue.line_counts[0], n_sites = g_glue.line_counts[1];
+  std::vector<std::string> files;
+  const char *p = g_glue.line_files;
+  for (unsigned i = 0; i < n_files; ++i) {
+    size_t n = strnlen(p, 4097);
+    if (n > 4096) return;
+    files.emplace_back(p, n);
+    p += n + 1;
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> sites;
+  for (unsigned k = 0; k < n_sites; ++k) {
+    unsigned f = g_glue.line_sites[2 * k], line = g_glue.line_sites[2 * k + 1];
+    if (f >= n_files || line == 0 || line > (unsigned)INT32_MAX) return;
+    sites.emplace_back(f, line);
+  }
+  g_line_files = std::move(files);
+  g_line_sites = std::move(sites);
+  g_site_tokens.assign(g_line_sites.size() + 1, 0);
+}
 
 struct BangInstance {
   int unused;
@@ -76,7 +133,7 @@ struct BangInstance {
 BangInstance g_bang;
 
 [[noreturn]] void wasm_error(const std::string &message) {
-  kernel_error("wasm-kernel", message, nullptr);
+  kernel_error("wasm-kernel", message, current_site());
 }
 
 uint64_t layout_of(LayoutField f) { return g_glue.layout[f]; }
@@ -137,7 +194,11 @@ void task_body(void *ctx) {
                                                            : layout_of(kOnchipBase) + t_instance * layout_of(kStackBytes));
   reset_counters(inst);
   t_begun = false;
+  t_where = g_glue.where ? g_glue.where(inst) : nullptr;
+  if (t_where) *t_where = 0;  // no statement of this task has run yet: its errors name the launch
+  t_code_ret = nullptr;
   uint32_t status = g_glue.site(call->site, inst, call->args, call->nbytes);
+  t_code_ret = nullptr;
   charge_scalar();
   if (status) call->status = status;
 }
@@ -158,7 +219,8 @@ extern "C" __attribute__((visibility("default"))) void bang_wasm_trap(int code) 
     write_all_stderr(("bang-emu: error: wasm trap outside a kernel: " + what + "\n").c_str());
     _exit(87);
   }
-  kernel_error(code == 3 || code == 2 ? "arithmetic-exception" : "wasm-trap", "the kernel trapped: " + what, nullptr);
+  kernel_error(code == 3 || code == 2 ? "arithmetic-exception" : "wasm-trap", "the kernel trapped: " + what,
+               current_site());
 }
 
 // ------------------------------------------------------------------------------------------ builtins ("bang")
@@ -196,7 +258,11 @@ BANG_IMPORT(onchip_first_use)(void *, u32 array)->u32 {
 // scalar counts charged first, each offset turned into an address inside the memory, the runtime's builtin called.
 #define BANG_WASM_EXPORT __attribute__((visibility("default")))
 namespace {
-inline void bang_wasm_charge() { charge_scalar(); }
+// the module's counts charged, and its site made the builtin's "return address" (runtime.h caller_ret)
+inline void bang_wasm_charge() {
+  charge_scalar();
+  t_code_ret = current_site();
+}
 inline char *bang_wasm_at(u32 off) { return at(off); }
 template <class T>
 inline T bang_wasm_from_bits(u32 bits) {
@@ -391,6 +457,10 @@ std::string wasm_open(const char *path) {
   g_glue.stack_pointer = reinterpret_cast<uint32_t *(*)(void *)>(sym("bang_wasm_stack_pointer"));
   g_glue.site = reinterpret_cast<uint32_t (*)(size_t, void *, uint32_t, uint32_t)>(sym("bang_wasm_site"));
   g_glue.layout = static_cast<const uint64_t *>(sym("bang_wasm_layout"));
+  g_glue.where = reinterpret_cast<uint32_t *(*)(void *)>(sym("bang_wasm_where"));
+  g_glue.line_counts = static_cast<const unsigned *>(sym("bang_wasm_line_counts"));
+  g_glue.line_files = static_cast<const char *>(sym("bang_wasm_line_files"));
+  g_glue.line_sites = static_cast<const unsigned *>(sym("bang_wasm_line_sites"));
   if (!g_glue.instance_size || !g_glue.init_module || !g_glue.instantiate || !g_glue.counter ||
       !g_glue.stack_pointer || !g_glue.site || !g_glue.layout)
     return "the wasm device module lacks its glue (engine.py)";
@@ -412,6 +482,7 @@ std::string wasm_open(const char *path) {
   set_onchip_regions(base + layout_of(kNramBase), base + layout_of(kWramBase), base + layout_of(kSramBase),
                      layout_of(kArenaBytes), slots);
   set_wasm_gdram_region(base + layout_of(kGdramBase), base + layout_of(kMaxMemory));
+  load_lines();
   g_glue.init_module();
   // every instance is made now, before any kernel runs: instantiating writes the module's data segments
   int n = std::min(slots, std::max(1, profile().clusters * profile().cores_per_cluster));

@@ -8,9 +8,10 @@
 3. compile with `-nostdinc -nostdinc++` and only the wasi/libc++/clang include dirs (nothing falls through to
    glibc's headers), and link `-nostdlib` with wasm-ld-19 against the device libc (the pure members of wasi-libc,
    computed once per wasi-libc) and compiler-rt's builtins. Kernels are the only exports; host functions, with
-   every launch and every CNRT call in them, are dropped by the link;
+   every launch and every CNRT call in them, are dropped by the link. Compiled and linked with line tables, which
+   give the code sites their lines and are then dropped (lines.py);
 4. check the module: imports (imports.py), its data below the on-chip arenas (layout.py);
-5. add the scalar counters (counting.py).
+5. add the scalar counters and the code sites' marks (counting.py), and the sites' line table (lines.py).
 
 A construct that could escape (x86 asm, target builtins, setjmp, alloca ...) fails in step 2 or 3, a libc call
 that needs WASI in step 3 (undefined) or 4 (a WASI import); each as WasmBuildError with the compiler's or our
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from bang_emu import driver, toolchain
 from bang_emu import rewrite as rw
-from bang_emu.wasm import api, counting, imports, layout, records, sites
+from bang_emu.wasm import api, counting, imports, layout, lines, records, sites
 from bang_emu.wasm import binary as wb
 
 WASM_DIR = Path(__file__).resolve().parent
@@ -49,6 +50,7 @@ LIBCXX_INCLUDE = WASI_INCLUDE / "c++/v1"
 WASI_LIBC = Path("/usr/lib/wasm32-wasi/libc.a")
 # what each tool or file comes from (Debian packages; scripts/setup-system.sh installs them with --tests)
 REQUIRED = {"clang-19": "clang-19", "wasm-ld-19": "lld-19", "llvm-ar-19": "llvm-19", "llvm-nm-19": "llvm-19",
+            lines.SYMBOLIZER: "llvm-19",
             str(WASI_LIBC): "wasi-libc", str(BUILTINS_LIB): "libclang-rt-19-dev-wasm32",
             str(LIBCXX_INCLUDE / "type_traits"): "libc++-19-dev-wasm32"}
 DEFAULT_ARCH = "mtp_372"
@@ -330,6 +332,7 @@ class BuildResult:
     loads: int  # load/store instructions the counter pass instrumented
     stores: int
     seconds: dict[str, float] = field(default_factory=dict)
+    code_lines: lines.Lines = field(default_factory=lines.Lines)  # the code sites' lines (the module's table)
 
 
 def _user_file(path: str) -> bool:
@@ -342,6 +345,7 @@ def _user_file(path: str) -> bool:
         return True
 
 
+READERS_FILE = "<bang_emu: x86-64 readers of struct arguments>"  # records.readers' code, appended to a unit
 _MACRO_CLASH = "too many arguments provided to function-like macro invocation"
 _INCLUDED_FROM = re.compile(r"^In file included from (\S+?):\d+:$", re.M)
 MAX_PRE_INCLUDES = 4
@@ -379,7 +383,12 @@ def _preprocess(src: Path, flags: list[str], out: Path) -> None:
             first.append(header)
 
 
-def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], workdir: Path) -> None:
+_LINEMARKER = re.compile(r'^# \d+ "([^"\\]*)"', re.M)
+
+
+def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], workdir: Path) -> set[str]:
+    """`src` compiled into `obj`; the student's files it reads (the paths its preprocessed text names that
+    _user_file accepts: the only files whose lines name code sites, lines.py)."""
     flags = _compile_flags(archs) + [f"-I{d}" for d in includes]
     pre = workdir / (src.name + ".ii")
     _preprocess(src, flags, pre)
@@ -389,10 +398,12 @@ def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], w
         raise WasmBuildError(str(e) if str(e).startswith(str(src)) else f"{src}: {e}") from e
     rewritten = workdir / (src.name + ".wasm.ii")
     rewritten.write_text(text)
-    cmd = ["clang-19", *flags, "-x", "c++", "-c", str(rewritten), "-o", str(obj)]
+    cmd = ["clang-19", *flags, *lines.COMPILE_FLAGS, "-x", "c++", "-c", str(rewritten), "-o", str(obj)]
+    own = {path for path in _LINEMARKER.findall(text) if _user_file(path)}
+    own |= {os.path.abspath(path) for path in own}  # a relative one: DWARF joins it to the compiler's directory
     first = subprocess.run(cmd, capture_output=True, text=True)
     if first.returncode == 0:
-        return
+        return own
     # a struct kernel argument (bang.h's X86Arg says so): its reader from the x86-64 layout, and again; the layout
     # pass runs only for a unit that needs it
     readers = ""
@@ -403,13 +414,16 @@ def compile_unit(src: Path, obj: Path, includes: list[Path], archs: list[str], w
             raise WasmBuildError(f"{src}: {refused}") from refused
     if not readers:
         raise WasmBuildError(f"compiling {src.name} failed:\n{(first.stderr or first.stdout).strip()[-4000:]}")
-    rewritten.write_text(text + readers)
+    rewritten.write_text(text + f'\n#line 1 "{READERS_FILE}"\n' + readers)  # their code has no student line
     _run(cmd, f"compiling {src.name}")
+    return own
 
 
-def link(objects: list[Path], out: Path) -> None:
+def link(objects: list[Path], out: Path, keep_debug: bool = False) -> None:
+    """`objects` linked into the module `out`; `keep_debug`: its line tables kept (lines.py reads, then strips them)."""
+    flags = [f for f in LDFLAGS if not (keep_debug and f == "--strip-debug")]
     try:
-        _run(["wasm-ld-19", *[a for f in LDFLAGS for a in f.split(" ", 1)], *map(str, objects), str(devlibc()),
+        _run(["wasm-ld-19", *[a for f in flags for a in f.split(" ", 1)], *map(str, objects), str(devlibc()),
               str(device_stdio()), str(BUILTINS_LIB), "-o", str(out)], "linking the device module")
     except WasmBuildError as e:
         if "undefined symbol" not in str(e):
@@ -492,24 +506,29 @@ def build(sources: list[Path], includes: list[Path] | None = None, archs: list[s
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bang-wasm-") as d:
         work = Path(d)
-        objects = []
+        objects, own_files = [], set()
         for k, src in enumerate(sources):
             obj = work / f"{k}-{src.stem}.o"
-            compile_unit(Path(src), obj, [*(includes or []), Path(src).parent], archs or [DEFAULT_ARCH], work)
+            own_files |= compile_unit(Path(src), obj, [*(includes or []), Path(src).parent], archs or [DEFAULT_ARCH],
+                                      work)
             objects.append(obj)
         t1 = time.monotonic()
         out = work / "device.wasm"
-        link(objects, out)
-        linked = out.read_bytes()
+        link(objects, out, keep_debug=True)
+        linked = lines.strip_debug(out.read_bytes())
         library = library_math(linked, objects)
-    t2 = time.monotonic()
+        t2 = time.monotonic()
+        code_lines = lines.symbolize(out, counting.marked_instructions(wb.Module.parse(linked)), own_files)
+    t3 = time.monotonic()
     used = imports.check_imports(linked, allowed_imports())
     check_layout(linked)
     linked, site_exports = sites.export_sites(linked)
-    counted = counting.count_pass(linked, library)
-    t3 = time.monotonic()
-    seconds.update(compile=t1 - t0, link=t2 - t1, check_and_count=t3 - t2)
+    counted = counting.count_pass(linked, library, code_lines.marks)
+    wasm = lines.with_table(counted.wasm, code_lines)
+    t4 = time.monotonic()
+    seconds.update(compile=t1 - t0, link=t2 - t1, lines=t3 - t2, check_and_count=t4 - t3)
     module = wb.Module.parse(linked)
     kernels = sorted(e.name for e in module.exports() if e.kind == wb.KIND_FUNC and e.name not in site_exports)
-    return BuildResult(counted.wasm, linked, kernels, site_exports, used, counted.loads, counted.stores, seconds)
+    return BuildResult(wasm, linked, kernels, site_exports, used, counted.loads, counted.stores, seconds,
+                       code_lines)
 

@@ -3,7 +3,9 @@
 which every load and store is an offset from the linear memory's base (the signal-handler configuration: no
 bounds check in the code, the host's 8 GiB reservation is the bound); the glue written here gives the host the
 module's entry points by fixed names, its counters and stack pointer, its site invokers by index (`site_names`
-says which index is which site) and the layout it was linked for (layout.py, the one definition).
+says which index is which site), the layout it was linked for (layout.py, the one definition), and where the
+kernel is: the `where` global and the table of the code sites' files and lines (lines.py; the module's own
+section, read and checked here; a module without one, or with a malformed one, has no lines and runs the same).
 
 What goes in is a wasm module, whatever produced it: the compilers that read the student's source only made it,
 and it was checked (imports.py, layout) and counted (counting.py) before this runs, so this step trusts nothing of
@@ -18,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bang_emu.wasm import counting, layout
+from bang_emu.wasm import counting, layout, lines
 
 WASM2C_RUNTIME = Path("/usr/share/wabt/wasm2c/wasm-rt-impl.c")
 MODULE = "device"
@@ -52,7 +54,13 @@ def _exports(header: str) -> dict[str, str]:
             re.finditer(r"/\* export: '([^']*)' \*/\n[^\n(]*?\b(\w+)\(", header)}
 
 
-def glue(header: str, site_names: list[str]) -> str:
+def _c_chars(text: str) -> str:
+    """`text` as a C initializer of bytes, NUL-terminated: no escaping a name could get around."""
+    return ", ".join(str(b) for b in text.encode()) + (", 0" if text else "0")
+
+
+def glue(header: str, site_names: list[str], files: tuple[str, ...] = (),
+         code_sites: tuple[tuple[int, int], ...] = ()) -> str:
     exports = _exports(header)
     counters = list(counting.COUNTER_EXPORTS)
     absent = [name for name in (*counters, "__stack_pointer", *site_names) if name not in exports]
@@ -81,6 +89,15 @@ def glue(header: str, site_names: list[str]) -> str:
         "  return 1;",
         "}",
         f"const unsigned long long bang_wasm_layout[] = {{{', '.join(values)}}};",
+        # where the kernel is (wasm_host.cpp): the global, then the sites' table -- its length, the files (each name
+        # NUL-terminated), then (file, line) per site from 1
+        "u32 *bang_wasm_where(void *inst) {",
+        f"  return {exports[counting.WHERE_EXPORT]}(({inst} *)inst);" if counting.WHERE_EXPORT in exports
+        else "  (void)inst; return 0;",
+        "}",
+        f"const unsigned bang_wasm_line_counts[2] = {{{len(files)}u, {len(code_sites)}u}};",
+        f"const char bang_wasm_line_files[] = {{{', '.join(_c_chars(f) for f in files) or '0'}}};",
+        f"const unsigned bang_wasm_line_sites[] = {{{', '.join(f'{f}u, {n}u' for f, n in code_sites) or '0'}}};",
     ]
     return "\n".join(lines) + "\n"
 
@@ -94,7 +111,11 @@ def compile_engine(counted_wasm: bytes, site_names: list[str], work: Path) -> En
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             raise EngineError(f"{cmd[0]} refused the module: {proc.stderr.strip()[:2000]}")
-    (work / "glue.c").write_text(glue((work / f"{MODULE}.h").read_text(), site_names))
+    try:
+        files, code_sites = lines.table(counted_wasm)
+    except lines.LinesError:
+        files, code_sites = (), ()  # errors are named at the launch's line, as before the table existed
+    (work / "glue.c").write_text(glue((work / f"{MODULE}.h").read_text(), site_names, files, code_sites))
     (work / "trap.h").write_text("void bang_wasm_trap(int code);\n")
     library = work / LIBRARY
     cmd = ["gcc", *GCC_FLAGS, f"-I{work}", f"-I{WASM2C_RUNTIME.parent}", "-include", str(work / "trap.h"),
