@@ -31,6 +31,7 @@ from grader.orchestration.replay import (
     JOURNAL_CAP_BYTES,
     ReplayRound,
     RunRound,
+    engine_notes,
     replay_round,
     second_opinion,
     write_trace_key,
@@ -109,14 +110,11 @@ class Executor:
                 # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
                 for note in results[call.id].integrity_notes:
                     self._say_once(note)
-        if replay is not None and self.backend.engine == "native":
-            self._say_once(_("your kernels were replayed natively, as this grading was asked to (not in the confined "
-                             "WebAssembly engine)"))
         if replay is not None:
+            for note in engine_notes(self.backend.engine,
+                                     [r.native_why for r in replay.calls.values() if r.engine == "native"]):
+                self._say_once(note)
             self._second_opinion(rounds, replay, results, replay_io.with_name(f"{replay_io.name}-native"))
-            for why in sorted({r.native_why for r in replay.calls.values() if r.engine == "native" and r.native_why}):
-                self._say_once(_("your kernels were replayed natively, not in the confined WebAssembly engine: "
-                                 "{why}").format(why=why[:1500]))
         return results
 
     def _say_once(self, note: str) -> None:

@@ -14,6 +14,12 @@ extension is (ProgramsSpec.scored_as: a case group and a stage per program; scor
 decide_stage), against the base's calibrated threshold for the device carried to the lab's dims
 (scoring.thresholds.at_shape). Only the build/run/replay of whole programs, the reading of their captures and
 twin and the lab-dims requirement are the programs' own.
+
+The replay runs on the WebAssembly engine by default, under the extensions' disagreement policy (DESIGN.md
+"Confinement by construction"; execute.py for an extension's calls): each program's engine record says which
+engine replayed it (a native replay is named in the grading's notes, replay.engine_notes), and a program the
+engine's account would cost points is replayed natively once more (_second_opinion) and held for review where
+that replay finds nothing against it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,15 @@ from typing import Any
 
 import numpy as np
 from bang_harness.programs import CAPTURE_MAX_BYTES, PROGRAM_TIMEOUT_SECONDS
-from bang_harness.protocol import KEY_FILE, PROGRAM_TWIN_FILE, ErrorKind, program_key
+from bang_harness.protocol import (
+    JOURNAL_SUFFIX,
+    KEY_FILE,
+    PROGRAM_TWIN_FILE,
+    REPLAY_ENGINE_ENV,
+    REPLAY_JOURNALS,
+    ErrorKind,
+    program_key,
+)
 
 from grader.backends import get_backend
 from grader.batch.intake import IntakeError, UnreadableFile, stage_folder
@@ -53,7 +67,15 @@ from grader.orchestration.judge import MESSAGE_CHARS, CallOutcome, judge_call
 from grader.orchestration.kinds import Grader
 from grader.orchestration.options import GradeEnvironment, GradeRequest, Progress
 from grader.orchestration.read_outputs import describe_outcome
-from grader.orchestration.replay import JOURNAL_MAX_BYTES, copy_untrusted, journal_budget, write_trace_key
+from grader.orchestration.replay import (
+    JOURNAL_MAX_BYTES,
+    copy_untrusted,
+    engine_notes,
+    engine_record,
+    fresh_io,
+    journal_budget,
+    write_trace_key,
+)
 from grader.orchestration.score_stages import CAUGHT, stage_result, withhold_speed_points
 from grader.orchestration.trace_summary import TraceAccumulator
 from grader.programs.captures import (
@@ -153,6 +175,7 @@ class _Found:
     stages: list[StageResult] = field(default_factory=list)
     groups: list[GroupScore] = field(default_factory=list)
     integrity: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the grading's notes, a line each after its summary
     build: BuildInfo | None = None
     device_profile: str | None = None
     device_peaks: DevicePeaks | None = None
@@ -187,31 +210,27 @@ def _grade(folder: Path, environment: GradeEnvironment, spec: ProgramsSpec, base
     result.sandbox = getattr(runner, "name", type(runner).__name__)
     thresholds = load_thresholds(base, backend.name, backend.device)  # the base's calibration, this device's
     try:
-        built, log = _build(runner, folder, work, dict(backend.env))
+        env = dict(backend.env)
+        built, log = _build(runner, folder, work, env)
         result.build = BuildInfo(ok=bool(built), toolchain="cncc-emu", compiler_output=log)
         limits = run_limits(len(built))
-        ran = Ran(_run(runner, folder, work, dict(backend.env), limits), limits)
-        seeds = draw_twin_seeds(built)
-        master, replayed, replay = _replay(runner, folder, work, dict(backend.env), built, twin_plan(spec, seeds))
+        ran = Ran(_run(runner, folder, work, env, limits), limits)
+        judging = _Judging(spec, base, work, ran, backend.device, draw_twin_seeds(built))
+        replay = _replay(runner, folder, work, env, built, judging.twin)
+        judged: dict[str, JudgedProgram] = {}
         for stem, stage in stems.items():
-            if stem not in built:
-                case = _case(spec, stage, stem, Verdict.COMPILE_ERROR,
-                             _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu"))
-                scoring = JudgedProgram(case)
-            else:
-                # what the replay did, never what the program's own process recorded
-                launches = read_launches(replayed / stem / "trace.jsonl", program_key(master, stem))
-                ended = program_ending(work / "io" / "outputs", replayed, stem, launches, ran, replay)
-                ended = ended or journal_ending(work / "replay" / "journals" / f"{stem}.journal", stem, limits)
-                if ended is not None:  # it crashed or ran out of time: named, and nothing it wrote is graded
-                    scoring = JudgedProgram(with_diagnostics(judge_call(
-                        base, spec.kernel, _case_at(stage, stem), ended, None, kernel_trace=False), launches.records))
-                else:
-                    facts = HostFacts(backend.device, device_profile(backend.device),
-                                      KernelSymbols.from_library(work / "build" / "programs" / stem))
-                    scoring = _judge(spec, base, stage, stem, launches, replayed / stem, facts, seeds[stem])
-            result.cases.append(scoring.case)
-            result.stages.append(program_stage_result(spec, scored, stage, stem, scoring, thresholds, backend.device))
+            judged[stem] = judging.program(stem, stage, replay) if stem in built else JudgedProgram(_case(
+                spec, stage, stem, Verdict.COMPILE_ERROR,
+                _("{file} did not compile (see the compiler output)").format(file=f"{stem}.mlu")))
+        if built:
+            natively = [(stem, replay.engine(stem)) for stem in sorted(built)]
+            result.notes += engine_notes(backend.engine, [f"{stem}.mlu: {why}" for stem, (engine, why) in natively
+                                                          if engine == "native" and why])
+        _second_opinion(runner, folder, env, judging, replay, {s: stems[s] for s in built if s in stems}, judged)
+        for stem, stage in stems.items():
+            result.cases.append(judged[stem].case)
+            result.stages.append(program_stage_result(spec, scored, stage, stem, judged[stem], thresholds,
+                                                      backend.device))
     except SandboxError as exc:
         return _finish(result, Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(error=exc))
     caught = next((c for c in result.cases if c.verdict in CAUGHT), None)
@@ -232,7 +251,7 @@ def _finish(found: _Found, verdict: Verdict | None, message: str = "") -> GradeR
                            assignment=found.spec.name, assignment_title=found.spec.title,
                            device=found.device_profile, sandbox=found.sandbox,
                            seeds=SeedPlan.create("public", None).record(), started_at=found.started,
-                           build=found.build, layout="programs", integrity=found.integrity,
+                           build=found.build, layout="programs", integrity=found.integrity, notes=found.notes,
                            device_peaks=found.device_peaks, assignment_facts=found.scored.facts())
 
 
@@ -357,29 +376,128 @@ def _emulator_error(records: list[dict[str, Any]], replay: dict[str, Any]) -> st
     return None
 
 
+@dataclass
+class Ran:
+    """How a sandbox of the programs ended, and the limits it ran under."""
+
+    outcome: RunOutcome
+    limits: Limits
+
+
+@dataclass
+class Replayed:
+    """One replay of the programs' journals: its /io (journals/<stem>.journal, outputs/<stem>/ with each program's
+    trace and captures, outputs/<stem>.engine.json), the key it signed with, and how its sandbox ended."""
+
+    io: Path
+    key: bytes
+    ran: Ran
+
+    @property
+    def outputs(self) -> Path:
+        return self.io / "outputs"
+
+    def journal(self, stem: str) -> Path:
+        return self.io / REPLAY_JOURNALS / f"{stem}{JOURNAL_SUFFIX}"
+
+    def engine(self, stem: str) -> tuple[str, str]:
+        """The engine that replayed the program, and why natively where it was (replay.engine_record)."""
+        return engine_record(self.outputs, f"{stem}{JOURNAL_SUFFIX}")
+
+
 def _replay(runner: Runner, folder: Path, work: Path, env: dict[str, str], built: set[str],
-            twin: dict[str, Any]) -> tuple[bytes, Path, Ran]:
+            twin: dict[str, Any]) -> Replayed:
     """The programs' journals replayed in a sandbox of their own (orchestration/replay.py says why), the graded
-    kernel's inputs replaced by the twin: the key the replay signs with, the folder of its per-program traces
-    and captures, and how its sandbox ended."""
+    kernel's inputs replaced by the twin."""
     io = work / "replay"
-    (io / "journals").mkdir(parents=True)
-    (io / "outputs").mkdir()
+    fresh_io(io)
     run_outputs = work / "io" / "outputs"
     for stem in built:
-        copy_untrusted(run_outputs / stem / "journal", io / "journals" / f"{stem}.journal", run_outputs,
+        copy_untrusted(run_outputs / stem / "journal", io / REPLAY_JOURNALS / f"{stem}{JOURNAL_SUFFIX}", run_outputs,
                        JOURNAL_MAX_BYTES)
         (run_outputs / stem / "journal").unlink(missing_ok=True)  # up to a GiB each: one copy on disk is enough
+    return _replay_staged(runner, folder, work, io, env, len(built), twin)
+
+
+def _replay_staged(runner: Runner, folder: Path, work: Path, io: Path, env: dict[str, str], programs: int,
+                   twin: dict[str, Any]) -> Replayed:
+    """replay-programs over the journals staged in `io`, under a fresh key and the host's twin plan."""
     key = write_trace_key(io)
     (io / PROGRAM_TWIN_FILE).write_text(json.dumps(twin), encoding="utf-8")
-    limits = replay_limits(len(built))
+    limits = replay_limits(programs)
     try:
         outcome = runner.run(Phase.RUN, ["python3", "-m", "bang_harness", "replay-programs"],
                              Mounts(submission=folder.resolve(), build=work / "build", io=io), limits, env=env)
     finally:
         (io / KEY_FILE).unlink(missing_ok=True)
         (io / PROGRAM_TWIN_FILE).unlink(missing_ok=True)
-    return key, io / "outputs", Ran(outcome, limits)
+    return Replayed(io, key, Ran(outcome, limits))
+
+
+def _second_opinion(runner: Runner, folder: Path, env: dict[str, str], judging: _Judging, first: Replayed,
+                    stages: dict[str, ProgramStage], judged: dict[str, JudgedProgram]) -> None:
+    """The disagreement policy (DESIGN.md "Confinement by construction"; execute.Executor._second_opinion for an
+    extension's calls), over the replayed programs of `stages` as `judged` from `first`: each program the WebAssembly
+    engine replayed and whose account costs it points (a failed case: a replay that died, trapped or ran out of
+    time, a finding on its launches, a wrong answer on the twin) is replayed again, natively, from the same
+    journal on the same twin -- unless it is judged on its own run alone (_Judging.on_the_run_alone). A program
+    that native replay finds nothing against is held for review (judge.DISAGREEMENT: never credited, never an
+    accusation); the others keep the engine's account (`judged` is updated in place)."""
+    accused = {stem: judged[stem].case.message for stem in stages
+               if first.engine(stem)[0] == "wasm" and not judged[stem].case.passed
+               and not judging.on_the_run_alone(stem, first)}
+    if not accused:
+        return
+    io = judging.work / "replay-native"
+    fresh_io(io)
+    for stem in accused:
+        if first.journal(stem).is_file():  # (else nothing to replay: the engine's account stands)
+            os.link(first.journal(stem), io / REPLAY_JOURNALS / f"{stem}{JOURNAL_SUFFIX}")
+    native = _replay_staged(runner, folder, judging.work, io, {**env, REPLAY_ENGINE_ENV: "native"}, len(accused),
+                            judging.twin)
+    for stem, account in accused.items():
+        if judging.program(stem, stages[stem], native).case.passed:
+            judged[stem] = JudgedProgram(judge_call(judging.base, judging.spec.kernel, _case_at(stages[stem], stem),
+                                                    CallOutcome(meta={"ok": True}, disagreement=account), None,
+                                                    kernel_trace=False))
+
+
+@dataclass
+class _Judging:
+    """What judging a program from a replay of its journal needs besides the replay: the specs, the grading's work
+    folder, how the run went, the device and the twin seeds (one per program, the same for every replay)."""
+
+    spec: ProgramsSpec
+    base: AssignmentSpec
+    work: Path
+    run: Ran
+    device: str
+    seeds: dict[str, int]
+
+    @property
+    def twin(self) -> dict[str, Any]:
+        return twin_plan(self.spec, self.seeds)
+
+    def program(self, stem: str, stage: ProgramStage, replayed: Replayed) -> JudgedProgram:
+        """A built program judged from what `replayed` did, never from what its own process recorded."""
+        launches = read_launches(replayed.outputs / stem / "trace.jsonl", program_key(replayed.key, stem))
+        ended = program_ending(self.work / "io" / "outputs", replayed.outputs, stem, launches, self.run, replayed.ran)
+        ended = ended or journal_ending(replayed.journal(stem), stem, self.run.limits)
+        if ended is not None:  # it crashed or ran out of time: named, and nothing it wrote is graded
+            return JudgedProgram(with_diagnostics(judge_call(
+                self.base, self.spec.kernel, _case_at(stage, stem), ended, None, kernel_trace=False), launches.records))
+        facts = HostFacts(self.device, device_profile(self.device),
+                          KernelSymbols.from_library(self.work / "build" / "programs" / stem))
+        return _judge(self.spec, self.base, stage, stem, launches, replayed.outputs / stem, facts, self.seeds[stem])
+
+    def on_the_run_alone(self, stem: str, replayed: Replayed) -> bool:
+        """Whether the program is judged on its own run whatever a replay says: the run crashed or ran out of time
+        (run.json, or its sandbox stopped before the record), or its journal ran into a budget. The run holds
+        no output the host reads, so this is all the disagreement policy can know of it."""
+        run = _json_object_at(self.work / "io" / "outputs" / stem / "run.json", self.work / "io" / "outputs")
+        return (run.get("timed_out") is True or _signal(run.get("exit_code")) is not None
+                or (not run and not self.run.outcome.ok)
+                or journal_budget(replayed.journal(stem), self.run.limits) is not None)
 
 
 def replay_limits(programs: int) -> Limits:
@@ -389,14 +507,6 @@ def replay_limits(programs: int) -> Limits:
     replay trace. Memory stays the default: an honest lab's replay holds ~2 GB (captures and one child)."""
     alone = Limits()
     return Limits(wall_seconds=RUN_SECONDS, tmpfs_bytes=alone.tmpfs_bytes + max(1, programs) * CAPTURE_MAX_BYTES)
-
-
-@dataclass
-class Ran:
-    """How a sandbox of the programs ended, and the limits it ran under."""
-
-    outcome: RunOutcome
-    limits: Limits
 
 
 @dataclass

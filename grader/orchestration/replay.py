@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     operators the replay runs itself (DeviceOpsSpec.model_dump(); None: the default); `engine` the folder of the
     build's WebAssembly engine, made on the trusted side (wasm_engine.py; None: the replay makes it)."""
     budget = budget or Limits()
-    _fresh_io(io)
+    fresh_io(io)
     stage_engine(engine, io)
     copied: dict[str, int] = {}
     over: dict[str, str] = {}  # call id -> the budget its journal ran into
@@ -210,7 +211,7 @@ def second_opinion(first: ReplayRound, io: Path, call_ids: set[str]) -> ReplayRo
     staged = first.staged
     if staged is None:
         raise ValueError("a replay round without its staged inputs")
-    _fresh_io(io)
+    fresh_io(io)
     journals = {staged.journal_of[c] for c in call_ids if c in staged.journal_of}
     job = json.loads((staged.io / REPLAY_JOB).read_text())
     calls = [c for c in staged.calls if staged.journal_of.get(c.id) in journals]
@@ -227,8 +228,9 @@ def second_opinion(first: ReplayRound, io: Path, call_ids: set[str]) -> ReplayRo
     return _replay_staged(again, engine="native", any_journal=bool(job["calls_per_journal"]))
 
 
-def _fresh_io(io: Path) -> None:
-    """A replay's /io, empty: its journals, inputs and outputs folders."""
+def fresh_io(io: Path) -> None:
+    """A replay's /io, empty: its journals, inputs and outputs folders (a lab programs' replay's too,
+    orchestration/programs.py)."""
     shutil.rmtree(io, ignore_errors=True)
     (io / REPLAY_JOURNALS).mkdir(parents=True)
     (io / REPLAY_INPUTS).mkdir()
@@ -250,7 +252,7 @@ def _replay_staged(staged: _Staged, engine: str | None, any_journal: bool) -> Re
         raise SandboxError(_("the grader's replay of the kernels failed: {tail}").format(
             tail=(outcome.stderr_tail or "")[-1500:]))
     replay = ReplayRound(outputs=io / "outputs", key=key, outcome=outcome, staged=staged)
-    engines = {name: _engine_record(replay.outputs, name) for name in set(staged.journal_of.values())}
+    engines = {name: engine_record(replay.outputs, name) for name in set(staged.journal_of.values())}
     for call in staged.calls:
         replayed = replay.calls[call.id] = read_replayed(call, staged.twins[call.id], replay.outputs, outcome)
         if replayed.error is not None and call.id in staged.over:
@@ -260,9 +262,9 @@ def _replay_staged(staged: _Staged, engine: str | None, any_journal: bool) -> Re
     return replay
 
 
-def _engine_record(outputs: Path, journal: str) -> tuple[str, str]:
-    """Which engine replayed a journal, and why natively where it was (bang_harness/replay.py writes it in the
-    replay process before any kernel runs there)."""
+def engine_record(outputs: Path, journal: str) -> tuple[str, str]:
+    """Which engine replayed a journal, and why natively where it was (bang_harness/wasm_replay.replay_either
+    writes it in the replay process before any kernel runs there; a lab program's journal is <stem>.journal)."""
     try:
         record = read_json_capped(outputs / f"{journal.removesuffix(JOURNAL_SUFFIX)}{ENGINE_RECORD_SUFFIX}",
                                   root=outputs.parent, max_bytes=2 * WASM_NOTE_MAX_BYTES)
@@ -271,6 +273,17 @@ def _engine_record(outputs: Path, journal: str) -> tuple[str, str]:
     if not isinstance(record, dict) or record.get("engine") not in ENGINES:
         return "", ""
     return str(record["engine"]), str(record.get("why") or "")[:WASM_NOTE_MAX_BYTES]
+
+
+def engine_notes(asked: str, native_whys: Iterable[str]) -> list[str]:
+    """The grading's notes on the engine that replayed the kernels (DESIGN.md "Confinement by construction", the
+    switch-over): a grading asked to replay natively says so; else each reason a journal (or a lab program) was
+    replayed natively where the confined engine was asked for, once."""
+    if asked == "native":
+        return [_("your kernels were replayed natively, as this grading was asked to (not in the confined "
+                  "WebAssembly engine)")]
+    return [_("your kernels were replayed natively, not in the confined WebAssembly engine: {why}").format(
+        why=why[:1500]) for why in sorted(set(native_whys)) if why]
 
 
 def read_replayed(call: PlannedCall, twin: ConcreteCase, outputs: Path, outcome: RunOutcome | None) -> ReplayedCall:

@@ -12,11 +12,13 @@ with HMAC-SHA256(replay key, "program:" + stem) (protocol.program_key, so no pro
 another's trace) and its launches captured (runtime/capture.cpp) into /io/outputs/<stem>/: what the host reads.
 Each launch of the graded kernel gets the host's twin inputs first (/io/twin.json, protocol.PROGRAM_TWIN_FILE), so
 an answer the program's host code computed and uploaded is not the answer the host checks.
-With BANG_EMU_REPLAY_ENGINE=wasm (opt-in, as the extension's replay: DESIGN.md "Confinement by construction") the
-build also makes each program's kernels a WebAssembly module (`<stem>.module.wasm`, a note in its log where it
-cannot) and the replay runs them on the engine (wasm_replay.py), capture and twin alike; a program whose engine
-cannot be made or started, whose launch sites the module lacks, or whose engine replay dies is replayed natively,
-and stderr says why.
+On the WebAssembly engine (the default, as the extension's replay: DESIGN.md "Confinement by construction") the
+build also makes each program's kernels a WebAssembly module (`<stem>.module.wasm`; where it cannot, a note in its
+log and in `<stem>.wasm-note.txt`) and the replay runs them on the engine (wasm_replay.py), capture and twin alike.
+Each replay child first writes /io/outputs/<stem>.engine.json (protocol.ENGINE_RECORD_SUFFIX, as the extension's):
+a program whose engine cannot be made or started, or whose launch sites the module lacks, is replayed natively and
+its record says why (the host names it in the grading). An engine replay that dies is not replayed again here: the
+host asks for a native second opinion of that program (BANG_EMU_REPLAY_ENGINE=native, the same journal and twin).
 """
 
 from __future__ import annotations
@@ -29,16 +31,18 @@ from pathlib import Path
 
 from .paths import HarnessPaths
 from .protocol import (
+    ENGINE_RECORD_SUFFIX,
     KEY_FD_ENV,
     PROGRAM_TWIN_FILE,
     PROGRAM_TWIN_MAX_BYTES,
+    REPLAY_ENGINE_ENV,
     ExitCode,
     program_key,
     replay_engine,
 )
-from .replay import ENGINE_DIR, NATIVE_ENV
+from .replay import ENGINE_DIR
 from .run import JobError, key_pipe, make_undumpable, take_trace_key
-from .wasm_replay import NO_MODULE, NOT_STARTED, engine_library, make_engine, replay_journal
+from .wasm_replay import NATIVE_ENV, engine_library, make_engine, replay_either, replay_journal
 
 LAB_FLAGS = ["--bang-arch=compute_30", "-O3"]  # the lab's test.sh
 LOG_TAIL_CHARS = 8000
@@ -72,7 +76,7 @@ def build_programs(paths: HarnessPaths) -> int:
         if ok and replay_engine(os.environ) == "wasm":  # and for the WebAssembly replay (the default)
             archs = [driver.VIRTUAL_ARCH[f.split("=", 1)[1]] for f in LAB_FLAGS if f.startswith("--bang-arch=")]
             log += "\nnote: " + build_wasm([src], [], wasm_path(paths, src.stem), wasm_sites_path(paths, src.stem),
-                                           archs=archs) + "\n"
+                                           archs=archs, note=wasm_note_path(paths, src.stem)) + "\n"
         report[src.stem] = {"ok": ok, "log_tail": log[-LOG_TAIL_CHARS:]}
     (paths.build / "programs.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return ExitCode.OK
@@ -89,6 +93,11 @@ def wasm_path(paths: HarnessPaths, stem: str) -> Path:
 
 def wasm_sites_path(paths: HarnessPaths, stem: str) -> Path:
     return paths.build / "programs" / f"{stem}.wasm-sites.json"
+
+
+def wasm_note_path(paths: HarnessPaths, stem: str) -> Path:
+    """Why the program's kernels did not build for the WebAssembly replay (build_wasm), where they did not."""
+    return paths.build / "programs" / f"{stem}.wasm-note.txt"
 
 
 def engine_dir(paths: HarnessPaths, stem: str) -> Path:
@@ -108,6 +117,7 @@ def replay_programs(paths: HarnessPaths) -> int:
     make_undumpable()
     from bang_emu import device_module
 
+    engine = replay_engine(os.environ)
     for journal in sorted((paths.io / "journals").glob("*.journal")):
         stem = journal.stem
         module = module_path(paths, stem)
@@ -116,30 +126,23 @@ def replay_programs(paths: HarnessPaths) -> int:
         out = paths.outputs / stem
         out.mkdir(parents=True, exist_ok=True)
         (out / "sites.json").write_text(json.dumps(device_module.site_records(module)))
-        why = make_engine(wasm_path(paths, stem), wasm_sites_path(paths, stem), engine_dir(paths, stem))
-        if why and why != NO_MODULE:
-            print(f"bang_harness replay-programs: {stem}: replayed natively: {why}", file=sys.stderr)
-        engine = not why
-        key = program_key(master, stem)
-        returncode = _replay_program_child(stem, out, key, native=not engine)
-        if engine and returncode is not None and returncode != 0:
-            # While the engine is opt-in and measured (replay.py does the same): its replay died, so natively
-            print(f"bang_harness replay-programs: {stem}: replayed natively, the WebAssembly replay process ended "
-                  f"with {returncode}", file=sys.stderr)
-            for path in out.iterdir():
-                if path.name != "sites.json" and path.is_file():
-                    path.unlink()
-            _replay_program_child(stem, out, key, native=True)
+        why = ""
+        if engine == "wasm":  # made here, on the trusted side; where it cannot be, the child's record says why
+            why = make_engine(wasm_path(paths, stem), wasm_sites_path(paths, stem), engine_dir(paths, stem),
+                              note=wasm_note_path(paths, stem))
+        _replay_program_child(stem, out, program_key(master, stem), engine, why)
     return ExitCode.OK
 
 
-def _replay_program_child(stem: str, out: Path, key: bytes, native: bool) -> int | None:
-    """One program's journal replayed by a child of its own (replay_program; `native`: never on the engine): its
-    exit status, None when stopped after its time. A child that died, or ran out of time, leaves the host its
-    record in replay.json."""
+def _replay_program_child(stem: str, out: Path, key: bytes, engine: str, native_why: str) -> int | None:
+    """One program's journal replayed by a child of its own (replay_program) on `engine`, natively where
+    `native_why` says why: its exit status, None when stopped after its time. A child that died, or ran out of
+    time, leaves the host its record in replay.json (and its engine record says which engine it died on)."""
     env = _program_env(out, capture=True)
-    if native:
-        env[NATIVE_ENV] = "1"
+    env.pop(NATIVE_ENV, None)
+    env[REPLAY_ENGINE_ENV] = engine
+    if native_why:
+        env[NATIVE_ENV] = native_why
     fd = key_pipe(key)
     env[KEY_FD_ENV] = str(fd)
     try:
@@ -180,20 +183,20 @@ def replay_program(paths: HarnessPaths, stem: str) -> int:
         library.bang_emu_program_twin(kernel.encode(), seed, flat, len(operands))
     message = ctypes.create_string_buffer(2048)
     journal = paths.io / "journals" / f"{stem}.journal"
-    engine = engine_library(engine_dir(paths, stem))
-    status = NOT_STARTED
-    if engine.is_file() and not os.environ.get(NATIVE_ENV):
-        status = replay_journal(library, engine, wasm_sites_path(paths, stem), journal, out, out, message,
-                                every_site=True)
-        if status == NOT_STARTED:
-            print(f"bang_harness replay-programs: {stem}: replayed natively, the WebAssembly engine did not start: "
-                  f"{message.value.decode('utf-8', 'replace')}", file=sys.stderr)
-    if status == NOT_STARTED:
+
+    def on_engine() -> int:
+        return replay_journal(library, engine_library(engine_dir(paths, stem)), wasm_sites_path(paths, stem),
+                              journal, out, out, message, every_site=True)
+
+    def natively() -> int:
         replay = library.bang_emu_replay
         replay.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-        status = replay(str(journal).encode(), str(module_path(paths, stem)).encode(), table, len(offsets),
-                        str(out).encode(), str(out).encode(), message, len(message))
+        return replay(str(journal).encode(), str(module_path(paths, stem)).encode(), table, len(offsets),
+                      str(out).encode(), str(out).encode(), message, len(message))
+
+    status = replay_either(paths.outputs / f"{stem}{ENGINE_RECORD_SUFFIX}", message, on_engine, natively,
+                           f"bang_harness replay-programs: {stem}")
     (out / "replay.json").write_text(json.dumps({"status": status, "message": message.value.decode("utf-8", "replace")}),
                                      encoding="utf-8")
     return ExitCode.OK

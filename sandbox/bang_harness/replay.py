@@ -39,20 +39,18 @@ from .protocol import (
     WASM_ENGINE,
     WASM_MODULE,
     WASM_NOTE,
-    WASM_NOTE_MAX_BYTES,
     WASM_SITES,
     ExitCode,
     replay_engine,
 )
 from .replay_ops import OpPolicy, OpRunner
 from .run import key_pipe, make_undumpable, take_trace_key
-from .wasm_replay import NO_MODULE, NOT_STARTED, replay_journal
+from .wasm_replay import NATIVE_ENV, replay_either, replay_journal
 from .wasm_replay import make_engine as build_engine
 
 REPLAY_JOB = "replay.json"  # {"device": name, "calls_per_journal": {journal name: calls}, "device_ops": policy}
 SITES_FILE = "sites.json"
 ENGINE_DIR = WASM_ENGINE.split("/", 1)[0]  # under /io: the WebAssembly module made native code here (engine.py)
-NATIVE_ENV = "BANG_HARNESS_REPLAY_NATIVE"  # why the children replay natively (the engine could not be made)
 
 
 def run_replay(paths: HarnessPaths) -> int:
@@ -138,13 +136,8 @@ def _make_engine(paths: HarnessPaths) -> str:
     """The WebAssembly engine for this replay, made here, on the trusted side (wasm_replay.make_engine): "" when it
     is ready, else why the journals are replayed natively (the build's note when the kernels did not build for
     it)."""
-    if not (paths.build / WASM_MODULE).is_file():
-        try:
-            with (paths.build / WASM_NOTE).open("rb") as fh:
-                return fh.read(WASM_NOTE_MAX_BYTES).decode("utf-8", "replace") or NO_MODULE
-        except OSError:
-            return NO_MODULE
-    return build_engine(paths.build / WASM_MODULE, paths.build / WASM_SITES, paths.io / ENGINE_DIR)
+    return build_engine(paths.build / WASM_MODULE, paths.build / WASM_SITES, paths.io / ENGINE_DIR,
+                        note=paths.build / WASM_NOTE)
 
 
 def make_engine(paths: HarnessPaths) -> int:
@@ -187,23 +180,13 @@ def replay_one(paths: HarnessPaths, journal: Path) -> int:
     runner = OpRunner(library, OpPolicy.from_json(job.get("device_ops")))
     runner.install()
     record = paths.outputs / f"{journal.stem}{ENGINE_RECORD_SUFFIX}"
-    status, why = NOT_STARTED, os.environ.get(NATIVE_ENV, "")
-    if replay_engine(os.environ) == "wasm" and not why:
-        # written before any kernel runs, and again before a native one does: what the host reads is this process's
-        _write_engine(record, "wasm", "")
-        status = _replay_wasm(library, paths, journal, message)
-        if status == NOT_STARTED:  # the engine could not start: nothing replayed yet
-            why = f"the WebAssembly engine did not start: {message.value.decode('utf-8', 'replace')}"
-    if status == NOT_STARTED:
-        _write_engine(record, "native", why)
-        if why:
-            print(f"bang_harness replay: {journal.name}: replayed natively: {why}", file=sys.stderr)
-        status = replay(str(journal).encode(), str(paths.build / DEVICE_MODULE).encode(), table, len(offsets),
-                        str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
+
+    def natively() -> int:
+        return replay(str(journal).encode(), str(paths.build / DEVICE_MODULE).encode(), table, len(offsets),
+                      str(paths.io / REPLAY_INPUTS).encode(), str(paths.outputs).encode(), message, len(message))
+
+    status = replay_either(record, message, lambda: _replay_wasm(library, paths, journal, message), natively,
+                           f"bang_harness replay: {journal.name}")
     if status != 0:
         print(f"bang_harness replay: {journal.name}: {message.value.decode('utf-8', 'replace')}", file=sys.stderr)
     return ExitCode.OK
-
-
-def _write_engine(record: Path, engine: str, why: str) -> None:
-    record.write_text(json.dumps({"engine": engine, "why": why[:WASM_NOTE_MAX_BYTES]}), encoding="utf-8")

@@ -2,9 +2,12 @@
 construction"), shared by the replay of a grading run's journals (replay.py) and of the lab programs' (programs.py):
 the engine made from a build's checked module on the trusted side, and one journal replayed on it.
 
-Each caller keeps its own fallback: where the engine cannot be made, make_engine says why and leaves no library, so
-the journals are replayed natively; where it cannot start, replay_journal answers -2 with the reason in
-`message`, nothing replayed yet.
+Which engine replays a journal is one rule for both (replay_either): where the engine cannot be made, make_engine
+says why and leaves no library; where it cannot start, replay_journal answers NOT_STARTED with the reason in
+`message`, nothing replayed yet. Either way the journal is replayed natively, and its engine record (protocol.
+ENGINE_RECORD_SUFFIX, written before any kernel runs) says so and why, for the host to name in the grading. An
+engine replay that dies is not replayed again here: the host reads its record and decides (a native second
+opinion, grader/orchestration: the disagreement policy).
 """
 
 from __future__ import annotations
@@ -12,10 +15,15 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from .protocol import WASM_NOTE_MAX_BYTES, replay_engine
 
 NO_MODULE = "no WebAssembly module was built"
 NOT_STARTED = -2  # bang_emu_replay_wasm: the engine did not start, nothing was replayed (runtime/replay.cpp)
+NATIVE_ENV = "BANG_HARNESS_REPLAY_NATIVE"  # why a replay child replays natively (the engine could not be made)
 
 
 def engine_library(work: Path) -> Path:
@@ -25,12 +33,13 @@ def engine_library(work: Path) -> Path:
     return work / engine.LIBRARY
 
 
-def make_engine(wasm: Path, sites: Path, work: Path) -> str:
+def make_engine(wasm: Path, sites: Path, work: Path, note: Path | None = None) -> str:
     """With a WebAssembly module `wasm` in the build (its launch sites' names in `sites`, build.py), its native code
     in `work`, made here from the checked module by wasm2c and gcc: "" when made, else why not (then the journals
-    are replayed natively, and the caller says so)."""
+    are replayed natively, and their engine records say why). Without a module, why is the build's `note` (why
+    the kernels did not build for the engine), where it left one."""
     if not wasm.is_file():
-        return NO_MODULE
+        return _build_note(note) if note is not None else NO_MODULE
     from bang_emu.wasm import engine
 
     try:
@@ -39,6 +48,14 @@ def make_engine(wasm: Path, sites: Path, work: Path) -> str:
     except (OSError, ValueError, engine.EngineError) as exc:
         return f"the WebAssembly engine could not be made from the kernels: {str(exc)[:1500]}"
     return ""
+
+
+def _build_note(note: Path) -> str:
+    try:
+        with note.open("rb") as fh:
+            return fh.read(WASM_NOTE_MAX_BYTES).decode("utf-8", "replace") or NO_MODULE
+    except OSError:
+        return NO_MODULE
 
 
 def replay_journal(library: ctypes.CDLL, engine: Path, sites: Path, journal: Path, inputs: Path, outputs: Path,
@@ -74,3 +91,30 @@ def replay_journal(library: ctypes.CDLL, engine: Path, sites: Path, journal: Pat
     os.write(fd, engine.read_bytes())
     return replay(str(journal).encode(), f"/proc/self/fd/{fd}".encode(), keys, index, len(table),
                   str(inputs).encode(), str(outputs).encode(), message, len(message))
+
+
+def write_engine_record(record: Path, engine: str, why: str) -> None:
+    """Which engine replays a journal, and why natively where it does ({"engine": protocol.ENGINES, "why": str}):
+    what the host reads (grader/orchestration/replay.engine_record)."""
+    record.write_text(json.dumps({"engine": engine, "why": why[:WASM_NOTE_MAX_BYTES]}), encoding="utf-8")
+
+
+def replay_either(record: Path, message: ctypes.Array, on_engine: Callable[[], int], natively: Callable[[], int],
+                  say: str) -> int:
+    """A journal replayed in this process on the engine the environment asks for (protocol.replay_engine), or
+    natively where it asks for native, where the engine could not be made (NATIVE_ENV says why) or did not start
+    (`on_engine` answered NOT_STARTED, `message` saying why): the replay's status. The engine `record` is written
+    before any kernel runs, and again before a native one does: what the host reads is this process's. `say`
+    heads the stderr line naming a native replay where the engine was asked for."""
+    status, why = NOT_STARTED, os.environ.get(NATIVE_ENV, "")
+    if replay_engine(os.environ) == "wasm" and not why:
+        write_engine_record(record, "wasm", "")
+        status = on_engine()
+        if status == NOT_STARTED:  # the engine could not start: nothing replayed yet
+            why = f"the WebAssembly engine did not start: {message.value.decode('utf-8', 'replace')}"
+    if status == NOT_STARTED:
+        write_engine_record(record, "native", why)
+        if why:
+            print(f"{say}: replayed natively: {why}", file=sys.stderr)
+        status = natively()
+    return status

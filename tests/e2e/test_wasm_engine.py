@@ -78,7 +78,7 @@ def test_lab_programs_graded_on_the_wasm_engine_grade_as_the_native_replay(tmp_p
     for wasm too (the one whose host code wasi cannot take says so and stays native), each journal replayed on
     the engine with its twin inputs and captures, and the grade -- score, each stage's verdict, points and
     modelled time -- is the native replay's: an honest scalar program, the host-answer fixture caught by the
-    twin, a four-task program, and the one replayed natively."""
+    twin, a four-task program, and the one replayed natively (named in the grading's message, with why)."""
     if e2e_sandbox() != "docker":
         pytest.skip("the emulation image is not built (the wasm toolchain is in it): `grade setup --tests`")
     from grader.orchestration.programs import grade_programs
@@ -94,6 +94,12 @@ def test_lab_programs_graded_on_the_wasm_engine_grade_as_the_native_replay(tmp_p
     log = wasm.build.compiler_output
     assert log.count(WASM_NOTE) == len(PROGRAMS) - 1 and WASM_NOTE not in native.build.compiler_output, log[-3000:]
     assert f"== {NO_WASM}.mlu" in log and "the kernels are replayed natively: they do not build" in log
+    # the grading names the one program replayed natively and why, as an extension's kernels are named
+    natively = [line for line in wasm.message.splitlines() if "replayed natively" in line]
+    assert len(natively) == 1 and natively[0].startswith(
+        "your kernels were replayed natively, not in the confined WebAssembly engine: "
+        f"{NO_WASM}.mlu: they do not build for the WebAssembly engine"), wasm.message
+    assert "your kernels were replayed natively, as this grading was asked to" in native.message, native.message
     assert (wasm.score, wasm.verdict) == (native.score, native.verdict) and wasm.score > 0
     assert wasm.integrity == native.integrity
     for n, w in zip(native.stages, wasm.stages, strict=True):
