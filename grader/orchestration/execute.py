@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from bang_harness.protocol import JOB_FILE
@@ -29,7 +29,7 @@ from bang_harness.protocol import JOB_FILE
 from grader.checks.integrity import HostFacts
 from grader.i18n import _, carry_language
 from grader.orchestration.environment import ResolvedBackend
-from grader.orchestration.judge import CallOutcome, replay_accuses
+from grader.orchestration.judge import CallOutcome, check_run, replay_accuses
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.read_outputs import RunRead, describe_outcome, read_call, read_run
 from grader.orchestration.replay import (
@@ -37,6 +37,7 @@ from grader.orchestration.replay import (
     ReplayRound,
     RunRound,
     Staged,
+    draw_ahead,
     replay_staged,
     second_opinion,
     stage_replay,
@@ -54,6 +55,7 @@ PER_ROUND_ENV = "BANG_GRADER_SANDBOX_PER_ROUND"
 MAX_SEEDS_PER_ROUND = JOURNAL_CAP_BYTES // Limits().file_size_bytes
 
 Note = tuple[str, bool]  # a grading note, and whether it is said once however many rounds meet it
+T = TypeVar("T")
 
 
 @dataclass
@@ -62,7 +64,7 @@ class _Round:
 
     ran: RunRound
     reads: dict[str, RunRead]
-    alone: dict[str, CallOutcome] = field(default_factory=dict)  # deferred: the outcomes read from the run alone
+    alone: dict[str, CallOutcome] = field(default_factory=dict)  # emu: the outcomes read from the run alone
 
 
 @dataclass
@@ -83,33 +85,45 @@ class Settled:
     integrity_seconds: float = 0.0
 
 
+class _Background(Generic[T]):
+    """`work()` in a thread of its own, in the grading's language; `result()` joins it and raises what it raised."""
+
+    def __init__(self, work: Callable[[], T], name: str) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=carry_language(self._run), args=(work,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], T]) -> None:
+        try:
+            self._value = work()
+        except BaseException as exc:  # noqa: BLE001 -- raised again on the grading's thread (result)
+            self._error = exc
+
+    def join(self) -> None:
+        """Waits for it, whatever became of it (the grading is failing on its own thread)."""
+        self._thread.join()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
 class Beside:
     """A settle running in a thread of its own (Executor.settle_beside); `result()` joins it and says its notes."""
 
     def __init__(self, executor: Executor, staging: _Staging) -> None:
         self._executor = executor
-        self._settled: Settled | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=carry_language(self._settle), args=(staging,),
-                                        name="replay-beside", daemon=True)
-        self._thread.start()
-
-    def _settle(self, staging: _Staging) -> None:
-        try:
-            self._settled = self._executor._settle(staging)
-        except BaseException as exc:  # noqa: BLE001 -- raised again on the grading's thread (result)
-            self._error = exc
+        self._settling = _Background(lambda: executor._settle(staging), "replay-beside")
 
     def join(self) -> None:
         """Waits for the settle, whatever became of it (the grading is failing on its own thread)."""
-        self._thread.join()
+        self._settling.join()
 
     def result(self) -> dict[str, CallOutcome]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._settled is not None
-        return self._executor._apply(self._settled)
+        return self._executor._apply(self._settling.result())
 
 
 @dataclass
@@ -143,10 +157,17 @@ class Executor:
             return {}
         # beside the round's folder, never inside a run sandbox's mount: the twin inputs stay unseen there
         replay_io = io.parent / f"{io.name}-replay"
-        if self._share_sandbox():
-            io, outcome = self._run_round(calls, io, progress_span, call_timeout)
-        else:
-            outcome = self._run_alone(calls, io, progress_span, call_timeout)
+        # the emulator: the references its replay is read against, drawn while the round runs
+        ahead = (_Background(lambda: draw_ahead(calls, self.spec.reference), "draw-ahead")
+                 if self.backend.impl.kernel_trace else None)
+        try:
+            if self._share_sandbox():
+                io, outcome = self._run_round(calls, io, progress_span, call_timeout)
+            else:
+                outcome = self._run_alone(calls, io, progress_span, call_timeout)
+        finally:
+            if ahead is not None:
+                ahead.join()
         if not outcome.ok:
             self._note(_("the run phase did not finish cleanly: {why}").format(why=describe_outcome(outcome)))
         ran = RunRound(calls, io / "outputs", outcome, call_timeout or self.spec.call_timeout_seconds)
@@ -154,10 +175,11 @@ class Executor:
         reads = {call.id: read_run(call, ran.outputs, outcome, self.backend) for call in calls}
         self._pending.append(pending := _Round(ran, reads))
         self._pending_io = replay_io
-        if defer_replay and self.backend.impl.kernel_trace:
+        if self.backend.impl.kernel_trace:
             pending.alone = {call.id: read_call(call, ran.outputs, outcome, self.spec, self.backend, self.facts, None,
                                                 reads[call.id])[0] for call in calls}
-            return pending.alone
+            if defer_replay:
+                return pending.alone
         return self.settle(replay_io)
 
     def settle(self, replay_io: Path | None = None) -> dict[str, CallOutcome]:
@@ -211,8 +233,18 @@ class Executor:
         starts, and nothing of the run's folders, so that it can run beside the next round (settle_beside)."""
         settled = Settled({})
         replay = None
-        if staging.staged is not None:
-            replay = replay_staged(staging.staged, self.engine.engine() if self.engine is not None else None)
+        if (staged := staging.staged) is not None:
+            replaying = _Background(lambda: replay_staged(staged, self.engine.engine() if self.engine else None),
+                                    "replay")
+            try:  # meanwhile the run's outputs against their references (drawn during the round)
+                for ran in staging.rounds:
+                    for call in ran.ran.calls:
+                        if call.id in ran.alone:
+                            check_run(self.spec, call.case, ran.alone[call.id])
+            except BaseException:
+                replaying.join()
+                raise
+            replay = replaying.result()
             if replay.outcome is not None and not replay.outcome.ok:
                 settled.notes.append((_("the replay did not finish cleanly: {why}").format(
                     why=describe_outcome(replay.outcome)), False))

@@ -147,6 +147,13 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
                       message=message, diagnostics=diagnostics)
 
 
+def check_run(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome) -> None:
+    """The run's output compared with the case's reference now, kept on `got` (judge_call and replay_accuses read
+    it): done while the replay runs (execute.py), not after it."""
+    if (got.meta or {}).get("ok") and got.output is not None:
+        _run_check(spec, case, got, case.expected(spec.reference))
+
+
 def _run_check(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome, expected: np.ndarray) -> CheckOutcome:
     """The run's output against `expected`, kept on `got` with the array it was compared to."""
     if got.run_check is not None and got.run_check[0] is expected:

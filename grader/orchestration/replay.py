@@ -45,7 +45,7 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.wasm_engine import stage_engine
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
-from grader.sandbox.capped import UntrustedFileError, read_bytes_capped, read_json_capped
+from grader.sandbox.capped import UntrustedFileError, copy_capped, read_bytes_capped, read_json_capped
 from grader.sandbox.layout import sandbox_user
 from grader.spec import ConcreteCase
 from grader.spec.models import DeviceOpsSpec
@@ -123,10 +123,10 @@ def journals_by_worker(calls: list[PlannedCall], run_outputs: Path) -> dict[str,
 def copy_untrusted(source: Path, target: Path, root: Path, cap: int) -> bool:
     """Copies a file the run sandbox wrote, refusing links and anything over the cap."""
     try:
-        data = read_bytes_capped(source, cap, root=root)
+        copy_capped(source, target, cap, root=root)
     except (UntrustedFileError, OSError):
+        target.unlink(missing_ok=True)
         return False
-    target.write_bytes(data)
     return True
 
 
@@ -196,7 +196,7 @@ def stage_replay(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     twins = {call.id: call.case.replay_twin(TWIN_SALT) for call in calls}
     for call in calls:
         for index, array in enumerate(twins[call.id].make_inputs().values()):
-            (io / REPLAY_INPUTS / f"{call.id}.{index}.bin").write_bytes(np.ascontiguousarray(array).tobytes())
+            np.ascontiguousarray(array).tofile(io / REPLAY_INPUTS / f"{call.id}.{index}.bin")
     (io / REPLAY_JOB).write_text(json.dumps({"device": backend.device, "calls_per_journal": copied,
                                              "device_ops": device_ops or DeviceOpsSpec().model_dump()}))
     return Staged(io, calls, twins, journal_of, over, seconds, runner, backend, submission, build_dir, budget,
@@ -209,6 +209,14 @@ def replay_staged(staged: Staged, engine: Path | None = None) -> ReplayRound:
     reads nothing of the run's folders: it may run beside the next round (execute.Executor.settle_beside)."""
     stage_engine(engine, staged.io)
     return _run_replay(staged, engine=None, any_journal=staged.any_journal)
+
+
+def draw_ahead(calls: list[PlannedCall], reference: str) -> None:
+    """What reading the calls' replay will need, drawn now (kept in the cases' cache, spec/cases.py): each case's
+    reference output, its twin's inputs and the twin's reference. The executor draws them while the round runs."""
+    for call in calls:
+        call.case.expected(reference)
+        call.case.replay_twin(TWIN_SALT).expected(reference)
 
 
 def second_opinion(first: ReplayRound, io: Path, call_ids: set[str]) -> ReplayRound:

@@ -29,17 +29,30 @@ class _Drawn:
         self.budget = budget_bytes
         self.entries: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
         self.size = 0
-        self._lock = threading.Lock()  # a replay is read beside the next round (orchestration/execute.py)
+        # Threads share it (orchestration/execute.py: references drawn beside a round, a replay read beside the
+        # next): a key is computed once, by the first thread that asks; the others wait for it.
+        self._lock = threading.Lock()
+        self._computing: dict[tuple, threading.Event] = {}
 
     def kept(self, key: tuple, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """The arrays kept under key, computed (and kept) first if they are not."""
-        with self._lock:
-            found = self.entries.get(key)
-            if found is not None:
-                self.entries.move_to_end(key)
-                return found
-        found = compute()  # outside the lock: two threads may both compute a key, each gets equal arrays
-        self.put(key, found)
+        while True:
+            with self._lock:
+                found = self.entries.get(key)
+                if found is not None:
+                    self.entries.move_to_end(key)
+                    return found
+                underway = self._computing.get(key)
+                if underway is None:
+                    self._computing[key] = threading.Event()
+                    break
+            underway.wait()  # then kept (or evicted already, or its computing failed: computed here then)
+        try:
+            found = compute()
+            self.put(key, found)
+        finally:
+            with self._lock:
+                self._computing.pop(key).set()
         return found
 
     def put(self, key: tuple, arrays: dict[str, np.ndarray]) -> None:
