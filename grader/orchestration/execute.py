@@ -301,6 +301,13 @@ class Executor:
                     results[call.id] = replace(results[call.id], disagreement=accused[call.id])
         return seconds
 
+    def start(self, work: Path) -> None:
+        """Starts the submission's run-phase sandbox now (its folder in `work`), before its first round, where the
+        rounds share one: it imports torch while the host gets ready (pipeline.py: its facts, the calls)."""
+        if self._share_sandbox() and self._rounds is None:
+            self._rounds = self._new_sandbox(work / "io-sandbox")
+            self._rounds.start()
+
     def drop_finished_rounds(self) -> None:
         """Frees the folders of the rounds read back so far: /io is a capped tmpfs, and a seed sweep runs many
         rounds in one sandbox (grade_on_seeds)."""
