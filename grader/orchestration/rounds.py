@@ -53,7 +53,7 @@ class Round:
 
 
 class RoundSandbox:
-    """A run-phase sandbox started with round 0 and reused while each round ends cleanly."""
+    """A run-phase sandbox started before (start) or with round 0 and reused while each round ends cleanly."""
 
     def __init__(self, runner: StartingRunner, argv: list[str], mounts: Mounts, limits: Limits,
                  env: dict[str, str], master: bytes) -> None:
