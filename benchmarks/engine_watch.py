@@ -3,7 +3,7 @@ stderr that names the engine -- above all "replayed natively: why", which the ha
 replayed natively (the kernels did not build for the engine, or it could not be made or started; the grading's
 message says so too).
 
-Measurement only: it wraps the grader's call of the replay (`execute.replay_round`) in this process and appends what
+Measurement only: it wraps the grader's call of the replay (`execute.replay_staged`) in this process and appends what
 the replay sandbox printed to $BANG_ENGINE_WATCH (one JSON object a line: the grading's label, the replay's exit,
 the lines). Two ways in:
 
@@ -35,10 +35,10 @@ def engine_lines(stderr: str) -> list[str]:
 
 
 def install(log: Path) -> None:
-    """Wrap execute.replay_round so every replay's engine lines are appended to `log`."""
+    """Wrap execute.replay_staged so every replay's engine lines are appended to `log`."""
     from grader.orchestration import execute
 
-    original = execute.replay_round
+    original = execute.replay_staged
     if getattr(original, "_watched", False):
         return
 
@@ -47,7 +47,7 @@ def install(log: Path) -> None:
         replay = original(*args, **kwargs)
         outcome = replay.outcome
         stderr = (outcome.stderr_tail if outcome is not None else "") or ""
-        io = Path(kwargs.get("io") or args[3])
+        io = Path((kwargs.get("staged") or args[0]).io)
         made = any(io.glob("wasm-engine/*.so"))  # bang_harness/replay.py ENGINE_DIR: the engine was made
         record = {"label": label, "seconds": round(time.monotonic() - started, 2),
                   "exit": None if outcome is None else outcome.exit_code,
@@ -59,7 +59,7 @@ def install(log: Path) -> None:
         return replay
 
     watched._watched = True  # type: ignore[attr-defined]
-    execute.replay_round = watched
+    execute.replay_staged = watched
 
     from grader.orchestration import job
 

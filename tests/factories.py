@@ -90,6 +90,7 @@ class FakeRunner:
         self.replays = 0  # replay sandboxes started (emu)
         self.replay_fails = False  # the replay harness fails by itself (ExitCode.REPLAY_FAILED)
         self.budgets: set[tuple[int, int, int]] = set()  # (disk, file size, memory) of every run sandbox and replay
+        self.on_replay: Callable[[], None] | None = None  # called as each replay sandbox starts (from its thread)
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
@@ -169,6 +170,8 @@ class FakeRunner:
         """The trusted replay (bang_harness/replay.py): each journaled call again, on the host's twin inputs,
         its trace signed with the replay's key."""
         self.replays += 1
+        if self.on_replay is not None:
+            self.on_replay()
         if self.replay_fails:
             return RunOutcome(exit_code=ExitCode.REPLAY_FAILED, stderr_tail="replay-one: ImportError")
         key = (io / KEY_FILE).read_bytes()

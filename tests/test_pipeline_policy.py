@@ -7,6 +7,8 @@ test runs both ways (the `rounds` fixture), so probe, skip and re-timing are the
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -303,3 +305,88 @@ def test_no_more_seeds_share_a_round_than_keep_each_seeds_budgets(tmp_path):
     assert [len({c["id"].split("_")[0] for c in job["calls"]}) for job in runner.jobs] == [4, 2]
     assert MAX_SEEDS_PER_ROUND == 4 and MAX_SEEDS_PER_ROUND * Limits().file_size_bytes <= JOURNAL_CAP_BYTES
     assert runner.budgets == {shared_budget(MAX_SEEDS_PER_ROUND)}
+
+
+def test_on_the_emulator_the_stages_are_timed_while_the_correctness_rounds_are_replayed(tmp_path):
+    """The timing round starts before the correctness replay ends: the first replay (the probe's and the correctness
+    round's) waits for the timing round's job to reach the sandbox -- run one after the other, it never would."""
+    runner = FakeRunner(SPEC, right)
+    seen: list[bool] = []
+    replays = itertools.count()
+
+    def timing_round_started() -> bool:
+        return any(c["timed_repeats"] for job in list(runner.jobs) for c in job["calls"])
+
+    def first_replay_waits() -> None:
+        if next(replays) == 0:  # the timing round's own replay may start while the first one still waits
+            deadline = time.monotonic() + 30
+            while not timing_round_started() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen.append(timing_round_started())
+
+    runner.on_replay = first_replay_waits
+    executor = Executor(runner, EMU, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                        lambda step, fraction: None, notes=[])
+    seeds = SeedPlan.create("public", None)
+    try:
+        ran = run_calls(executor, Scorer(SPEC, EMU), seeds, plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), EMU.impl),
+                        tmp_path / "work")
+    finally:
+        executor.close()
+    assert seen == [True]
+    assert len(runner.jobs) == 3 and runner.replays == 2  # probe, correctness, timing; two replays
+    assert all(r.passed for r in ran.judged.values()), [r.message for r in ran.judged.values() if not r.passed]
+    assert ran.samples["scalar_gdram"] and ran.samples["vector"]
+
+
+def test_a_stage_timed_on_the_runs_word_that_the_replay_fails_is_dropped_with_its_round(tmp_path):
+    """`other` returns the right answers, so the run alone lets its stage be timed beside the replay; the replay
+    of its kernels on the twins does not reproduce them (integrity), so its stage may not be timed. Its timed call
+    -- first in the timing round -- ends the sandbox, which costs `good`'s timed call after it. That round is
+    dropped whole, its note included, and `good`'s stage is timed again alone: as without the guess, where the
+    replay came first and `other`'s timed call never ran."""
+    def behave(call: dict[str, Any]) -> dict[str, Any]:
+        if call["entry"] != "other":
+            return right(call)
+        return {"ends_sandbox": True} if call["timed_repeats"] else {**right(call), "replay": "wrong"}
+
+    runner = FakeRunner(SPEC, behave)
+    notes: list[str] = []
+    executor = Executor(runner, EMU, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                        lambda step, fraction: None, notes=notes)
+    seeds = SeedPlan.create("public", None)
+    calls = plan_calls(SPEC, seeds, ENTRIES, ["vector", "scalar_gdram"], EMU.impl)  # other's stage timed first
+    try:
+        ran = run_calls(executor, Scorer(SPEC, EMU), seeds, calls, tmp_path / "work")
+    finally:
+        executor.close()
+    perf = {c.stage: c.id for c in calls if c.stage is not None}
+    guess, again = runner.jobs[2], runner.jobs[3]
+    assert [c["id"] for c in guess["calls"]] == [perf["vector"], perf["scalar_gdram"]]
+    assert [c["id"] for c in again["calls"]] == [perf["scalar_gdram"]] and len(runner.jobs) == 4
+    assert perf["vector"] not in ran.judged and perf["vector"] not in ran.outcomes and not ran.samples["vector"]
+    assert ran.judged[perf["scalar_gdram"]].passed and ran.samples["scalar_gdram"]
+    assert all(r.verdict == Verdict.INTEGRITY for r in ran.judged.values() if r.entry == "other")
+    assert not [n for n in notes if "did not finish cleanly" in n], notes
+
+
+def test_a_guess_the_replay_confirms_keeps_its_round_and_its_notes(tmp_path):
+    """The timing round run beside the replay is kept when the replay lets the same stages be timed: one timing
+    round, and what it had to say (a timed call that crashed the sandbox) said after the correctness rounds'."""
+    def behave(call: dict[str, Any]) -> dict[str, Any]:
+        return {"ends_sandbox": True} if call["entry"] == "other" and call["timed_repeats"] else right(call)
+
+    runner = FakeRunner(SPEC, behave)
+    notes: list[str] = []
+    executor = Executor(runner, EMU, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                        lambda step, fraction: None, notes=notes)
+    seeds = SeedPlan.create("public", None)
+    calls = plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), EMU.impl)
+    try:
+        ran = run_calls(executor, Scorer(SPEC, EMU), seeds, calls, tmp_path / "work")
+    finally:
+        executor.close()
+    perf = {c.stage: c.id for c in calls if c.stage is not None}
+    assert len(runner.jobs) == 3
+    assert ran.judged[perf["scalar_gdram"]].passed and ran.judged[perf["vector"]].verdict == Verdict.CRASH
+    assert [n for n in notes if "did not finish cleanly" in n]

@@ -4,6 +4,11 @@ outputs as they appear, then each call's outcome read back (from the trusted rep
 Rounds share one run-phase sandbox per submission when the runner can leave one running (rounds.py and
 bang_harness.session: torch is imported once, not once per round); otherwise, or with the environment variable
 BANG_GRADER_SANDBOX_PER_ROUND=1 (how it ran before, for comparison), each round is a sandbox of its own.
+
+A replay can run beside the next round (settle_beside: the policy times the stages while the correctness rounds
+are replayed). Whatever a settle or a round has to say goes into the grading's notes on the grading's own thread,
+in the order the rounds would have said it one after the other; a round run on a guess holds its notes
+(holding_notes) until the caller keeps it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from bang_harness.protocol import JOB_FILE
@@ -24,16 +29,19 @@ from bang_harness.protocol import JOB_FILE
 from grader.checks.integrity import HostFacts
 from grader.i18n import _, carry_language
 from grader.orchestration.environment import ResolvedBackend
-from grader.orchestration.judge import CallOutcome, replay_accuses
+from grader.orchestration.judge import CallOutcome, check_run, replay_accuses
 from grader.orchestration.plan import PlannedCall
-from grader.orchestration.read_outputs import describe_outcome, read_call
+from grader.orchestration.read_outputs import RunRead, describe_outcome, read_call, read_run
 from grader.orchestration.replay import (
     JOURNAL_CAP_BYTES,
     ReplayRound,
     RunRound,
+    Staged,
+    draw_ahead,
     engine_notes,
-    replay_round,
+    replay_staged,
     second_opinion,
+    stage_replay,
     write_trace_key,
 )
 from grader.orchestration.rounds import RoundRefused, RoundSandbox
@@ -46,6 +54,77 @@ PER_ROUND_ENV = "BANG_GRADER_SANDBOX_PER_ROUND"
 # Seeds that may share a round: each keeps its file size budget (Executor._budget) only while the worker's one
 # journal holding them all stays under the journal's own cap.
 MAX_SEEDS_PER_ROUND = JOURNAL_CAP_BYTES // Limits().file_size_bytes
+
+Note = tuple[str, bool]  # a grading note, and whether it is said once however many rounds meet it
+T = TypeVar("T")
+
+
+@dataclass
+class _Round:
+    """A round run, not yet read back: the round, and what its folder said of each call (read right after it)."""
+
+    ran: RunRound
+    reads: dict[str, RunRead]
+    alone: dict[str, CallOutcome] = field(default_factory=dict)  # emu: the outcomes read from the run alone
+
+
+@dataclass
+class _Staging:
+    """Rounds taken for one settle: everything read from their folders, the replay's /io laid out (emu)."""
+
+    rounds: list[_Round]
+    replay_io: Path
+    staged: Staged | None
+
+
+@dataclass
+class Settled:
+    """What settling some rounds gave: their calls' outcomes, and what it has to say (Executor.settle)."""
+
+    results: dict[str, CallOutcome]
+    notes: list[Note] = field(default_factory=list)
+    integrity_seconds: float = 0.0
+
+
+class _Background(Generic[T]):
+    """`work()` in a thread of its own, in the grading's language; `result()` joins it and raises what it raised."""
+
+    def __init__(self, work: Callable[[], T], name: str) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=carry_language(self._run), args=(work,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], T]) -> None:
+        try:
+            self._value = work()
+        except BaseException as exc:  # noqa: BLE001 -- raised again on the grading's thread (result)
+            self._error = exc
+
+    def join(self) -> None:
+        """Waits for it, whatever became of it (the grading is failing on its own thread)."""
+        self._thread.join()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+class Beside:
+    """A settle running in a thread of its own (Executor.settle_beside); `result()` joins it and says its notes."""
+
+    def __init__(self, executor: Executor, staging: _Staging) -> None:
+        self._executor = executor
+        self._settling = _Background(lambda: executor._settle(staging), "replay-beside")
+
+    def join(self) -> None:
+        """Waits for the settle, whatever became of it (the grading is failing on its own thread)."""
+        self._settling.join()
+
+    def result(self) -> dict[str, CallOutcome]:
+        return self._executor._apply(self._settling.result())
 
 
 @dataclass
@@ -64,85 +143,167 @@ class Executor:
     seeds_per_round: int = 1  # seeds whose calls share each round (grade_on_seeds): its limits scale (_budget)
     engine: EngineMaker | None = None  # the build's WebAssembly engine, made beside the first round (wasm_engine.py)
     _rounds: RoundSandbox | None = field(default=None, repr=False)  # the submission's run-phase sandbox, if up
-    _pending: list[RunRound] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
+    _pending: list[_Round] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
+    _pending_io: Path | None = field(default=None, repr=False)  # the last pending round's replay folder
+    _held: list[Note] | None = field(default=None, repr=False)  # notes held back (holding_notes)
 
     def run(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
             call_timeout: float | None = None, defer_replay: bool = False) -> dict[str, CallOutcome]:
         """One round: `io` names it (its folder when the round has a sandbox of its own). On the emulator the
         round is then replayed (replay.py), together with any round whose replay was deferred: `defer_replay`
-        returns this round's outcomes read from the run alone (their error kinds, for the probe's decisions) and
-        replays it with the next round, which returns its outcomes again, complete (one replay sandbox less)."""
+        returns this round's outcomes read from the run alone (their error kinds, for the probe's decisions; their
+        outputs, for the stages to time beside the replay) and leaves the round to the next settle, which returns
+        its outcomes again, complete (one replay sandbox less)."""
         if not calls:
             return {}
         # beside the round's folder, never inside a run sandbox's mount: the twin inputs stay unseen there
         replay_io = io.parent / f"{io.name}-replay"
-        if self._share_sandbox():
-            io, outcome = self._run_round(calls, io, progress_span, call_timeout)
-        else:
-            outcome = self._run_alone(calls, io, progress_span, call_timeout)
+        # the emulator: the references its replay is read against, drawn while the round runs
+        ahead = (_Background(lambda: draw_ahead(calls, self.spec.reference), "draw-ahead")
+                 if self.backend.impl.kernel_trace else None)
+        try:
+            if self._share_sandbox():
+                io, outcome = self._run_round(calls, io, progress_span, call_timeout)
+            else:
+                outcome = self._run_alone(calls, io, progress_span, call_timeout)
+        finally:
+            if ahead is not None:
+                ahead.join()
         if not outcome.ok:
-            self.notes.append(_("the run phase did not finish cleanly: {why}").format(why=describe_outcome(outcome)))
-        self._pending.append(RunRound(calls, io / "outputs", outcome, call_timeout or self.spec.call_timeout_seconds))
-        if defer_replay and self.backend.impl.kernel_trace:
-            return {call.id: read_call(call, io / "outputs", outcome, self.spec, self.backend, self.facts, None)[0]
-                    for call in calls}
+            self._note(_("the run phase did not finish cleanly: {why}").format(why=describe_outcome(outcome)))
+        ran = RunRound(calls, io / "outputs", outcome, call_timeout or self.spec.call_timeout_seconds)
+        # read now, before the next round: its processes could write this round's folder again
+        reads = {call.id: read_run(call, ran.outputs, outcome, self.backend) for call in calls}
+        self._pending.append(pending := _Round(ran, reads))
+        self._pending_io = replay_io
+        if self.backend.impl.kernel_trace:
+            pending.alone = {call.id: read_call(call, ran.outputs, outcome, self.spec, self.backend, self.facts, None,
+                                                reads[call.id])[0] for call in calls}
+            if defer_replay:
+                return pending.alone
         return self.settle(replay_io)
 
-    def settle(self, replay_io: Path) -> dict[str, CallOutcome]:
-        """The rounds not read back yet, replayed (the emulator) and read: their calls' outcomes."""
-        rounds, self._pending = self._pending, []
-        if not rounds:
-            return {}
-        replay = None
-        if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
-            replay = replay_round(self.runner, self.backend, rounds, replay_io, self.root, self.build_dir,
-                                  budget=self._budget(), device_ops=self.spec.device_ops.model_dump(),
-                                  engine=self.engine.engine() if self.engine is not None else None)
-            if replay.outcome is not None and not replay.outcome.ok:
-                self.notes.append(_("the replay did not finish cleanly: {why}").format(
-                    why=describe_outcome(replay.outcome)))
-        results = {}
-        for ran in rounds:
-            for call in ran.calls:
-                results[call.id], seconds = read_call(call, ran.outputs, ran.outcome, self.spec, self.backend,
-                                                      self.facts, replay)
-                self.integrity_seconds += seconds
-                # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
-                for note in results[call.id].integrity_notes:
-                    self._say_once(note)
-        if replay is not None:
-            for note in engine_notes(self.backend.engine,
-                                     [r.native_why for r in replay.calls.values() if r.engine == "native"]):
-                self._say_once(note)
-            self._second_opinion(rounds, replay, results, replay_io.with_name(f"{replay_io.name}-native"))
-        return results
+    def settle(self, replay_io: Path | None = None) -> dict[str, CallOutcome]:
+        """The rounds not read back yet, replayed (the emulator) and read: their calls' outcomes. `replay_io`: the
+        replay's folder (None: the last of those rounds names it)."""
+        staging = self._stage(replay_io)
+        return self._apply(self._settle(staging)) if staging is not None else {}
 
-    def _say_once(self, note: str) -> None:
-        """A grading note, said once however many rounds meet it."""
-        if note not in self.notes:
+    def settle_beside(self, replay_io: Path | None = None) -> Beside | None:
+        """settle() in a thread of its own, beside whatever the grading's thread does next (the next round, in
+        the run sandbox: the replay is a sandbox of its own, and it reads nothing of the run's folders, all read
+        and staged here first); None when no round is pending."""
+        staging = self._stage(replay_io)
+        return Beside(self, staging) if staging is not None else None
+
+    @contextmanager
+    def holding_notes(self) -> Iterator[list[Note]]:
+        """The notes said meanwhile (the rounds', their settles') are held in the list yielded, not said: the
+        caller says them (say) if it keeps what those rounds gave, in the place they would have come."""
+        held: list[Note] = []
+        outer, self._held = self._held, held
+        try:
+            yield held
+        finally:
+            self._held = outer
+
+    def say(self, held: list[Note]) -> None:
+        for text, once in held:
+            self._note(text, once)
+
+    def _stage(self, replay_io: Path | None) -> _Staging | None:
+        """The pending rounds taken, and their replay staged (their journals out of the run's folders)."""
+        rounds, self._pending = self._pending, []
+        replay_io, self._pending_io = replay_io or self._pending_io, None
+        if not rounds or replay_io is None:
+            return None
+        staged = None
+        if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
+            staged = stage_replay(self.runner, self.backend, [r.ran for r in rounds], replay_io, self.root,
+                                  self.build_dir, budget=self._budget(), device_ops=self.spec.device_ops.model_dump())
+        return _Staging(rounds, replay_io, staged)
+
+    def _apply(self, settled: Settled) -> dict[str, CallOutcome]:
+        """A settle's notes said and its host seconds counted, on the grading's thread."""
+        self.integrity_seconds += settled.integrity_seconds
+        self.say(settled.notes)
+        return settled.results
+
+    def _settle(self, staging: _Staging) -> Settled:
+        """Replays (the emulator) and reads a staging; touches nothing of the executor's but the sandboxes it
+        starts, and nothing of the run's folders, so that it can run beside the next round (settle_beside)."""
+        settled = Settled({})
+        replay = None
+        if (staged := staging.staged) is not None:
+            replaying = _Background(lambda: replay_staged(staged, self.engine.engine() if self.engine else None),
+                                    "replay")
+            try:  # meanwhile the run's outputs against their references (drawn during the round)
+                for ran in staging.rounds:
+                    for call in ran.ran.calls:
+                        if call.id in ran.alone:
+                            check_run(self.spec, call.case, ran.alone[call.id])
+            except BaseException:
+                replaying.join()
+                raise
+            replay = replaying.result()
+            if replay.outcome is not None and not replay.outcome.ok:
+                settled.notes.append((_("the replay did not finish cleanly: {why}").format(
+                    why=describe_outcome(replay.outcome)), False))
+        results = settled.results
+        for ran in staging.rounds:
+            for call in ran.ran.calls:
+                results[call.id], seconds = read_call(call, ran.ran.outputs, ran.ran.outcome, self.spec, self.backend,
+                                                      self.facts, replay, ran.reads[call.id])
+                if call.id in ran.alone:  # the same output, already compared with its reference (judge.run_check)
+                    results[call.id].run_check = ran.alone[call.id].run_check
+                settled.integrity_seconds += seconds
+                # Checks that could not run are said once per grading, never passed over (e.g. no CNPAPI).
+                settled.notes += [(note, True) for note in results[call.id].integrity_notes]
+        if replay is not None:
+            settled.notes += [(note, True) for note in engine_notes(
+                self.backend.engine, [r.native_why for r in replay.calls.values() if r.engine == "native"])]
+            settled.integrity_seconds += self._second_opinion(staging.rounds, replay, results,
+                                                              staging.replay_io.with_name(
+                                                                  f"{staging.replay_io.name}-native"))
+        return settled
+
+    def _note(self, note: str, once: bool = False) -> None:
+        """A grading note (`once`: said once however many rounds meet it), or held (holding_notes)."""
+        if self._held is not None:
+            self._held.append((note, once))
+        elif not once or note not in self.notes:
             self.notes.append(note)
 
-    def _second_opinion(self, rounds: list[RunRound], replay: ReplayRound, results: dict[str, CallOutcome],
-                        io: Path) -> None:
+    def _second_opinion(self, rounds: list[_Round], replay: ReplayRound, results: dict[str, CallOutcome],
+                        io: Path) -> float:
         """The disagreement policy (DESIGN.md "Confinement by construction"): where the WebAssembly engine's account
         of a call would cost it points, the same journals are replayed natively on the same twins; if that replay
         finds nothing against the call, the call is held for review (judge.DISAGREEMENT), else the engine's account
-        stands. The native replay is never credited."""
-        accused = {call.id: why for ran in rounds for call in ran.calls
+        stands. The native replay is never credited. Returns the host seconds its integrity checks took."""
+        accused = {call.id: why for ran in rounds for call in ran.ran.calls
                    if replay.calls[call.id].engine == "wasm"
                    and (why := replay_accuses(self.spec, call.case, results[call.id])) is not None}
         if not accused:
-            return
+            return 0.0
+        seconds = 0.0
         second = second_opinion(replay, io, set(accused))
         for ran in rounds:
-            for call in ran.calls:
+            for call in ran.ran.calls:
                 if call.id not in accused:
                     continue
-                native, seconds = read_call(call, ran.outputs, ran.outcome, self.spec, self.backend, self.facts,
-                                            second)
-                self.integrity_seconds += seconds
+                native, took = read_call(call, ran.ran.outputs, ran.ran.outcome, self.spec, self.backend, self.facts,
+                                         second, ran.reads[call.id])
+                seconds += took
                 if second.calls[call.id].error is None and replay_accuses(self.spec, call.case, native) is None:
                     results[call.id] = replace(results[call.id], disagreement=accused[call.id])
+        return seconds
+
+    def start(self, work: Path) -> None:
+        """Starts the submission's run-phase sandbox now (its folder in `work`), before its first round, where the
+        rounds share one: it imports torch while the host gets ready (pipeline.py: its facts, the calls)."""
+        if self._share_sandbox() and self._rounds is None:
+            self._rounds = self._new_sandbox(work / "io-sandbox")
+            self._rounds.start()
 
     def drop_finished_rounds(self) -> None:
         """Frees the folders of the rounds read back so far: /io is a capped tmpfs, and a seed sweep runs many
@@ -191,7 +352,7 @@ class Executor:
                 try:
                     done = rounds.run_round(job, self._round_seconds())
                 except RoundRefused as exc:  # planted by an earlier round: this round gets a sandbox of its own
-                    self.notes.append(f"a fresh sandbox for the next round: {exc}")
+                    self._note(f"a fresh sandbox for the next round: {exc}")
                     self.close()
                     continue
             if not done.sandbox_alive:

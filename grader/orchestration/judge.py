@@ -68,6 +68,8 @@ class CallOutcome:
     disagreement: str | None = None
     # the run's output against the case's reference, once: replay_accuses and judge_call both read it
     run_check: tuple[np.ndarray, CheckOutcome] | None = field(default=None, repr=False)
+    # emu, read from the run alone (before its replay): the launches the run's own process recorded (unsigned)
+    run_launches: int | None = None
 
 
 def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome, expected: np.ndarray | None,
@@ -145,6 +147,13 @@ def judge_call(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOu
                       message=message, diagnostics=diagnostics)
 
 
+def check_run(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome) -> None:
+    """The run's output compared with the case's reference now, kept on `got` (judge_call and replay_accuses read
+    it): done while the replay runs (execute.py), not after it."""
+    if (got.meta or {}).get("ok") and got.output is not None:
+        _run_check(spec, case, got, case.expected(spec.reference))
+
+
 def _run_check(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome, expected: np.ndarray) -> CheckOutcome:
     """The run's output against `expected`, kept on `got` with the array it was compared to."""
     if got.run_check is not None and got.run_check[0] is expected:
@@ -186,6 +195,19 @@ def replay_accuses(spec: AssignmentSpec, case: ConcreteCase, got: CallOutcome) -
     if twin is not None and not twin.passed:
         return _("on fresh inputs of the same case it gave {outcome}").format(outcome=twin.message)
     return None
+
+
+def passes_on_the_run(spec: AssignmentSpec, entry: str, case: ConcreteCase, got: CallOutcome,
+                      expected: np.ndarray | None) -> CaseResult:
+    """A call read from the run alone (no replay yet) judged on what the run can show: its output against the
+    reference, and a kernel launch in the run's own records. Never stricter than judge_call with the replay: a
+    call judge_call passes passes here (the replay only adds findings, and a run that recorded no launch is
+    judged not_using_kernel, or integrity where the replay's launches differ), so the stages this passes are a
+    superset of those judge_call's verdicts let be timed (policy.py times them beside the replay)."""
+    result = judge_call(spec, entry, case, got, expected, kernel_trace=False)
+    if result.passed and not got.run_launches:
+        return result.model_copy(update={"passed": False, "verdict": Verdict.NOT_USING_KERNEL})
+    return result
 
 
 def dooms_entry(outcome: CallOutcome) -> bool:

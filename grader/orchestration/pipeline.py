@@ -252,19 +252,19 @@ class _Grading(Grader):
         self.build = built.info
         if built.failure is not None:
             return self.finish(*built.failure)
-        started = time.perf_counter()
-        facts = host_facts(self.backend, build_dir, submission.extension)
-        self.notes += facts.notes
         per_round = min(self.per_round, len(self.seed_plans))
         engine = EngineMaker(runner, self.backend, build_dir, self.environment.build_cache, work, step.recipe)
         executor = Executor(runner, self.backend, self.spec, self.root, submission.module, submission.extension,
-                            build_dir, self.progress, self.notes, facts,
-                            integrity_seconds=time.perf_counter() - started, seeds_per_round=per_round,
-                            engine=engine)
-        scorer = Scorer(self.spec, self.backend)
-        shared_notes = len(self.notes)  # the build's and the host's; each round's own come after
-        several = len(self.seed_plans) > 1
+                            build_dir, self.progress, self.notes, seeds_per_round=per_round, engine=engine)
         try:
+            executor.start(work)  # the run sandbox imports torch while the host reads the build's facts
+            started = time.perf_counter()
+            executor.facts = host_facts(self.backend, build_dir, submission.extension)
+            executor.integrity_seconds += time.perf_counter() - started
+            self.notes += executor.facts.notes
+            scorer = Scorer(self.spec, self.backend)
+            shared_notes = len(self.notes)  # the build's and the host's; each round's own come after
+            several = len(self.seed_plans) > 1
             for start in range(0, len(self.seed_plans), per_round):
                 del self.notes[shared_notes:]
                 chunk = list(enumerate(self.seed_plans))[start:start + per_round]

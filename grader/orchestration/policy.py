@@ -1,5 +1,7 @@
 """Which planned calls run, and when: a short probe per entry first, no more calls for an entry the probe
-doomed, timing only where it can score, and on hardware more rounds until each stage's times settle."""
+doomed, timing only where it can score, and on hardware more rounds until each stage's times settle. On the
+emulator the stages are timed while the correctness rounds are replayed (time_beside_the_replay), with the
+same stages timed and the same results as one after the other."""
 
 from __future__ import annotations
 
@@ -35,19 +37,21 @@ def run_seeds_calls(executor: Executor, scorer: Scorer, planned: list[tuple[Seed
     Every decision stays per seed -- its own probes, its own dooms, its stages timed on its own judgements -- so
     each seed's result is the one it would get alone; only the sandboxes and replays are shared (seed sweeps)."""
     calls = [c for _seeds, mine in planned for c in mine]
-    outcomes = run_correctness(executor, calls, work)
-    judged_all = {c.id: scorer.judge(c, outcomes[c.id]) for c in calls if c.id in outcomes}
-    per_seed = [{c.id: judged_all[c.id] for c in mine if c.id in judged_all} for _seeds, mine in planned]
-    # Speed is measured only where it can score: a stage whose entry already fails a case earns nothing,
-    # and a broken kernel at the perf shape would only burn time.
-    timed = [[c for c in mine if c.stage is not None and scorer.entry_correct(c, judged)]
-             for (_seeds, mine), judged in zip(planned, per_seed, strict=True)]
-    executor.progress(_("timing {n} stage(s)").format(n=sum(len(t) for t in timed)), 0.7)
-    outcomes |= executor.run([c for t in timed for c in t], work / "io-perf", (0.7, 0.9))
+    beside = executor.backend.impl.kernel_trace  # the emulator: time the stages beside the correctness replay
+    outcomes = run_correctness(executor, calls, work, settle=not beside)
+    if beside:
+        judged_all, timed, perf = time_beside_the_replay(executor, scorer, planned, outcomes, work)
+    else:
+        judged_all = {c.id: scorer.judge(c, outcomes[c.id]) for c in calls if c.id in outcomes}
+        timed = stages_to_time(scorer, planned, judged_all)
+        executor.progress(_("timing {n} stage(s)").format(n=sum(len(t) for t in timed)), 0.7)
+        perf = executor.run([c for t in timed for c in t], work / "io-perf", (0.7, 0.9))
+    outcomes |= perf
     executor.progress(_("scoring"), 0.9)
     source = executor.backend.time_source
     ran = []
-    for index, ((seeds, mine), judged, mine_timed) in enumerate(zip(planned, per_seed, timed, strict=True)):
+    for index, ((seeds, mine), mine_timed) in enumerate(zip(planned, timed, strict=True)):
+        judged = {c.id: judged_all[c.id] for c in mine if c.id in judged_all}
         judged |= {c.id: scorer.judge(c, outcomes[c.id]) for c in mine_timed}
         samples = {c.stage: call_samples(outcomes[c.id].meta, source) if c.id in outcomes else []
                    for c in mine if c.stage is not None}
@@ -58,9 +62,56 @@ def run_seeds_calls(executor: Executor, scorer: Scorer, planned: list[tuple[Seed
     return ran
 
 
-def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path) -> dict[str, CallOutcome]:
+def stages_to_time(scorer: Scorer, planned: list[tuple[SeedPlan, list[PlannedCall]]],
+                   judged: dict[str, CaseResult]) -> list[list[PlannedCall]]:
+    """Per seed, its stages' timed calls worth running, from its correctness calls as `judged`. Speed is measured
+    only where it can score: a stage whose entry already fails a case earns nothing, and a broken kernel at the
+    perf shape would only burn time."""
+    timed = []
+    for _seeds, mine in planned:
+        mine_judged = {c.id: judged[c.id] for c in mine if c.id in judged}  # each seed on its own judgements
+        timed.append([c for c in mine if c.stage is not None and scorer.entry_correct(c, mine_judged)])
+    return timed
+
+
+def time_beside_the_replay(executor: Executor, scorer: Scorer, planned: list[tuple[SeedPlan, list[PlannedCall]]],
+                           outcomes: dict[str, CallOutcome], work: Path
+                           ) -> tuple[dict[str, CaseResult], list[list[PlannedCall]], dict[str, CallOutcome]]:
+    """The emulator: the correctness rounds (`outcomes`, read from the run alone) are replayed in a thread while
+    the stages are timed in the run sandbox, chosen from the run's own outputs -- a stage the replay lets be timed
+    passes there too (judge.passes_on_the_run): the replay can only take stages away. Once the replay has spoken
+    (`outcomes` updated in place) the stages are chosen again as ever; when the guess was more than that, its
+    round is dropped whole, notes included, and the stages that can score are timed on their own, as they would
+    have been after the replay: a call the grading would not have run has no say in their round.
+    Returns the correctness calls judged, the timed calls per seed and their outcomes."""
+    ran_alone = {c.id: scorer.judge_run(c, outcomes[c.id]) for _seeds, mine in planned for c in mine
+                 if c.id in outcomes}
+    guess = stages_to_time(scorer, planned, ran_alone)
+    replaying = executor.settle_beside()
+    executor.progress(_("timing {n} stage(s)").format(n=sum(len(t) for t in guess)), 0.7)
+    try:
+        with executor.holding_notes() as held:
+            perf = executor.run([c for t in guess for c in t], work / "io-perf", (0.7, 0.9))
+    except BaseException:
+        if replaying is not None:
+            replaying.join()  # nothing of it outlives the grading's folders
+        raise
+    if replaying is not None:
+        outcomes |= replaying.result()
+    judged = {c.id: scorer.judge(c, outcomes[c.id]) for _seeds, mine in planned for c in mine if c.id in outcomes}
+    timed = stages_to_time(scorer, planned, judged)
+    if [[c.id for c in t] for t in timed] == [[c.id for c in t] for t in guess]:
+        executor.say(held)
+        return judged, timed, perf
+    executor.progress(_("timing {n} stage(s)").format(n=sum(len(t) for t in timed)), 0.8)
+    return judged, timed, executor.run([c for t in timed for c in t], work / "io-perf-again", (0.8, 0.9))
+
+
+def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path,
+                    settle: bool = True) -> dict[str, CallOutcome]:
     """Probe: one tiny case per entry (per seed) under a short limit first. An entry that hangs or cannot even be
-    loaded would fail every other call the same way, one full time limit each; those are not run."""
+    loaded would fail every other call the same way, one full time limit each; those are not run. `settle`
+    False: on the emulator the rounds are left to the caller's settle, their outcomes read from the run alone."""
     probes = probe_calls(calls)
     executor.progress(_("probing {n} entry function(s)").format(n=len(probes)), 0.3)
     # The probe's replay is deferred into the next round's (its error kinds decide the dooms; one sandbox less).
@@ -69,7 +120,10 @@ def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path) ->
     doomed = {(c.tag, c.entry): outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
     rest = [c for c in calls if c.id not in outcomes and (c.tag, c.entry) not in doomed and c.stage is None]
     executor.progress(_("running {n} correctness calls").format(n=len(rest)), 0.35)
-    outcomes |= executor.run(rest, work / "io", (0.35, 0.7)) if rest else executor.settle(work / "io-probe-replay")
+    if rest:
+        outcomes |= executor.run(rest, work / "io", (0.35, 0.7), defer_replay=not settle)
+    elif settle:
+        outcomes |= executor.settle(work / "io-probe-replay")
     for call in calls:
         if call.id not in outcomes and (call.tag, call.entry) in doomed and call.stage is None:
             first = doomed[(call.tag, call.entry)].meta or {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,20 @@ from grader.sandbox.capped import UntrustedFileError, load_npy_expected, read_by
 from grader.spec import REFERENCES, AssignmentSpec
 
 
-def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: AssignmentSpec,
-              backend: ResolvedBackend, facts: HostFacts | None,
-              replay: ReplayRound | None) -> tuple[CallOutcome, float]:
-    """One call's outcome, and the seconds the host's integrity checks took. With a replay (the emulator), the
-    launch records, counted work and kernel-written bytes are the replay's, never the run's."""
+@dataclass
+class RunRead:
+    """What a round's folder says of one call, read once, right after the round: the result file, the output
+    array and (emu) the launches the run's own process recorded. Later rounds run in the same sandbox, whose
+    processes could write that folder again: the host has read what it needs before the next round starts."""
+
+    meta: dict[str, Any]
+    output: np.ndarray | None = None
+    read_error: str | None = None
+    structure: tuple[int, str] | None = None  # emu: (launches, digest) of the run's own (unsigned) records
+
+
+def read_run(call: PlannedCall, outputs: Path, outcome: RunOutcome, backend: ResolvedBackend) -> RunRead:
+    """The run's side of a call (read_call reads the replay's against it)."""
     try:
         meta = read_json_capped(outputs / f"{call.id}.json", root=outputs.parent)
     except (UntrustedFileError, OSError):
@@ -39,16 +49,29 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
         # The host's own observation of its runner: the only source of crash/timeout it needs no file for.
         kind = ErrorKind.TIMEOUT if outcome.timed_out else ErrorKind.CRASH
         meta = {"ok": False, "error_kind": kind, "error": describe_outcome(outcome), "lost": True}
-    ok = meta.get("ok") is True
-    output = None
-    read_error = None
-    if ok:
+    read = RunRead(meta)
+    if meta.get("ok") is True:
         try:
             # Header checked against the case's shape and dtype before any array is allocated.
-            output = load_npy_expected(outputs / f"{call.id}.npy", tuple(call.case.output_shape),
-                                       call.case.dtype, root=outputs.parent)
+            read.output = load_npy_expected(outputs / f"{call.id}.npy", tuple(call.case.output_shape),
+                                            call.case.dtype, root=outputs.parent)
         except (UntrustedFileError, OSError) as exc:
-            read_error = _("the output could not be read back: {error}").format(error=exc)
+            read.read_error = _("the output could not be read back: {error}").format(error=exc)
+        if backend.impl.kernel_trace:
+            read.structure = run_structure(outputs / f"{call.id}.trace.jsonl", call.id, root=outputs.parent)
+    return read
+
+
+def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: AssignmentSpec,
+              backend: ResolvedBackend, facts: HostFacts | None,
+              replay: ReplayRound | None, run: RunRead | None = None) -> tuple[CallOutcome, float]:
+    """One call's outcome, and the seconds the host's integrity checks took. With a replay (the emulator), the
+    launch records, counted work and kernel-written bytes are the replay's, never the run's. `run`: the run's
+    side as read_run read it after the round (None: read now). Without a replay on the emulator, what the run
+    alone shows (its launch count for judge.passes_on_the_run)."""
+    run = run or read_run(call, outputs, outcome, backend)
+    meta, output, read_error = run.meta, run.output, run.read_error
+    ok = meta.get("ok") is True
     if ok and backend.impl.kernel_windows:
         # mlu: kernel use and device time from the timing driver's records, never the harness's own figures.
         started = time.perf_counter()
@@ -63,8 +86,11 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
                             integrity=use.findings, no_kernel=use.missing, kernels=use,
                             integrity_notes=[use.unverified] if use.unverified else []),
                 time.perf_counter() - started)
-    if not backend.impl.kernel_trace or replay is None:
+    if not backend.impl.kernel_trace:
         return CallOutcome(meta=meta, output=output, read_error=read_error), 0.0
+    if replay is None:  # the run alone, before its replay
+        return CallOutcome(meta=meta, output=output, read_error=read_error,
+                           run_launches=run.structure[0] if run.structure else 0), 0.0
     started = time.perf_counter()
     replayed = replay.calls[call.id]
     if ok and replayed.over_budget:
@@ -83,7 +109,7 @@ def read_call(call: PlannedCall, outputs: Path, outcome: RunOutcome, spec: Assig
             findings.insert(0, _("the grader's replay of your kernels could not stand for this call: {why}").format(
                 why=replayed.error))
         else:
-            launches, digest = run_structure(outputs / f"{call.id}.trace.jsonl", call.id, root=outputs.parent)
+            launches, digest = run.structure or (0, "")
             if (launches, digest) != (trace.launch_count, trace.launches.structure.hexdigest()):
                 findings.append(_("the launch records written in your process ({run} launches) differ from what "
                                   "your kernels launched when the grader replayed them ({replayed}): they were "

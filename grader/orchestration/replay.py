@@ -46,7 +46,7 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.plan import PlannedCall
 from grader.orchestration.wasm_engine import stage_engine
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
-from grader.sandbox.capped import UntrustedFileError, read_bytes_capped, read_json_capped
+from grader.sandbox.capped import UntrustedFileError, copy_capped, read_bytes_capped, read_json_capped
 from grader.sandbox.layout import sandbox_user
 from grader.spec import ConcreteCase
 from grader.spec.models import DeviceOpsSpec
@@ -91,11 +91,11 @@ class ReplayRound:
     key: bytes
     outcome: RunOutcome | None
     calls: dict[str, ReplayedCall] = field(default_factory=dict)
-    staged: _Staged | None = field(default=None, repr=False)  # what it replayed, for a second opinion
+    staged: Staged | None = field(default=None, repr=False)  # what it replayed, for a second opinion
 
 
 @dataclass
-class _Staged:
+class Staged:
     """A replay's inputs as the host laid them out in its /io: the journals, the twins and the job, kept so that the
     same journals can be replayed again on the same twins (second_opinion)."""
 
@@ -110,6 +110,7 @@ class _Staged:
     submission: Path
     build_dir: Path
     budget: Limits
+    any_journal: bool = True  # False: no round left a journal, no replay sandbox is started
 
 
 def journals_by_worker(calls: list[PlannedCall], run_outputs: Path) -> dict[str, int]:
@@ -123,10 +124,10 @@ def journals_by_worker(calls: list[PlannedCall], run_outputs: Path) -> dict[str,
 def copy_untrusted(source: Path, target: Path, root: Path, cap: int) -> bool:
     """Copies a file the run sandbox wrote, refusing links and anything over the cap."""
     try:
-        data = read_bytes_capped(source, cap, root=root)
+        copy_capped(source, target, cap, root=root)
     except (UntrustedFileError, OSError):
+        target.unlink(missing_ok=True)
         return False
-    target.write_bytes(data)
     return True
 
 
@@ -166,16 +167,16 @@ def journal_budget(journal: Path, budget: Limits) -> str | None:
                  limit=limit)
 
 
-def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound], io: Path, submission: Path,
+def stage_replay(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound], io: Path, submission: Path,
                  build_dir: Path, budget: Limits | None = None,
-                 device_ops: dict[str, list[str]] | None = None, engine: Path | None = None) -> ReplayRound:
-    """Replays the rounds' journals in a sandbox of its own (see the module's docstring); `budget` is the run
-    rounds' own limits (disk, file size, memory; the wall limit is the replay's own); `device_ops` the torch
-    operators the replay runs itself (DeviceOpsSpec.model_dump(); None: the default); `engine` the folder of the
-    build's WebAssembly engine, made on the trusted side (wasm_engine.py; None: the replay makes it)."""
+                 device_ops: dict[str, list[str]] | None = None) -> Staged:
+    """A replay of the rounds' journals laid out (see the module's docstring; replay_staged runs it): the journals
+    taken out of the run's folders (which the next round's processes could write) into the replay's /io, beside
+    the twins' inputs and the job. `budget` is the run rounds' own limits (disk, file size, memory; the wall limit
+    is the replay's own); `device_ops` the torch operators the replay runs itself (DeviceOpsSpec.model_dump();
+    None: the default). Nothing is run."""
     budget = budget or Limits()
     fresh_io(io)
-    stage_engine(engine, io)
     copied: dict[str, int] = {}
     over: dict[str, str] = {}  # call id -> the budget its journal ran into
     journal_of: dict[str, str] = {}
@@ -196,11 +197,27 @@ def replay_round(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
     twins = {call.id: call.case.replay_twin(TWIN_SALT) for call in calls}
     for call in calls:
         for index, array in enumerate(twins[call.id].make_inputs().values()):
-            (io / REPLAY_INPUTS / f"{call.id}.{index}.bin").write_bytes(np.ascontiguousarray(array).tobytes())
+            np.ascontiguousarray(array).tofile(io / REPLAY_INPUTS / f"{call.id}.{index}.bin")
     (io / REPLAY_JOB).write_text(json.dumps({"device": backend.device, "calls_per_journal": copied,
                                              "device_ops": device_ops or DeviceOpsSpec().model_dump()}))
-    staged = _Staged(io, calls, twins, journal_of, over, seconds, runner, backend, submission, build_dir, budget)
-    return _replay_staged(staged, engine=None, any_journal=bool(copied))
+    return Staged(io, calls, twins, journal_of, over, seconds, runner, backend, submission, build_dir, budget,
+                  any_journal=bool(copied))
+
+
+def replay_staged(staged: Staged, engine: Path | None = None) -> ReplayRound:
+    """A staged replay run in a sandbox of its own and read; `engine` is the folder of the build's WebAssembly
+    engine, made on the trusted side (wasm_engine.py; None: the replay makes it), staged into its /io first. It
+    reads nothing of the run's folders: it may run beside the next round (execute.Executor.settle_beside)."""
+    stage_engine(engine, staged.io)
+    return _run_replay(staged, engine=None, any_journal=staged.any_journal)
+
+
+def draw_ahead(calls: list[PlannedCall], reference: str) -> None:
+    """What reading the calls' replay will need, drawn now (kept in the cases' cache, spec/cases.py): each case's
+    reference output, its twin's inputs and the twin's reference. The executor draws them while the round runs."""
+    for call in calls:
+        call.case.expected(reference)
+        call.case.replay_twin(TWIN_SALT).expected(reference)
 
 
 def second_opinion(first: ReplayRound, io: Path, call_ids: set[str]) -> ReplayRound:
@@ -225,7 +242,7 @@ def second_opinion(first: ReplayRound, io: Path, call_ids: set[str]) -> ReplayRo
     job["calls_per_journal"] = {k: v for k, v in job.get("calls_per_journal", {}).items() if k in journals}
     (io / REPLAY_JOB).write_text(json.dumps(job))
     again = replace(staged, io=io, calls=calls, seconds=60.0 + staged.seconds * len(calls) / max(1, len(staged.calls)))
-    return _replay_staged(again, engine="native", any_journal=bool(job["calls_per_journal"]))
+    return _run_replay(again, engine="native", any_journal=bool(job["calls_per_journal"]))
 
 
 def fresh_io(io: Path) -> None:
@@ -237,7 +254,7 @@ def fresh_io(io: Path) -> None:
     (io / "outputs").mkdir()
 
 
-def _replay_staged(staged: _Staged, engine: str | None, any_journal: bool) -> ReplayRound:
+def _run_replay(staged: Staged, engine: str | None, any_journal: bool) -> ReplayRound:
     io = staged.io
     key = write_trace_key(io)
     outcome = None

@@ -53,7 +53,7 @@ class Round:
 
 
 class RoundSandbox:
-    """A run-phase sandbox started with round 0 and reused while each round ends cleanly."""
+    """A run-phase sandbox started before (start) or with round 0 and reused while each round ends cleanly."""
 
     def __init__(self, runner: StartingRunner, argv: list[str], mounts: Mounts, limits: Limits,
                  env: dict[str, str], master: bytes) -> None:
@@ -76,9 +76,15 @@ class RoundSandbox:
     def next_round(self) -> Path:
         return self.rounds / str(self.index)
 
+    def start(self) -> None:
+        """Starts the sandbox before its first round is written (its keeper waits for it, bang_harness.session):
+        torch's import there is under way while the host gets the round ready."""
+        if self.started is None:
+            self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
+
     def run_round(self, make_job: Callable[[Path], dict[str, Any]], wall_seconds: float) -> Round:
         """Writes round n (`make_job` writes the inputs into the folder it gets and returns the job), starts the
-        sandbox with round 0, and waits for the round's end."""
+        sandbox with round 0 unless it was started, and waits for the round's end."""
         index = self.index
         round_dir = self._make_round_dir(index)
         self.index += 1
@@ -91,8 +97,8 @@ class RoundSandbox:
         (round_dir / f".{JOB_FILE}.tmp").write_bytes(text)
         os.replace(round_dir / f".{JOB_FILE}.tmp", round_dir / JOB_FILE)  # the keeper waits for this name
         began = time.monotonic()
-        if self.started is None:
-            self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
+        self.start()
+        assert self.started is not None
         expected = done_mark(self.master, index).encode("ascii")
         while True:
             ended = self.started.wait(POLL_SECONDS)

@@ -8,7 +8,7 @@ import numpy as np
 from grader.checks.requirements import check_requirements
 from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
-from grader.orchestration.judge import CallOutcome, judge_call, modelled_samples
+from grader.orchestration.judge import CallOutcome, judge_call, modelled_samples, passes_on_the_run
 from grader.orchestration.plan import PlannedCall
 from grader.results import (
     CaseResult,
@@ -35,6 +35,11 @@ class Scorer:
     def judge(self, call: PlannedCall, got: CallOutcome) -> CaseResult:
         expected = self.expected(call.case) if (got.meta or {}).get("ok") and got.output is not None else None
         return judge_call(self.spec, call.entry, call.case, got, expected, kernel_trace=self.backend.impl.kernel_trace)
+
+    def judge_run(self, call: PlannedCall, got: CallOutcome) -> CaseResult:
+        """A call read from the run alone, judged on what the run can show (judge.passes_on_the_run)."""
+        expected = self.expected(call.case) if (got.meta or {}).get("ok") and got.output is not None else None
+        return passes_on_the_run(self.spec, call.entry, call.case, got, expected)
 
     def entry_correct(self, perf_call: PlannedCall, judged: dict[str, CaseResult]) -> bool:
         """Whether the timed call's entry passed every visible case of the groups gating its stage. Hidden

@@ -66,9 +66,10 @@ class EngineMaker:
             self._thread.start()
 
     def engine(self) -> Path | None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        """Waits for the maker (from any thread: a replay may run beside the next round's)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
         return self._result
 
     def _make(self) -> None:

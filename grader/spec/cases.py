@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,23 +29,40 @@ class _Drawn:
         self.budget = budget_bytes
         self.entries: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
         self.size = 0
+        # Threads share it (orchestration/execute.py: references drawn beside a round, a replay read beside the
+        # next): a key is computed once, by the first thread that asks; the others wait for it.
+        self._lock = threading.Lock()
+        self._computing: dict[tuple, threading.Event] = {}
 
     def kept(self, key: tuple, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """The arrays kept under key, computed (and kept) first if they are not."""
-        found = self.entries.get(key)
-        if found is None:
+        while True:
+            with self._lock:
+                found = self.entries.get(key)
+                if found is not None:
+                    self.entries.move_to_end(key)
+                    return found
+                underway = self._computing.get(key)
+                if underway is None:
+                    self._computing[key] = threading.Event()
+                    break
+            underway.wait()  # then kept (or evicted already, or its computing failed: computed here then)
+        try:
             found = compute()
             self.put(key, found)
-        self.entries.move_to_end(key)
+        finally:
+            with self._lock:
+                self._computing.pop(key).set()
         return found
 
     def put(self, key: tuple, arrays: dict[str, np.ndarray]) -> None:
         for array in arrays.values():
             array.setflags(write=False)  # shared by every later caller: nobody may change them
-        self.size += _nbytes(arrays) - _nbytes(self.entries.pop(key, {}))
-        self.entries[key] = arrays
-        while self.size > self.budget and len(self.entries) > 1:
-            self.size -= _nbytes(self.entries.popitem(last=False)[1])
+        with self._lock:
+            self.size += _nbytes(arrays) - _nbytes(self.entries.pop(key, {}))
+            self.entries[key] = arrays
+            while self.size > self.budget and len(self.entries) > 1:
+                self.size -= _nbytes(self.entries.popitem(last=False)[1])
 
 
 def _nbytes(arrays: dict[str, np.ndarray]) -> int:

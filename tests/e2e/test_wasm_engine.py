@@ -67,6 +67,10 @@ def test_kernels_that_compute_only_natively_are_held_for_review_not_accused_and_
     assert not [c for c in wasm.cases if c.verdict == Verdict.INTEGRITY], wasm.integrity
     assert "held for review" in held[0].message and "natively" in held[0].message
     assert wasm.verdict == Verdict.HELD_FOR_REVIEW and wasm.integrity == []
+    # The run's own outputs were right, so its stages were timed beside the replay; the replay's hold takes them
+    # away again: no held entry's stage keeps a time (policy.time_beside_the_replay drops that round)
+    held_stages = [s for s in wasm.stages if s.entry in {c.entry for c in held}]
+    assert held_stages and all(s.timing is None and s.points == 0 for s in held_stages), held_stages
     reference = graded("reference_kernels/sigmoid/vector")
     assert wasm.score < reference.score
     native = _graded_natively(folder, monkeypatch)

@@ -10,7 +10,13 @@ import pickle
 import numpy as np
 import pytest
 
-from grader.sandbox.capped import UntrustedFileError, load_npy_capped, read_bytes_capped, read_json_capped
+from grader.sandbox.capped import (
+    UntrustedFileError,
+    copy_capped,
+    load_npy_capped,
+    read_bytes_capped,
+    read_json_capped,
+)
 
 
 def test_plain_files_are_read(tmp_path):
@@ -53,6 +59,22 @@ def test_oversize_and_sparse_files_are_refused(tmp_path):
     (tmp_path / "big.json").write_text(" " * 100 + "{}")
     with pytest.raises(UntrustedFileError, match="cap"):
         read_json_capped(tmp_path / "big.json", max_bytes=50)
+
+
+def test_a_copy_refuses_what_a_read_refuses_and_copies_the_rest_whole(tmp_path):
+    """copy_capped (a run's journals into the replay's folder, in the kernel): the bytes, all of them, or nothing
+    of a link, a FIFO or a file over the cap."""
+    (tmp_path / "out").mkdir()
+    data = os.urandom(3 << 20)
+    (tmp_path / "out" / "c0.journal").write_bytes(data)
+    assert copy_capped(tmp_path / "out" / "c0.journal", tmp_path / "copy", 3 << 20, root=tmp_path) == len(data)
+    assert (tmp_path / "copy").read_bytes() == data
+    os.symlink(tmp_path / "copy", tmp_path / "out" / "link.journal")
+    os.mkfifo(tmp_path / "out" / "fifo.journal")
+    for name, why in (("link.journal", "links"), ("fifo.journal", "not a regular file"), ("c0.journal", "cap")):
+        with pytest.raises(UntrustedFileError, match=why):
+            copy_capped(tmp_path / "out" / name, tmp_path / f"refused-{name}", (3 << 20) - 1, root=tmp_path)
+        assert not (tmp_path / f"refused-{name}").exists()
 
 
 def test_pickles_and_object_arrays_are_refused(tmp_path):
