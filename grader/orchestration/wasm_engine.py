@@ -1,8 +1,8 @@
 """The WebAssembly engine of a build's kernels, made once per module and staged into each replay (issue 41).
 
 The engine is native code that wasm2c and gcc make from the checked, counted module (bang_emu/wasm/engine.py):
-deterministic, and two to three CPU seconds for a small module -- most of what a replay sandbox spent when each
-replay made it again. It is made on the trusted side: never in the build sandbox (which runs the student's
+deterministic, and one to three CPU seconds for a small module (gcc -O1; two to five at -O2) -- most of what a
+replay sandbox spent when each replay made it again. It is made on the trusted side: never in the build sandbox (which runs the student's
 compiler invocations: an engine made there could be anything) nor taken from a replay sandbox (whose native
 replays, a fallback or a second opinion, run the student's device code beside it), but by `bang_harness
 make-engine` in a sandbox of its own in which nothing but wasm2c and gcc run over the module's bytes, as the

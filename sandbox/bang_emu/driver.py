@@ -2,6 +2,7 @@
 
     cncc-emu --bang-arch=compute_30 -O3 file.mlu -o exe
     cncc-emu -c -fPIC --bang-mlu-arch=mtp_372 kernel.mlu -o kernel.o
+    cncc-emu -c -fPIC --emu-device-module-also=device.o kernel.mlu -o kernel.o   (the replay's object too)
     cncc-emu --prebuild-runtime [DIR]
 
 Each .mlu file is preprocessed by g++ with bang.h force-included (which, as cncc's forced runtime wrapper does,
@@ -85,6 +86,9 @@ class Options:
     notes: list[str] = field(default_factory=list)
     verbose: bool = False
     device_module: bool = False  # --emu-device-module: every .mlu compiled for the replay's device module
+    # --emu-device-module-also=OBJ: with -c, the .mlu compiled for the device module too, into OBJ, from the same
+    # preprocessed text (one driver and one `g++ -E` for both objects of a build: bang_harness/build.py)
+    device_module_also: str | None = None
 
 
 def note(msg: str) -> None:
@@ -155,6 +159,8 @@ def parse_args(argv: list[str]) -> Options:
             o.emu_device = value(a)
         elif a == "--emu-device-module":
             o.device_module = True
+        elif a.startswith("--emu-device-module-also="):
+            o.device_module_also = a.split("=", 1)[1]
         elif a in ("-v", "--verbose"):
             o.verbose = True
         elif a == "-x":
@@ -315,9 +321,19 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
     if proc.returncode != 0:
         _forward(proc)
         return proc.returncode or 1
+    preprocessed = pre.read_text(errors="replace")
+    rc = _rewrite_and_compile(src, preprocessed, obj, o, std, workdir, o.device_module)
+    if rc == 0 and o.device_module_also and not (o.device_module or o.preprocess_only):
+        rc = _rewrite_and_compile(src, preprocessed, Path(o.device_module_also), o, std, workdir, True)
+    return rc
+
+
+def _rewrite_and_compile(src: Path, preprocessed: str, obj: Path, o: Options, std: str, workdir: Path,
+                         device_module: bool) -> int:
+    """src's preprocessed text rewritten (for the device module or not) and compiled into obj (-E: written out)."""
     try:
-        result = rw.rewrite(pre.read_text(errors="replace"), default_device=o.emu_device, user_file=_user_file,
-                            device_module=o.device_module)
+        result = rw.rewrite(preprocessed, default_device=o.emu_device, user_file=_user_file,
+                            device_module=device_module)
     except rw.RewriteError as e:
         print(f"{src}: error: cncc-emu: {e}", file=sys.stderr)
         return 1
@@ -330,8 +346,8 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
             sys.stdout.write(result.text)
         return 0
     cmd = ["g++", "-c", std, o.opt, "-g" if o.debug else "-g1", "-fno-omit-frame-pointer",
-           *DEVICE_INSTRUMENTATION, *(DEVICE_MODULE_FLAGS if o.device_module else []), *o.passthrough,
-           *(DEVICE_MODULE_HARDENING if o.device_module else []), str(rewritten), "-o", str(obj)]
+           *DEVICE_INSTRUMENTATION, *(DEVICE_MODULE_FLAGS if device_module else []), *o.passthrough,
+           *(DEVICE_MODULE_HARDENING if device_module else []), str(rewritten), "-o", str(obj)]
     proc = _run(cmd, o.verbose)
     _forward(proc)
     if proc.returncode != 0:
@@ -364,6 +380,8 @@ def build(o: Options) -> int:
     compiled = [p for p in sources if p.suffix in SOURCE_SUFFIXES | HOST_SUFFIXES]
     if (o.compile_only or o.preprocess_only) and len(compiled) > 1 and o.output:
         raise DriverError("-o with -c/-E needs a single input file")
+    if o.device_module_also and not (o.compile_only and [p.suffix for p in compiled] == [".mlu"]):
+        raise DriverError("--emu-device-module-also needs -c and a single .mlu input")
     with tempfile.TemporaryDirectory(prefix="cncc-emu-") as td:
         work = Path(td)
         objects: list[str] = []

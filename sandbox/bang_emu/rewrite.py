@@ -29,6 +29,12 @@ from bang_emu import spaces
 ONCHIP_SECTION = ".bang_emu_onchip"
 
 _LINE_MARKER = re.compile(r'^#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"([ \d]*)', re.M)
+# _Source._literal_mask: where a literal or a directive line may start, and a literal's body up to what ends it (its
+# quote or a newline; a backslash takes the character after it, a newline included)
+_MASK_CANDIDATE = re.compile(r"[\"'#]")
+_BLANKS = re.compile(r"[ \t]*")
+_NEWLINE = re.compile(r"\n")
+_LITERAL_BODY = {q: re.compile(rf"[^{q}\n\\]*(?:\\[\s\S][^{q}\n\\]*)*") for q in "\"'"}
 _ONCHIP_KEYWORD = re.compile(r"\b(" + "|".join(spaces.ONCHIP_KEYWORDS) + r")\b")
 _ATTRIBUTE = re.compile(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
 _DECLARATOR = re.compile(r"^(?P<head>[\s\S]*?)(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$")
@@ -62,6 +68,7 @@ class _Source:
     def __init__(self, text: str) -> None:
         self.text = text
         self.in_literal = self._literal_mask(text)
+        self._newlines: list[int] | None = None  # offsets of the text's newlines, once location() asks
         self.markers: list[tuple[int, int, str]] = []  # (offset of next line, line number, file)
         self.system: list[bool] = []  # per marker: inside a system header (flag 3)
         self.flags: list[list[str]] = []  # per marker: its flags (1 enter a file, 2 return to one, 3 system)
@@ -89,32 +96,40 @@ class _Source:
 
     @staticmethod
     def _literal_mask(text: str) -> bytearray:
+        """1 for each character of a string or character literal (its quotes included; a literal the line ends
+        before closing takes that newline too) and of a line that starts with `#` (line markers, pragmas), else
+        0. A `'` after a letter or digit is a digit separator (`1'000`). The scan jumps from one quote or `#` to
+        the next (the header text in between is most of a preprocessed unit); tests/emu/test_rewrite_scan.py
+        holds it to the character-by-character definition."""
         mask = bytearray(len(text))
-        i, n = 0, len(text)
-        line_start = True
-        while i < n:
-            ch = text[i]
-            if line_start and ch == "#":  # line markers / pragmas: skip the whole line
-                j = text.find("\n", i)
-                j = n if j < 0 else j
-                for k in range(i, j):
-                    mask[k] = 1
-                i = j
+        n = len(text)
+        i = 0
+        line_start = True  # at i: only blanks since the line began (a `#` there starts a directive line)
+        while (found := _MASK_CANDIDATE.search(text, i)) is not None:
+            k = found.start()
+            if k > i:  # text[i:k] holds no quote and no `#`
+                newline = text.rfind("\n", i, k)
+                blank = _BLANKS.match(text, newline + 1 if newline >= 0 else i, k).end() == k
+                line_start = blank if newline >= 0 else line_start and blank
+            ch = text[k]
+            if ch == "#":
+                if line_start:
+                    end = text.find("\n", k)
+                    end = n if end < 0 else end
+                    mask[k:end] = b"\x01" * (end - k)
+                    i = end
+                else:
+                    line_start, i = False, k + 1
                 continue
-            if ch in "\"'":
-                if ch == "'" and i > 0 and (text[i - 1].isalnum()):
-                    i += 1  # digit separator like 1'000
-                    continue
-                j = i + 1
-                while j < n and text[j] != ch and text[j] != "\n":
-                    j += 2 if text[j] == "\\" else 1
-                for k in range(i, min(j + 1, n)):
-                    mask[k] = 1
-                i = j + 1
-                line_start = False
+            if ch == "'" and k > 0 and text[k - 1].isalnum():
+                line_start, i = False, k + 1  # a digit separator
                 continue
-            line_start = ch == "\n" or (line_start and ch in " \t")
-            i += 1
+            end = _LITERAL_BODY[ch].match(text, k + 1).end()  # at the closing quote, a newline or the end
+            if end < n and text[end] == "\\":  # a backslash as the last character escapes past the end
+                end += 2
+            stop = min(end + 1, n)
+            mask[k:stop] = b"\x01" * (stop - k)
+            line_start, i = False, end + 1
         return mask
 
     def _marker_index(self, pos: int) -> int:
@@ -128,9 +143,16 @@ class _Source:
     def location(self, pos: int) -> tuple[str, int]:
         i = self._marker_index(pos)
         if i < 0:
-            return "<input>", self.text.count("\n", 0, pos) + 1
+            return "<input>", self._newlines_before(pos) + 1
         start, line, file = self.markers[i]
-        return file, line + self.text.count("\n", start, pos)
+        return file, line + self._newlines_before(pos) - self._newlines_before(start)
+
+    def _newlines_before(self, pos: int) -> int:
+        """How many newlines text[:pos] holds (their offsets found once: a unit's headers are most of its text, and
+        counting from the last line marker each time cost a wasm rewrite a third of its time)."""
+        if self._newlines is None:
+            self._newlines = [m.start() for m in _NEWLINE.finditer(self.text)]
+        return bisect.bisect_left(self._newlines, pos)
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -476,10 +498,10 @@ def _strip_keywords(text: str) -> str:
     """Qualifiers left over (casts, parameter types, prototypes) mean nothing to g++; `__mlu_func__` is `inline`
     unless the declaration says `inline` itself (cncc's `__mlu_func__` is an always_inline attribute); so is
     `__mlu_vector__`."""
-    src = _Source(text)
+    in_literal = _Source._literal_mask(text)
 
     def repl(m: re.Match) -> str:
-        if src.in_literal[m.start()]:
+        if in_literal[m.start()]:
             return m.group(0)
         if m.group(0) not in ("__mlu_func__", "__mlu_vector__"):
             return ""
@@ -500,6 +522,8 @@ _DEVICE_QUALIFIER = re.compile(r"\b(__mlu_global__|__mlu_entry__|__mlu_func__|__
 _KERNEL_QUALIFIER = re.compile(r"\b(__mlu_global__|__mlu_entry__)\b")
 _SCOPE_CHAR = re.compile(r"[{};]")
 _IDENT_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
+_DECLARATOR_STOP = re.compile(r"\[\[|[(=]")
+_PARENS = re.compile(r"[()]")
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()<>]*>\s*)?\(")
 _NOT_DECLARATOR = {"__attribute__", "decltype", "alignas", "__declspec", "sizeof", "noexcept", "throw", "requires",
                    "if", "while", "for", "switch", "return", "__typeof__", "typeof", "__alignof__", "alignof",
@@ -550,26 +574,23 @@ def _strip_template_prefix(head: str) -> tuple[str, int, bool]:
 def _find_declarator_paren(rest: str) -> tuple[int, str | None] | None:
     """Index in rest of the parameter list's '(' of a function declarator, and the name before it; None when the
     head declares no function."""
-    i, n = 0, len(rest)
-    while i < n:
-        ch = rest[i]
+    n = len(rest)
+    i = 0
+    while (stop := _DECLARATOR_STOP.search(rest, i)) is not None:  # the next `[[`, `(` or `=`
+        i = stop.start()
         if rest.startswith("[[", i):
             i = rest.find("]]", i) + 2 if rest.find("]]", i) >= 0 else n
             continue
-        if ch == "(":
+        if rest[i] == "(":
             m = _IDENT_BEFORE.search(rest, 0, i)
             word = m.group(1) if m else None
-            close = i
-            depth = 0
-            for j in range(i, n):
-                if rest[j] == "(":
-                    depth += 1
-                elif rest[j] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        close = j
-                        break
-            else:
+            close, depth = -1, 0
+            for paren in _PARENS.finditer(rest, i):
+                depth += 1 if paren.group() == "(" else -1
+                if depth == 0:
+                    close = paren.start()
+                    break
+            if close < 0:
                 return None
             if word in _NOT_DECLARATOR:
                 i = close + 1
@@ -577,7 +598,7 @@ def _find_declarator_paren(rest: str) -> tuple[int, str | None] | None:
             if word is None or word in _TYPE_WORDS:
                 return i, None
             return i, word
-        if ch == "=" and rest[i - 1 : i] not in ("<", ">", "!", "=") and rest[i + 1 : i + 2] != "=":
+        if rest[i - 1 : i] not in ("<", ">", "!", "=") and rest[i + 1 : i + 2] != "=":
             return None  # an initializer
         i += 1
     return None

@@ -129,13 +129,18 @@ class ExtensionBuilder:
         cxx_std = torch_build().std
         cpp_includes = [*local_includes, *self.toolchain.cpp_include_dirs(), *torch_includes]
 
-        def compile_mlu(src: Path) -> tuple[Path, StepOutcome]:
-            obj = self.obj_dir / f"mlu_{mlu_sources.index(src)}_{src.stem}.o"  # stems may repeat across folders
-            return obj, self.toolchain.compile_mlu(src, obj, local_includes)
+        # the device module: the same kernels for trusted replay (DESIGN.md "Threat model"), each compiled by the
+        # step that compiles its source for the run
+        device_objects = [self.obj_dir / f"device_{index}_{src.stem}.o" for index, src in enumerate(mlu_sources)] \
+            if replays(self.toolchain) else []
 
-        def compile_device(src: Path) -> tuple[Path, StepOutcome]:
-            obj = self.obj_dir / f"device_{mlu_sources.index(src)}_{src.stem}.o"
-            return obj, self.toolchain.compile_device_object(src, obj, local_includes)
+        def compile_mlu(src: Path) -> tuple[Path, StepOutcome]:
+            index = mlu_sources.index(src)
+            obj = self.obj_dir / f"mlu_{index}_{src.stem}.o"  # stems may repeat across folders
+            if device_objects:
+                return obj, self.toolchain.compile_mlu_and_device_object(src, obj, device_objects[index],
+                                                                         local_includes)
+            return obj, self.toolchain.compile_mlu(src, obj, local_includes)
 
         prebuilt = dict(self.plan.prebuilt)
         precompiled = self.toolchain.precompiled_headers()
@@ -174,30 +179,25 @@ class ExtensionBuilder:
         # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
         self.compiling = True
         with ThreadPoolExecutor(max_workers=parallel_jobs()) as pool:
-            futures = [pool.submit(_timed, compile_mlu, s) for s in mlu_sources]
-            futures += [pool.submit(_timed, compile_cpp, s) for s in cpp_sources]
-            # the device module: the same kernels for trusted replay (DESIGN.md "Threat model")
-            device = [pool.submit(_timed, compile_device, s) for s in mlu_sources] if replays(self.toolchain) else []
+            # the binding first: the longest single step, begun while the .mlu steps share the other workers
+            cpp_futures = [pool.submit(_timed, compile_cpp, s) for s in cpp_sources]
+            futures = [pool.submit(_timed, compile_mlu, s) for s in mlu_sources] + cpp_futures
             results = [f.result() for f in futures]
-            device_results = [f.result() for f in device]
-        failed = [step for _, step in [*results, *device_results] if step.returncode != 0]
+        failed = [step for _, step in results if step.returncode != 0]
         # Successful steps first, so the failures sit at the end of the log, in its tail.
-        for _, step in sorted([*results, *device_results], key=lambda r: r[1].returncode != 0):
+        for _, step in sorted(results, key=lambda r: r[1].returncode != 0):
             self.log.add_step(step)
         if failed:
-            broken = {src for src, (_, step) in zip([*mlu_sources, *cpp_sources, *mlu_sources],
-                                                     [*results, *device_results], strict=False) if step.returncode}
-            self.log.add(f"error: {len(broken)} of {len(results)} source files failed to compile")
+            self.log.add(f"error: {len(failed)} of {len(results)} source files failed to compile")
             return False
-        if device_results:
-            step = self.toolchain.link_device_module([obj for obj, _ in device_results],
-                                                     self.paths.build / DEVICE_MODULE)
+        if device_objects:
+            step = self.toolchain.link_device_module(device_objects, self.paths.build / DEVICE_MODULE)
             self.log.add_step(step)
             if step.returncode != 0:
                 self.log.add("error: the kernels could not be made a device module the grader can replay")
                 return False
 
-        if device_results and replay_engine(os.environ) == "wasm":
+        if device_objects and replay_engine(os.environ) == "wasm":
             self._build_wasm(mlu_sources, local_includes)
 
         library = self.paths.extension_library(self.plan.extension)
@@ -238,8 +238,8 @@ def _wasm_note(log: BuildLog, message: str) -> None:
 
 def replays(toolchain: Toolchain) -> bool:
     """Whether the toolchain builds a device module for trusted replay (DESIGN.md "Threat model"): one that has
-    compile_device_object and link_device_module (the emulator's)."""
-    return callable(getattr(toolchain, "compile_device_object", None))
+    compile_mlu_and_device_object and link_device_module (the emulator's)."""
+    return callable(getattr(toolchain, "compile_mlu_and_device_object", None))
 
 
 def _noting(step: StepOutcome, passed_over: list[str]) -> StepOutcome:

@@ -179,7 +179,7 @@ class Toolchain(ABC):
 # --- precompiled torch headers ----------------------------------------------------------------------------
 #
 # Parsing `#include <torch/extension.h>` is two thirds of a binding's g++ time (the lab's sigmoid binding,
-# image, -O1: 28 CPU-s without a PCH, 9.5 with). The header is compiled once per binding compiler into
+# image, then -O1: 28 CPU-s without a PCH, 9.5 with). The header is compiled once per binding compiler into
 # `<root>/<key>/torch/extension.h.gch` (or `.pch`; at image build time: sandbox/images/emu/Dockerfile; on the
 # host for the process runner), and that folder is put on the C++ include path ahead of torch's own. A PCH is
 # used only where its header is the first thing a .cpp includes, and lab bindings include their own headers
@@ -198,9 +198,11 @@ PCH_HEADERS = ("torch/extension.h",)
 PCH_STUB = "#pragma once\n#include_next <{header}>\n"
 
 # build.py's binding flags that change code generation, one definition for both (a PCH's must match).
-# -O1: a binding is glue (checks, a launch), and its results do not depend on the level; the sigmoid lab
-# binding compiles in 14.7 CPU-s at -O1 against 20.5 at -O2, each with its own PCH.
-PCH_CODEGEN_FLAGS = ("-O1", "-fPIC")
+# -O0: a binding is glue (checks, a launch), and its results do not depend on the level; what a binding costs is
+# the code of the torch inline functions it uses (the example's: 3,208 functions), which every level past -O0
+# optimises again in every build. The sigmoid lab binding compiled in 14.7 CPU-s by g++ at -O1 against 20.5 at -O2;
+# the example's by clang, image (issue 41): 3.46 CPU-s at -O1, 1.62 at -O0, each with its own PCH.
+PCH_CODEGEN_FLAGS = ("-O0", "-fPIC")
 PCH_STAMP = "pch.json"
 
 

@@ -403,3 +403,40 @@ def test_other_inline_asm_is_a_compile_error_at_its_line(tmp_path):
     assert proc.returncode != 0
     assert "asm_other.mlu:4:" in proc.stderr
     assert "inline assembly is not supported by the emulator: 'findlast1.gpr.b32" in proc.stderr
+
+
+def _code(obj) -> tuple[str, str]:
+    """An object's symbols and disassembly (its debug info names the driver's temporary folder)."""
+    symbols = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout
+    code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)], capture_output=True, text=True,
+                          check=True).stdout
+    return symbols, code.split("\n", 2)[2]  # past the line naming the file
+
+
+def test_one_driver_compiles_the_runs_object_and_the_device_modules_as_two_would(tmp_path):
+    """bang_harness/build.py's step per .mlu (issue 41): `--emu-device-module-also` gives the object `-c` gives and
+    the one `--emu-device-module -c` gives, from one preprocessing."""
+    src = PROGRAMS / "features.mlu"
+    proc = cncc("-c", "-fPIC", "-O2", f"--emu-device-module-also={tmp_path / 'pair_device.o'}", src, "-o",
+                tmp_path / "pair_run.o")
+    assert proc.returncode == 0, proc.stderr
+    assert cncc("-c", "-fPIC", "-O2", src, "-o", tmp_path / "run.o").returncode == 0
+    assert cncc("--emu-device-module", "-c", "-fPIC", "-O2", src, "-o", tmp_path / "device.o").returncode == 0
+    assert _code(tmp_path / "pair_run.o") == _code(tmp_path / "run.o")
+    assert _code(tmp_path / "pair_device.o") == _code(tmp_path / "device.o")
+    assert _code(tmp_path / "run.o") != _code(tmp_path / "device.o")
+
+
+def test_the_pair_stops_at_the_first_objects_error_and_names_the_device_modules_refusal(tmp_path):
+    src = tmp_path / "k.mlu"
+    device = tmp_path / "device.o"
+    src.write_text("#include <bang.h>\n__mlu_global__ void k(float *y) { y[0] = undeclared; }\n")
+    proc = cncc("-c", "-fPIC", f"--emu-device-module-also={device}", src, "-o", tmp_path / "k.o")
+    assert proc.returncode != 0 and proc.stderr.count("undeclared") >= 1 and not device.exists()
+    # what only the device module refuses: the run's object is made, the step fails at the refusal
+    src.write_text("#include <bang.h>\n__mlu_func__ void *f() { return __builtin_frame_address(0); }\n"
+                   "__mlu_global__ void k(float *y) { y[0] = f() != 0; }\n")
+    proc = cncc("-c", "-fPIC", f"--emu-device-module-also={device}", src, "-o", tmp_path / "k.o")
+    assert proc.returncode != 0 and "__builtin_frame_address" in proc.stderr, proc.stderr
+    assert (tmp_path / "k.o").exists() and not device.exists()
+    assert cncc("--emu-device-module-also=x.o", src, "-o", tmp_path / "exe").returncode != 0  # -c only

@@ -32,8 +32,11 @@ class EmuToolchain(Toolchain):
         command = [str(a) for a in proc.args] if isinstance(proc.args, list | tuple) else [str(proc.args)]
         return StepOutcome(command, proc.returncode, output)
 
-    def compile_device_object(self, source: Path, obj: Path, include_dirs: list[Path]) -> StepOutcome:
-        return self.compile_mlu(source, obj, include_dirs, ("--emu-device-module",))
+    def compile_mlu_and_device_object(self, source: Path, obj: Path, device_obj: Path,
+                                      include_dirs: list[Path]) -> StepOutcome:
+        """compile_mlu, and the same source for the replay's device module into device_obj: one driver and one
+        preprocessing for both (the device object is compiled only once the run's object compiled)."""
+        return self.compile_mlu(source, obj, include_dirs, (f"--emu-device-module-also={device_obj}",))
 
     def link_device_module(self, objects: list[Path], out: Path) -> StepOutcome:
         from bang_emu import device_module
