@@ -366,6 +366,13 @@ class Executor:
         raise RoundRefused("a fresh sandbox refused its first round")
 
     def _new_sandbox(self, io: Path) -> RoundSandbox:
+        """A run-phase sandbox in the folder `io` (or `io` numbered: the one started before the first round
+        and the one a lost sandbox's round starts can share a name)."""
+        named, number = io, 1
+        while named.exists():
+            number += 1
+            named = io.with_name(f"{io.name}-{number}")
+        io = named
         io.mkdir(parents=True)
         master = write_trace_key(io)
         # The host ends each round at the spec's wall limit; this is the runner's own backstop for all of them.
