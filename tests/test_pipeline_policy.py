@@ -55,6 +55,8 @@ def run_policy(tmp_path: Path, behave: Behaviour, backend: ResolvedBackend = MLU
                         lambda step, fraction: None, notes=[])
     calls = plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), backend.impl)
     try:
+        (tmp_path / "work").mkdir()
+        executor.start(tmp_path / "work")  # as the pipeline does: the run sandbox up before the first round
         return runner, run_calls(executor, Scorer(spec, backend), seeds, calls, tmp_path / "work")
     finally:
         executor.close()

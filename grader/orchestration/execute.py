@@ -8,7 +8,9 @@ BANG_GRADER_SANDBOX_PER_ROUND=1 (how it ran before, for comparison), each round 
 A replay can run beside the next round (settle_beside: the policy times the stages while the correctness rounds
 are replayed). Whatever a settle or a round has to say goes into the grading's notes on the grading's own thread,
 in the order the rounds would have said it one after the other; a round run on a guess holds its notes
-(holding_notes) until the caller keeps it.
+(holding_notes) until the caller keeps it. The host's own work waits for no sandbox it need not: while a round
+runs, the references its replay is read against are drawn (replay.draw_ahead), and while a replay runs, the
+run's outputs are compared with theirs (judge.check_run).
 """
 
 from __future__ import annotations
@@ -361,6 +363,13 @@ class Executor:
         raise RoundRefused("a fresh sandbox refused its first round")
 
     def _new_sandbox(self, io: Path) -> RoundSandbox:
+        """A run-phase sandbox in the folder `io` (or `io` numbered: the one started before the first round
+        and the one a lost sandbox's round starts can share a name)."""
+        named, number = io, 1
+        while named.exists():
+            number += 1
+            named = io.with_name(f"{io.name}-{number}")
+        io = named
         io.mkdir(parents=True)
         master = write_trace_key(io)
         # The host ends each round at the spec's wall limit; this is the runner's own backstop for all of them.
