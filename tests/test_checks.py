@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from grader.checks import compare, metrics, nan_inf, self_test_all, unwritten, zero_guard
-from grader.spec import load_assignment
+from grader.spec import SeedPlan, correctness_cases, load_assignment
 from grader.spec.references import REFERENCES
 
 SIGMOID = load_assignment("sigmoid")
@@ -253,3 +253,71 @@ def test_the_floor_changes_nothing_where_the_reference_is_not_tiny():
     b = np.linspace(0.05, 0.99, 1000)
     values = metrics.compute(b * 1.02, b, "float32", tiny=0.05)
     assert values["diff1"] == pytest.approx(0.02) and values["diff2"] == pytest.approx(0.02)
+
+
+def _general(actual: np.ndarray, expected: np.ndarray, spec, dtype: str) -> tuple[bool, dict[str, str]]:
+    """Each check's general path, called on its own (no shared Pair): what compare() gave before its fast path."""
+    a, b = actual.astype(np.float64), np.asarray(expected, dtype=np.float64)
+    t, policy = spec.tolerances[dtype], spec.checks
+    found = [unwritten.check(a, b), nan_inf.check(a, b, policy.nan_inf),
+             metrics.check(a, b, dtype, {"diff1": t.diff1, "diff2": t.diff2, "diff3": t.diff3, "diff3_2": t.diff3_2},
+                           t.tiny)]
+    if policy.zero_guard:
+        found.append(zero_guard.check(a, b, policy.zero_guard_ratio, policy.zero_guard_floor))
+    values = metrics.compute(a, b, dtype, t.tiny)
+    return all(f.passed for f in found), {k: float(v).hex() for k, v in values.items()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_finite_fast_path_gives_every_metric_bit_for_bit(seed):
+    """compare() on outputs finite everywhere shares |a-b| and the reference's facts between the checks
+    (checks/base.Pair); its verdicts and DIFF metrics are the general path's exactly, whatever the output."""
+    rng = np.random.default_rng(seed)
+    for spec, reference in ((SIGMOID, "sigmoid"), (MATMUL, "matmul")):
+        for dtype in ("float32", "float16"):
+            for _ in range(6):
+                if reference == "sigmoid":
+                    shape = (int(rng.integers(0, 3000)),)
+                    inputs = [rng.uniform(-30, 30, shape).astype(dtype)]  # saturated tails: tiny references
+                else:
+                    m, k, n = (int(v) for v in rng.integers(1, 40, 3))
+                    inputs = [rng.uniform(-1, 1, (m, k)).astype(dtype), rng.uniform(-1, 1, (k, n)).astype(dtype)]
+                expected = REFERENCES[reference].compute(*[x.astype(np.float64) for x in inputs])
+                expected.setflags(write=False)  # as spec/cases keeps references: their facts are kept
+                honest = expected.astype(dtype)
+                outputs = [honest, (expected * (1 + rng.uniform(-0.02, 0.02, expected.shape))).astype(dtype),
+                           np.zeros_like(honest), np.where(rng.random(expected.shape) < 0.01, honest + 1, honest)]
+                if honest.size:
+                    flat = honest.copy().reshape(-1)
+                    flat[-1:] = 0
+                    outputs.append(flat.reshape(honest.shape))
+                for actual in outputs:
+                    outcome = compare(actual.astype(dtype), expected, dtype, spec.tolerances[dtype], spec.checks)
+                    passed, values = _general(actual.astype(dtype), expected, spec, dtype)
+                    assert outcome.passed == passed
+                    assert {k: float(v).hex() for k, v in outcome.metrics.items()} == values
+
+
+def test_reference_facts_are_kept_only_for_arrays_nobody_can_write():
+    from grader.checks import base
+
+    b = np.linspace(0.1, 1.0, 1000)
+    honest = b.astype(np.float32)
+    first = _check_sigmoid(honest, b)
+    b[:] = 0.0  # a writeable reference changed in place: nothing computed from its old values may be reused
+    assert not _check_sigmoid(honest, b).passed and first.passed
+    view = np.linspace(0.1, 1.0, 1000)
+    view.setflags(write=False)
+    before = len(base._FACTS)
+    assert view.base is not None and view.base.flags.writeable  # read-only itself, but what it views is not
+    assert _check_sigmoid(honest, view).passed and len(base._FACTS) == before
+    kept = view.copy()
+    kept.setflags(write=False)
+    assert _check_sigmoid(honest, kept).passed
+    assert len(base._FACTS) == before + 1
+    del kept  # its facts go with it
+    assert len(base._FACTS) == before
+    # and the references the grading keeps (spec/cases._Drawn) are such arrays
+    case = next(c for c in correctness_cases(SIGMOID, SeedPlan.create("public")) if c.name == "n4096")
+    assert _check_sigmoid(case.expected("sigmoid").astype(np.float32), case.expected("sigmoid")).passed
+    assert len(base._FACTS) == before + 1

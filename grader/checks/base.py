@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,6 +28,70 @@ class CheckFinding:
     kind: str = ""
 
 
+T = TypeVar("T")
+
+# Facts of a reference array alone (its finiteness, sums, the few elements below a threshold), per array object:
+# every output compared with a reference (the run's, the replay's, a batch's every student's) pays only its own
+# passes. Kept only for arrays nobody can write (spec/cases._Drawn keeps references read-only); dropped with the
+# array (weakref.finalize runs before its id can be reused).
+_FACTS: dict[int, dict[tuple, object]] = {}
+_FACTS_LOCK = threading.Lock()
+
+
+def _read_only(array: np.ndarray) -> bool:
+    """Nobody can change its values: neither it nor anything it views is writeable."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return True
+
+
+def reference_fact(b: np.ndarray, key: tuple, compute: Callable[[], T]) -> T:
+    """compute() of reference `b`, kept with `b` under `key` when `b` is read-only (computed afresh otherwise)."""
+    if not _read_only(b):
+        return compute()
+    with _FACTS_LOCK:
+        facts = _FACTS.get(id(b))
+        if facts is None:
+            facts = _FACTS[id(b)] = {}
+            weakref.finalize(b, _FACTS.pop, id(b), None)
+        elif key in facts:
+            return facts[key]  # type: ignore[return-value]
+    value = compute()
+    with _FACTS_LOCK:
+        facts[key] = value
+    return value
+
+
+class Pair:
+    """An output and its reference as compare() hands them to every check (float64, same shape), with what
+    several checks need computed once: whether both are finite everywhere (then the NaN/Inf checks have nothing
+    to find and the metrics need no masking) and the elements' absolute differences."""
+
+    def __init__(self, a: np.ndarray, b: np.ndarray) -> None:
+        self.a, self.b = a, b
+
+    @cached_property
+    def finite(self) -> bool:
+        # A sum is finite only if every term is (NaN propagates, an infinity stays or meets its opposite in a
+        # NaN); a finite sum of finite terms can still overflow, which only sends this down the general path.
+        return bool(np.isfinite(np.sum(self.a))) and reference_fact(
+            self.b, ("finite",), lambda: bool(np.isfinite(self.b).all()))
+
+    @cached_property
+    def abs_b(self) -> np.ndarray:
+        """|b|, flat: computed once for whichever of the reference's facts are not kept yet (reference_fact)."""
+        return np.abs(self.b.reshape(-1))
+
+    @cached_property
+    def abs_diff(self) -> np.ndarray:
+        """|a - b|, flat."""
+        diff = np.subtract(self.a.reshape(-1), self.b.reshape(-1))
+        return np.abs(diff, out=diff)
+
+
 @dataclass(frozen=True)
 class CheckContext:
     """What compare() gives every check's `run` besides the two float64 arrays."""
@@ -32,6 +100,11 @@ class CheckContext:
     tolerance: Tolerance
     policy: CheckPolicy
     blamed: np.ndarray | None = None  # elements an earlier check already blamed: not blamed twice
+    pair: Pair | None = None  # the same two arrays with what checks share (None: a check called on its own)
+
+    def all_finite(self) -> bool:
+        """Both arrays finite everywhere (known only through `pair`)."""
+        return self.pair is not None and self.pair.finite
 
 
 @dataclass(frozen=True)

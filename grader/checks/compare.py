@@ -11,7 +11,7 @@ from types import ModuleType
 import numpy as np
 
 from grader.checks import metrics, nan_inf, unwritten
-from grader.checks.base import CheckContext, CheckFinding
+from grader.checks.base import CheckContext, CheckFinding, Pair
 from grader.i18n import _
 from grader.results import CaseFinding, Mismatch
 from grader.spec.models import CheckPolicy, Tolerance
@@ -46,8 +46,9 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
     registry = checks()
     findings: list[CheckFinding] = []
     blamed: np.ndarray | None = None
+    pair = Pair(a, b)
     for name in selected(policy):
-        finding = registry[name].run(a, b, CheckContext(dtype, tolerance, policy, blamed))
+        finding = registry[name].run(a, b, CheckContext(dtype, tolerance, policy, blamed, pair))
         if finding is None:  # switched off by the policy
             continue
         findings.append(finding)

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckContext, CheckFinding, SelfTest, eps_threshold, run_self_tests
+from grader.checks.base import (
+    CheckContext,
+    CheckFinding,
+    Pair,
+    SelfTest,
+    eps_threshold,
+    reference_fact,
+    run_self_tests,
+)
 
 EPSILON = 1e-9
 
@@ -59,10 +67,40 @@ def compute(actual: np.ndarray, expected: np.ndarray, dtype: str, tiny: float | 
     }
 
 
+def compute_finite(pair: Pair, dtype: str, tiny: float | None = None) -> dict[str, float]:
+    """compute() of two arrays finite everywhere, bit for bit: the same sums over the same values, with what
+    depends on the reference alone (its scale's sums, where it is below th) computed once per reference and
+    |a - b| once (pair.abs_diff) -- about a third of compute()'s passes over the arrays."""
+    b = pair.b
+    if b.size == 0:
+        return {"diff1": 0.0, "diff2": 0.0, "diff3": 0.0, "diff3_2": 0.0}
+    floor = eps_threshold(dtype) if tiny is None else tiny
+    th = eps_threshold(dtype)
+
+    def scale_sums() -> tuple[float, float]:
+        scale = np.maximum(pair.abs_b, floor)
+        total = scale.sum()
+        return total, np.square(scale, out=scale).sum()
+
+    scale_sum, scale_sq_sum = reference_fact(b, ("scale_sums", floor), scale_sums)
+    small = reference_fact(b, ("below", th), lambda: np.flatnonzero(pair.abs_b < th))
+    ad = pair.abs_diff
+    # point_errors(): |a-b| / (|b| + EPSILON), and |a-b| itself (over 1.0) where |b| < th
+    points = np.add(pair.abs_b, EPSILON)
+    np.divide(ad, points, out=points)
+    points[small] = ad[small]
+    diff1 = float(ad.sum() / scale_sum)
+    diff3, diff3_2 = float(points.max()), float(ad.max())
+    squared = np.square(ad, out=points)  # (a-b)**2 == |a-b|**2 exactly
+    return {"diff1": diff1, "diff2": float(np.sqrt(squared.sum() / scale_sq_sum)), "diff3": diff3, "diff3_2": diff3_2}
+
+
 def check(actual: np.ndarray, expected: np.ndarray, dtype: str = "float32",
-          limits: dict[str, float | None] | None = None, tiny: float | None = None) -> CheckFinding:
+          limits: dict[str, float | None] | None = None, tiny: float | None = None,
+          pair: Pair | None = None) -> CheckFinding:
+    """`pair`: the same two arrays, known finite everywhere (compute_finite)."""
     limits = limits if limits is not None else {"diff1": 1e-5, "diff2": 1e-5}
-    values = compute(actual, expected, dtype, tiny)
+    values = compute_finite(pair, dtype, tiny) if pair is not None else compute(actual, expected, dtype, tiny)
     over = [f"{k.upper()} {values[k]:.3g} > {v:g}" for k, v in limits.items() if v is not None and values[k] > v]
     return CheckFinding(NAME, not over, "; ".join(over), values, kind="" if not over else KIND)
 
@@ -70,7 +108,7 @@ def check(actual: np.ndarray, expected: np.ndarray, dtype: str = "float32",
 def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding:
     t = ctx.tolerance
     return check(actual, expected, ctx.dtype, {"diff1": t.diff1, "diff2": t.diff2, "diff3": t.diff3, "diff3_2": t.diff3_2},
-                 t.tiny)
+                 t.tiny, ctx.pair if ctx.all_finite() else None)
 
 
 def failure_kind(a: np.ndarray, b: np.ndarray, bad: np.ndarray) -> str:

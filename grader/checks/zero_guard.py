@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckContext, CheckFinding, SelfTest, run_self_tests
+from grader.checks.base import CheckContext, CheckFinding, Pair, SelfTest, reference_fact, run_self_tests
 from grader.i18n import _
 
 NAME = "zero_guard"
@@ -16,14 +16,27 @@ KIND = "zero_output"
 ORDER = 40
 
 
-def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0) -> CheckFinding:
-    """`floor`: reference magnitudes below it may legitimately come back as zero and do not count."""
+def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: float = 0.0,
+          pair: Pair | None = None) -> CheckFinding:
+    """`floor`: reference magnitudes below it may legitimately come back as zero and do not count. `pair`: the
+    same two arrays, known finite everywhere: the same sums, the reference's once per reference."""
     a, b = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    finite = np.isfinite(a) & np.isfinite(b) & (np.abs(b) >= floor)
-    if not finite.all():
-        a, b = a[finite], b[finite]
-    ref_mass = float(np.abs(b).sum())
-    out_mass = float(np.abs(a).sum())
+    if pair is not None:
+        def kept() -> tuple[np.ndarray | None, float]:
+            magnitude = pair.abs_b.reshape(b.shape)  # np.abs(b), as below
+            counts = magnitude >= floor
+            if counts.all():
+                return None, float(magnitude.sum())
+            return counts, float(magnitude[counts].sum())
+
+        counted, ref_mass = reference_fact(b, ("zero_guard", floor), kept)
+        out_mass = float(np.abs(a if counted is None else a[counted]).sum())
+    else:
+        finite = np.isfinite(a) & np.isfinite(b) & (np.abs(b) >= floor)
+        if not finite.all():
+            a, b = a[finite], b[finite]
+        ref_mass = float(np.abs(b).sum())
+        out_mass = float(np.abs(a).sum())
     if ref_mass == 0.0 or out_mass >= ratio * ref_mass:
         return CheckFinding(NAME, True)
     return CheckFinding(NAME, False,
@@ -33,7 +46,10 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
 
 def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding | None:
     policy = ctx.policy
-    return check(actual, expected, policy.zero_guard_ratio, policy.zero_guard_floor) if policy.zero_guard else None
+    if not policy.zero_guard:
+        return None
+    return check(actual, expected, policy.zero_guard_ratio, policy.zero_guard_floor,
+                 ctx.pair if ctx.all_finite() else None)
 
 
 SELF_TESTS = [
