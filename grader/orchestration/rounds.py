@@ -134,6 +134,8 @@ class RoundSandbox:
 
     @staticmethod
     def _done(round_dir: Path, expected: bytes) -> bool:
+        if not os.path.lexists(round_dir / "outputs" / DONE_FILE):  # one stat per poll; read with care once there
+            return False
         try:
             mark = read_bytes_capped(round_dir / "outputs" / DONE_FILE, 256, root=round_dir)
         except (UntrustedFileError, OSError):

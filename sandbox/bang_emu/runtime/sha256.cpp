@@ -1,8 +1,14 @@
 // SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104) for the signed trace; small on purpose so the image needs
 // no crypto library. Checked against Python's hashlib/hmac in tests/emu/test_signed_trace.py.
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 namespace bang_emu {
 
@@ -18,6 +24,61 @@ const uint32_t kK[64] = {
     0xc67178f2};
 
 inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+#if defined(__x86_64__)
+// The SHA extensions (Intel SHA-NI, AMD Zen): ~8x the portable rounds below on an output record's megabytes (each
+// call's output is hashed once in the run, trace.cpp). Message schedule W[16..63] four words at a time:
+// W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16] -- msg1 gives W[t-16] + s0(W[t-15]), alignr W[t-7], msg2 the s1
+// terms; msgs[i & 3] holds W[4i..4i+3] until replaced by W[4i+16..4i+19].
+__attribute__((target("sha,sse4.1"))) void blocks_shani(uint32_t state[8], const uint8_t *p, size_t count) {
+  const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);  // big-endian words
+  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(state)), 0xB1);      // CDAB
+  __m128i state1 = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(state + 4)), 0x1B);  // EFGH
+  __m128i state0 = _mm_alignr_epi8(tmp, state1, 8);    // ABEF
+  state1 = _mm_blend_epi16(state1, tmp, 0xF0);         // CDGH
+  for (; count; --count, p += 64) {
+    const __m128i abef = state0, cdgh = state1;
+    __m128i msgs[4];
+    for (int i = 0; i < 4; ++i)
+      msgs[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16 * i)), swap);
+    for (int r = 0; r < 16; ++r) {
+      __m128i wk = _mm_add_epi32(msgs[r & 3], _mm_loadu_si128(reinterpret_cast<const __m128i *>(kK + 4 * r)));
+      state1 = _mm_sha256rnds2_epu32(state1, state0, wk);
+      if (r < 12) {
+        __m128i next = _mm_sha256msg1_epu32(msgs[r & 3], msgs[(r + 1) & 3]);
+        next = _mm_add_epi32(next, _mm_alignr_epi8(msgs[(r + 3) & 3], msgs[(r + 2) & 3], 4));
+        msgs[r & 3] = _mm_sha256msg2_epu32(next, msgs[(r + 3) & 3]);
+      }
+      state0 = _mm_sha256rnds2_epu32(state0, state1, _mm_shuffle_epi32(wk, 0x0E));
+    }
+    state0 = _mm_add_epi32(state0, abef);
+    state1 = _mm_add_epi32(state1, cdgh);
+  }
+  tmp = _mm_shuffle_epi32(state0, 0x1B);       // FEBA
+  state1 = _mm_shuffle_epi32(state1, 0xB1);    // DCHG
+  state0 = _mm_blend_epi16(tmp, state1, 0xF0);  // DCBA
+  state1 = _mm_alignr_epi8(state1, tmp, 8);     // HGFE
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(state), state0);
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(state + 4), state1);
+}
+
+bool has_shani() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSE4_1) || !(c & bit_SSSE3)) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b & (1u << 29)) != 0;  // CPUID.7.0:EBX.SHA
+}
+#endif
+
+// BANG_EMU_SHA_PORTABLE=1: the portable rounds even where the extensions are (tests check both against hashlib).
+bool use_shani() {
+#if defined(__x86_64__)
+  static const bool on = has_shani() && !std::getenv("BANG_EMU_SHA_PORTABLE");
+  return on;
+#else
+  return false;
+#endif
+}
 }  // namespace
 
 Sha256::Sha256() {
@@ -61,6 +122,12 @@ void Sha256::update(const void *data, size_t n) {
     block(buf);
     fill = 0;
   }
+#if defined(__x86_64__)
+  if (n >= 64 && use_shani()) {
+    blocks_shani(h, p, n / 64);
+    p += n / 64 * 64, n %= 64;
+  }
+#endif
   for (; n >= 64; p += 64, n -= 64) block(p);
   memcpy(buf, p, n);
   fill = n;
