@@ -66,17 +66,19 @@ def load(folder: Path, key: tuple) -> dict[str, np.ndarray] | None:
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             mapped = mmap.mmap(file.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                               prot=mmap.PROT_READ)
-    except (FileNotFoundError, ValueError):  # ValueError: an empty file
+                               prot=mmap.PROT_READ) if size else None
+    except OSError:  # absent (or unreadable: then computed, and stored over it if it can be)
         return None
-    except OSError:
-        return None
-    try:
-        arrays = _read(mapped, size, key)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError):
-        arrays = None
+    arrays = None
+    if mapped is not None:
+        try:
+            arrays = _read(mapped, size, key)
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):  # json.JSONDecodeError is a ValueError
+            arrays = None
     if arrays is None:
-        mapped.close()
+        if mapped is not None:
+            with contextlib.suppress(BufferError):  # a view a failed read left: closed when collected
+                mapped.close()
         path.unlink(missing_ok=True)
         return None
     with contextlib.suppress(OSError):
@@ -108,11 +110,12 @@ def _read(mapped: mmap.mmap, size: int, key: tuple) -> dict[str, np.ndarray] | N
 def store(folder: Path, key: tuple, arrays: dict[str, np.ndarray]) -> None:
     """`arrays` written under `key` (atomically: whole or not at all), then the folder trimmed to MAX_BYTES.
     Never raises: a cache that cannot be written is only slower."""
-    entries, offset = {}, ALIGN
+    entries, offset, end = {}, ALIGN, ALIGN
     for name, array in arrays.items():
         array = np.ascontiguousarray(array)
         entries[name] = (array.dtype.str, list(array.shape), offset, array.nbytes,
                          hashlib.sha256(memoryview(array).cast("B")).hexdigest())
+        end = offset + array.nbytes  # the file ends with the last array: any truncation cuts checked bytes
         offset += -(-array.nbytes // 64) * 64
     header = json.dumps({"key": repr(key), "version": VERSION, "arrays": entries}).encode()
     if len(header) > ALIGN - len(MAGIC) - 8:
@@ -126,7 +129,7 @@ def store(folder: Path, key: tuple, arrays: dict[str, np.ndarray]) -> None:
                 for name, array in arrays.items():
                     file.seek(entries[name][2])
                     file.write(memoryview(np.ascontiguousarray(array)).cast("B"))
-                file.truncate(max(offset, ALIGN))
+                file.truncate(end)
             os.replace(temporary, folder / entry_name(key))
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
