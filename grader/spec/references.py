@@ -38,20 +38,20 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     # np.where(x >= 0, 1 / (1 + t), t / (1 + t)) with t = exp(-|x|), so the same bits (tests/test_references.py).
     out = np.empty(x.shape, dtype=np.float64)
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    scratch = np.empty(min(x.size, BLOCK), dtype=np.float64)
-    masks = np.empty((2, scratch.size), dtype=bool)
+    scratch = np.empty((2, min(x.size, BLOCK)), dtype=np.float64)
+    masks = np.empty(scratch.shape[1], dtype=bool)
     for start in range(0, x.size, BLOCK):
         xs, t = flat_x[start:start + BLOCK], flat_out[start:start + BLOCK]
-        d, nonneg, other = scratch[:xs.size], masks[0, :xs.size], masks[1, :xs.size]
+        d, r, nonneg = scratch[0, :xs.size], scratch[1, :xs.size], masks[:xs.size]
         np.copyto(t, xs, casting="unsafe")  # x in float64
         np.greater_equal(t, 0, out=nonneg)  # NaN: False, as np.where saw it
-        np.logical_not(nonneg, out=other)
         np.abs(t, out=t)
         np.negative(t, out=t)
         np.exp(t, out=t)
         np.add(t, 1.0, out=d)  # 1 + t
-        np.divide(t, d, out=t, where=other)  # t / (1 + t) where x < 0 (or NaN)
-        np.divide(1.0, d, out=t, where=nonneg)  # 1 / (1 + t) where x >= 0
+        np.divide(1.0, d, out=r)  # 1 / (1 + t), taken where x >= 0
+        np.divide(t, d, out=t)  # t / (1 + t), kept elsewhere (both whole: faster than two masked divisions)
+        np.copyto(t, r, where=nonneg)
     return out
 
 
