@@ -4,7 +4,6 @@ the whole command line (app.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 
@@ -20,10 +19,6 @@ def main() -> None:
 
         submit_remote(argv[1:])
     else:
-        # numpy asks for transparent huge pages on every large array: on a busy host each fresh 2 MB page may
-        # wait for the kernel to compact memory (the host's inputs, references and twins are fresh arrays of
-        # 16-32 MB in every process). Read when numpy is first imported: before app.py imports it.
-        os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
         from grader.cli.app import main as grade
 
         grade()
