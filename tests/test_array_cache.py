@@ -14,6 +14,7 @@ import pytest
 from grader.orchestration.build_cache import default_build_cache
 from grader.orchestration.replay import TWIN_SALT
 from grader.spec import SeedPlan, array_cache, cases, correctness_cases, load_assignment, perf_case
+from grader.spec.seeds import PUBLIC_SEED
 
 
 @pytest.fixture
@@ -32,9 +33,9 @@ def entries(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.arrays")) if folder.exists() else []
 
 
-def sigmoid_cases(mode: str = "public") -> list[cases.ConcreteCase]:
+def sigmoid_cases(mode: str = "public", master: str | None = None) -> list[cases.ConcreteCase]:
     spec = load_assignment("sigmoid")
-    seeds = SeedPlan.create(mode)  # type: ignore[arg-type]
+    seeds = SeedPlan.create(mode, master)  # type: ignore[arg-type]
     return [c for c in correctness_cases(spec, seeds) if c.name in ("n7", "n63")] + [perf_case(spec, "vector", seeds)]
 
 
@@ -55,13 +56,14 @@ def test_a_later_process_loads_the_same_bits_read_only(folder, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in entries(folder)}.keys() == before.keys()  # nothing written again
 
 
-def test_a_replay_twin_and_a_secret_seed_never_touch_the_disk(folder):
+def test_a_replay_twin_a_secret_seed_and_another_public_master_never_touch_the_disk(folder):
     for case in sigmoid_cases():
         twin = case.replay_twin(TWIN_SALT)
         assert not twin.on_disk
         twin.make_inputs()
         twin.expected("sigmoid")
-    for case in sigmoid_cases("secret"):
+    others = sigmoid_cases("secret") + sigmoid_cases("secret", PUBLIC_SEED) + sigmoid_cases("public", "sweep-7")
+    for case in others:  # a secret plan, even on the public master's text; a seed sweep's master
         assert not case.on_disk
         case.expected("sigmoid")
     assert entries(folder) == []

@@ -83,8 +83,8 @@ class ConcreteCase:
     output_shape: tuple[int, ...]
     seed: int
     distributions: dict[str, Distribution] = field(default_factory=dict)
-    # Drawn from a public seed plan: its inputs and references may be kept on disk between processes
-    # (spec/array_cache.py). Never a replay twin's (replay_twin) nor a secret seed's.
+    # Drawn from the fixed public seed plan (SeedPlan.fixed): its inputs and references may be kept on disk between
+    # processes (spec/array_cache.py). Never a replay twin's (replay_twin) nor a secret seed's.
     on_disk: bool = False
 
     @cached_property
@@ -174,7 +174,7 @@ def correctness_cases(spec: AssignmentSpec, seeds: SeedPlan, groups: set[str] | 
         for dtype in case.dtypes:
             name = case.name if len(case.dtypes) == 1 else f"{case.name}_{dtype}"
             cases.append(ConcreteCase(name=name, group=case.group, dtype=dtype, shapes=shapes,
-                                      output_shape=out_shape, distributions=dists, on_disk=seeds.mode == "public",
+                                      output_shape=out_shape, distributions=dists, on_disk=seeds.fixed,
                                       seed=seeds.derive(spec.name, "case", case.name, dtype)))
     return cases
 
@@ -186,4 +186,4 @@ def perf_case(spec: AssignmentSpec, stage: str, seeds: SeedPlan, repeat: int = 0
     dists = {inp.name: inp.distribution for inp in spec.inputs}
     return ConcreteCase(name=f"perf_{stage}" + (f"_{repeat}" if repeat else ""), group=PERF_GROUP,
                         dtype=perf.dtype, shapes=shapes, output_shape=out_shape, distributions=dists,
-                        seed=seeds.derive(spec.name, "perf", stage, str(repeat)), on_disk=seeds.mode == "public")
+                        seed=seeds.derive(spec.name, "perf", stage, str(repeat)), on_disk=seeds.fixed)
