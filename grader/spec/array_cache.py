@@ -3,8 +3,9 @@ are fixed, so every `grade submit` would otherwise draw and compute the same arr
 
 Only cases drawn from the fixed public seed plan come here (ConcreteCase.on_disk, SeedPlan.fixed): never a replay
 twin (its seed derives from the per-process secret salt, orchestration/replay.py TWIN_SALT, and must never touch
-disk), nor a secret-mode case, nor another public master's (a seed sweep's masters would each fill the cache). The folder is $BANG_GRADER_ARRAY_CACHE, else ~/.cache/bang-grader/arrays: beside the build cache, not in
-it (a build folder is a sandbox's /build; no sandbox mounts this one).
+disk), nor a secret-mode case, nor another public master's (a seed sweep's masters would each fill the cache).
+The folder is $BANG_GRADER_ARRAY_CACHE ("off": none), else ~/.cache/bang-grader/arrays: beside the build cache,
+not in it (a build folder is a sandbox's /build; no sandbox mounts this one).
 
 An entry is one file named by a hash of everything that determines its arrays (the caller's key: seed, dtype,
 shapes, distributions, reference; and VERSION: the drawing and reference code's own text, numpy's version, the
