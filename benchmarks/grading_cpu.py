@@ -34,20 +34,23 @@ from benchmarks.cpu_ledger import cgroup_cpu_seconds, remove_cgroup  # noqa: E40
 from grader.sandbox.docker_runner import CGROUP_PARENT_ENV  # noqa: E402
 
 
-def children_cpu() -> float:
+def children_cpu() -> tuple[float, float]:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime, usage.ru_stime
 
 
 def submit(tree: Path, submission: Path, out: Path, cache: Path, setup: bool = False) -> dict:
     parent = f"/bang-bench-submit-{uuid.uuid4().hex[:8]}"
+    # The public cases' arrays (spec/array_cache.py) kept beside the build cache, as warm or cold as it is
     env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'sandbox'}", "BANG_GRADER_BUILD_CACHE": str(cache),
-           CGROUP_PARENT_ENV: parent}
+           "BANG_GRADER_ARRAY_CACHE": f"{cache}-arrays", CGROUP_PARENT_ENV: parent}
     argv = [sys.executable, "-m", "grader.cli", "submit", str(submission), "--out", str(out), "--json",
             "--sandbox", "docker", *([] if setup else ["--no-setup"])]
-    load, host, started = os.getloadavg()[0], children_cpu(), time.monotonic()
+    load, (user, system), started = os.getloadavg()[0], children_cpu(), time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=tree, env=env, timeout=3600)
-    wall, host = time.monotonic() - started, children_cpu() - host
+    wall = time.monotonic() - started
+    user, system = (after - before for after, before in zip(children_cpu(), (user, system), strict=True))
+    host = user + system
     containers = cgroup_cpu_seconds(parent) or 0.0
     remove_cgroup(parent)
     try:
@@ -55,18 +58,19 @@ def submit(tree: Path, submission: Path, out: Path, cache: Path, setup: bool = F
     except json.JSONDecodeError:
         raise SystemExit(f"{tree}: grade submit failed ({proc.returncode}):\n{proc.stderr[-3000:]}") from None
     return {"wall_s": wall, "containers_cpu_s": containers, "host_cpu_s": host, "cpu_s": containers + host,
-            "load": load, "verdict": data["verdict"], "score": data["score"]}
+            "host_user_s": user, "host_sys_s": system, "load": load, "verdict": data["verdict"],
+            "score": data["score"]}
 
 
 def batch(tree: Path, students: Path, out: Path, cache: Path, graded: int) -> dict:
     parent = f"/bang-bench-batch-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'sandbox'}", "BANG_GRADER_BUILD_CACHE": str(cache),
-           CGROUP_PARENT_ENV: parent}
+           "BANG_GRADER_ARRAY_CACHE": f"{cache}-arrays", CGROUP_PARENT_ENV: parent}
     argv = [sys.executable, "-m", "grader.cli", "batch", str(students), "-a", "sigmoid", "--out", str(out),
             "--no-progress", "--no-similarity", "--seed", "bench", "--sandbox", "docker"]
-    load, host, started = os.getloadavg()[0], children_cpu(), time.monotonic()
+    load, host, started = os.getloadavg()[0], sum(children_cpu()), time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=tree, env=env, timeout=7200)
-    wall, host = time.monotonic() - started, children_cpu() - host
+    wall, host = time.monotonic() - started, sum(children_cpu()) - host
     containers = cgroup_cpu_seconds(parent) or 0.0
     remove_cgroup(parent)
     results = list((out / "results").glob("*.json"))
@@ -152,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{submission.name}: before = {args.before}, after = this tree; medians")
     summary = {}
     for kind in ("cold", "warm"):
-        for what in ("wall_s", "cpu_s", "containers_cpu_s", "host_cpu_s"):
-            if not rows["before"][kind]:
+        for what in ("wall_s", "cpu_s", "containers_cpu_s", "host_cpu_s", "host_user_s", "host_sys_s"):
+            if not rows["before"][kind] or what not in rows["before"][kind][0]:
                 continue
             b = statistics.median(r[what] for r in rows["before"][kind])
             a = statistics.median(r[what] for r in rows["after"][kind])

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shutil
 import tempfile
 import time
 import traceback
@@ -51,6 +50,7 @@ from grader.orchestration.programs import ProgramsGrader
 from grader.orchestration.resolve import all_specs, grading_language, guess_spec, load_spec, selected_stages
 from grader.orchestration.score_stages import Scorer, apply_integrity
 from grader.orchestration.wasm_engine import EngineMaker
+from grader.orchestration.work_folder import discard
 from grader.results import (
     BuildInfo,
     CaseResult,
@@ -222,7 +222,7 @@ class _Grading(Grader):
                 error=exc))
         finally:
             if not keep:
-                shutil.rmtree(work, ignore_errors=True)
+                discard(work)  # in the background: the answer does not wait for ~200 MB of files to go
 
     def _resolve(self) -> tuple[Submission, dict[str, str], list[str]]:
         """The submission's layout, its assignment, the entry serving each selected stage; screening."""

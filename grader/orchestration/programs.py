@@ -28,7 +28,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -78,6 +77,7 @@ from grader.orchestration.replay import (
 )
 from grader.orchestration.score_stages import CAUGHT, stage_result, withhold_speed_points
 from grader.orchestration.trace_summary import TraceAccumulator
+from grader.orchestration.work_folder import discard
 from grader.programs.captures import (
     CAPTURE_DTYPES,
     CaptureError,
@@ -150,7 +150,7 @@ class ProgramsGrader(Grader):
             return _grade(self.root, self.environment, self.spec, self.base, self.scored, self.found, work)
         finally:
             if not os.environ.get("BANG_GRADER_KEEP_WORK"):
-                shutil.rmtree(work, ignore_errors=True)
+                discard(work)
 
     def finish(self, verdict: Verdict | None, message: str = "") -> GradeResult:
         return _finish(self.found, verdict, message)

@@ -13,8 +13,9 @@ from functools import cached_property
 
 import numpy as np
 
+from grader.spec import array_cache
 from grader.spec.models import AssignmentSpec, Distribution
-from grader.spec.references import REFERENCES
+from grader.spec.references import BLOCK, REFERENCES
 from grader.spec.seeds import SeedPlan
 
 PERF_GROUP = "performance"
@@ -82,6 +83,9 @@ class ConcreteCase:
     output_shape: tuple[int, ...]
     seed: int
     distributions: dict[str, Distribution] = field(default_factory=dict)
+    # Drawn from the fixed public seed plan (SeedPlan.fixed): its inputs and references may be kept on disk between
+    # processes (spec/array_cache.py). Never a replay twin's (replay_twin) nor a secret seed's.
+    on_disk: bool = False
 
     @cached_property
     def _inputs_key(self) -> tuple:
@@ -97,7 +101,7 @@ class ConcreteCase:
             return {name: draw(self.distributions[name], shape, np.dtype(self.dtype), np.random.default_rng(child))
                     for (name, shape), child in zip(self.shapes.items(), children, strict=True)}
 
-        return dict(_DRAWN.kept(self._inputs_key, drawn))
+        return dict(self._kept(self._inputs_key, drawn))
 
     def replay_twin(self, salt: bytes) -> ConcreteCase:
         """The same case with other inputs, from a seed derived from this one and a `salt` only the host holds:
@@ -105,30 +109,53 @@ class ConcreteCase:
         and cannot compute them either: with the public seed a case's own seed is known to anyone, so a twin
         derived from it alone would let a run upload the twin's answer for its kernel to copy (issue 26)."""
         digest = hmac.new(salt, b"bang-grader-replay:%d" % self.seed, hashlib.sha256).digest()
-        return dataclasses.replace(self, seed=int.from_bytes(digest[:8], "little"))
+        return dataclasses.replace(self, seed=int.from_bytes(digest[:8], "little"), on_disk=False)
 
     def expected(self, reference: str) -> np.ndarray:
         """The named reference's float64 output for this case's inputs: read-only, kept beside them."""
         def computed() -> dict[str, np.ndarray]:
             return {"out": REFERENCES[reference].compute(*self.reference_inputs(self.make_inputs()))}
 
-        return _DRAWN.kept(("expected", reference, *self._inputs_key), computed)["out"]
+        return self._kept(("expected", reference, *self._inputs_key), computed)["out"]
+
+    def _kept(self, key: tuple, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """compute()'s arrays kept in this process (_DRAWN) and, for a public case, on disk (array_cache)."""
+        folder = array_cache.default_array_cache() if self.on_disk else None
+        if folder is None:
+            return _DRAWN.kept(key, compute)
+
+        def from_disk() -> dict[str, np.ndarray]:
+            found = array_cache.load(folder, key)
+            if found is None:
+                found = compute()
+                array_cache.store(folder, key, found)
+            return found
+
+        return _DRAWN.kept(key, from_disk)
 
     def reference_inputs(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-        # The reference sees exactly what the student saw (after rounding to the case dtype), in float64.
-        return [inputs[name].astype(np.float64) for name in self.shapes]
+        # The reference sees exactly what the student saw (after rounding to the case dtype); it computes in
+        # float64 and casts them itself (without a whole float64 copy where it works block by block).
+        return [inputs[name] for name in self.shapes]
 
 
 def draw(dist: Distribution, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
-    if dist.kind == "uniform":
-        values = rng.uniform(dist.low, dist.high, size=shape)
-    else:
-        values = rng.normal(dist.mean, dist.std, size=shape)
+    """Values of `dist` rounded to `dtype`. Drawn block by block into the result (a generator's stream does not
+    depend on how its draws are split): the same values as one whole float64 draw cast at the end, without its
+    float64 temporary (tests/test_references.py holds the whole-array formula as the oracle)."""
+    values = np.empty(shape, dtype=dtype)
+    flat = values.reshape(-1)
+    for start in range(0, flat.size, BLOCK):
+        size = min(BLOCK, flat.size - start)
+        if dist.kind == "uniform":
+            flat[start:start + size] = rng.uniform(dist.low, dist.high, size=size)
+        else:
+            flat[start:start + size] = rng.normal(dist.mean, dist.std, size=size)
     if dist.special_values and dist.special_fraction > 0 and values.size:
         count = max(1, int(values.size * dist.special_fraction))
         where = rng.choice(values.size, size=min(count, values.size), replace=False)
-        values.reshape(-1)[where] = rng.choice(np.asarray(dist.special_values, dtype=np.float64), size=where.size)
-    return values.astype(dtype)
+        flat[where] = rng.choice(np.asarray(dist.special_values, dtype=np.float64), size=where.size)
+    return values
 
 
 def _shapes(spec: AssignmentSpec, dims: dict[str, int]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
@@ -147,7 +174,7 @@ def correctness_cases(spec: AssignmentSpec, seeds: SeedPlan, groups: set[str] | 
         for dtype in case.dtypes:
             name = case.name if len(case.dtypes) == 1 else f"{case.name}_{dtype}"
             cases.append(ConcreteCase(name=name, group=case.group, dtype=dtype, shapes=shapes,
-                                      output_shape=out_shape, distributions=dists,
+                                      output_shape=out_shape, distributions=dists, on_disk=seeds.fixed,
                                       seed=seeds.derive(spec.name, "case", case.name, dtype)))
     return cases
 
@@ -159,4 +186,4 @@ def perf_case(spec: AssignmentSpec, stage: str, seeds: SeedPlan, repeat: int = 0
     dists = {inp.name: inp.distribution for inp in spec.inputs}
     return ConcreteCase(name=f"perf_{stage}" + (f"_{repeat}" if repeat else ""), group=PERF_GROUP,
                         dtype=perf.dtype, shapes=shapes, output_shape=out_shape, distributions=dists,
-                        seed=seeds.derive(spec.name, "perf", stage, str(repeat)))
+                        seed=seeds.derive(spec.name, "perf", stage, str(repeat)), on_disk=seeds.fixed)

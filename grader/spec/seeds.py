@@ -30,6 +30,13 @@ class SeedPlan:
             seed = PUBLIC_SEED if mode == "public" else secrets.token_hex(16)
         return cls(mode=mode, master=seed)
 
+    @property
+    def fixed(self) -> bool:
+        """The public plan of every default grading (PUBLIC_SEED): the same arrays in every process, so its
+        cases' inputs and references are worth keeping on disk (spec/array_cache.py). Not a seed sweep's other
+        masters (each would write its own and evict the fixed plan's), nor any secret plan."""
+        return self.mode == "public" and self.master == PUBLIC_SEED
+
     def derive(self, *label: str) -> int:
         """A 64-bit seed for one case (label parts, e.g. assignment, case, dtype, purpose)."""
         digest = hmac.new(self.master.encode(), "\x1f".join(label).encode(), hashlib.sha256).digest()
