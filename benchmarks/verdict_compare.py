@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "reference_kernels"
 
 
-def fixtures(groups: list[str], skip_slow: bool) -> list[Path]:
+def fixtures(groups: list[str], skip_slow: bool, only_slow: bool = False) -> list[Path]:
     found: list[Path] = []
     if "references" in groups:
         found += [KERNELS / "example"] + sorted(p for p in (KERNELS / "sigmoid").iterdir() if p.is_dir()) \
@@ -39,7 +39,7 @@ def fixtures(groups: list[str], skip_slow: bool) -> list[Path]:
                 if meta.get("backend") == "mlu" or (skip_slow and meta.get("slow")):
                     continue
                 (slow if meta.get("slow") else found).append(expected.parent)
-    return found + slow
+    return slow if only_slow else found + slow
 
 
 def grade(tree: Path, fixture: Path, out: Path, cache: Path) -> dict:
@@ -79,13 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", required=True)
     parser.add_argument("--only", default="references,known_bad,adversarial")
     parser.add_argument("--skip-slow", action="store_true")
+    parser.add_argument("--only-slow", action="store_true", help="only the fixtures that run into a time limit")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    todo = fixtures(args.only.split(","), args.skip_slow)
+    todo = fixtures(args.only.split(","), args.skip_slow, args.only_slow)
     report: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="verdict-compare-") as tmp:
         root = Path(tmp)
-        before = root / "before"
+        before = root / "before"  # a worktree of its own per run: two runs can go side by side
         subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=REPO, check=True,
                        capture_output=True)
         try:

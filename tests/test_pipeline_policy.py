@@ -26,7 +26,7 @@ from grader.orchestration.execute import PER_ROUND_ENV, Executor
 from grader.orchestration.plan import plan_calls, probe_calls
 from grader.orchestration.policy import PROBE_TIMEOUT_SECONDS, Ran, run_calls
 from grader.orchestration.replay import fresh_io, write_trace_key
-from grader.orchestration.replay_sandbox import MakeSandbox, ReplaySandboxes
+from grader.orchestration.replay_sandbox import MakeSandbox, ReplaySandboxes, as_in_own_sandbox
 from grader.orchestration.rounds import STOP_REASON
 from grader.orchestration.score_stages import Scorer
 from grader.results import Verdict
@@ -408,7 +408,7 @@ def test_the_replays_of_a_submission_share_one_replay_sandbox(tmp_path, rounds_s
         assert list((tmp_path / "work" / staged / "outputs").glob("*.trace.jsonl"))
     if rounds_share_a_sandbox:
         assert runner.kill_reason == STOP_REASON  # closed with the grading
-        assert list((tmp_path / "work" / "replay-sandbox" / REPLAYS_DIR).iterdir()) == []
+        assert list((tmp_path / "work" / "io-replays" / REPLAYS_DIR).iterdir()) == []
 
 
 def test_a_replay_sandbox_killed_between_replays_is_replaced(tmp_path, rounds_share_a_sandbox):
@@ -465,3 +465,11 @@ def test_a_replay_too_large_for_the_shared_room_gets_a_sandbox_of_its_own(tmp_pa
         assert runner.replays == 1
     finally:
         shared.close()
+
+
+def test_what_a_shared_replay_says_names_its_paths_as_a_replay_of_its_own_sandbox():
+    """A replay in the shared sandbox runs in /io/replays/n/; what it says reaches the grading's messages (the
+    engine's why, a call's error) as if it had run in /io: the messages do not depend on the sandbox."""
+    said = "gcc could not compile the module's C: /io/replays/0/wasm-engine/glue.c; /io/replays/12/journals/c0.journal"
+    assert as_in_own_sandbox(said) == "gcc could not compile the module's C: /io/wasm-engine/glue.c; /io/journals/c0.journal"
+    assert as_in_own_sandbox("/submission/replays/0/x.mlu") == "/submission/replays/0/x.mlu"

@@ -44,7 +44,7 @@ from bang_harness.protocol import (
 from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.plan import PlannedCall
-from grader.orchestration.replay_sandbox import ReplaySandboxes
+from grader.orchestration.replay_sandbox import ReplaySandboxes, as_in_own_sandbox
 from grader.orchestration.wasm_engine import stage_engine
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
 from grader.sandbox.capped import UntrustedFileError, copy_capped, read_bytes_capped, read_json_capped
@@ -275,7 +275,7 @@ def _run_replay(staged: Staged, engine: str | None, any_journal: bool,
                                         replace(staged.budget, wall_seconds=staged.seconds), env=env)
     if outcome is not None and outcome.exit_code == ExitCode.REPLAY_FAILED:
         raise SandboxError(_("the grader's replay of the kernels failed: {tail}").format(
-            tail=(outcome.stderr_tail or "")[-1500:]))
+            tail=as_in_own_sandbox(outcome.stderr_tail or "")[-1500:]))
     replay = ReplayRound(outputs=io / "outputs", key=key, outcome=outcome, staged=staged)
     engines = {name: engine_record(replay.outputs, name) for name in set(staged.journal_of.values())}
     for call in staged.calls:
@@ -297,7 +297,7 @@ def engine_record(outputs: Path, journal: str) -> tuple[str, str]:
         return "", ""
     if not isinstance(record, dict) or record.get("engine") not in ENGINES:
         return "", ""
-    return str(record["engine"]), str(record.get("why") or "")[:WASM_NOTE_MAX_BYTES]
+    return str(record["engine"]), as_in_own_sandbox(str(record.get("why") or ""))[:WASM_NOTE_MAX_BYTES]
 
 
 def engine_notes(asked: str, native_whys: Iterable[str]) -> list[str]:
@@ -323,7 +323,7 @@ def read_replayed(call: PlannedCall, twin: ConcreteCase, outputs: Path, outcome:
         done.error = why
         return done
     if status.get("ok") is not True:
-        done.error = str(status.get("error") or _("the replay failed"))[:2000]
+        done.error = as_in_own_sandbox(str(status.get("error") or _("the replay failed")))[:2000]
         return done
     if status.get("sealed") is not True:
         done.error = _("the run never marked the call's output")
