@@ -80,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="references,known_bad,adversarial")
     parser.add_argument("--skip-slow", action="store_true")
     parser.add_argument("--only-slow", action="store_true", help="only the fixtures that run into a time limit")
+    parser.add_argument("--names", help="only these fixtures (comma-separated, as printed: adversarial/busy_loop)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     todo = fixtures(args.only.split(","), args.skip_slow, args.only_slow)
+    if args.names:
+        todo = [f for f in todo if str(f.relative_to(KERNELS)) in args.names.split(",")]
     report: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="verdict-compare-") as tmp:
         root = Path(tmp)
