@@ -473,3 +473,20 @@ def test_what_a_shared_replay_says_names_its_paths_as_a_replay_of_its_own_sandbo
     said = "gcc could not compile the module's C: /io/replays/0/wasm-engine/glue.c; /io/replays/12/journals/c0.journal"
     assert as_in_own_sandbox(said) == "gcc could not compile the module's C: /io/wasm-engine/glue.c; /io/journals/c0.journal"
     assert as_in_own_sandbox("/submission/replays/0/x.mlu") == "/submission/replays/0/x.mlu"
+
+
+def test_a_replay_the_host_could_not_hand_in_is_not_followed_by_a_reuse(tmp_path):
+    """The keeper waits for replay n: after a hand-in that failed half-way, the next replay gets a fresh sandbox."""
+    runner = FakeRunner(SPEC, right)
+    shared = ReplaySandboxes(MakeSandbox(runner, ["python3", "-m", "bang_harness", "replay"], tmp_path, tmp_path,
+                                         Limits(), {}, write_trace_key))
+    try:
+        assert shared.replay(staged_replay(tmp_path / "r0"), 30).outcome.ok  # type: ignore[union-attr]
+        broken = staged_replay(tmp_path / "r1")
+        (broken / "replay.json").unlink()
+        with pytest.raises(FileNotFoundError):
+            shared.replay(broken, 30)
+        assert shared.replay(staged_replay(tmp_path / "r2"), 30).outcome.ok  # type: ignore[union-attr]
+        assert runner.replays == 2 and runner.replay_sandboxes == 2
+    finally:
+        shared.close()

@@ -122,6 +122,9 @@ class ReplaySandbox:
             _copy_out(folder / "outputs", outputs, self.limits)
             outcome = replace(outcome, stderr_tail=(outcome.stderr_tail + _tail(folder / "outputs"))[-STDERR_TAIL_BYTES:])
             return Replayed(outcome, outputs, replay_key(self.master, index))
+        except BaseException:
+            self.alive = False  # the keeper may wait for a replay n never handed in: no replay after it here
+            raise
         finally:
             if not self.alive:
                 self.close()
