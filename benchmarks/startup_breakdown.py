@@ -142,6 +142,34 @@ class RoundClock:
         self._executor._run_round = self._saved  # type: ignore[method-assign]
 
 
+class ReplayClock:
+    """Each replay handed to the shared replay sandbox (replay_sandbox.ReplaySandbox.replay wrapped): its wall from
+    hand-in to outputs read, the sandbox's start included for the first."""
+
+    def __init__(self) -> None:
+        from grader.orchestration.replay_sandbox import ReplaySandbox
+
+        self.replays: list[tuple[str, float, float | None]] = []
+        self._cls = ReplaySandbox
+        self._saved = ReplaySandbox.replay
+
+    def __enter__(self) -> ReplayClock:
+        saved, replays = self._saved, self.replays
+
+        def timed(sandbox, staged_io, wall_seconds):  # type: ignore[no-untyped-def]
+            started = time.monotonic()
+            result = saved(sandbox, staged_io, wall_seconds)
+            replays.append((f"replay {Path(staged_io).name} (in {sandbox.mounts.io.name})", time.monotonic() - started,
+                            None))
+            return result
+
+        self._cls.replay = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cls.replay = self._saved  # type: ignore[method-assign]
+
+
 def grading_phases(sandbox: str, submission: Path, cache: Path, clock: ContainerClock, runner=None) -> dict:
     from dataclasses import replace
 
@@ -151,7 +179,7 @@ def grading_phases(sandbox: str, submission: Path, cache: Path, clock: Container
     timed = TimedRunner(runner if runner is not None else resolve_environment(environment)[1], clock)
     os.environ["BANG_GRADER_KEEP_WORK"] = "1"
     try:
-        with Ledger() as ledger, RoundClock(clock) as rounds:
+        with Ledger() as ledger, RoundClock(clock) as rounds, ReplayClock() as replays:
             started = time.monotonic()
             result = grade_submission(submission, GradeRequest(), replace(environment, runner=timed))
             total = time.monotonic() - started
@@ -165,7 +193,7 @@ def grading_phases(sandbox: str, submission: Path, cache: Path, clock: Container
             profiles[found.parent.parent.name] = json.loads(found.read_text())
         shutil.rmtree(work, ignore_errors=True)
     print(f"  graded {submission.name}: {result.verdict.value}, build cached: {bool(result.build and result.build.cached)}")
-    return {"total": total, "phases": timed.phases, "rounds": rounds.rounds, "ledger": ledger.row(),
+    return {"total": total, "phases": timed.phases, "rounds": rounds.rounds + replays.replays, "ledger": ledger.row(),
             "replay_profiles": profiles}
 
 
@@ -225,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
             previous = 0.0
             for name, seconds, cpu in graded["rounds"]:
                 step = None if cpu is None else cpu - previous
+                if name.startswith("replay "):
+                    print(f"    {name:<42} {seconds:6.2f} s (wall, shared replay sandbox)")
+                    continue
                 print(f"    {name:<42} {seconds:6.2f} s {_cpu(step)} (run container, cumulative {_cpu(cpu)})")
                 previous = cpu or previous
             for where, profile in graded["replay_profiles"].items():

@@ -23,15 +23,20 @@ from bang_harness.protocol import (
     JOB_FILE,
     JOB_MAC_FILE,
     KEY_FILE,
+    REPLAY_STDERR,
+    REPLAYS_DIR,
     ROUNDS_DIR,
     ExitCode,
     KernelRecord,
     KernelWindow,
     done_mark,
     job_mac,
+    replay_done_mark,
+    replay_key,
 )
 from signed_trace import write_signed
 
+from grader.orchestration.replay_sandbox import STAGED_SHARE
 from grader.results import GradeResult, Seeds, Verdict, Versions
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, Started
 from grader.spec import REFERENCES, AssignmentSpec
@@ -90,7 +95,10 @@ class FakeRunner:
         self.replays = 0  # replay sandboxes started (emu)
         self.replay_fails = False  # the replay harness fails by itself (ExitCode.REPLAY_FAILED)
         self.budgets: set[tuple[int, int, int]] = set()  # (disk, file size, memory) of every run sandbox and replay
-        self.on_replay: Callable[[], None] | None = None  # called as each replay sandbox starts (from its thread)
+        self.on_replay: Callable[[], None] | None = None  # called as each replay starts (from its thread)
+        self.replay_sandboxes = 0  # replay sandboxes started to serve replays in turn (replay_session)
+        self.replay_ends_sandbox = False  # the replay's sandbox dies under it (no done mark)
+        self.replay_sandbox_lives: int | None = None  # a replay sandbox is killed after this many replays
 
     def run(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
             env: dict[str, str] | None = None) -> RunOutcome:
@@ -105,13 +113,23 @@ class FakeRunner:
 
     def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
               env: dict[str, str] | None = None) -> Started:
-        """The keeper's side of the rounds (bang_harness.session), in a thread."""
+        """The keeper's side of the rounds (bang_harness.session), or of the replays (replay_session), in a thread."""
         assert phase is Phase.RUN and not (mounts.io / "job.json").exists()
-        self.sandboxes += 1
-        self.budgets.add((limits.tmpfs_bytes, limits.file_size_bytes, limits.memory_bytes))
         master = (mounts.io / KEY_FILE).read_bytes()
         (mounts.io / KEY_FILE).unlink()
         killed = threading.Event()
+
+        def kill(reason: str) -> None:
+            self.kill_reason = reason
+            killed.set()
+
+        if argv[-1] == "replay":
+            self.replay_sandboxes += 1
+            # each replay's budget; the sandbox keeps room for one replay's staged inputs besides (replay_sandbox)
+            self.budgets.add((limits.tmpfs_bytes // STAGED_SHARE, limits.file_size_bytes, limits.memory_bytes))
+            return Started(lambda: self._replay_keeper(mounts.io, master, killed), kill)
+        self.sandboxes += 1
+        self.budgets.add((limits.tmpfs_bytes, limits.file_size_bytes, limits.memory_bytes))
 
         def keeper() -> RunOutcome:
             for index in itertools.count():
@@ -133,11 +151,26 @@ class FakeRunner:
                 (round_dir / "outputs" / DONE_FILE).write_text(done_mark(master, index))
             raise AssertionError("unreachable")
 
-        def kill(reason: str) -> None:
-            self.kill_reason = reason
-            killed.set()
-
         return Started(keeper, kill)
+
+    def _replay_keeper(self, io: Path, master: bytes, killed: threading.Event) -> RunOutcome:
+        """bang_harness.replay_session: each replay the host hands in, under its own key, then its done mark."""
+        for index in itertools.count():
+            folder = io / REPLAYS_DIR / str(index)
+            while not (folder / JOB_FILE).exists():
+                if killed.wait(0.01):
+                    return RunOutcome(exit_code=None, signal=9, notes=[self.kill_reason])
+            text = (folder / JOB_FILE).read_bytes()
+            assert (folder / JOB_MAC_FILE).read_text() == job_mac(master, index, text)
+            assert text == (folder / "replay.json").read_bytes() and not (io / KEY_FILE).exists()
+            outcome = self._replay(folder, replay_key(master, index))
+            if outcome.exit_code not in (0, ExitCode.REPLAY_FAILED):
+                return outcome  # the replay's sandbox ended
+            (folder / "outputs" / REPLAY_STDERR).write_text(outcome.stderr_tail)
+            (folder / "outputs" / DONE_FILE).write_text(replay_done_mark(master, index, outcome.exit_code == 0))
+            if self.replay_sandbox_lives is not None and index + 1 >= self.replay_sandbox_lives:
+                return RunOutcome(exit_code=None, signal=9)  # killed between two replays
+        raise AssertionError("unreachable")
 
     def _answer(self, io: Path, job: dict[str, Any]) -> RunOutcome | None:
         """Writes each call's result; a RunOutcome when a behaviour ends the sandbox (`"ends_sandbox"`). On the
@@ -166,15 +199,17 @@ class FakeRunner:
             (io / "outputs" / f"{call['id']}.json").write_text(json.dumps(meta))
         return None
 
-    def _replay(self, io: Path) -> RunOutcome:
+    def _replay(self, io: Path, key: bytes | None = None) -> RunOutcome:
         """The trusted replay (bang_harness/replay.py): each journaled call again, on the host's twin inputs,
-        its trace signed with the replay's key."""
+        its trace signed with the replay's key (`key`: a replay sandbox's keeper hands it; else /io's key file)."""
         self.replays += 1
         if self.on_replay is not None:
             self.on_replay()
         if self.replay_fails:
             return RunOutcome(exit_code=ExitCode.REPLAY_FAILED, stderr_tail="replay-one: ImportError")
-        key = (io / KEY_FILE).read_bytes()
+        if self.replay_ends_sandbox:
+            return RunOutcome(exit_code=None, signal=9, stderr_tail="")
+        key = key if key is not None else (io / KEY_FILE).read_bytes()
         device = json.loads((io / "replay.json").read_text())["device"]
         for journal in sorted((io / "journals").glob("*.journal")):
             for entry in json.loads(journal.read_text()):

@@ -8,15 +8,14 @@ test runs both ways (the `rounds` fixture), so probe, skip and re-timing are the
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bang_harness.protocol import (
-    ErrorKind,
-)
+from bang_harness.protocol import REPLAYS_DIR, ErrorKind, ExitCode
 from factories import Behaviour, FakeRunner, matmul_submission, right
 
 from grader.backends.emu import EmuBackend
@@ -26,6 +25,9 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.execute import PER_ROUND_ENV, Executor
 from grader.orchestration.plan import plan_calls, probe_calls
 from grader.orchestration.policy import PROBE_TIMEOUT_SECONDS, Ran, run_calls
+from grader.orchestration.replay import fresh_io, write_trace_key
+from grader.orchestration.replay_sandbox import MakeSandbox, ReplaySandboxes, as_in_own_sandbox
+from grader.orchestration.rounds import STOP_REASON
 from grader.orchestration.score_stages import Scorer
 from grader.results import Verdict
 from grader.sandbox.base import Limits
@@ -392,3 +394,99 @@ def test_a_guess_the_replay_confirms_keeps_its_round_and_its_notes(tmp_path):
     assert len(runner.jobs) == 3
     assert ran.judged[perf["scalar_gdram"]].passed and ran.judged[perf["vector"]].verdict == Verdict.CRASH
     assert [n for n in notes if "did not finish cleanly" in n]
+
+
+def test_the_replays_of_a_submission_share_one_replay_sandbox(tmp_path, rounds_share_a_sandbox):
+    """The probe and correctness rounds' replay and the perf round's, one after the other in one replay sandbox
+    (replay_sandbox.py) where the rounds share one; each replay's outputs read from its own staged folder, out of
+    the sandbox, whose /io keeps nothing of a replay once it is read."""
+    runner, ran = run_policy(tmp_path, right, backend=EMU)
+    assert all(r.passed for r in ran.judged.values()), [r.message for r in ran.judged.values() if not r.passed]
+    assert runner.replays == 2  # probe + correctness, then perf
+    assert runner.replay_sandboxes == (1 if rounds_share_a_sandbox else 0)
+    for staged in ("io-replay", "io-perf-replay"):
+        assert list((tmp_path / "work" / staged / "outputs").glob("*.trace.jsonl"))
+    if rounds_share_a_sandbox:
+        assert runner.kill_reason == STOP_REASON  # closed with the grading
+        assert list((tmp_path / "work" / "io-replays" / REPLAYS_DIR).iterdir()) == []
+
+
+def test_a_replay_sandbox_killed_between_replays_is_replaced(tmp_path, rounds_share_a_sandbox):
+    if not rounds_share_a_sandbox:
+        pytest.skip("no replay sandbox is shared")
+    runner = FakeRunner(SPEC, right)
+    runner.replay_sandbox_lives = 1
+    executor = Executor(runner, EMU, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                        lambda step, fraction: None, notes=[])
+    seeds = SeedPlan.create("public", None)
+    try:
+        ran = run_calls(executor, Scorer(SPEC, EMU), seeds, plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), EMU.impl),
+                        tmp_path / "work")
+    finally:
+        executor.close()
+    assert all(r.passed for r in ran.judged.values()), [r.message for r in ran.judged.values() if not r.passed]
+    assert runner.replays == 2 and runner.replay_sandboxes == 2
+    assert not executor.notes  # the perf replay never met the dead sandbox
+
+
+def staged_replay(io: Path, journal_bytes: int = 0) -> Path:
+    fresh_io(io)
+    (io / "replay.json").write_text(json.dumps({"device": EMU.device, "calls_per_journal": {}}))
+    if journal_bytes:
+        (io / "journals" / "c0.journal").write_bytes(b"[]".ljust(journal_bytes))  # the fake's journal: JSON
+    return io
+
+
+def test_a_replay_that_fails_is_not_followed_by_a_reuse(tmp_path):
+    runner = FakeRunner(SPEC, right)
+    runner.on_replay = lambda: setattr(runner, "replay_fails", runner.replays == 1)
+    shared = ReplaySandboxes(MakeSandbox(runner, ["python3", "-m", "bang_harness", "replay"], tmp_path, tmp_path,
+                                         Limits(), {}, write_trace_key))
+    try:
+        failed = shared.replay(staged_replay(tmp_path / "r0"), 30)
+        assert failed is not None and failed.outcome.exit_code == ExitCode.REPLAY_FAILED
+        assert "replay-one: ImportError" in failed.outcome.stderr_tail
+        assert runner.kill_reason == STOP_REASON and runner.replay_sandboxes == 1  # ended at once
+        for n in (1, 2):  # a fresh sandbox, then that one again
+            again = shared.replay(staged_replay(tmp_path / f"r{n}"), 30)
+            assert again is not None and again.outcome.ok and runner.replay_sandboxes == 2
+    finally:
+        shared.close()
+
+
+def test_a_replay_too_large_for_the_shared_room_gets_a_sandbox_of_its_own(tmp_path):
+    runner = FakeRunner(SPEC, right)
+    budget = Limits(tmpfs_bytes=4 << 20)
+    shared = ReplaySandboxes(MakeSandbox(runner, ["python3", "-m", "bang_harness", "replay"], tmp_path, tmp_path,
+                                         budget, {}, write_trace_key))
+    try:
+        assert shared.replay(staged_replay(tmp_path / "small", 1 << 20), 30) is not None
+        assert shared.replay(staged_replay(tmp_path / "large", 5 << 20), 30) is None  # the caller runs it alone
+        assert runner.replays == 1
+    finally:
+        shared.close()
+
+
+def test_what_a_shared_replay_says_names_its_paths_as_a_replay_of_its_own_sandbox():
+    """A replay in the shared sandbox runs in /io/replays/n/; what it says reaches the grading's messages (the
+    engine's why, a call's error) as if it had run in /io: the messages do not depend on the sandbox."""
+    said = "gcc could not compile the module's C: /io/replays/0/wasm-engine/glue.c; /io/replays/12/journals/c0.journal"
+    assert as_in_own_sandbox(said) == "gcc could not compile the module's C: /io/wasm-engine/glue.c; /io/journals/c0.journal"
+    assert as_in_own_sandbox("/submission/replays/0/x.mlu") == "/submission/replays/0/x.mlu"
+
+
+def test_a_replay_the_host_could_not_hand_in_is_not_followed_by_a_reuse(tmp_path):
+    """The keeper waits for replay n: after a hand-in that failed half-way, the next replay gets a fresh sandbox."""
+    runner = FakeRunner(SPEC, right)
+    shared = ReplaySandboxes(MakeSandbox(runner, ["python3", "-m", "bang_harness", "replay"], tmp_path, tmp_path,
+                                         Limits(), {}, write_trace_key))
+    try:
+        assert shared.replay(staged_replay(tmp_path / "r0"), 30).outcome.ok  # type: ignore[union-attr]
+        broken = staged_replay(tmp_path / "r1")
+        (broken / "replay.json").unlink()
+        with pytest.raises(FileNotFoundError):
+            shared.replay(broken, 30)
+        assert shared.replay(staged_replay(tmp_path / "r2"), 30).outcome.ok  # type: ignore[union-attr]
+        assert runner.replays == 2 and runner.replay_sandboxes == 2
+    finally:
+        shared.close()

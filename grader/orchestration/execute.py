@@ -46,6 +46,7 @@ from grader.orchestration.replay import (
     stage_replay,
     write_trace_key,
 )
+from grader.orchestration.replay_sandbox import MakeSandbox, ReplaySandboxes
 from grader.orchestration.rounds import RoundRefused, RoundSandbox
 from grader.orchestration.wasm_engine import EngineMaker
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome
@@ -148,6 +149,7 @@ class Executor:
     _pending: list[_Round] = field(default_factory=list, repr=False)  # rounds run, not yet replayed and read
     _pending_io: Path | None = field(default=None, repr=False)  # the last pending round's replay folder
     _held: list[Note] | None = field(default=None, repr=False)  # notes held back (holding_notes)
+    _replays: ReplaySandboxes | None = field(default=None, repr=False)  # the submission's replay sandbox (shared)
 
     def run(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
             call_timeout: float | None = None, defer_replay: bool = False) -> dict[str, CallOutcome]:
@@ -220,6 +222,10 @@ class Executor:
         if not rounds or replay_io is None:
             return None
         staged = None
+        if self.backend.impl.kernel_trace and self._replays is None and self._share_sandbox():
+            self._replays = ReplaySandboxes(MakeSandbox(
+                self.runner, self.backend.impl.replay_argv(), self.root.resolve(), self.build_dir,  # type: ignore[arg-type]
+                self._budget(), dict(self.backend.env), write_trace_key))
         if self.backend.impl.kernel_trace:  # the emulator: what decides comes from the trusted replay
             staged = stage_replay(self.runner, self.backend, [r.ran for r in rounds], replay_io, self.root,
                                   self.build_dir, budget=self._budget(), device_ops=self.spec.device_ops.model_dump())
@@ -237,8 +243,8 @@ class Executor:
         settled = Settled({})
         replay = None
         if (staged := staging.staged) is not None:
-            replaying = _Background(lambda: replay_staged(staged, self.engine.engine() if self.engine else None),
-                                    "replay")
+            replaying = _Background(lambda: replay_staged(staged, self.engine.engine() if self.engine else None,
+                                                          self._replays), "replay")
             try:  # meanwhile the run's outputs against their references (drawn during the round)
                 for ran in staging.rounds:
                     for call in ran.ran.calls:
@@ -316,9 +322,12 @@ class Executor:
                 shutil.rmtree(rounds.rounds / str(index), ignore_errors=True)
 
     def close(self) -> None:
-        """Ends the submission's run-phase sandbox, if one is still up (and waits for the engine's maker)."""
+        """Ends the submission's run-phase and replay sandboxes, if still up (and waits for the engine's maker)."""
         if self.engine is not None:
             self.engine.engine()
+        replays, self._replays = self._replays, None
+        if replays is not None:
+            replays.close()
         rounds, self._rounds = self._rounds, None
         if rounds is not None:
             try:

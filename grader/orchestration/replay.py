@@ -44,6 +44,7 @@ from bang_harness.protocol import (
 from grader.i18n import _
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.plan import PlannedCall
+from grader.orchestration.replay_sandbox import ReplaySandboxes, as_in_own_sandbox
 from grader.orchestration.wasm_engine import stage_engine
 from grader.sandbox.base import Limits, Mounts, Phase, Runner, RunOutcome, SandboxError
 from grader.sandbox.capped import UntrustedFileError, copy_capped, read_bytes_capped, read_json_capped
@@ -204,12 +205,14 @@ def stage_replay(runner: Runner, backend: ResolvedBackend, rounds: list[RunRound
                   any_journal=bool(copied))
 
 
-def replay_staged(staged: Staged, engine: Path | None = None) -> ReplayRound:
-    """A staged replay run in a sandbox of its own and read; `engine` is the folder of the build's WebAssembly
-    engine, made on the trusted side (wasm_engine.py; None: the replay makes it), staged into its /io first. It
-    reads nothing of the run's folders: it may run beside the next round (execute.Executor.settle_beside)."""
+def replay_staged(staged: Staged, engine: Path | None = None, shared: ReplaySandboxes | None = None) -> ReplayRound:
+    """A staged replay run and read: in the submission's replay sandox, `shared` (replay_sandbox.py), handed the
+    staged folder, else (None, or a replay too large for its room) in a sandbox of its own; `engine` is the folder
+    of the build's WebAssembly engine, made on the trusted side (wasm_engine.py; None: the replay makes it), staged
+    into its /io first. It reads nothing of the run's folders: it may run beside the next round
+    (execute.Executor.settle_beside)."""
     stage_engine(engine, staged.io)
-    return _run_replay(staged, engine=None, any_journal=staged.any_journal)
+    return _run_replay(staged, engine=None, any_journal=staged.any_journal, shared=shared)
 
 
 def draw_ahead(calls: list[PlannedCall], reference: str) -> None:
@@ -254,20 +257,25 @@ def fresh_io(io: Path) -> None:
     (io / "outputs").mkdir()
 
 
-def _run_replay(staged: Staged, engine: str | None, any_journal: bool) -> ReplayRound:
+def _run_replay(staged: Staged, engine: str | None, any_journal: bool,
+                shared: ReplaySandboxes | None = None) -> ReplayRound:
     io = staged.io
-    key = write_trace_key(io)
     outcome = None
-    env = dict(staged.backend.env)
-    if engine is not None:
-        env[REPLAY_ENGINE_ENV] = engine
-    if any_journal:
-        outcome = staged.runner.run(Phase.RUN, staged.backend.impl.replay_argv(),
-                                    Mounts(submission=staged.submission.resolve(), build=staged.build_dir, io=io),
-                                    replace(staged.budget, wall_seconds=staged.seconds), env=env)
+    replayed = shared.replay(io, staged.seconds) if shared is not None and any_journal else None
+    if replayed is not None:
+        outcome, key = replayed.outcome, replayed.key
+    else:
+        key = write_trace_key(io)
+        env = dict(staged.backend.env)
+        if engine is not None:
+            env[REPLAY_ENGINE_ENV] = engine
+        if any_journal:
+            outcome = staged.runner.run(Phase.RUN, staged.backend.impl.replay_argv(),
+                                        Mounts(submission=staged.submission.resolve(), build=staged.build_dir, io=io),
+                                        replace(staged.budget, wall_seconds=staged.seconds), env=env)
     if outcome is not None and outcome.exit_code == ExitCode.REPLAY_FAILED:
         raise SandboxError(_("the grader's replay of the kernels failed: {tail}").format(
-            tail=(outcome.stderr_tail or "")[-1500:]))
+            tail=as_in_own_sandbox(outcome.stderr_tail or "")[-1500:]))
     replay = ReplayRound(outputs=io / "outputs", key=key, outcome=outcome, staged=staged)
     engines = {name: engine_record(replay.outputs, name) for name in set(staged.journal_of.values())}
     for call in staged.calls:
@@ -289,7 +297,7 @@ def engine_record(outputs: Path, journal: str) -> tuple[str, str]:
         return "", ""
     if not isinstance(record, dict) or record.get("engine") not in ENGINES:
         return "", ""
-    return str(record["engine"]), str(record.get("why") or "")[:WASM_NOTE_MAX_BYTES]
+    return str(record["engine"]), as_in_own_sandbox(str(record.get("why") or ""))[:WASM_NOTE_MAX_BYTES]
 
 
 def engine_notes(asked: str, native_whys: Iterable[str]) -> list[str]:
@@ -315,7 +323,7 @@ def read_replayed(call: PlannedCall, twin: ConcreteCase, outputs: Path, outcome:
         done.error = why
         return done
     if status.get("ok") is not True:
-        done.error = str(status.get("error") or _("the replay failed"))[:2000]
+        done.error = as_in_own_sandbox(str(status.get("error") or _("the replay failed")))[:2000]
         return done
     if status.get("sealed") is not True:
         done.error = _("the run never marked the call's output")

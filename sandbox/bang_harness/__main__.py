@@ -1,5 +1,5 @@
 """Command line: `python -m bang_harness build --backend emu|mlu`, `run` (one job, or rounds: session.py),
-`replay` (trusted replay: replay.py), `build-programs`, `run-programs`."""
+`replay` (trusted replay: replay.py; replays one by one: replay_session.py), `build-programs`, `run-programs`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from . import backends
 from .paths import HarnessPaths
-from .protocol import JOB_FILE, ROUNDS_DIR
+from .protocol import JOB_FILE, REPLAYS_DIR, ROUNDS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,8 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("replay", "replay-one"):
         from pathlib import Path
 
-        from .replay import replay_one, run_replay
+        from .replay import REPLAY_JOB, replay_one, run_replay
 
+        if args.command == "replay" and (paths.io / REPLAYS_DIR).is_dir() and not (paths.io / REPLAY_JOB).exists():
+            from .replay_session import run_replay_session  # the host hands in the replays one by one
+
+            return run_replay_session(paths)
         return run_replay(paths) if args.command == "replay" else replay_one(paths, Path(args.journal))
     if args.command == "forkserver":
         from .forkserver import serve

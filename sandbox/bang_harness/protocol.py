@@ -148,6 +148,27 @@ def done_mark(master: bytes, index: int) -> str:
     return hmac.new(master, b"bang-round-done:%d" % index, hashlib.sha256).hexdigest()
 
 
+# -- replays: one replay sandbox for all of a submission's replays (bang_harness.replay_session) --------------
+# /io/replays/<n>/ holds replay n as a replay of its own sandbox would have it in /io (journals/, replay-inputs/,
+# replay.json, the staged engine) plus job.mac + job.json (the replay's job again, under the master key), written by
+# the host; outputs/ by the replay, and outputs/round.done by the keeper once every process of the replay is gone:
+# replay_done_mark(master, n, ok) says whether the replay's children all ended by themselves (ok) or one failed
+# by itself (REPLAY_FAILED). Replay n's children sign with replay_key(master, n) alone, never the master key.
+REPLAYS_DIR = "replays"
+REPLAY_STDERR = "replay.stderr"  # under replay n's outputs: what its processes said on stderr (the host reads a tail)
+
+
+def replay_key(master: bytes, index: int) -> bytes:
+    """Replay n's signing key: what its children hold, and what the host verifies its traces with."""
+    return hmac.new(master, b"bang-replay-key:%d" % index, hashlib.sha256).digest()[:KEY_BYTES]
+
+
+def replay_done_mark(master: bytes, index: int, ok: bool) -> str:
+    """The content of replay n's done file: only the keeper can write it, after every process of the replay is
+    gone; `ok` False: a replay child failed by itself (the harness's failure, not the kernels')."""
+    return hmac.new(master, b"bang-replay-done:%d:%d" % (index, int(ok)), hashlib.sha256).hexdigest()
+
+
 def sign_line(key: bytes, payload: bytes) -> bytes:
     """One trace line (without the newline): `<64 hex HMAC-SHA256(key, payload)> <payload>`."""
     return hmac.new(key, payload, hashlib.sha256).hexdigest().encode("ascii") + b" " + payload

@@ -53,13 +53,16 @@ SITES_FILE = "sites.json"
 ENGINE_DIR = WASM_ENGINE.split("/", 1)[0]  # under /io: the WebAssembly module made native code here (engine.py)
 
 
-def run_replay(paths: HarnessPaths) -> int:
-    key = take_trace_key(paths)
+def run_replay(paths: HarnessPaths, key: bytes | None = None, job_text: bytes | None = None) -> int:
+    """The replay of `paths.io` (a sandbox's /io, or one replay's folder under it: replay_session.py, which
+    hands in the replay's `key` and its verified job); without them, both are read from /io."""
     if key is None:
-        print("bang_harness replay: no key file", file=sys.stderr)
-        return ExitCode.JOB_UNREADABLE
+        key = take_trace_key(paths)
+        if key is None:
+            print("bang_harness replay: no key file", file=sys.stderr)
+            return ExitCode.JOB_UNREADABLE
     make_undumpable()
-    job = json.loads((paths.io / REPLAY_JOB).read_text())
+    job = json.loads(job_text if job_text is not None else (paths.io / REPLAY_JOB).read_bytes())
     module = paths.build / DEVICE_MODULE
     outputs = paths.outputs
     outputs.mkdir(parents=True, exist_ok=True)
@@ -68,6 +71,7 @@ def run_replay(paths: HarnessPaths) -> int:
     sites = paths.io / SITES_FILE
     sites.write_text(json.dumps(device_module.site_records(module)))
     env = {k: v for k, v in os.environ.items() if k != KEY_FD_ENV}
+    env["BANG_GRADER_IO"] = str(paths.io)  # each journal's child replays this folder (HarnessPaths.from_env)
     env.update({"BANG_EMU_DEVICE": str(job.get("device") or "mlu370-x8"), "BANG_EMU_POISON": "nan"})
     profile: dict[str, object] = {}
     if replay_engine(os.environ) == "wasm":
