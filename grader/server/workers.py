@@ -121,13 +121,8 @@ class QueuePlace:
         return self.__dict__.copy()
 
 
-def grading_seconds(db: Database, queue: str) -> float | None:
+def grading_seconds(s: Session, queue: str) -> float | None:
     """The mean grading time (started to reported) of `queue`'s latest RECENT_GRADINGS gradings; None: none yet."""
-    with db.session() as s:
-        return _grading_seconds(s, queue)
-
-
-def _grading_seconds(s: Session, queue: str) -> float | None:
     spans = s.execute(select(Submission.started_at, Submission.reported_at).where(
         Submission.queue == queue, Submission.status == "done", Submission.started_at.is_not(None),
         Submission.reported_at.is_not(None)).order_by(Submission.reported_at.desc())
@@ -154,7 +149,7 @@ def queue_place(db: Database, submission_id: int) -> QueuePlace:
                 .where(Submission.queue == queue, Submission.status.in_(("queued", "running")))).one()
         workers = s.scalar(select(func.count()).select_from(Worker).where(
             Worker.queue == queue, Worker.seen_at > now() - WORKER_STALE_SECONDS)) or 0
-        mean = _grading_seconds(s, queue) if workers else None
+        mean = grading_seconds(s, queue) if workers else None
     place = QueuePlace(position=ahead, workers=workers)
     if not workers:
         place.waiting_for = kind or queue
