@@ -199,7 +199,8 @@ def _follow(http: httpx.Client, sub_id: int, console: Console, poll_seconds: flo
             return state
         if state["status"] == "cancelled":
             raise RemoteError(_("submission #{id} was cancelled").format(id=sub_id))
-        time.sleep(poll_seconds)
+        # the server says when to ask again (a quarter of the estimated wait, workers.POLL_SECONDS)
+        time.sleep(max(0.0, min(max(poll_seconds, state.get("poll_seconds") or 0.0), deadline - time.monotonic())))
     raise RemoteError(_("no result after {s:.0f} s; see the server's page for #{id}").format(s=timeout_seconds, id=sub_id))
 
 

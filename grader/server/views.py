@@ -4,6 +4,7 @@ assignments' state, the leaderboard, a submission's code, and the change stamp t
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,12 +119,33 @@ def _shown_result(document: str, assignment: Assignment, viewer: Student | None)
     return redact_hidden(result, hidden_groups(assignment.name), hidden_note(assignment))
 
 
+# The figures a student sees of a stored result before the release (verdict, score, max score, pending points), by
+# the document's digest and its assignment (what redact_hidden decides them from): the pages and a status poll show
+# them for every graded sibling, and parsing each document again on every poll was most of the server's CPU under
+# load (benchmarks/server_throughput.py). Bounded: emptied when full.
+_SHOWN_FIGURES: dict[tuple[bytes, str], tuple[str, float, float, float]] = {}
+SHOWN_FIGURES_KEPT = 4096
+
+
+def _shown_figures(document: str, assignment: Assignment, viewer: Student | None) -> tuple[str, float, float, float]:
+    """(verdict, score, max score, pending points) of `document` as `viewer`, whom `assignment` hides cases from
+    (hides_cases), sees it: _shown_result's, the same for every such viewer."""
+    key = (hashlib.blake2b(document.encode(), digest_size=16).digest(), assignment.name)
+    found = _SHOWN_FIGURES.get(key)
+    if found is None:
+        shown = _shown_result(document, assignment, viewer)
+        found = (str(shown.verdict), shown.score, shown.max_score, shown.pending_points)
+        if len(_SHOWN_FIGURES) >= SHOWN_FIGURES_KEPT:
+            _SHOWN_FIGURES.clear()
+        _SHOWN_FIGURES[key] = found
+    return found
+
+
 def _view(sub: Submission, student: Student, assignment: Assignment, document: str | None = None,
           result_engine: str | None = None, viewer: Student | None = None) -> SubmissionView:
     verdict, score, max_score, pending = sub.verdict, sub.score, sub.max_score, 0.0
     if document is not None and hides_cases(assignment, viewer):
-        shown = _shown_result(document, assignment, viewer)
-        verdict, score, max_score, pending = str(shown.verdict), shown.score, shown.max_score, shown.pending_points
+        verdict, score, max_score, pending = _shown_figures(document, assignment, viewer)
     view = SubmissionView(sub.id, student.student_id, assignment.name, sub.mode, sub.status, verdict, score,
                           max_score, sub.worker, sub.grade_runs, bool(sub.late),
                           {p: getattr(sub, f"{p}_at") for p in PHASES}, sub.device_type, sub.graded_type,
@@ -201,8 +223,10 @@ def _siblings(db: Database, submission_id: int, viewer: Student) -> list[Submiss
         row = s.execute(_rows().where(Submission.id == submission_id)).first()
         if row is None or (viewer.role != "instructor" and row[1].id != viewer.id):
             raise Refused(_("no such submission"), 404)
+        # only finals count: the others (test and benchmark runs) are neither read nor parsed
         siblings = s.execute(_rows().where(Submission.student_pk == row[1].id,
-                                           Submission.assignment_pk == row[2].id)).all()
+                                           Submission.assignment_pk == row[2].id,
+                                           or_(Submission.id == submission_id, Submission.mode == "final"))).all()
     return _mark_counting([_view(*r, viewer=viewer) for r in siblings], {row[2].name: row[2].late_penalty or 0.0})
 
 
@@ -278,6 +302,12 @@ def counting_of(db: Database, submission_id: int, viewer: Student) -> int | None
     """The id of the submission that counts for the student and the assignment of `submission_id` (as `viewer`
     sees them); None while none of their final submissions is graded."""
     return next((v.id for v in _siblings(db, submission_id, viewer) if v.counts), None)
+
+
+def status_of(db: Database, submission_id: int, viewer: Student) -> tuple[SubmissionView, int | None]:
+    """submission_of and counting_of from one reading (a status poll asks for both)."""
+    siblings = _siblings(db, submission_id, viewer)
+    return next(v for v in siblings if v.id == submission_id), next((v.id for v in siblings if v.counts), None)
 
 
 def choose(db: Database, submission_id: int, student: Student) -> None:

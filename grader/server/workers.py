@@ -1,7 +1,8 @@
 """The queues and the workers that serve them: each worker slot's heartbeat row (queue.py beats it), the
 live workers and the device types they serve (an upload for another type is refused), what waits on each queue
 and who serves it (the instructor's dashboard), and a submission's place in its queue: its position, an
-estimate of its wait, and the device type it waits for when no live worker serves its queue any more."""
+estimate of its wait, the device type it waits for when no live worker serves its queue any more, and when its
+follower should ask again."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from grader.server.db import Database, Submission, Worker, now
 from grader.server.devices import queue_name
@@ -96,6 +98,12 @@ def served_types(db: Database, backend: str) -> list[str]:
 RECENT_GRADINGS = 20
 
 
+# How long a follower of a submission (grade submit --server) waits before it asks again (QueuePlace.poll_seconds):
+# a quarter of the estimated wait, between these bounds (the least without an estimate). Every student asking
+# every half second while their job waits behind the class's cost the server's CPU the slots grade with.
+POLL_SECONDS = (0.5, 5.0)
+
+
 @dataclass
 class QueuePlace:
     """Where a submission stands in its queue, as its student is told (the page, the CLI's poll): how many jobs
@@ -107,45 +115,50 @@ class QueuePlace:
     workers: int = 0
     estimate_seconds: float | None = None
     waiting_for: str | None = None
+    poll_seconds: float = POLL_SECONDS[0]  # when to ask again (POLL_SECONDS)
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
 
 
-def grading_seconds(db: Database, queue: str) -> float | None:
+def grading_seconds(s: Session, queue: str) -> float | None:
     """The mean grading time (started to reported) of `queue`'s latest RECENT_GRADINGS gradings; None: none yet."""
-    with db.session() as s:
-        spans = s.execute(select(Submission.started_at, Submission.reported_at).where(
-            Submission.queue == queue, Submission.status == "done", Submission.started_at.is_not(None),
-            Submission.reported_at.is_not(None)).order_by(Submission.reported_at.desc())
-            .limit(RECENT_GRADINGS)).all()
+    spans = s.execute(select(Submission.started_at, Submission.reported_at).where(
+        Submission.queue == queue, Submission.status == "done", Submission.started_at.is_not(None),
+        Submission.reported_at.is_not(None)).order_by(Submission.reported_at.desc())
+        .limit(RECENT_GRADINGS)).all()
     spans = [done - started for started, done in spans if done >= started]
     return sum(spans) / len(spans) if spans else None
 
 
 def queue_place(db: Database, submission_id: int) -> QueuePlace:
     """Submission `submission_id`'s place in its queue (QueuePlace). The estimate: the jobs being graded and the
-    ones ahead shared among the queue's live workers, each taking the queue's mean grading time."""
+    ones ahead shared among the queue's live workers, each taking the queue's mean grading time. One reading (a
+    follower polls this): never the upload itself."""
     with db.session() as s:
-        sub = s.get(Submission, submission_id)
+        sub = s.execute(select(Submission.status, Submission.queue, Submission.device_type, Submission.started_at)
+                        .where(Submission.id == submission_id)).first()
         if sub is None or sub.status not in ("queued", "running"):
             return QueuePlace()
-        status, queue, kind, started = sub.status, sub.queue, sub.device_type, sub.started_at
+        status, queue, kind, started = sub
         ahead = running = 0
         if status == "queued":
-            ahead = s.scalar(select(func.count()).select_from(Submission).where(
-                Submission.queue == queue, Submission.status == "queued", Submission.id < submission_id)) or 0
-            running = s.scalar(select(func.count()).select_from(Submission).where(
-                Submission.queue == queue, Submission.status == "running")) or 0
-    workers = sum(1 for w in live_workers(db) if w.queue == queue)
+            ahead, running = s.execute(select(
+                func.count().filter(Submission.status == "queued", Submission.id < submission_id),
+                func.count().filter(Submission.status == "running"))
+                .where(Submission.queue == queue, Submission.status.in_(("queued", "running")))).one()
+        workers = s.scalar(select(func.count()).select_from(Worker).where(
+            Worker.queue == queue, Worker.seen_at > now() - WORKER_STALE_SECONDS)) or 0
+        mean = grading_seconds(s, queue) if workers else None
     place = QueuePlace(position=ahead, workers=workers)
     if not workers:
         place.waiting_for = kind or queue
+        place.poll_seconds = POLL_SECONDS[1]  # nothing moves until a worker joins
         return place
-    mean = grading_seconds(db, queue)
     if mean is not None:
         if status == "running":
             place.estimate_seconds = max(0.0, mean - (now() - (started or now())))
         else:
             place.estimate_seconds = math.ceil((ahead + running + 1) / workers) * mean
+        place.poll_seconds = min(max(place.estimate_seconds / 4, POLL_SECONDS[0]), POLL_SECONDS[1])
     return place

@@ -230,6 +230,7 @@ def test_a_device_type_no_live_worker_serves_is_refused_and_a_lost_one_shows_as_
         state = dan.get(f"/api/submissions/{waiting}").json()
         assert (state["status"], state["device_type"], state["waiting_for"]) == ("queued", "mlu370-x4", "mlu370-x4")
         assert state["estimate_seconds"] is None, state  # nobody to grade it: no estimate
+        assert state["poll_seconds"] == 5.0, state  # nor anything to ask about often until a worker joins
     assert attempts(server, "dan") == 1
     # a counted (timed) run on a type whose speed thresholds nobody calibrated would score no speed: refused
     with server.client("ben") as ben:

@@ -25,7 +25,7 @@ from grader.server.routes.web import (
     page_language,
     render,
 )
-from grader.server.workers import queue_depth, queue_place, queues
+from grader.server.workers import QueuePlace, queue_depth, queue_place, queues
 
 LIVE_SECONDS = 600  # one event stream's life; the browser's EventSource reconnects by itself
 
@@ -41,9 +41,9 @@ def my_submissions(db: Db, user: ApiUser) -> list[dict]:
 def status(submission_id: int, db: Db, user: ApiUser) -> dict:
     """A submission's state; while queued or grading, its place in the queue (position, live workers, an estimate
     of the seconds until its result, the device type it waits for when no live worker serves it)."""
-    view = views.submission_of(db, submission_id, user)
-    return {**view.as_json(), **queue_place(db, submission_id).as_json(),
-            "counting": views.counting_of(db, submission_id, user)}
+    view, counting = views.status_of(db, submission_id, user)
+    place = queue_place(db, submission_id) if view.status in ("queued", "running") else QueuePlace()
+    return {**view.as_json(), **place.as_json(), "counting": counting}
 
 
 @router.post("/api/submissions/{submission_id}/choose")

@@ -1,0 +1,103 @@
+"""What a follower's status poll (`grade submit --server`, GET /api/submissions/ID) hears, read cheaply: the real
+app (FastAPI through TestClient) on a real database, SQLite and PostgreSQL, results committed through the commit
+point (grading.commit_result); no grading runs.
+
+- a poll reads the submission and the student's finals only (what counts is decided among finals), and the hidden
+  cases' figures it shows are each result's own, however often it is polled (views._shown_figures keeps them);
+- it says when to ask again: a quarter of the estimated wait, between workers.POLL_SECONDS (the longest while no
+  worker serves the queue), so a class waiting in the queue does not ask twice a second each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster import pg_bin, start_postgres
+from sqlalchemy import select, update
+from test_what_counts import api, graded
+
+from grader.server.accounts import add_account
+from grader.server.admin import ensure_assignment, set_open
+from grader.server.db import Assignment, Database, Student, Submission, migrate, now
+from grader.server.workers import POLL_SECONDS, queue_place, worker_seen
+
+QUEUE = "grade.emu.mlu370-x8"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    pg = None
+    if request.param == "postgresql":
+        if pg_bin() is None:
+            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
+        pg = start_postgres(tmp_path / "pg")
+    url = pg.url if pg else f"sqlite:///{tmp_path / 'server.db'}"
+    migrate(url)
+    database = Database(url)
+    ensure_assignment(database, "sigmoid")
+    set_open(database, "sigmoid", True)
+    yield database
+    database.engine.dispose()
+    if pg is not None:
+        pg.stop()
+
+
+def queued(db: Database, who: str, *, status: str = "queued", started_ago: float | None = None) -> int:
+    """`who` uploads a test run, left `status` (started `started_ago` seconds ago)."""
+    with db.session() as s:
+        student = s.scalar(select(Student).where(Student.student_id == who))
+        assignment = s.scalar(select(Assignment).where(Assignment.name == "sigmoid"))
+        sub = Submission(student_pk=student.id, assignment_pk=assignment.id, mode="test", archive=b"x" * 1000,
+                         content_hash="1" * 64, queue=QUEUE, status=status, in_flight=True, submitted_at=now(),
+                         started_at=None if started_ago is None else now() - started_ago)
+        s.add(sub)
+        s.flush()
+        return sub.id
+
+
+def test_a_poll_shows_each_result_as_the_student_sees_it_and_what_counts(db: Database) -> None:
+    """ann's two finals (70 of 80 losing `large`, then 80 of 80) and a test run graded after them: each poll of a
+    final shows that final's visible figures (the hidden `saturation` group pending), the same on every poll; the
+    latest final counts whatever test run came after it; the instructor sees the whole of each."""
+    ann = add_account(db, "ann", "Ann")
+    first = graded(db, "ann", 70.0, max_score=80.0, lost="large")
+    second = graded(db, "ann", 80.0, max_score=80.0)
+    trial = graded(db, "ann", 10.0, max_score=80.0, mode="test", lost="tail")
+    with api(db, ann) as c:
+        for _poll in range(2):
+            states = {sub: c.get(f"/api/submissions/{sub}").json() for sub in (first, second, trial)}
+            assert [(states[sub]["score"], states[sub]["max_score"], states[sub]["pending"])
+                    for sub in (first, second)] == [(50.0, 60.0, 20.0), (60.0, 60.0, 20.0)], states
+            assert {states[sub]["counting"] for sub in (first, second, trial)} == {second}, states
+            assert (states[trial]["mode"], states[trial]["status"], states[trial]["counts"]) == ("test", "done", False)
+    with api(db, add_account(db, "t", role="instructor")) as c:
+        assert [(c.get(f"/api/submissions/{sub}").json()["score"]) for sub in (first, second)] == [70.0, 80.0]
+
+
+def test_a_poll_says_when_to_ask_again(db: Database) -> None:
+    """Gradings of this queue took 40 s each. With one live worker: a job behind one being graded is about 80 s
+    away (ask again in 5 s, the longest); the one being graded for 38 s is about 2 s from its result (ask again in
+    half a second, the shortest). Without a live worker nothing moves: 5 s. Before any grading: no estimate,
+    half a second."""
+    for who in ("ann", "ben", "cho", "dan"):
+        add_account(db, who, who.title())
+    unserved = queued(db, "dan")
+    assert queue_place(db, unserved).poll_seconds == POLL_SECONDS[1]  # nobody serves the queue
+    with db.session() as s:
+        s.execute(update(Submission).where(Submission.id == unserved).values(status="cancelled", in_flight=None))
+    worker_seen(db, "slot0@test", queue=QUEUE, device_type="mlu370-x8", device="mlu370-x8")
+    running = queued(db, "ann", status="running", started_ago=38.0)
+    waiting = queued(db, "ben")
+    assert (queue_place(db, waiting).estimate_seconds, queue_place(db, waiting).poll_seconds) == (None, POLL_SECONDS[0])
+    done = graded(db, "cho", 50.0)
+    with db.session() as s:
+        s.execute(update(Submission).where(Submission.id == done).values(started_at=now() - 50, reported_at=now() - 10))
+    place = queue_place(db, waiting)
+    assert place.position == 0 and place.estimate_seconds == pytest.approx(80.0, abs=1.0), place
+    assert place.poll_seconds == POLL_SECONDS[1], place
+    place = queue_place(db, running)
+    assert place.estimate_seconds == pytest.approx(2.0, abs=1.0) and place.poll_seconds == POLL_SECONDS[0], place
+    with api(db, add_account(db, "t", role="instructor")) as c:
+        assert c.get(f"/api/submissions/{waiting}").json()["poll_seconds"] == POLL_SECONDS[1]
+        assert c.get(f"/api/submissions/{done}").json()["status"] == "done"
