@@ -23,6 +23,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="default: grade batch's own")
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and batch folders here")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                        help="stop the batch after this long (Ctrl-C's way: it ends its workers) and report what was "
+                             "graded by then, marked partial")
     args = parser.parse_args(argv)
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="class-of-500-"))
@@ -120,7 +124,17 @@ def main(argv: list[str] | None = None) -> int:
     proc = subprocess.Popen(argv_, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sampler = Sampler(proc.pid, group)
     sampler.start()
-    output = proc.communicate()[0]
+    partial = False
+    try:
+        output = proc.communicate(timeout=args.deadline)[0]
+    except subprocess.TimeoutExpired:
+        partial = True
+        proc.send_signal(signal.SIGINT)
+        try:
+            output = proc.communicate(timeout=120)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output = proc.communicate()[0]
     wall = time.monotonic() - started
     sampler.stop.set()
     sampler.join()
@@ -138,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     remove_cgroup(group)
     graded = len(results)
     report = {
-        "students": len(kinds), "graded": graded, "returncode": proc.returncode, "wall_s": round(wall, 1),
+        "students": len(kinds), "graded": graded, "partial": partial, "returncode": proc.returncode,
+        "wall_s": round(wall, 1),
         "per_minute": round(60 * graded / wall, 2) if graded else None,
         "cpu_s": {"containers": round(containers, 1), "grader": round(host, 1), "daemon_upper_bound": round(daemon, 1),
                   "per_submission": round((containers + host + daemon) / graded, 2) if graded else None},
@@ -147,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         "verdicts": verdicts, "loadavg_before": load0, "loadavg_after": os.getloadavg(),
     }
     mib = 1 << 20
-    print(f"{graded}/{len(kinds)} graded in {wall:.0f} s ({report['per_minute']}/min), rc {proc.returncode}")
+    print(f"{graded}/{len(kinds)} graded in {wall:.0f} s ({report['per_minute']}/min), rc {proc.returncode}"
+          + (f" -- PARTIAL: stopped at the {args.deadline:.0f} s deadline" if partial else ""))
     print(f"CPU s: containers {containers:.0f} + grader {host:.0f} + daemon <= {daemon:.0f}  = "
           f"{report['cpu_s']['per_submission']} per graded submission")
     print("peak memory: " + ", ".join(f"{k} {v[0] / mib:.0f} MiB at {v[1]:.0f} s" for k, v in sampler.peaks.items())
@@ -159,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(report, indent=1))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    return 0 if proc.returncode == 0 and graded == len(kinds) else 1
+    return 0 if proc.returncode == 0 and graded == len(kinds) and not partial else 1
 
 
 if __name__ == "__main__":
