@@ -43,8 +43,8 @@ from bang_harness.protocol import (
     replay_key,
 )
 
-from grader.orchestration.rounds import POLL_SECONDS, STOP_REASON, RoundRefused
-from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, Started, StartingRunner
+from grader.orchestration.rounds import POLL_SECONDS, STOP_REASON, KeptSandbox, RoundRefused
+from grader.sandbox.base import Limits, Mounts, RunOutcome, StartingRunner
 from grader.sandbox.capped import UntrustedFileError, copy_capped, read_bytes_capped
 from grader.sandbox.layout import MAX_NEW_ENTRIES, give_to_sandbox, sandbox_user
 from grader.sandbox.watch import tree_usage
@@ -74,25 +74,10 @@ class Replayed:
     key: bytes
 
 
-class ReplaySandbox:
+class ReplaySandbox(KeptSandbox):
     """A replay-phase sandbox whose keeper replays each folder the host hands in (bang_harness.replay_session)."""
 
-    def __init__(self, runner: StartingRunner, argv: list[str], mounts: Mounts, limits: Limits,
-                 env: dict[str, str], master: bytes) -> None:
-        self.runner = runner
-        self.argv = argv
-        self.mounts = mounts
-        self.limits = limits
-        self.env = env
-        self.master = master
-        self.index = 0
-        self.started: Started | None = None
-        self.alive = True
-        (mounts.io / REPLAYS_DIR).mkdir()
-
-    @property
-    def replays(self) -> Path:
-        return self.mounts.io / REPLAYS_DIR
+    folders = REPLAYS_DIR
 
     def fits(self, staged_io: Path) -> bool:
         """Whether a replay staged in `staged_io` fits the room this sandbox keeps for one replay's inputs."""
@@ -134,10 +119,6 @@ class ReplaySandbox:
         """Whether the sandbox, started, has ended by itself (its keeper gone)."""
         return self.started is not None and self.started.wait(0) is not None
 
-    def start(self) -> None:
-        if self.started is None:
-            self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
-
     def close(self) -> None:
         self.alive = False
         if self.started is not None:
@@ -168,17 +149,6 @@ class ReplaySandbox:
                 outcome = started.stop(f"wall-clock limit of {wall_seconds:g} s reached")
                 return dataclasses.replace(outcome, timed_out=True, exit_code=None,
                                            wall_seconds=time.monotonic() - began)
-
-    def _make_folder(self, index: int) -> Path:
-        info = os.lstat(self.replays)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise RoundRefused(f"{self.replays} was replaced from inside the sandbox")
-        folder = self.replays / str(index)
-        try:
-            os.mkdir(folder, 0o755)
-        except FileExistsError:
-            raise RoundRefused(f"{folder} was made from inside the sandbox") from None
-        return folder
 
 
 class ReplaySandboxes:

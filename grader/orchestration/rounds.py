@@ -52,8 +52,12 @@ class Round:
     sandbox_alive: bool  # False: the sandbox ended (or was ended) during the round
 
 
-class RoundSandbox:
-    """A run-phase sandbox started before (start) or with round 0 and reused while each round ends cleanly."""
+class KeptSandbox:
+    """A sandbox kept up for several jobs the host hands in one at a time, each in a folder n of its own under
+    /io/`folders`/ that the host makes afresh (RoundSandbox: the rounds; replay_sandbox.ReplaySandbox: the
+    replays)."""
+
+    folders = ""  # the folder under /io holding job n's
 
     def __init__(self, runner: StartingRunner, argv: list[str], mounts: Mounts, limits: Limits,
                  env: dict[str, str], master: bytes) -> None:
@@ -66,11 +70,37 @@ class RoundSandbox:
         self.index = 0
         self.started: Started | None = None
         self.alive = True
-        (mounts.io / ROUNDS_DIR).mkdir()
+        (mounts.io / self.folders).mkdir()
+
+    @property
+    def root(self) -> Path:
+        return self.mounts.io / self.folders
+
+    def start(self) -> None:
+        if self.started is None:
+            self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
+
+    def _make_folder(self, index: int) -> Path:
+        """Job n's folder, made afresh: RoundRefused when /io/`folders` is not the host's or n exists (planted)."""
+        info = os.lstat(self.root)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise RoundRefused(f"{self.root} was replaced from inside the sandbox")
+        folder = self.root / str(index)
+        try:
+            os.mkdir(folder, 0o755)
+        except FileExistsError:
+            raise RoundRefused(f"{folder} was made from inside the sandbox") from None
+        return folder
+
+
+class RoundSandbox(KeptSandbox):
+    """A run-phase sandbox started before (start) or with round 0 and reused while each round ends cleanly."""
+
+    folders = ROUNDS_DIR
 
     @property
     def rounds(self) -> Path:
-        return self.mounts.io / ROUNDS_DIR
+        return self.root
 
     @property
     def next_round(self) -> Path:
@@ -79,14 +109,13 @@ class RoundSandbox:
     def start(self) -> None:
         """Starts the sandbox before its first round is written (its keeper waits for it, bang_harness.session):
         torch's import there is under way while the host gets the round ready."""
-        if self.started is None:
-            self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
+        super().start()
 
     def run_round(self, make_job: Callable[[Path], dict[str, Any]], wall_seconds: float) -> Round:
         """Writes round n (`make_job` writes the inputs into the folder it gets and returns the job), starts the
         sandbox with round 0 unless it was started, and waits for the round's end."""
         index = self.index
-        round_dir = self._make_round_dir(index)
+        round_dir = self._make_folder(index)
         self.index += 1
         (round_dir / "inputs").mkdir()
         job = make_job(round_dir / "inputs")
@@ -120,17 +149,6 @@ class RoundSandbox:
         if self.started is not None and self.alive:
             self.alive = False
             self.started.stop(STOP_REASON)
-
-    def _make_round_dir(self, index: int) -> Path:
-        info = os.lstat(self.rounds)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise RoundRefused(f"{self.rounds} was replaced from inside the sandbox")
-        round_dir = self.rounds / str(index)
-        try:
-            os.mkdir(round_dir, 0o755)
-        except FileExistsError:
-            raise RoundRefused(f"{round_dir} was made from inside the sandbox") from None
-        return round_dir
 
     @staticmethod
     def _done(round_dir: Path, expected: bytes) -> bool:
