@@ -9,38 +9,17 @@ point (grading.commit_result); no grading runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from cluster import pg_bin, start_postgres
 from sqlalchemy import select, update
 from test_what_counts import api, graded
 
 from grader.server.accounts import add_account
-from grader.server.admin import ensure_assignment, set_open
-from grader.server.db import Assignment, Database, Student, Submission, migrate, now
+from grader.server.db import Assignment, Database, Student, Submission, now
 from grader.server.workers import POLL_SECONDS, queue_place, worker_seen
 
 QUEUE = "grade.emu.mlu370-x8"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    pg = None
-    if request.param == "postgresql":
-        if pg_bin() is None:
-            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
-        pg = start_postgres(tmp_path / "pg")
-    url = pg.url if pg else f"sqlite:///{tmp_path / 'server.db'}"
-    migrate(url)
-    database = Database(url)
-    ensure_assignment(database, "sigmoid")
-    set_open(database, "sigmoid", True)
-    yield database
-    database.engine.dispose()
-    if pg is not None:
-        pg.stop()
 
 
 def queued(db: Database, who: str, *, status: str = "queued", started_ago: float | None = None) -> int:

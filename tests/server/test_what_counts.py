@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster import pg_bin, start_postgres
 from factories import grade_result
 from fastapi.testclient import TestClient
 from rich.console import Console
@@ -28,33 +27,17 @@ from grader.cli.remote_submit import LateNotConfirmed, check_late, counted_line,
 from grader.i18n import use_language
 from grader.results import GradeResult, GroupScore, RequirementResult, StageResult, Timing, Verdict
 from grader.server.accounts import add_account, set_leaderboard
-from grader.server.admin import ensure_assignment, export_finals, release, set_open, set_policy
+from grader.server.admin import export_finals, release, set_policy
 from grader.server.app import create_app
 from grader.server.counting import Graded, counting
 from grader.server.course_time import set_zone
-from grader.server.db import Assignment, Database, Student, Submission, migrate, now
+from grader.server.db import Assignment, Database, Student, Submission, now
 from grader.server.grading import commit_result
 
 # sigmoid's groups: `saturation` (10 points) is after_deadline, the rest visible
 GROUPS = {"tiny": 10, "aligned": 10, "tail": 20, "saturation": 10, "half": 10, "large": 10}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    pg = None
-    if request.param == "postgresql":
-        if pg_bin() is None:
-            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
-        pg = start_postgres(tmp_path / "pg")
-    url = pg.url if pg else f"sqlite:///{tmp_path / 'server.db'}"
-    migrate(url)
-    database = Database(url)
-    ensure_assignment(database, "sigmoid")
-    set_open(database, "sigmoid", True)
-    yield database
-    database.engine.dispose()
-    if pg is not None:
-        pg.stop()
 
 
 @pytest.fixture
