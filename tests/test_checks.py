@@ -319,5 +319,6 @@ def test_reference_facts_are_kept_only_for_arrays_nobody_can_write():
     assert len(base._FACTS) == before
     # and the references the grading keeps (spec/cases._Drawn) are such arrays
     case = next(c for c in correctness_cases(SIGMOID, SeedPlan.create("public")) if c.name == "n4096")
-    assert _check_sigmoid(case.expected("sigmoid").astype(np.float32), case.expected("sigmoid")).passed
-    assert len(base._FACTS) == before + 1
+    reference = case.expected("sigmoid")
+    assert _check_sigmoid(reference.astype(np.float32), reference).passed
+    assert id(reference) in base._FACTS  # (another test may have compared with it first: the same facts)
