@@ -322,18 +322,21 @@ class Executor:
                 shutil.rmtree(rounds.rounds / str(index), ignore_errors=True)
 
     def close(self) -> None:
-        """Ends the submission's run-phase and replay sandboxes, if still up (and waits for the engine's maker)."""
+        """Ends the submission's run-phase and replay sandboxes, if still up, both at once (and waits for the
+        engine's maker)."""
         if self.engine is not None:
             self.engine.engine()
         replays, self._replays = self._replays, None
-        if replays is not None:
-            replays.close()
+        ending = _Background(replays.close, "replays-close") if replays is not None else None
         rounds, self._rounds = self._rounds, None
-        if rounds is not None:
-            try:
+        try:
+            if rounds is not None:
                 rounds.close()
-            except RuntimeError:  # it could not be removed: the runner's sweep of leftovers takes it
-                pass
+        except RuntimeError:  # it could not be removed: the runner's sweep of leftovers takes it
+            pass
+        finally:
+            if ending is not None:
+                ending.result()
 
     def _share_sandbox(self) -> bool:
         return callable(getattr(self.runner, "start", None)) and os.environ.get(PER_ROUND_ENV) != "1"

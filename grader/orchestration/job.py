@@ -19,6 +19,7 @@ from pathlib import Path
 
 from grader.atomic_file import atomic_write_text
 from grader.i18n import _, resolve_language, use_language
+from grader.orchestration.afterwards import tidy_after
 from grader.orchestration.document import result_document
 from grader.orchestration.options import UNOBSERVED, GradeEnvironment, GradeObserver, GradeRequest
 from grader.orchestration.pipeline import grade_submission
@@ -45,18 +46,19 @@ def run_job(submission: Path, request: GradeRequest, environment: GradeEnvironme
     to when the front door knows better than its grade.toml (a roster); `notes` follow the result's message.
     Never raises for what the submission or the grader does: a grader failure is the result."""
     submission = Path(submission)
-    try:
-        result = grade_submission(submission, request, environment, observer.progress)
-    except Exception:  # noqa: BLE001 -- a grader bug outside the pipeline's own guard is still a result
-        with use_language(resolve_language(request.lang, None)):
-            result = result_document(submission, request, environment, Verdict.INTERNAL_ERROR,
-                                     _("the grader failed (not your fault):") + "\n" + traceback.format_exc())
-    update: dict[str, object] = {}
-    if student is not None:
-        update["student"] = student
-    if notes:
-        update["message"] = "\n".join([result.message, *notes]).strip()
-    return finish_job(result.model_copy(update=update) if update else result, observer)
+    with tidy_after():  # the grading's sandboxes end while its results.json and report are written (afterwards.py)
+        try:
+            result = grade_submission(submission, request, environment, observer.progress)
+        except Exception:  # noqa: BLE001 -- a grader bug outside the pipeline's own guard is still a result
+            with use_language(resolve_language(request.lang, None)):
+                result = result_document(submission, request, environment, Verdict.INTERNAL_ERROR,
+                                         _("the grader failed (not your fault):") + "\n" + traceback.format_exc())
+        update: dict[str, object] = {}
+        if student is not None:
+            update["student"] = student
+        if notes:
+            update["message"] = "\n".join([result.message, *notes]).strip()
+        return finish_job(result.model_copy(update=update) if update else result, observer)
 
 
 def finish_job(result: GradeResult, observer: GradeObserver) -> GradedJob:

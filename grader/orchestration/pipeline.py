@@ -19,6 +19,7 @@ import tempfile
 import time
 import traceback
 from datetime import UTC, datetime
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from grader.layout import (
     resolve_entries,
     stage_keys,
 )
+from grader.orchestration.afterwards import tidy
 from grader.orchestration.build_step import BuildStep, host_facts
 from grader.orchestration.document import result_document
 from grader.orchestration.environment import ResolvedBackend, UnavailableError, resolve_environment
@@ -158,6 +160,7 @@ class _Grading(Grader):
         self.notes: list[str] = []
         self.screening: list[ScreeningFinding] = []
         self.integrity: list[str] = []
+        self.executor: Executor | None = None  # the submission's sandboxes, until run() hands them to the tidy
 
     # -- progress and the result document --------------------------------------------------------------
     def progress(self, step: str, fraction: float) -> None:
@@ -221,8 +224,9 @@ class _Grading(Grader):
             return self.finish(Verdict.INTERNAL_ERROR, _("the sandbox failed (not your fault): {error}").format(
                 error=exc))
         finally:
-            if not keep:
-                discard(work)  # in the background: the answer does not wait for ~200 MB of files to go
+            # beside the answer (afterwards.py): every output is read and scored by now
+            executor, self.executor = self.executor, None
+            tidy(partial(_tidy, executor, None if keep else work), "grading-tidy")
 
     def _resolve(self) -> tuple[Submission, dict[str, str], list[str]]:
         """The submission's layout, its assignment, the entry serving each selected stage; screening."""
@@ -254,27 +258,25 @@ class _Grading(Grader):
             return self.finish(*built.failure)
         per_round = min(self.per_round, len(self.seed_plans))
         engine = EngineMaker(runner, self.backend, build_dir, self.environment.build_cache, work, step.recipe)
-        executor = Executor(runner, self.backend, self.spec, self.root, submission.module, submission.extension,
-                            build_dir, self.progress, self.notes, seeds_per_round=per_round, engine=engine)
-        try:
-            executor.start(work)  # the run sandbox imports torch while the host reads the build's facts
-            started = time.perf_counter()
-            executor.facts = host_facts(self.backend, build_dir, submission.extension)
-            executor.integrity_seconds += time.perf_counter() - started
-            self.notes += executor.facts.notes
-            scorer = Scorer(self.spec, self.backend)
-            shared_notes = len(self.notes)  # the build's and the host's; each round's own come after
-            several = len(self.seed_plans) > 1
-            for start in range(0, len(self.seed_plans), per_round):
-                del self.notes[shared_notes:]
-                chunk = list(enumerate(self.seed_plans))[start:start + per_round]
-                chunk_work = work / f"seeds{start}" if several else work
-                chunk_work.mkdir(exist_ok=True)
-                self.per_seed += self._grade_seeds(executor, scorer, entries, stages, chunk, chunk_work, several)
-                executor.drop_finished_rounds()
-        finally:
-            executor.close()  # the submission's run-phase sandbox, shared by its rounds (and seeds)
-        return self.per_seed[-1]
+        executor = self.executor = Executor(runner, self.backend, self.spec, self.root, submission.module,
+                                            submission.extension, build_dir, self.progress, self.notes,
+                                            seeds_per_round=per_round, engine=engine)
+        executor.start(work)  # the run sandbox imports torch while the host reads the build's facts
+        started = time.perf_counter()
+        executor.facts = host_facts(self.backend, build_dir, submission.extension)
+        executor.integrity_seconds += time.perf_counter() - started
+        self.notes += executor.facts.notes
+        scorer = Scorer(self.spec, self.backend)
+        shared_notes = len(self.notes)  # the build's and the host's; each round's own come after
+        several = len(self.seed_plans) > 1
+        for start in range(0, len(self.seed_plans), per_round):
+            del self.notes[shared_notes:]
+            chunk = list(enumerate(self.seed_plans))[start:start + per_round]
+            chunk_work = work / f"seeds{start}" if several else work
+            chunk_work.mkdir(exist_ok=True)
+            self.per_seed += self._grade_seeds(executor, scorer, entries, stages, chunk, chunk_work, several)
+            executor.drop_finished_rounds()
+        return self.per_seed[-1]  # its sandboxes (shared by its rounds and seeds) end in run()'s tidy
 
     def _grade_seeds(self, executor: Executor, scorer: Scorer, entries: dict[str, str], stages: list[str],
                      chunk: list[tuple[int, SeedPlan]], work: Path, several: bool) -> list[GradeResult]:
@@ -298,6 +300,17 @@ class _Grading(Grader):
 
 # The grader kinds, the default (an assignment.toml's extension module) last: kinds.choose picks one per submission.
 KINDS: tuple[type[Grader], ...] = (ProgramsGrader, _Grading)
+
+
+def _tidy(executor: Executor | None, work: Path | None) -> None:
+    """A grading's sandboxes ended, then its work folder discarded (None: kept): in that order, so that a run's
+    capped /io mounted in the folder (grader/sandbox/io_cap.py) is unmounted with its sandbox first."""
+    try:
+        if executor is not None:
+            executor.close()
+    finally:
+        if work is not None:
+            discard(work)  # in the background too: the answer does not wait for ~200 MB of files to go
 
 
 def _default_device(name: str) -> str:

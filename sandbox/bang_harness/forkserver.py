@@ -32,10 +32,11 @@ from .protocol import KEY_FD_ENV
 from .run import Supervisor, make_undumpable, worker_env
 
 # Imported before the first fork (what every worker imports anyway). Not torch_mlu: a card's driver must not be
-# initialised in a process that forks; but its utils' imports (setuptools, torch's cpp_extension: a third of a
-# second in every worker) are plain Python.
-PRELOAD = ("numpy", "torch", "torch.utils.deterministic", "setuptools", "torch.utils.cpp_extension",
-           "bang_harness.worker", "bang_emu.toolchain", "bang_emu.torch_mlu_emu", "bang_emu.torch_mlu_emu.device")
+# initialised in a process that forks. Not setuptools and torch's cpp_extension either: nothing a worker runs
+# imports them (torch_mlu.utils.cpp_extension is imported on first use, as torch_mlu's own is), and they cost
+# every run sandbox a tenth of a CPU second (issue 41); a student's module that imports them pays it in its worker.
+PRELOAD = ("numpy", "torch", "torch.utils.deterministic", "bang_harness.worker", "bang_emu.toolchain",
+           "bang_emu.torch_mlu_emu", "bang_emu.torch_mlu_emu.device")
 
 
 @dataclass

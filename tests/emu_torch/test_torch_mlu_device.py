@@ -36,6 +36,30 @@ def test_import_torch_mlu_provides_the_mlu_device(run_json):
     assert info["capability"][0] >= 2
 
 
+def test_cpp_extension_is_imported_on_first_use_not_by_import_torch_mlu(run_json):
+    # as torch_mlu's own utils/__init__.py: a run sandbox's `import torch_mlu` pays nothing for setuptools
+    info = run_json(
+        textwrap.dedent(
+            """
+            import json, sys, torch, torch_mlu
+            before = sorted(m for m in ("setuptools", "torch.utils.cpp_extension") if m in sys.modules)
+            ext = torch_mlu.utils.cpp_extension.MLUExtension("e", ["k.mlu"])
+            from torch_mlu.utils.cpp_extension import BuildExtension
+            try:
+                torch_mlu.utils.missing
+                missing = "found"
+            except AttributeError as exc:
+                missing = str(exc)
+            print(json.dumps({"before": before, "ext": type(ext).__name__, "build": BuildExtension.__name__,
+                              "after": "setuptools" in sys.modules, "missing": missing}))
+            """
+        )
+    )
+    assert info["before"] == [] and info["after"] is True
+    assert info["ext"] == "Extension" and info["build"] == "BuildExtension"
+    assert "has no attribute 'missing'" in info["missing"]
+
+
 def test_operators_without_mlu_kernels_fall_back_to_cpu(run_json):
     checks = run_json(
         textwrap.dedent(
