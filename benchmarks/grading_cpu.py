@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.cpu_ledger import cgroup_cpu_seconds, remove_cgroup  # noqa: E402
+from benchmarks.worktrees import worktree  # noqa: E402
 from grader.sandbox.docker_runner import CGROUP_PARENT_ENV  # noqa: E402
 
 
@@ -125,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-cpu-") as tmp:
         root = Path(tmp)
         before = root / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=REPO, check=True,
-                       capture_output=True)
-        try:
+        with worktree(args.before, before):
             trees = {"before": before, "after": REPO}
             if args.batch:
                 for name, tree in trees.items():  # the images first (setup), outside the timing
@@ -151,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
                     row = submit(tree, submission, root / f"warm-{name}-{i}", root / f"cache-{name}")
                     rows[name]["warm"].append(row)
                     print(line(name, f"warm {i}", row), flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=REPO, capture_output=True)
     print(f"\n{submission.name}: before = {args.before}, after = this tree; medians")
     summary = {}
     for kind in ("cold", "warm"):

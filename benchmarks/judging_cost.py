@@ -20,10 +20,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.worktrees import compared_trees  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys
@@ -76,22 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", default="sigmoid")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    trees = {"after": REPO}
-    scratch = None
-    if args.before:
-        scratch = Path(tempfile.mkdtemp(prefix="judging-before-"))
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(scratch / "tree"), args.before],
-                       check=True, capture_output=True)
-        trees = {"before": scratch / "tree", "after": REPO}
-    try:
+    with compared_trees(args.before, "judging-before-") as trees:
         runs: dict[str, list[dict]] = {name: [] for name in trees}
         for _ in range(args.repeats):  # interleaved
             for name, tree in trees.items():
                 runs[name].append(measure(tree, args.assignment))
-    finally:
-        if scratch is not None:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(scratch / "tree")],
-                           check=False, capture_output=True)
     sample = runs["after"][0]
     print(f"{args.assignment}: {sample['outputs']} outputs ({sample['elements']:,} elements), each compared twice; "
           f"CPU seconds (user + system), median of {args.repeats} fresh processes; load {os.getloadavg()[0]:.1f}")

@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.worktrees import worktree  # noqa: E402
 
 
 def before_revision() -> str:
@@ -62,9 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         root = Path(tmp)
         before = root / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), rev], cwd=REPO, check=True,
-                       capture_output=True)
-        try:
+        with worktree(rev, before):
             trees = {"before": before, "after": REPO}
             caches = {name: root / f"cache-{name}" for name in trees}
             submission = args.submission.resolve()
@@ -96,8 +97,6 @@ def main(argv: list[str] | None = None) -> int:
             for what in ("submit", "batch"):
                 b, a = statistics.median(times["before"][what]), statistics.median(times["after"][what])
                 print(f"{what:7s} before {b:6.1f} s  after {a:6.1f} s  ratio {a / b:.2f}x")
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=REPO, capture_output=True)
     return 0
 
 

@@ -118,24 +118,16 @@ def main() -> int:
     if args.measure:
         print(json.dumps(measure(args.students, args.polls, args.document)))
         return 0
-    trees = {"after": REPO}
-    scratch = None
-    if args.before:
-        scratch = Path(tempfile.mkdtemp(prefix="poll-cost-before-"))
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(scratch / "tree"), args.before],
-                       check=True, capture_output=True)
-        trees = {"before": scratch / "tree", "after": REPO}
-        shutil.copy(__file__, trees["before"] / "benchmarks" / Path(__file__).name)  # this file, on its code
-    rows: dict[str, list[dict]] = {name: [] for name in trees}
-    try:
+    sys.path.insert(0, str(REPO))  # here, not at the top: this file also runs from --before's tree (--measure)
+    from benchmarks.worktrees import compared_trees
+
+    with compared_trees(args.before, "poll-cost-before-") as trees:
+        if "before" in trees:
+            shutil.copy(__file__, trees["before"] / "benchmarks" / Path(__file__).name)  # this file, on its code
+        rows: dict[str, list[dict]] = {name: [] for name in trees}
         for _round in range(args.rounds):
             for name, tree in trees.items():
                 rows[name].append(side(tree, args))
-    finally:
-        if scratch is not None:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(scratch / "tree")],
-                           capture_output=True)
-            shutil.rmtree(scratch, ignore_errors=True)
     summary = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in rows.items()}
     print(f"{'':34}" + "".join(f"{name:>10}" for name in summary))
     for key, label in (("queued_ms", "CPU ms per poll, queued"), ("done_ms", "CPU ms per poll, graded"),

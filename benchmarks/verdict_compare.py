@@ -23,6 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.worktrees import worktree  # noqa: E402
+
 KERNELS = REPO / "reference_kernels"
 
 
@@ -90,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="verdict-compare-") as tmp:
         root = Path(tmp)
         before = root / "before"  # a worktree of its own per run: two runs can go side by side
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=REPO, check=True,
-                       capture_output=True)
-        try:
+        with worktree(args.before, before):
             subprocess.run([sys.executable, "-m", "grader.cli", "images", "build"], cwd=before, check=True,
                            env={**os.environ, "PYTHONPATH": f"{before}:{before / 'sandbox'}",
                                 "BANG_GRADER_KEEP_IMAGES": "10"}, capture_output=True)
@@ -117,8 +119,6 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"    {line}", flush=True)
                     if args.json:
                         args.json.write_text(json.dumps(report, indent=1))
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=REPO, capture_output=True)
     print(f"\n{len(todo)} fixtures, {failed} with differences")
     return 1 if failed else 0
 
