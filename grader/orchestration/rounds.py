@@ -77,6 +77,8 @@ class KeptSandbox:
         return self.mounts.io / self.folders
 
     def start(self) -> None:
+        """Starts the sandbox (once) before its first job is written: its keeper waits for it, and a run sandbox's
+        torch import is under way while the host gets the round ready (bang_harness.session)."""
         if self.started is None:
             self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
 
@@ -105,11 +107,6 @@ class RoundSandbox(KeptSandbox):
     @property
     def next_round(self) -> Path:
         return self.rounds / str(self.index)
-
-    def start(self) -> None:
-        """Starts the sandbox before its first round is written (its keeper waits for it, bang_harness.session):
-        torch's import there is under way while the host gets the round ready."""
-        super().start()
 
     def run_round(self, make_job: Callable[[Path], dict[str, Any]], wall_seconds: float) -> Round:
         """Writes round n (`make_job` writes the inputs into the folder it gets and returns the job), starts the

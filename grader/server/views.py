@@ -295,17 +295,17 @@ def student_of(db: Database, student_id: str) -> Student:
 
 def submission_of(db: Database, submission_id: int, viewer: Student) -> SubmissionView:
     """One submission, if `viewer` may see it (its student, or an instructor); else Refused 404."""
-    return next(v for v in _siblings(db, submission_id, viewer) if v.id == submission_id)
+    return status_of(db, submission_id, viewer)[0]
 
 
 def counting_of(db: Database, submission_id: int, viewer: Student) -> int | None:
     """The id of the submission that counts for the student and the assignment of `submission_id` (as `viewer`
     sees them); None while none of their final submissions is graded."""
-    return next((v.id for v in _siblings(db, submission_id, viewer) if v.counts), None)
+    return status_of(db, submission_id, viewer)[1]
 
 
 def status_of(db: Database, submission_id: int, viewer: Student) -> tuple[SubmissionView, int | None]:
-    """submission_of and counting_of from one reading (a status poll asks for both)."""
+    """submission_of and counting_of from one reading of its siblings (a status poll asks for both)."""
     siblings = _siblings(db, submission_id, viewer)
     return next(v for v in siblings if v.id == submission_id), next((v.id for v in siblings if v.counts), None)
 

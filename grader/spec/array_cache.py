@@ -115,9 +115,9 @@ def _read(mapped: mmap.mmap, size: int, key: tuple) -> dict[str, np.ndarray] | N
 def store(folder: Path, key: tuple, arrays: dict[str, np.ndarray]) -> None:
     """`arrays` written under `key` (atomically: whole or not at all), then the folder trimmed to MAX_BYTES.
     Never raises: a cache that cannot be written is only slower."""
+    arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}
     entries, offset, end = {}, ALIGN, ALIGN
     for name, array in arrays.items():
-        array = np.ascontiguousarray(array)
         entries[name] = (array.dtype.str, list(array.shape), offset, array.nbytes,
                          zlib.crc32(memoryview(array).cast("B")))
         end = offset + array.nbytes  # the file ends with the last array: any truncation cuts checked bytes
@@ -133,7 +133,7 @@ def store(folder: Path, key: tuple, arrays: dict[str, np.ndarray]) -> None:
                 file.write((MAGIC + len(header).to_bytes(8, "little") + header).ljust(ALIGN, b"\0"))
                 for name, array in arrays.items():
                     file.seek(entries[name][2])
-                    file.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+                    file.write(memoryview(array).cast("B"))
                 file.truncate(end)
             os.replace(temporary, folder / entry_name(key))
         except BaseException:

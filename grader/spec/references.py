@@ -133,6 +133,9 @@ def _matmul_misreadings(inputs: dict[str, np.ndarray]) -> list[Misreading]:
 
 @dataclass(frozen=True)
 class Reference:
+    # compute(*inputs): the inputs as the student's kernel saw them, in the case's dtype (ConcreteCase.
+    # reference_inputs, no float64 copy made for it); it computes in float64 and returns float64 (casting each
+    # input itself: exact for the float cases), the precision every check compares against
     compute: Callable[..., np.ndarray]
     work: Callable[[dict[str, tuple[int, ...]], int], Work]
     required: Callable[[dict[str, tuple[int, ...]]], RequiredWork]
