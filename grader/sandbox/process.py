@@ -29,6 +29,7 @@ from grader.sandbox.watch import OutputTail
 
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 PASSED_THROUGH_ENV = ("PATH", "NEUWARE_HOME", "LD_LIBRARY_PATH", "MLU_VISIBLE_DEVICES", "BANG_EMU_CACHE")
+GROUP_GONE_SECONDS = 2.0  # how long a finished run waits for its killed group's processes to be gone
 DRAIN_SECONDS = 1.0  # after the group is killed, how long to wait for pipes held open by escaped processes
 
 
@@ -171,6 +172,7 @@ class ProcessRunner(StartingRunner):
             stdout, stderr = OutputTail(limits.log_bytes), OutputTail(limits.log_bytes)
             timed_out = self._pump(proc, {proc.stdout: stdout, proc.stderr: stderr},
                                    started + limits.wall_seconds)
+            _await_group_gone(proc.pid)  # SIGKILL is delivered asynchronously: none of the group runs on after this
             returncode = proc.wait()
             wall = time.monotonic() - started
             shutil.rmtree(scratch, ignore_errors=True)
@@ -243,3 +245,28 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _await_group_gone(pgid: int, seconds: float = GROUP_GONE_SECONDS) -> None:
+    """Waits (at most `seconds`) until no process of group `pgid` (killed by _kill_group) is still running: one
+    that is gone or a zombie no longer runs anything. Another kill is sent each time round, for a member a
+    fork made after the last one. The leader, not reaped yet, keeps the group id from being reused meanwhile."""
+    until = time.monotonic() + seconds
+    while _group_running(pgid) and time.monotonic() < until:
+        _kill_group(pgid)
+        time.sleep(0.005)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group `pgid` is alive and not a zombie (from /proc: state and process group)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
