@@ -298,6 +298,67 @@ def test_the_finite_fast_path_gives_every_metric_bit_for_bit(seed):
                     assert {k: float(v).hex() for k, v in outcome.metrics.items()} == values
 
 
+PARTS = 1 << 15  # base.PAIRWISE_PART, written out: the sizes below straddle it whatever it becomes
+SIZES = [0, 1, 7, 8, 127, 128, 129, 1000, PARTS - 1, PARTS, PARTS + 1, 2 * PARTS + 8, 3 * PARTS + 13, 100_003,
+         1 << 20]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_sums_a_part_at_a_time_are_numpys_bit_for_bit(n):
+    """base.pairwise_sums walks numpy's own pairwise summation tree: the parts' sums added as the tree adds them
+    are np.sum of the whole exactly (a numpy that sums otherwise fails this, not a grade)."""
+    from grader.checks.base import pairwise_sums
+
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, n)  # magnitudes far apart: rounding shows
+    y = np.abs(x)
+    sums = pairwise_sums(n, lambda lo, hi: np.array([x[lo:hi].sum(), y[lo:hi].sum()]))
+    assert [float(v).hex() for v in sums] == [float(np.sum(x)).hex(), float(np.sum(y)).hex()]
+    if n and n % 8 == 0:  # a 2-D reference (a matmul's) is summed as its flat elements
+        assert float(np.sum(x.reshape(8, -1))).hex() == float(np.sum(x)).hex()
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_the_kept_elements_mass_a_part_at_a_time_is_numpys(n):
+    """zero_guard.kept_mass: np.abs(a[kept]).sum() bit for bit, the kept elements read slice by slice."""
+    from grader.checks.base import pairwise_parts
+
+    rng = np.random.default_rng(n + 1)
+    a = rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, n)
+    for share in (0.0, 0.03, 0.5, 1.0):
+        kept = rng.random(n) >= share
+        at = np.flatnonzero(kept)
+        starts = {p: int(at[p]) for p in pairwise_parts(at.size)} if at.size else {}
+        starts[at.size] = n
+        assert zero_guard.kept_starts(kept) == starts
+        expected = float(np.abs(a[kept]).sum())
+        assert float(zero_guard.kept_mass(a, kept, starts)).hex() == expected.hex()
+    assert float(zero_guard.kept_mass(a, None, {})).hex() == float(np.abs(a).sum()).hex()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_fast_path_over_outputs_of_many_parts_is_the_general_paths(seed):
+    """The same bit-for-bit agreement as above on outputs long enough to be read in many parts (the perf cases'
+    millions of elements), sigmoid with saturated tails (zero_guard's floor drops elements) and 2-D matmuls."""
+    rng = np.random.default_rng(100 + seed)
+    x = rng.uniform(-30, 30, int(rng.integers(3 * PARTS, 8 * PARTS))).astype(np.float32)
+    m, k, n = (int(v) for v in rng.integers(200, 420, 3))
+    a, w = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    for spec, expected in ((SIGMOID, REFERENCES["sigmoid"].compute(x.astype(np.float64))),
+                           (MATMUL, REFERENCES["matmul"].compute(a.astype(np.float64), w.astype(np.float64)))):
+        expected.setflags(write=False)
+        honest = expected.astype(np.float32)
+        noisy = (expected * (1 + rng.uniform(-2e-6, 2e-6, expected.shape))).astype(np.float32)
+        tail = honest.copy().reshape(-1)
+        tail[-PARTS - 5:] = 0
+        scaled = (honest * np.float32(1e-4)).astype(np.float32)  # (almost) all zeros: the guard's edge
+        for actual in (honest, noisy, tail.reshape(honest.shape), scaled):
+            outcome = compare(actual, expected, "float32", spec.tolerances["float32"], spec.checks)
+            passed, values = _general(actual, expected, spec, "float32")
+            assert outcome.passed == passed
+            assert {k: float(v).hex() for k, v in outcome.metrics.items()} == values
+
+
 def test_reference_facts_are_kept_only_for_arrays_nobody_can_write():
     from grader.checks import base
 

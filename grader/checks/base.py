@@ -68,7 +68,8 @@ def reference_fact(b: np.ndarray, key: tuple, compute: Callable[[], T]) -> T:
 class Pair:
     """An output and its reference as compare() hands them to every check (float64, same shape), with what
     several checks need computed once: whether both are finite everywhere (then the NaN/Inf checks have nothing
-    to find and the metrics need no masking) and the elements' absolute differences."""
+    to find and the metrics need no masking). The checks' passes over both, and over the reference alone for its
+facts, read them a cache-sized part at a time (pairwise_sums)."""
 
     def __init__(self, a: np.ndarray, b: np.ndarray) -> None:
         self.a, self.b = a, b
@@ -79,17 +80,6 @@ class Pair:
         # NaN); a finite sum of finite terms can still overflow, which only sends this down the general path.
         return bool(np.isfinite(np.sum(self.a))) and reference_fact(
             self.b, ("finite",), lambda: bool(np.isfinite(self.b).all()))
-
-    @cached_property
-    def abs_b(self) -> np.ndarray:
-        """|b|, flat: computed once for whichever of the reference's facts are not kept yet (reference_fact)."""
-        return np.abs(self.b.reshape(-1))
-
-    @cached_property
-    def abs_diff(self) -> np.ndarray:
-        """|a - b|, flat."""
-        diff = np.subtract(self.a.reshape(-1), self.b.reshape(-1))
-        return np.abs(diff, out=diff)
 
 
 @dataclass(frozen=True)
@@ -124,6 +114,34 @@ def run_self_tests(check: Callable[[np.ndarray, np.ndarray], CheckFinding], test
         if check(actual, expected).passed != test.must_pass:
             failures.append(f"{test.name}: expected {'pass' if test.must_pass else 'fail'}")
     return failures
+
+
+# numpy sums a float array pairwise (pairwise_sum in its loops): longer than 128 elements, it splits at n2 = n/2
+# rounded down to a multiple of 8 and sums each part the same way. So np.sum of a slice that is one part of that
+# tree is that part's sum, bit for bit, and the parts added as the tree adds them are np.sum of the whole
+# (tests/test_checks.py holds it to numpy for every size kind). pairwise_sums walks the tree down to parts of
+# at most this many elements, which a few float64 scratch buffers of that length keep in the CPU's cache.
+PAIRWISE_PART = 1 << 15
+
+
+def pairwise_sums(n: int, part: Callable[[int, int], np.ndarray], lo: int = 0) -> np.ndarray:
+    """Sums over elements [lo, lo + n), bit for bit the np.sum of each summand's whole array: `part(start, stop)`
+    returns, for one part of numpy's pairwise tree, the vector of np.sum of each summand over [start, stop)
+    (several sums share one pass over the data, a part at a time)."""
+    if n <= PAIRWISE_PART:
+        return part(lo, lo + n)
+    half = n // 2
+    half -= half % 8
+    return pairwise_sums(half, part, lo) + pairwise_sums(n - half, part, lo + half)
+
+
+def pairwise_parts(n: int, lo: int = 0) -> list[int]:
+    """Where pairwise_sums' parts of [lo, lo + n) start, in order."""
+    if n <= PAIRWISE_PART:
+        return [lo]
+    half = n // 2
+    half -= half % 8
+    return pairwise_parts(half, lo) + pairwise_parts(n - half, lo + half)
 
 
 def eps_threshold(dtype: str) -> float:

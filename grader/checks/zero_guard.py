@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks.base import CheckContext, CheckFinding, Pair, SelfTest, reference_fact, run_self_tests
+from grader.checks.base import (
+    PAIRWISE_PART,
+    CheckContext,
+    CheckFinding,
+    Pair,
+    SelfTest,
+    pairwise_parts,
+    pairwise_sums,
+    reference_fact,
+    run_self_tests,
+)
 from grader.i18n import _
 
 NAME = "zero_guard"
@@ -22,15 +32,20 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
     same two arrays, known finite everywhere: the same sums, the reference's once per reference."""
     a, b = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     if pair is not None:
-        def kept() -> tuple[np.ndarray | None, float]:
-            magnitude = pair.abs_b.reshape(b.shape)  # np.abs(b), as below
-            counts = magnitude >= floor
+        def kept() -> tuple[np.ndarray | None, float, dict[int, int]]:
+            flat_b = b.reshape(-1)
+            counts = np.empty(flat_b.size, dtype=bool)  # np.abs(b) >= floor, a part at a time
+            scratch = np.empty(min(PAIRWISE_PART, flat_b.size))
+            for start in range(0, flat_b.size, PAIRWISE_PART):
+                part = flat_b[start:start + PAIRWISE_PART]
+                np.greater_equal(np.abs(part, out=scratch[:part.size]), floor, out=counts[start:start + part.size])
             if counts.all():
-                return None, float(magnitude.sum())
-            return counts, float(magnitude[counts].sum())
+                return None, kept_mass(flat_b, None, {}), {}
+            starts = kept_starts(counts)
+            return counts, kept_mass(flat_b, counts, starts), starts
 
-        counted, ref_mass = reference_fact(b, ("zero_guard", floor), kept)
-        out_mass = float(np.abs(a if counted is None else a[counted]).sum())
+        counted, ref_mass, starts = reference_fact(b, ("zero_guard", floor), kept)
+        out_mass = kept_mass(a.reshape(-1), counted, starts)
     else:
         finite = np.isfinite(a) & np.isfinite(b) & (np.abs(b) >= floor)
         if not finite.all():
@@ -42,6 +57,40 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
     return CheckFinding(NAME, False,
                         _("the output is (almost) all zeros (sum|out| = {out:.3g}, reference {ref:.3g})").format(
                             out=out_mass, ref=ref_mass), kind=KIND)
+
+
+def kept_starts(counted: np.ndarray) -> dict[int, int]:
+    """For kept_mass: where in the whole array each part of the kept elements' pairwise sum starts (the kept
+    element it starts with), and the array's size at the kept elements' count."""
+    blocks = range(0, counted.size, PAIRWISE_PART)
+    before = np.cumsum([0] + [np.count_nonzero(counted[i:i + PAIRWISE_PART]) for i in blocks])
+    starts = {int(before[-1]): counted.size}
+    if before[-1]:
+        for p in pairwise_parts(int(before[-1])):
+            block = int(np.searchsorted(before, p, side="right")) - 1
+            at = block * PAIRWISE_PART
+            starts[p] = at + int(np.flatnonzero(counted[at:at + PAIRWISE_PART])[p - before[block]])
+    return starts
+
+
+def kept_mass(flat: np.ndarray, counted: np.ndarray | None, starts: dict[int, int]) -> float:
+    """np.abs(flat[counted]).sum() (counted None: all of flat), bit for bit, read a part at a time: each part of the
+    kept elements' pairwise sum (base.pairwise_sums) is exactly the kept elements of one slice of the whole array
+    (compaction keeps their order), `starts` saying where each part's slice starts (and, at the kept elements'
+    count, where the last one ends)."""
+    n = flat.size if counted is None else max(starts, default=0)
+    if n == 0:
+        return 0.0
+    scratch = np.empty(min(PAIRWISE_PART, n))
+
+    def part(start: int, stop: int) -> np.ndarray:
+        if counted is None:
+            return np.array([np.abs(flat[start:stop], out=scratch[:stop - start]).sum()])
+        lo, hi = starts[start], starts[stop]
+        mine = np.compress(counted[lo:hi], flat[lo:hi], out=scratch[:stop - start])
+        return np.array([np.abs(mine, out=mine).sum()])
+
+    return float(pairwise_sums(n, part)[0])
 
 
 def run(actual: np.ndarray, expected: np.ndarray, ctx: CheckContext) -> CheckFinding | None:
