@@ -66,10 +66,11 @@ def reference_fact(b: np.ndarray, key: tuple, compute: Callable[[], T]) -> T:
 
 
 class Pair:
-    """An output and its reference as compare() hands them to every check (float64, same shape), with what
-    several checks need computed once: whether both are finite everywhere (then the NaN/Inf checks have nothing
-    to find and the metrics need no masking). The checks' passes over both, and over the reference alone for its
-facts, read them a cache-sized part at a time (pairwise_sums)."""
+    """An output and its float64 reference as compare() hands them to every check (same shape), with what several
+    checks need computed once: whether both are finite everywhere (then the NaN/Inf checks have nothing to find
+    and the metrics need no masking). The output may be in its own float dtype (compare() passes it so when both
+    are finite): every float16/float32 value is exactly a float64, and the checks' passes over both, and over the
+    reference alone for its facts, read them in float64 a cache-sized part at a time (pairwise_sums)."""
 
     def __init__(self, a: np.ndarray, b: np.ndarray) -> None:
         self.a, self.b = a, b
@@ -78,13 +79,15 @@ facts, read them a cache-sized part at a time (pairwise_sums)."""
     def finite(self) -> bool:
         # A sum is finite only if every term is (NaN propagates, an infinity stays or meets its opposite in a
         # NaN); a finite sum of finite terms can still overflow, which only sends this down the general path.
-        return bool(np.isfinite(np.sum(self.a))) and reference_fact(
+        return bool(np.isfinite(np.sum(self.a, dtype=np.float64))) and reference_fact(
             self.b, ("finite",), lambda: bool(np.isfinite(self.b).all()))
 
 
 @dataclass(frozen=True)
 class CheckContext:
-    """What compare() gives every check's `run` besides the two float64 arrays."""
+    """What compare() gives every check's `run` besides the two arrays: the output in float64 -- or, when
+    all_finite(), as the kernel returned it (float16/float32: the same values), which the checks read through
+    `pair` -- and the float64 reference."""
 
     dtype: str
     tolerance: Tolerance

@@ -41,12 +41,14 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
     if str(actual.dtype) != dtype:
         return _refused(_("output dtype {actual} but expected {expected} (same as the inputs)").format(
             actual=actual.dtype, expected=dtype))
-    a = actual.astype(np.float64)
     b = np.asarray(expected, dtype=np.float64)  # the reference is float64 already (and read-only: kept, shared)
+    pair = Pair(actual, b)
+    # Finite everywhere (an honest output): every check reads the output through the pair, in float64 a part at a
+    # time, so no float64 copy of millions of elements is made; otherwise each check gets that copy.
+    a = actual if pair.finite else actual.astype(np.float64)
     registry = checks()
     findings: list[CheckFinding] = []
     blamed: np.ndarray | None = None
-    pair = Pair(a, b)
     for name in selected(policy):
         finding = registry[name].run(a, b, CheckContext(dtype, tolerance, policy, blamed, pair))
         if finding is None:  # switched off by the policy
@@ -65,6 +67,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tolerance: Tol
         nan_inf_mismatch=int(by_name[nan_inf.NAME].metrics["nan_inf_mismatch"]) if nan_inf.NAME in by_name else 0,
     )
     if failed:
+        a = a.astype(np.float64, copy=False)
         bad, errors = _blamed(a, b, dtype, tolerance)
         outcome.mismatches = first_mismatches(a, b, bad, errors, policy.max_mismatches)
         if not accuracy.passed:

@@ -30,7 +30,7 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
           pair: Pair | None = None) -> CheckFinding:
     """`floor`: reference magnitudes below it may legitimately come back as zero and do not count. `pair`: the
     same two arrays, known finite everywhere: the same sums, the reference's once per reference."""
-    a, b = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    b = np.asarray(expected, dtype=np.float64)
     if pair is not None:
         def kept() -> tuple[np.ndarray | None, float, dict[int, int]]:
             flat_b = b.reshape(-1)
@@ -45,8 +45,9 @@ def check(actual: np.ndarray, expected: np.ndarray, ratio: float = 1e-3, floor: 
             return counts, kept_mass(flat_b, counts, starts), starts
 
         counted, ref_mass, starts = reference_fact(b, ("zero_guard", floor), kept)
-        out_mass = kept_mass(a.reshape(-1), counted, starts)
+        out_mass = kept_mass(np.asarray(actual).reshape(-1), counted, starts)
     else:
+        a = np.asarray(actual, dtype=np.float64)
         finite = np.isfinite(a) & np.isfinite(b) & (np.abs(b) >= floor)
         if not finite.all():
             a, b = a[finite], b[finite]
@@ -74,7 +75,8 @@ def kept_starts(counted: np.ndarray) -> dict[int, int]:
 
 
 def kept_mass(flat: np.ndarray, counted: np.ndarray | None, starts: dict[int, int]) -> float:
-    """np.abs(flat[counted]).sum() (counted None: all of flat), bit for bit, read a part at a time: each part of the
+    """np.abs(flat[counted]).sum() in float64 (`flat` any float dtype: counted None, all of it), bit for bit, read
+    a part at a time: each part of the
     kept elements' pairwise sum (base.pairwise_sums) is exactly the kept elements of one slice of the whole array
     (compaction keeps their order), `starts` saying where each part's slice starts (and, at the kept elements'
     count, where the last one ends)."""
@@ -87,8 +89,7 @@ def kept_mass(flat: np.ndarray, counted: np.ndarray | None, starts: dict[int, in
         if counted is None:
             return np.array([np.abs(flat[start:stop], out=scratch[:stop - start]).sum()])
         lo, hi = starts[start], starts[stop]
-        mine = np.compress(counted[lo:hi], flat[lo:hi], out=scratch[:stop - start])
-        return np.array([np.abs(mine, out=mine).sum()])
+        return np.array([np.abs(flat[lo:hi][counted[lo:hi]], out=scratch[:stop - start]).sum()])
 
     return float(pairwise_sums(n, part)[0])
 
