@@ -5,6 +5,10 @@ around the block, and the shipped assignments' own cases."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -112,3 +116,26 @@ def test_the_shipped_cases_inputs_and_references_are_the_old_formulas():
             oracle = old_sigmoid if name == "sigmoid" else old_matmul
             reference = oracle(*[old[n].astype(np.float64) for n in case.shapes])
             assert same_bits(case.expected(spec.reference), reference), case.name
+
+
+def test_every_front_door_gives_the_host_one_blas_thread():
+    """grader/__init__.py sets OpenBLAS to one thread before numpy loads it: a fresh `grade` process (nothing set in
+    its environment) computes its matmul references on one thread, so they are the same bits on every machine and
+    no BLAS pool spins beside the worker slots."""
+    probe = """
+import grader.cli.app, numpy, ctypes
+maps = [line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line]
+if not maps:
+    print("no-openblas")
+else:
+    lib = ctypes.CDLL(maps[0])
+    get = [n for n in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+           if hasattr(lib, n)]
+    print(getattr(lib, get[0])() if get else "no-openblas")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    threads = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
+                             timeout=120).stdout.strip()
+    if threads == "no-openblas":
+        pytest.skip("this numpy does not use OpenBLAS")
+    assert threads == "1"
