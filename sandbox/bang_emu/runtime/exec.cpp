@@ -73,11 +73,19 @@ double io_bytes_per_cycle(bool mpu) {
   return mpu ? c->launch->mpu_bw : c->launch->io_bw;
 }
 
+void CoreCtx::forget_hits(int space) {
+  if (space < 0 || hit_space == space) {
+    hit_lo = 1;
+    hit_hi = 0;
+    hit_space = kOther;
+    hit_buf = nullptr;
+  }
+  for (HitRange &r : recent)
+    if (space < 0 || r.space == space) r = HitRange{};
+}
+
 void CoreCtx::reset() {
-  hit_lo = 1;
-  hit_hi = 0;
-  hit_space = kOther;
-  hit_buf = nullptr;
+  forget_hits();
   for (int s = 0; s < kSpaces; ++s) loads[s] = stores[s] = total_loads[s] = total_stores[s] = load_bytes[s] = store_bytes[s] = 0;
   t = io_free = move_free = compute_free = 0;
   io_bw_cycles = io_sync_bw_cycles = 0;

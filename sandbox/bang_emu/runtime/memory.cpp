@@ -370,14 +370,37 @@ void check_pending_access(CoreCtx *c, uintptr_t lo, uintptr_t hi, bool store, co
 using namespace bang_emu;
 
 namespace {
+// One of the recently classified ranges holds [a, a + n): it becomes the current one (the current one takes its
+// place), with the space and buffer access_slow found for it.
+inline bool recall_hit(CoreCtx *c, uintptr_t a, size_t n) {
+  for (CoreCtx::HitRange &r : c->recent) {
+    if (a >= r.lo && a + n <= r.hi) {
+      CoreCtx::HitRange last{c->hit_lo, c->hit_hi, c->hit_space, c->hit_buf};
+      c->hit_lo = r.lo, c->hit_hi = r.hi, c->hit_space = r.space, c->hit_buf = r.buf;
+      r = last;
+      return true;
+    }
+  }
+  return false;
+}
+
 inline __attribute__((always_inline)) void on_access(uintptr_t a, size_t n, bool store, const void *ret,
                                                      const void *hook_frame) {
   CoreCtx *c = t_core;
   if (__builtin_expect(c == nullptr, 1)) return;
   if (!(a >= c->hit_lo && a + n <= c->hit_hi)) {
     if (c->launch) check_abort();
-    // the hook keeps a frame pointer (the runtime is built with one): its saved rbp is the caller's frame
-    access_slow(c, a, n, store, ret, *static_cast<const uintptr_t *>(hook_frame));
+    if (!recall_hit(c, a, n)) {
+      CoreCtx::HitRange last{c->hit_lo, c->hit_hi, c->hit_space, c->hit_buf};
+      // the hook keeps a frame pointer (the runtime is built with one): its saved rbp is the caller's frame
+      access_slow(c, a, n, store, ret, *static_cast<const uintptr_t *>(hook_frame));
+      if (last.lo < last.hi && last.lo != c->hit_lo) {  // still valid: kept as the most recent of the others
+        for (int i = CoreCtx::kRecentHits - 1; i > 0; --i) c->recent[i] = c->recent[i - 1];
+        c->recent[0] = last;
+      }
+    } else if (store && c->hit_buf) {
+      mark_written(c->hit_buf, a, a + n);
+    }
   } else if (store && c->hit_buf) {
     mark_written(c->hit_buf, a, a + n);
   }

@@ -185,10 +185,20 @@ struct CoreCtx {
   // strict confinement (replay): kernel code may store into the stack only below this (the stack pointer where
   // the runtime called into the kernel), and never over a live frame's saved frame pointer and return address
   uintptr_t stack_boundary = 0;
-  // scalar-access fast path: last classified range
+  // scalar-access fast path: the last classified range (hit_*), and the few classified before it (recent), each
+  // exactly as access_slow left it: a loop that reads two buffers and writes a third (a scalar matmul) finds its
+  // ranges here instead of classifying every access again
   uintptr_t hit_lo = 1, hit_hi = 0;
   int hit_space = kOther;
   const GdramBuf *hit_buf = nullptr;
+  struct HitRange {
+    uintptr_t lo = 1, hi = 0;
+    int space = kOther;
+    const GdramBuf *buf = nullptr;
+  };
+  static constexpr int kRecentHits = 3;
+  HitRange recent[kRecentHits];
+  void forget_hits(int space = -1);  // every cached range, or only those of one space
   // scalar access counts since the last flush into the timeline
   uint64_t loads[kSpaces] = {0}, stores[kSpaces] = {0};
   uint64_t total_loads[kSpaces] = {0}, total_stores[kSpaces] = {0};

@@ -133,7 +133,7 @@ void sram_log_write(CoreCtx *c, const PendingCopy &p, const char *src) {
   for_segments(p, [&](size_t, size_t s, int k) { memcpy(w.data.data() + (size_t)k * p.size, src + s, p.size); });
   c->sram_writes.push_back(std::move(w));
   // scalar code must come back through access_slow to see this write (sram_publish_own)
-  if (c->hit_space == kSram) c->hit_lo = 1, c->hit_hi = 0;
+  c->forget_hits(kSram);
 }
 
 void sram_publish_own(CoreCtx *c) {
