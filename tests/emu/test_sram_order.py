@@ -40,3 +40,11 @@ def test_a_core_streaming_its_own_sram_without_barriers_sees_its_writes(build) -
     proc = run(build(PROGRAMS / "sram_order.mlu"), "stream")
     assert "sync=0 mismatches=0 of 1228800" in proc.stdout, proc.stdout + proc.stderr
     assert "sram-race" not in proc.stderr
+
+
+def test_scalar_reads_of_sram_after_a_copy_into_it_see_the_copy(build) -> None:
+    # the SRAM range scalar code used is kept among the recently classified ranges while it reads GDRAM; every
+    # copy into SRAM drops it, so the next read lands the held tile first (1200 steps per core, each one checked)
+    proc = run(build(PROGRAMS / "sram_order.mlu"), "scalar")
+    assert "sync=0 mismatches=0 of 4800" in proc.stdout, proc.stdout + proc.stderr
+    assert "sram-race" not in proc.stderr
