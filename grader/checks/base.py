@@ -127,14 +127,18 @@ def run_self_tests(check: Callable[[np.ndarray, np.ndarray], CheckFinding], test
 PAIRWISE_PART = 1 << 15
 
 
+def _first_half(n: int) -> int:
+    """How many of n elements numpy's pairwise summation sums in its first half."""
+    return n // 2 - n // 2 % 8
+
+
 def pairwise_sums(n: int, part: Callable[[int, int], np.ndarray], lo: int = 0) -> np.ndarray:
     """Sums over elements [lo, lo + n), bit for bit the np.sum of each summand's whole array: `part(start, stop)`
     returns, for one part of numpy's pairwise tree, the vector of np.sum of each summand over [start, stop)
     (several sums share one pass over the data, a part at a time)."""
     if n <= PAIRWISE_PART:
         return part(lo, lo + n)
-    half = n // 2
-    half -= half % 8
+    half = _first_half(n)
     return pairwise_sums(half, part, lo) + pairwise_sums(n - half, part, lo + half)
 
 
@@ -142,8 +146,7 @@ def pairwise_parts(n: int, lo: int = 0) -> list[int]:
     """Where pairwise_sums' parts of [lo, lo + n) start, in order."""
     if n <= PAIRWISE_PART:
         return [lo]
-    half = n // 2
-    half -= half % 8
+    half = _first_half(n)
     return pairwise_parts(half, lo) + pairwise_parts(n - half, lo + half)
 
 

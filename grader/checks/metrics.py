@@ -103,9 +103,7 @@ def compute_finite(pair: Pair, dtype: str, tiny: float | None = None) -> dict[st
         np.divide(ad, points, out=points)
         np.copyto(points, ad, where=small)
         maxima[0], maxima[1] = max(maxima[0], float(points.max())), max(maxima[1], float(ad.max()))
-        sums = np.array([ad.sum(), 0.0])
-        sums[1] = np.square(ad, out=points).sum()  # (a-b)**2 == |a-b|**2 exactly
-        return sums
+        return np.array([ad.sum(), np.square(ad, out=points).sum()])  # (a-b)**2 == |a-b|**2 exactly
 
     ad_sum, ad_sq_sum = pairwise_sums(b.size, part)
     return {"diff1": float(ad_sum / scale_sum), "diff2": float(np.sqrt(ad_sq_sum / scale_sq_sum)),

@@ -76,10 +76,9 @@ def kept_starts(counted: np.ndarray) -> dict[int, int]:
 
 def kept_mass(flat: np.ndarray, counted: np.ndarray | None, starts: dict[int, int]) -> float:
     """np.abs(flat[counted]).sum() in float64 (`flat` any float dtype: counted None, all of it), bit for bit, read
-    a part at a time: each part of the
-    kept elements' pairwise sum (base.pairwise_sums) is exactly the kept elements of one slice of the whole array
-    (compaction keeps their order), `starts` saying where each part's slice starts (and, at the kept elements'
-    count, where the last one ends)."""
+    a part at a time: each part of the kept elements' pairwise sum (base.pairwise_sums) is exactly the kept
+    elements of one slice of the whole array (compaction keeps their order), `starts` saying where each part's
+    slice starts (and, at the kept elements' count, where the last one ends)."""
     n = flat.size if counted is None else max(starts, default=0)
     if n == 0:
         return 0.0
