@@ -86,12 +86,16 @@ def _run_queue_seconds(pid: int) -> float:
         return 0.0
 
 
-def _group_progress_seconds(pgid: int) -> float:
+def _group_progress(pgid: int) -> tuple[float, bool]:
     """CPU seconds of the live processes of group `pgid` with their reaped children's, plus the seconds the live
-    ones spent waiting for a CPU: what a step that is computing, not waiting, accumulates."""
+    ones spent waiting for a CPU; and whether one of them is runnable now (state R). The kernel adds a wait to
+    schedstat only when the waiter gets the CPU, so a process starved for a whole window (SCHED_IDLE or `nice`
+    beside busy ones) shows no wait yet; its state does: a compile reading a pipe sleeps (S), one that wants the
+    CPU is R."""
     group = [(pid, fields) for pid, fields in process_stats() if len(fields) > 14 and int(fields[2]) == pgid]
     ticks = sum(sum(int(f) for f in fields[11:15]) for _pid, fields in group)  # utime, stime, cutime, cstime
-    return ticks / os.sysconf("SC_CLK_TCK") + sum(_run_queue_seconds(pid) for pid, _fields in group)
+    runnable = any(fields[0] == b"R" for _pid, fields in group)
+    return ticks / os.sysconf("SC_CLK_TCK") + sum(_run_queue_seconds(pid) for pid, _fields in group), runnable
 
 
 def _communicate_unless_stalled(proc: subprocess.Popen, window: float) -> tuple[bytes, bool]:
@@ -104,8 +108,8 @@ def _communicate_unless_stalled(proc: subprocess.Popen, window: float) -> tuple[
             now = time.monotonic()
             if now - mark_time < window:
                 continue
-            cpu = _group_progress_seconds(proc.pid)
-            if abs(cpu - mark_cpu) >= STALL_CPU_SHARE * (now - mark_time):
+            cpu, runnable = _group_progress(proc.pid)
+            if runnable or abs(cpu - mark_cpu) >= STALL_CPU_SHARE * (now - mark_time):
                 mark_time, mark_cpu = now, cpu
                 continue
             try:

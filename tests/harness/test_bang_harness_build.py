@@ -127,3 +127,25 @@ def test_a_step_that_waits_is_still_stopped(monkeypatch):
 
     step = _step_under_hogs(monkeypatch, ["sleep", "30"])
     assert toolchains.STALL_SIGN in step.output and step.seconds < 15, step.output
+
+
+def test_a_group_that_wants_the_cpu_is_runnable_and_one_that_sleeps_is_not():
+    """The stall rule's second sign: schedstat adds a wait only when the waiter gets the CPU, so a compile starved
+    for a whole window (a weight-3 SCHED_IDLE task beside busy ones, on a newer scheduler) shows no progress yet;
+    its state (R) says it wants the CPU. CI's stop 49 run stopped such a step as "made no progress"."""
+    import subprocess
+    import sys
+    import time
+
+    from bang_harness import toolchains
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        assert toolchains._group_progress(busy.pid)[1] is True
+        assert toolchains._group_progress(sleeper.pid)[1] is False
+    finally:
+        for process in (busy, sleeper):
+            process.kill()
+            process.wait()
