@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sandbox", "checks", "scoring", "reporting", "layout"),
     ("project_layouts",),
     ("spec", "gradescope"),
-    ("results", "atomic_file"),
+    ("results", "atomic_file", "cache_home"),
     ("i18n",),
     ("bang_harness",),
     ("bang_emu",),

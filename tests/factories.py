@@ -93,6 +93,7 @@ class FakeRunner:
         self.jobs: list[dict[str, Any]] = []  # every round's job.json, in order
         self.sandboxes = 0  # run-phase sandboxes started
         self.replays = 0  # replay sandboxes started (emu)
+        self.kill_reason = self.replay_kill_reason = ""  # why the host last stopped a run / a replay sandbox
         self.replay_fails = False  # the replay harness fails by itself (ExitCode.REPLAY_FAILED)
         self.budgets: set[tuple[int, int, int]] = set()  # (disk, file size, memory) of every run sandbox and replay
         self.on_replay: Callable[[], None] | None = None  # called as each replay starts (from its thread)
@@ -120,7 +121,7 @@ class FakeRunner:
         killed = threading.Event()
 
         def kill(reason: str) -> None:
-            self.kill_reason = reason
+            setattr(self, "replay_kill_reason" if argv[-1] == "replay" else "kill_reason", reason)
             killed.set()
 
         if argv[-1] == "replay":
@@ -159,7 +160,7 @@ class FakeRunner:
             folder = io / REPLAYS_DIR / str(index)
             while not (folder / JOB_FILE).exists():
                 if killed.wait(0.01):
-                    return RunOutcome(exit_code=None, signal=9, notes=[self.kill_reason])
+                    return RunOutcome(exit_code=None, signal=9, notes=[self.replay_kill_reason])
             text = (folder / JOB_FILE).read_bytes()
             assert (folder / JOB_MAC_FILE).read_text() == job_mac(master, index, text)
             assert text == (folder / "replay.json").read_bytes() and not (io / KEY_FILE).exists()

@@ -407,8 +407,24 @@ def test_the_replays_of_a_submission_share_one_replay_sandbox(tmp_path, rounds_s
     for staged in ("io-replay", "io-perf-replay"):
         assert list((tmp_path / "work" / staged / "outputs").glob("*.trace.jsonl"))
     if rounds_share_a_sandbox:
-        assert runner.kill_reason == STOP_REASON  # closed with the grading
+        assert runner.replay_kill_reason == STOP_REASON  # closed with the grading
         assert list((tmp_path / "work" / "io-replays" / REPLAYS_DIR).iterdir()) == []
+
+
+def test_the_replay_sandbox_starts_with_the_run_sandbox(tmp_path, rounds_share_a_sandbox):
+    """Executor.start: the emulator's replay sandbox is up before the first round (its start-up was on the
+    critical path of the first replay, after its round); the hardware's, which replays nothing, starts none."""
+    for backend, expected in ((EMU, 1 if rounds_share_a_sandbox else 0), (MLU, 0)):
+        runner = FakeRunner(SPEC, right)
+        executor = Executor(runner, backend, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                            lambda step, fraction: None, notes=[])
+        work = tmp_path / backend.name
+        work.mkdir()
+        try:
+            executor.start(work)
+            assert (runner.replay_sandboxes, runner.replays) == (expected, 0), backend.name
+        finally:
+            executor.close()
 
 
 def test_a_replay_sandbox_killed_between_replays_is_replaced(tmp_path, rounds_share_a_sandbox):
@@ -446,7 +462,7 @@ def test_a_replay_that_fails_is_not_followed_by_a_reuse(tmp_path):
         failed = shared.replay(staged_replay(tmp_path / "r0"), 30)
         assert failed is not None and failed.outcome.exit_code == ExitCode.REPLAY_FAILED
         assert "replay-one: ImportError" in failed.outcome.stderr_tail
-        assert runner.kill_reason == STOP_REASON and runner.replay_sandboxes == 1  # ended at once
+        assert runner.replay_kill_reason == STOP_REASON and runner.replay_sandboxes == 1  # ended at once
         for n in (1, 2):  # a fresh sandbox, then that one again
             again = shared.replay(staged_replay(tmp_path / f"r{n}"), 30)
             assert again is not None and again.outcome.ok and runner.replay_sandboxes == 2

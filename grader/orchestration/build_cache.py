@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from grader.cache_home import cache_home
+
 # Files no C++ or BANG source includes in practice: Python, TOML settings (grade.toml), documentation, images,
 # notebooks. Everything else counts, so even an odd `#include "table.txt"` keys the build.
 NOT_COMPILED_SUFFIXES = {".py", ".pyc", ".pyi", ".toml", ".md", ".rst", ".ipynb", ".pdf", ".png", ".jpg", ".jpeg",
@@ -37,7 +39,7 @@ def default_build_cache() -> Path:
     ~/.cache/bang-grader/builds."""
     if os.environ.get("BANG_GRADER_BUILD_CACHE"):
         return Path(os.environ["BANG_GRADER_BUILD_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bang-grader" / "builds"
+    return cache_home() / "builds"
 
 
 def compiled_content_hash(root: Path) -> str:

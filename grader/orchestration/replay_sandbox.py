@@ -162,6 +162,16 @@ class ReplaySandboxes:
         self._closed = False
         self.started = 0  # sandboxes started (benchmarks, tests)
 
+    def prestart(self, work: Path) -> None:
+        """Starts the sandbox now, its folder in `work` (where replay() would make it: beside the staged folders),
+        before any replay is staged; a replay meets it started, or, if it ended meanwhile, starts a fresh one."""
+        with self._lock:
+            if self._closed or self._current is not None:
+                return
+            self._current = self._make(_fresh_folder(work / "io-replays"))
+            self.started += 1
+            self._current.start()
+
     def replay(self, staged_io: Path, wall_seconds: float) -> Replayed | None:
         """Replay of the folder `staged_io` in the shared sandbox; None when it does not fit (the caller runs it in
         a sandbox of its own, as ever)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from grader.cache_home import cache_home
 from grader.i18n import _
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +111,7 @@ def ensure_emu_image(rebuild: bool = False, log: Log | None = None) -> str:
 @contextlib.contextmanager
 def _build_lock() -> Iterator[None]:
     """One image build at a time on this host (parallel test sessions and graders all call ensure)."""
-    lock_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bang-grader"
+    lock_dir = cache_home()
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / "images.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

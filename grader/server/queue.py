@@ -27,6 +27,8 @@ from pathlib import Path
 from celery import Celery
 from celery.signals import worker_process_init, worker_process_shutdown
 
+from grader.cache_home import cache_home
+
 ENV_BROKER = "BANG_GRADER_BROKER"
 ENV_DB = "BANG_GRADER_DB"
 ENV_WORK = "BANG_GRADER_WORK"  # a worker's scratch folder
@@ -104,7 +106,7 @@ def _gone(**_kwargs: object) -> None:
 def grade(self, submission_id: int) -> str:  # noqa: ANN001 - Celery's bound task
     from grader.server.grading import grade_uploaded
 
-    work = Path(os.environ.get(ENV_WORK) or Path.home() / ".cache" / "bang-grader" / "server-work")
+    work = Path(os.environ.get(ENV_WORK) or cache_home() / "server-work")
     return grade_uploaded(database(), submission_id, worker=self.request.hostname or socket.gethostname(),
                           work_root=work / str(os.getpid()), sandbox=os.environ.get(ENV_SANDBOX, "auto"),
                           slot_device=os.environ.get(ENV_SLOT_DEVICE) or None,

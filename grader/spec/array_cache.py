@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.cache_home import cache_home
+
 MAGIC = b"BGARRAY1"
 ALIGN = 4096  # the header is padded to a page: every array starts page-aligned in the mapping
 MAX_BYTES = 2 << 30  # a grading of either assignment keeps ~200 MB (sigmoid's 4M-element perf inputs)
@@ -57,7 +59,7 @@ def default_array_cache() -> Path | None:
         return None
     if chosen:
         return Path(chosen)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bang-grader" / "arrays"
+    return cache_home() / "arrays"
 
 
 def entry_name(key: tuple) -> str:

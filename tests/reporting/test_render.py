@@ -256,3 +256,28 @@ def test_the_report_renders_from_the_document_alone_and_older_documents_still_re
     assert older.assignment_facts is None
     html = render_report_html(older)
     assert "documented error" not in html and "Amira Haddad" in html
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_report_from_compiled_templates_kept_on_disk_is_the_one_compiled_afresh(tmp_path, monkeypatch, lang):
+    """render._bytecode_cache: a second process loads the report template's code (no compile) and renders the
+    same bytes as one that compiled it; the files are named by the code that configures the environment."""
+    from grader.reporting import render
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    result = samples.passing_matmul()
+    result.lang = lang
+    fresh = render._environment.__wrapped__(lang)
+    with render.use_language(lang):
+        compiled = fresh.get_template("report.html.j2").render(**render.build_context(result, None))
+    kept = list((tmp_path / "bang-grader" / "templates").glob("*-*.cache"))
+    assert kept  # the report and what it imports
+    again = render._environment.__wrapped__(lang)
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled again: the kept code was not loaded")
+
+    monkeypatch.setattr(again, "compile", no_compile)
+    with render.use_language(lang):
+        loaded = again.get_template("report.html.j2").render(**render.build_context(result, None))
+    assert loaded == compiled and len(compiled) > 10000
