@@ -24,7 +24,7 @@ from grader.orchestration import GradeEnvironment, GradeRequest, grade_submissio
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.execute import PER_ROUND_ENV, Executor
 from grader.orchestration.plan import plan_calls, probe_calls
-from grader.orchestration.policy import PROBE_TIMEOUT_SECONDS, Ran, run_calls
+from grader.orchestration.policy import PROBE_TIMEOUT_SECONDS, Ran, run_calls, run_correctness
 from grader.orchestration.replay import fresh_io, write_trace_key
 from grader.orchestration.replay_sandbox import MakeSandbox, ReplaySandboxes, as_in_own_sandbox
 from grader.orchestration.rounds import STOP_REASON
@@ -411,9 +411,10 @@ def test_the_replays_of_a_submission_share_one_replay_sandbox(tmp_path, rounds_s
         assert list((tmp_path / "work" / "io-replays" / REPLAYS_DIR).iterdir()) == []
 
 
-def test_the_replay_sandbox_starts_with_the_run_sandbox(tmp_path, rounds_share_a_sandbox):
-    """Executor.start: the emulator's replay sandbox is up before the first round (its start-up was on the
-    critical path of the first replay, after its round); the hardware's, which replays nothing, starts none."""
+def test_the_replay_sandbox_starts_once_the_probe_is_over(tmp_path, rounds_share_a_sandbox):
+    """Executor.start_replays: the emulator's replay sandbox starts beside the correctness round, after the probe
+    (by then the run sandbox has imported torch), so the first replay finds it up; the hardware's, which replays
+    nothing, starts none."""
     for backend, expected in ((EMU, 1 if rounds_share_a_sandbox else 0), (MLU, 0)):
         runner = FakeRunner(SPEC, right)
         executor = Executor(runner, backend, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
@@ -422,6 +423,12 @@ def test_the_replay_sandbox_starts_with_the_run_sandbox(tmp_path, rounds_share_a
         work.mkdir()
         try:
             executor.start(work)
+            assert runner.replay_sandboxes == 0
+            seeds = SeedPlan.create("public", None)
+            run_correctness(executor, plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), backend.impl), work,
+                            settle=False)
+            if executor._starting_replays is not None:
+                executor._starting_replays.result()
             assert (runner.replay_sandboxes, runner.replays) == (expected, 0), backend.name
         finally:
             executor.close()

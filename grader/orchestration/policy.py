@@ -117,6 +117,7 @@ def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path,
     # The probe's replay is deferred into the next round's (its error kinds decide the dooms; one sandbox less).
     outcomes = executor.run(probes, work / "io-probe", (0.3, 0.35), call_timeout=PROBE_TIMEOUT_SECONDS,
                             defer_replay=True)
+    executor.start_replays(work)  # torch is imported in the run sandbox by now: the replay's start-up beside the round
     doomed = {(c.tag, c.entry): outcomes[c.id] for c in probes if dooms_entry(outcomes[c.id])}
     rest = [c for c in calls if c.id not in outcomes and (c.tag, c.entry) not in doomed and c.stage is None]
     executor.progress(_("running {n} correctness calls").format(n=len(rest)), 0.35)

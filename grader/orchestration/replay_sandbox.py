@@ -168,9 +168,14 @@ class ReplaySandboxes:
         with self._lock:
             if self._closed or self._current is not None:
                 return
-            self._current = self._make(_fresh_folder(work / "io-replays"))
+            sandbox = self._make(_fresh_folder(work / "io-replays"))
             self.started += 1
-            self._current.start()
+            try:
+                sandbox.start()
+            except Exception:  # noqa: BLE001 -- the first replay starts one itself, and says why it could not
+                sandbox.close()
+                return
+            self._current = sandbox
 
     def replay(self, staged_io: Path, wall_seconds: float) -> Replayed | None:
         """Replay of the folder `staged_io` in the shared sandbox; None when it does not fit (the caller runs it in
