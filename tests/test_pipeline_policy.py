@@ -434,38 +434,6 @@ def test_the_replay_sandbox_starts_once_the_probe_is_over(tmp_path, rounds_share
             executor.close()
 
 
-def test_what_the_rounds_will_read_is_drawn_while_the_probe_waits(tmp_path, monkeypatch):
-    """Executor.draw_beside: from before the probe, every planned call's inputs, reference, twin inputs and twin
-    reference are drawn in the background -- the perf calls' too, whose round comes after the correctness round
-    (their drawing was on its critical path, beside the correctness replay); a fresh cache shows them kept before
-    any perf round ran. The hardware's backend, which replays nothing, draws nothing ahead."""
-    from grader.orchestration.replay import TWIN_SALT
-    from grader.spec import cases
-
-    for backend, drawn in ((EMU, True), (MLU, False)):
-        monkeypatch.setattr(cases, "_DRAWN", cases._Drawn(1 << 30))
-        runner = FakeRunner(SPEC, right)
-        executor = Executor(runner, backend, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
-                            lambda step, fraction: None, notes=[])
-        work = tmp_path / f"{backend.name}-draw"
-        work.mkdir()
-        seeds = SeedPlan.create("public", None)
-        calls = plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), backend.impl)
-        perf = [c for c in calls if c.stage is not None]
-        try:
-            executor.start(work)
-            run_correctness(executor, calls, work, settle=False)
-            for drawing in executor._drawing:
-                drawing.result()
-            kept = set(cases._DRAWN.entries)
-            assert perf and len(runner.jobs) == 2  # the probe's round and the correctness round: no perf round
-            for call in perf:
-                twin = call.case.replay_twin(TWIN_SALT)
-                assert (("expected", SPEC.reference, *twin._inputs_key) in kept) is drawn, (backend.name, call.id)
-        finally:
-            executor.close()
-
-
 def test_a_replay_sandbox_killed_between_replays_is_replaced(tmp_path, rounds_share_a_sandbox):
     if not rounds_share_a_sandbox:
         pytest.skip("no replay sandbox is shared")

@@ -151,7 +151,6 @@ class Executor:
     _held: list[Note] | None = field(default=None, repr=False)  # notes held back (holding_notes)
     _replays: ReplaySandboxes | None = field(default=None, repr=False)  # the submission's replay sandbox (shared)
     _starting_replays: _Background[None] | None = field(default=None, repr=False)  # start_replays' thread
-    _drawing: list[_Background[None]] = field(default_factory=list, repr=False)  # draw_beside's threads
 
     def run(self, calls: list[PlannedCall], io: Path, progress_span: tuple[float, float],
             call_timeout: float | None = None, defer_replay: bool = False) -> dict[str, CallOutcome]:
@@ -312,14 +311,6 @@ class Executor:
             self._rounds = self._new_sandbox(work / "io-sandbox")
             self._rounds.start()
 
-    def draw_beside(self, calls: list[PlannedCall]) -> None:
-        """What the rounds of `calls` will need on the host (draw_ahead: inputs, references, twins), drawn in the
-        background from now, where the emulator replays: called before the probe, whose round waits on torch's
-        import in the run sandbox with the host idle. Each round still draws its own (run), finding them kept;
-        a perf call whose stage is never timed was drawn for nothing (~0.1 CPU-s a twin)."""
-        if self.backend.impl.kernel_trace:
-            self._drawing.append(_Background(lambda: draw_ahead(calls, self.spec.reference), "draw-beside"))
-
     def start_replays(self, work: Path) -> None:
         """Starts the submission's shared replay sandbox (its folder in `work`) in the background, where the
         emulator replays: the first replay, after the correctness round, then finds it up. Called once the run
@@ -350,8 +341,6 @@ class Executor:
         engine's maker)."""
         if self.engine is not None:
             self.engine.engine()
-        for drawing in self._drawing:
-            drawing.join()  # nothing of the grading outlives it
         replays, self._replays = self._replays, None
         ending = _Background(replays.close, "replays-close") if replays is not None else None
         rounds, self._rounds = self._rounds, None

@@ -113,7 +113,6 @@ def run_correctness(executor: Executor, calls: list[PlannedCall], work: Path,
     loaded would fail every other call the same way, one full time limit each; those are not run. `settle`
     False: on the emulator the rounds are left to the caller's settle, their outcomes read from the run alone."""
     probes = probe_calls(calls)
-    executor.draw_beside(calls)  # while the probe's round waits on torch's import in the run sandbox
     executor.progress(_("probing {n} entry function(s)").format(n=len(probes)), 0.3)
     # The probe's replay is deferred into the next round's (its error kinds decide the dooms; one sandbox less).
     outcomes = executor.run(probes, work / "io-probe", (0.3, 0.35), call_timeout=PROBE_TIMEOUT_SECONDS,
