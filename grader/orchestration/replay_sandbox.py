@@ -168,8 +168,7 @@ class ReplaySandboxes:
         with self._lock:
             if self._closed or self._current is not None:
                 return
-            sandbox = self._make(_fresh_folder(work / "io-replays"))
-            self.started += 1
+            sandbox = self._new(work)
             try:
                 sandbox.start()
             except Exception:  # noqa: BLE001 -- the first replay starts one itself, and says why it could not
@@ -188,8 +187,7 @@ class ReplaySandboxes:
                 if sandbox is not None and sandbox.ended():  # it died since its last replay: never handed another
                     sandbox.close()
                 if sandbox is None or not sandbox.alive:
-                    sandbox = self._current = self._make(_fresh_folder(staged_io.parent / "io-replays"))
-                    self.started += 1
+                    sandbox = self._current = self._new(staged_io.parent)
                 if not sandbox.fits(staged_io):
                     return None
                 try:
@@ -198,6 +196,11 @@ class ReplaySandboxes:
                     sandbox.close()
                     self._current = None
             raise RoundRefused("a fresh replay sandbox refused its first replay")
+
+    def _new(self, work: Path) -> ReplaySandbox:
+        """A sandbox made (not started) in a fresh folder of `work`, beside the staged folders, and counted."""
+        self.started += 1
+        return self._make(_fresh_folder(work / "io-replays"))
 
     def close(self) -> None:
         with self._lock:
