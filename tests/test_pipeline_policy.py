@@ -30,7 +30,7 @@ from grader.orchestration.replay_sandbox import MakeSandbox, ReplaySandboxes, as
 from grader.orchestration.rounds import STOP_REASON
 from grader.orchestration.score_stages import Scorer
 from grader.results import Verdict
-from grader.sandbox.base import Limits
+from grader.sandbox.base import Limits, Phase, RunOutcome
 from grader.scoring.thresholds import load_thresholds
 from grader.scoring.timing import MAX_ROUNDS
 from grader.spec import AssignmentSpec, SeedPlan, load_assignment
@@ -513,3 +513,71 @@ def test_a_replay_the_host_could_not_hand_in_is_not_followed_by_a_reuse(tmp_path
         assert runner.replays == 2 and runner.replay_sandboxes == 2
     finally:
         shared.close()
+
+
+class _BuildWatcher(FakeRunner):
+    """Notes, as the build runs, how many run sandboxes are up; `build_ok` False: the compiler refuses the sources."""
+
+    def __init__(self, spec: AssignmentSpec, behave: Behaviour, build_ok: bool = True) -> None:
+        super().__init__(spec, behave)
+        self.build_ok = build_ok
+        self.up_at_build: list[int] = []
+        self.handles: list[Any] = []
+
+    def run(self, phase, argv, mounts, limits, env=None):
+        if phase is Phase.BUILD:
+            self.up_at_build.append(sum(h.wait(0) is None for h in self.handles))
+            if not self.build_ok:
+                (mounts.build / "build.json").write_text(json.dumps({"ok": False, "toolchain": "fake"}))
+                (mounts.build / "build.log").write_text("ops.mlu:1: error: expected ';'")
+                return RunOutcome(exit_code=1)
+        return super().run(phase, argv, mounts, limits, env)
+
+    def start(self, phase, argv, mounts, limits, env=None):
+        handle = super().start(phase, argv, mounts, limits, env)
+        self.handles.append(handle)
+        return handle
+
+
+def test_the_run_sandbox_imports_torch_while_the_build_compiles(tmp_path, rounds_share_a_sandbox):
+    """pipeline: the run sandbox starts before the build (its keeper waits for the first round whatever the build
+    takes) and serves every round; a build that fails leaves it unused, and ended with the grading."""
+    for build_ok in (True, False):
+        runner = _BuildWatcher(SPEC, right, build_ok)
+        sub = matmul_submission(tmp_path / f"sub-{build_ok}")
+        result = grade_submission(sub, GradeRequest(assignment="matmul"), GradeEnvironment(runner=runner))
+        assert runner.up_at_build == [1 if rounds_share_a_sandbox else 0]
+        if build_ok:
+            # (the fake's extension has no symbols for the host's integrity checks: the verdict is theirs)
+            assert len(runner.jobs) == 3 and result.verdict == Verdict.INTEGRITY, result.message
+            assert runner.sandboxes == (1 if rounds_share_a_sandbox else 3)  # the early one served every round
+        else:
+            assert result.verdict == Verdict.COMPILE_ERROR and runner.jobs == []
+            assert runner.kill_reason == (STOP_REASON if rounds_share_a_sandbox else "")
+        assert all(h.wait(0) is not None for h in runner.handles)  # nothing left up
+
+
+def test_a_run_sandbox_gone_before_its_first_round_is_replaced_not_blamed(tmp_path, rounds_share_a_sandbox):
+    """Started before the build, a run sandbox can end before any round reaches it (its keeper's wait for a
+    job ran out during a long build, its start-up failed): the first round starts a fresh one and is graded as
+    usual, with no note of a sandbox that did not finish cleanly."""
+    if not rounds_share_a_sandbox:
+        pytest.skip("no sandbox is started before the rounds")
+    runner = FakeRunner(SPEC, right)
+    notes: list[str] = []
+    executor = Executor(runner, EMU, SPEC, tmp_path, "ops", "my_ops_ext", tmp_path / "build",
+                        lambda step, fraction: None, notes=notes)
+    work = tmp_path / "work"
+    work.mkdir()
+    seeds = SeedPlan.create("public", None)
+    try:
+        executor.start(work)
+        assert executor._rounds is not None and executor._rounds.started is not None
+        executor._rounds.started.stop("the keeper waited for a job long enough")  # as its own exit would
+        ran = run_calls(executor, Scorer(SPEC, EMU), seeds, plan_calls(SPEC, seeds, ENTRIES, list(ENTRIES), EMU.impl),
+                        work)
+    finally:
+        executor.close()
+    assert all(r.passed for r in ran.judged.values()), [r.message for r in ran.judged.values() if not r.passed]
+    assert runner.sandboxes == 2 and len(runner.jobs) == 3
+    assert not [n for n in notes if "did not finish cleanly" in n]

@@ -306,7 +306,8 @@ class Executor:
 
     def start(self, work: Path) -> None:
         """Starts the submission's run-phase sandbox now (its folder in `work`), before its first round, where the
-        rounds share one: it imports torch while the host gets ready (pipeline.py: its facts, the calls)."""
+        rounds share one: it imports torch while the host gets ready (pipeline.py: the build, its facts, the
+        calls). One that ends before its first round is replaced by that round (_run_round)."""
         if self._share_sandbox() and self._rounds is None:
             self._rounds = self._new_sandbox(work / "io-sandbox")
             self._rounds.start()
@@ -375,6 +376,11 @@ class Executor:
 
         for attempt in range(2):
             rounds = self._rounds
+            if rounds is not None and rounds.index == 0 and rounds.ended():
+                # Started before the build (start) and gone before its first round -- a build longer than its
+                # keeper waits, a start-up that failed: nothing of the student's ran in it, so it is not their round.
+                rounds.close()
+                rounds = None
             if rounds is None or not rounds.alive:
                 rounds = self._rounds = self._new_sandbox(io.parent / f"{io.name}-sandbox{attempt or ''}")
             with self._watching(rounds.next_round / "outputs", calls, progress_span):

@@ -252,16 +252,19 @@ class _Grading(Grader):
         step = BuildStep(runner, self.backend, self.root, self.build_plan, submission.extension,
                          self.spec.build_timeout_seconds, self.environment.build_cache, self.progress, self.image)
         build_dir = step.folder(work)
+        per_round = min(self.per_round, len(self.seed_plans))
+        executor = self.executor = Executor(runner, self.backend, self.spec, self.root, submission.module,
+                                            submission.extension, build_dir, self.progress, self.notes,
+                                            seeds_per_round=per_round)
+        # The run sandbox imports torch while the build compiles (its folder, read-only there, is filled before any
+        # round reads it) or, when the build is kept, while the host reads the build's facts. A build that fails
+        # leaves it unused: run()'s tidy ends it.
+        executor.start(work)
         built = step.build(build_dir, work)
         self.build = built.info
         if built.failure is not None:
             return self.finish(*built.failure)
-        per_round = min(self.per_round, len(self.seed_plans))
-        engine = EngineMaker(runner, self.backend, build_dir, self.environment.build_cache, work, step.recipe)
-        executor = self.executor = Executor(runner, self.backend, self.spec, self.root, submission.module,
-                                            submission.extension, build_dir, self.progress, self.notes,
-                                            seeds_per_round=per_round, engine=engine)
-        executor.start(work)  # the run sandbox imports torch while the host reads the build's facts
+        executor.engine = EngineMaker(runner, self.backend, build_dir, self.environment.build_cache, work, step.recipe)
         started = time.perf_counter()
         executor.facts = host_facts(self.backend, build_dir, submission.extension)
         executor.integrity_seconds += time.perf_counter() - started

@@ -115,10 +115,6 @@ class ReplaySandbox(KeptSandbox):
                 self.close()
             shutil.rmtree(folder, ignore_errors=True)  # the next replay's room (/io is capped)
 
-    def ended(self) -> bool:
-        """Whether the sandbox, started, has ended by itself (its keeper gone)."""
-        return self.started is not None and self.started.wait(0) is not None
-
     def close(self) -> None:
         self.alive = False
         if self.started is not None:

@@ -82,6 +82,11 @@ class KeptSandbox:
         if self.started is None:
             self.started = self.runner.start(Phase.RUN, self.argv, self.mounts, self.limits, env=self.env)
 
+    def ended(self) -> bool:
+        """Whether the sandbox, started, has ended: its keeper gone (it waits ROUND_WAIT_SECONDS for a job at most,
+        bang_harness.protocol) or stopped by the runner."""
+        return self.started is not None and self.started.wait(0) is not None
+
     def _make_folder(self, index: int) -> Path:
         """Job n's folder, made afresh: RoundRefused when /io/`folders` is not the host's or n exists (planted)."""
         info = os.lstat(self.root)
