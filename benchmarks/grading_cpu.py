@@ -10,7 +10,8 @@ seconds are the grading's alone even with other work on the machine, which only 
 average is printed). `--cold N` first grades N times with an empty build cache each (the build included).
 `--batch N` instead runs `grade batch` on N distinct sigmoid students (batch_throughput.py's class: every kernel
 differs by a comment), cold (empty build cache) then warm (the same cache, a fresh batch folder), per tree:
-submissions per minute and CPU seconds per graded submission.
+submissions per minute and CPU seconds per graded submission. `--warm-runs K` runs K warm batches per tree after
+both cold ones, interleaved in alternating order (the VM drifts within minutes), and reports their medians.
 """
 
 from __future__ import annotations
@@ -87,19 +88,31 @@ def batch(tree: Path, students: Path, out: Path, cache: Path, graded: int) -> di
             "verdict": json.dumps(verdicts, sort_keys=True), "score": ""}
 
 
-def run_batches(trees: dict[str, Path], root: Path, students: int) -> dict[str, dict[str, dict]]:
+def run_batches(trees: dict[str, Path], root: Path, students: int, warm_runs: int = 1) -> dict[str, dict[str, dict]]:
+    """Each tree's cold batch, then `warm_runs` warm batches of each, interleaved and in alternating order
+    (before, after; after, before; ...) so that the machine's drift between runs does not fall on one side; the
+    warm figures are their medians."""
     from benchmarks.batch_throughput import generate_distinct_class
 
     folder = root / "class"
     generate_distinct_class(folder, "sigmoid", students)
-    rows: dict[str, dict[str, dict]] = {}
-    for name, tree in trees.items():
-        cache = root / f"batch-cache-{name}"
-        rows[name] = {}
-        for kind in ("cold", "warm"):
-            row = rows[name][kind] = batch(tree, folder, root / f"batch-{name}-{kind}", cache, students)
-            print(line(name, f"batch {kind}", row) + f"   {row['per_minute']:.1f}/min, "
-                  f"{row['cpu_s_per_submission']:.2f} CPU-s/submission", flush=True)
+    rows: dict[str, dict[str, dict]] = {name: {} for name in trees}
+    warm: dict[str, list[dict]] = {name: [] for name in trees}
+
+    def one(name: str, kind: str, run: int = 0) -> dict:
+        row = batch(trees[name], folder, root / f"batch-{name}-{kind}{run}", root / f"batch-cache-{name}", students)
+        print(line(name, f"batch {kind}", row) + f"   {row['per_minute']:.1f}/min, "
+              f"{row['cpu_s_per_submission']:.2f} CPU-s/submission", flush=True)
+        return row
+
+    for name in trees:
+        rows[name]["cold"] = one(name, "cold")
+    for run in range(warm_runs):
+        for name in (list(trees) if run % 2 == 0 else list(reversed(trees))):
+            warm[name].append(one(name, "warm", run))
+    for name, runs in warm.items():
+        rows[name]["warm"] = {what: statistics.median(r[what] for r in runs)
+                              for what in ("per_minute", "cpu_s_per_submission", "wall_s")}
     for kind in ("cold", "warm"):
         for what in ("per_minute", "cpu_s_per_submission", "wall_s"):
             b, a = rows["before"][kind][what], rows["after"][kind][what]
@@ -120,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cold", type=int, default=1)
     parser.add_argument("--batch", type=int, default=0, metavar="N", help="instead: a batch of N distinct students")
+    parser.add_argument("--warm-runs", type=int, default=1, help="with --batch: warm batches per tree, interleaved")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     submission = args.submission.resolve()
@@ -131,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.batch:
                 for name, tree in trees.items():  # the images first (setup), outside the timing
                     submit(tree, submission, root / f"setup-{name}", root / f"setup-cache-{name}", setup=True)
-                batches = run_batches(trees, root, args.batch)
+                batches = run_batches(trees, root, args.batch, args.warm_runs)
                 if args.json:
                     args.json.write_text(json.dumps({"before": args.before, "batch": batches}, indent=1))
                 return 0
