@@ -33,8 +33,6 @@ from grader.sandbox.layout import sandbox_env, sandbox_user
 from grader.sandbox.supervise import Ending, supervise
 
 REPO_SANDBOX = Path(__file__).resolve().parents[2] / "sandbox"
-SANDBOX_PACKAGES_AT = "/opt/bang-grader/sandbox"
-EMU_CACHE_AT = "/opt/bang-grader/emu-cache"
 _PREBUILT_THIS_PROCESS: set[tuple[str, str]] = set()  # the prebuild check imports torch: once per process
 
 
@@ -102,19 +100,24 @@ class BwrapRunner(StartingRunner):
                 args += ["--symlink", os.readlink(host), f"/{name}"]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), f"/{name}"]
+        # made here, not left to bwrap: as root it makes a missing parent 0700, and the sandbox uid could not
+        # follow /usr/bin/c++ -> /etc/alternatives/c++ (the emulator's device build runs `c++`)
+        args += ["--perms", "0755", "--dir", "/etc"]
         for etc in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"):
             if (Path("/etc") / etc).exists():
                 args += ["--ro-bind", f"/etc/{etc}", f"/etc/{etc}"]
         # /tmp first: a checkout or venv that lives under /tmp (a CI clone) is bound on top of it, not hidden by it.
         args += ["--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
-        made: set[str] = {"/", "/usr", "/etc", "/tmp", "/opt"}
+        made: set[str] = {"/", "/usr", "/etc", "/tmp"}
         for root in self._python_roots():
             args += _parents_readable(root, made)
             args += ["--ro-bind", str(root), str(root)]
-        args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/bang-grader"]
-        args += ["--ro-bind", str(REPO_SANDBOX), SANDBOX_PACKAGES_AT]
-        if self.emu_cache.is_dir():
-            args += ["--ro-bind", str(self.emu_cache), EMU_CACHE_AT]
+        # The harness and the emulator's cache at their host paths: the device library's cache key hashes the
+        # emulator's include and link paths, so a library prebuilt on the host (_prebuild_on_host) is found inside
+        # only where those paths read the same (elsewhere every call failed: the read-only cache cannot build it).
+        for root in (REPO_SANDBOX, *([self.emu_cache] if self.emu_cache.is_dir() else [])):
+            args += _parents_readable(root, made)
+            args += ["--ro-bind", str(root), str(root)]
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--ro-bind", str(mounts.submission), SANDBOX_SUBMISSION,
                  "--ro-bind" if phase is Phase.RUN else "--bind", str(mounts.build), SANDBOX_BUILD,
@@ -122,8 +125,8 @@ class BwrapRunner(StartingRunner):
                  "--chdir", "/tmp"]
         full_env = sandbox_env(phase, env)
         full_env["PATH"] = f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin"
-        full_env["PYTHONPATH"] = SANDBOX_PACKAGES_AT
-        full_env["BANG_EMU_CACHE"] = EMU_CACHE_AT
+        full_env["PYTHONPATH"] = str(REPO_SANDBOX)
+        full_env["BANG_EMU_CACHE"] = str(self.emu_cache)
         for key, value in full_env.items():
             args += ["--setenv", key, value]
         args.append("--")
