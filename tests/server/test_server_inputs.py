@@ -17,6 +17,7 @@ import pytest
 from cluster import REPO, pg_bin, start_postgres, start_server
 
 from grader.server.uploads import MAX_UPLOAD_BYTES, pack_folder
+from grader.server.workers import POLL_SECONDS
 
 SIGMOID = REPO / "reference_kernels" / "sigmoid" / "vector"
 
@@ -230,7 +231,7 @@ def test_a_device_type_no_live_worker_serves_is_refused_and_a_lost_one_shows_as_
         state = dan.get(f"/api/submissions/{waiting}").json()
         assert (state["status"], state["device_type"], state["waiting_for"]) == ("queued", "mlu370-x4", "mlu370-x4")
         assert state["estimate_seconds"] is None, state  # nobody to grade it: no estimate
-        assert state["poll_seconds"] == 5.0, state  # nor anything to ask about often until a worker joins
+        assert state["poll_seconds"] == POLL_SECONDS[1], state  # nor anything to ask about often until a worker joins
     assert attempts(server, "dan") == 1
     # a counted (timed) run on a type whose speed thresholds nobody calibrated would score no speed: refused
     with server.client("ben") as ben:

@@ -56,8 +56,9 @@ def test_a_poll_shows_each_result_as_the_student_sees_it_and_what_counts(db: Dat
 
 def test_a_poll_says_when_to_ask_again(db: Database) -> None:
     """Gradings of this queue took 40 s each. With one live worker: a job behind one being graded is about 80 s
-    away (ask again in 5 s, the longest); the one being graded for 38 s is about 2 s from its result (ask again in
-    half a second, the shortest). Without a live worker nothing moves: 5 s. Before any grading: no estimate,
+    away (ask again in 15 s, the longest); the one being graded for 38 s is about 2 s from its result (ask again in
+    half a second, the shortest); with a second worker the waiting job is 40 s away (a quarter: 10 s). Without a live
+    worker nothing moves: 15 s. Before any grading: no estimate,
     half a second."""
     for who in ("ann", "ben", "cho", "dan"):
         add_account(db, who, who.title())
@@ -80,3 +81,7 @@ def test_a_poll_says_when_to_ask_again(db: Database) -> None:
     with api(db, add_account(db, "t", role="instructor")) as c:
         assert c.get(f"/api/submissions/{waiting}").json()["poll_seconds"] == POLL_SECONDS[1]
         assert c.get(f"/api/submissions/{done}").json()["status"] == "done"
+    worker_seen(db, "slot1@test", queue=QUEUE, device_type="mlu370-x8", device="mlu370-x8")
+    place = queue_place(db, waiting)
+    assert (place.workers, place.estimate_seconds) == (2, pytest.approx(40.0, abs=1.0)), place
+    assert place.poll_seconds == pytest.approx(10.0, abs=0.3), place  # a quarter, between the bounds
