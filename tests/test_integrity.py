@@ -297,3 +297,31 @@ def test_a_decoy_kernel_with_a_host_computed_answer_is_an_integrity_failure(tmp_
     assert any("case n4096: the grader's replay of your kernels could not stand for this call: the run never marked "
                "the call's output" in line for line in result.integrity), result.integrity
     assert all(c.verdict == Verdict.INTEGRITY for c in result.cases)
+
+
+def test_a_kept_reading_of_symbols_is_the_librarys_own_and_keyed_by_its_content(tmp_path, library, monkeypatch):
+    """build_step.kernel_symbols keeps the host's reading in the build cache by the library's bytes: read back, it
+    is the same reading (every has() alike); without nm on PATH the kept one is still found, a library differing
+    by one byte is not; a kept file that does not parse is read again from the library."""
+    from grader.orchestration.build_step import kernel_symbols
+
+    cache = tmp_path / "cache"
+    fresh = KernelSymbols.from_library(library)
+    assert fresh is not None and kernel_symbols(library, cache) == fresh
+    kept = list((cache / "symbols").glob("*/symbols.json"))
+    assert len(kept) == 1
+    other = tmp_path / "libk2.so"
+    other.write_bytes(library.read_bytes() + b"\0")  # a byte past the ELF's end: the same symbols, another key
+    empty = tmp_path / "no-nm"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert KernelSymbols.from_library(library) is None  # no nm now: only the kept reading can answer
+    back = kernel_symbols(library, cache)
+    assert back == fresh
+    for name in ("tiled_kernel<half>", "plain_kernel", "inlined_kernel<float>", "forged_kernel", "torch_sigmoid"):
+        assert back.has(name) == fresh.has(name), name
+    assert kernel_symbols(other, cache) is None  # not kept under the other library's content
+    monkeypatch.undo()
+    kept[0].write_text("{not json")
+    assert kernel_symbols(library, cache) == fresh
+    assert kernel_symbols(other, cache) == fresh and len(list((cache / "symbols").glob("*/symbols.json"))) == 2

@@ -32,6 +32,7 @@ NOT_COMPILED_SUFFIXES = {".py", ".pyc", ".pyi", ".toml", ".md", ".rst", ".ipynb"
 RECENTLY_USED_SECONDS = 2 * 3600  # longer than any grading: pruning never removes a build in use
 OBJECTS_DIR = "objects"  # binding objects shared between builds (object_cache.py), one folder per key
 ENGINES_DIR = "engines"  # the WebAssembly engines made from builds' modules (wasm_engine.py), one folder per key
+SYMBOLS_DIR = "symbols"  # the host's reading of built extensions' symbols (build_step.kernel_symbols), likewise
 
 
 def default_build_cache() -> Path:
@@ -89,10 +90,11 @@ def build_lock(build_dir: Path) -> Iterator[None]:
 
 def prune_build_cache(cache: Path, keep: int = 64) -> None:
     """Keeps the `keep` most recently used builds (four times as many shared binding object keys, as many
-    engines), and every one used in the last two hours (a grading or a batch may be reading it)."""
-    _prune(cache, keep, skip={OBJECTS_DIR, ENGINES_DIR})
+    engines and symbol readings), and every one used in the last two hours (a grading or a batch may be reading it)."""
+    _prune(cache, keep, skip={OBJECTS_DIR, ENGINES_DIR, SYMBOLS_DIR})
     _prune(cache / OBJECTS_DIR, 4 * keep, skip=set())
     _prune(cache / ENGINES_DIR, keep, skip=set())
+    _prune(cache / SYMBOLS_DIR, keep, skip=set())
 
 
 def _prune(folder: Path, keep: int, skip: set[str]) -> None:

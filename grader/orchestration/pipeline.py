@@ -266,7 +266,7 @@ class _Grading(Grader):
             return self.finish(*built.failure)
         executor.engine = EngineMaker(runner, self.backend, build_dir, self.environment.build_cache, work, step.recipe)
         started = time.perf_counter()
-        executor.facts = host_facts(self.backend, build_dir, submission.extension)
+        executor.facts = host_facts(self.backend, build_dir, submission.extension, self.environment.build_cache)
         executor.integrity_seconds += time.perf_counter() - started
         self.notes += executor.facts.notes
         scorer = Scorer(self.spec, self.backend)
