@@ -15,6 +15,7 @@ import pytest
 from grader.orchestration.build_cache import (
     ENGINES_DIR,
     OBJECTS_DIR,
+    SYMBOLS_DIR,
     build_key,
     build_lock,
     build_recipe,
@@ -89,13 +90,15 @@ def test_pruning_spares_the_most_recent_and_builds_in_use(tmp_path: Path) -> Non
         (cache / f"old{i}").mkdir(parents=True)
         os.utime(cache / f"old{i}", (1000 + i, 1000 + i))
     entry(cache, "in_use")  # touched now: a grading may be reading it
-    for i in range(4):  # kept engines (wasm_engine.py) are pruned by their own use, never as one build folder
-        (cache / ENGINES_DIR / f"e{i}").mkdir(parents=True)
-        os.utime(cache / ENGINES_DIR / f"e{i}", (1000 + i, 1000 + i))
-    os.utime(cache / ENGINES_DIR, (999, 999))
+    for kept in (ENGINES_DIR, SYMBOLS_DIR):  # kept engines (wasm_engine.py) and symbol readings (build_step) are
+        for i in range(4):  # pruned by their own use, never as one build folder
+            (cache / kept / f"e{i}").mkdir(parents=True)
+            os.utime(cache / kept / f"e{i}", (1000 + i, 1000 + i))
+        os.utime(cache / kept, (999, 999))
     prune_build_cache(cache, keep=2)
-    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == [ENGINES_DIR, "in_use", "old3"]
+    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == sorted([ENGINES_DIR, SYMBOLS_DIR, "in_use", "old3"])
     assert sorted(p.name for p in (cache / ENGINES_DIR).iterdir()) == ["e2", "e3"]
+    assert sorted(p.name for p in (cache / SYMBOLS_DIR).iterdir()) == ["e2", "e3"]
 
 
 @pytest.mark.slow
@@ -113,7 +116,8 @@ def test_a_copy_that_changed_only_ops_py_reuses_the_build(submission: Path, tmp_
     assert second.build is not None and second.build.cached and second.build.cache_key == first.build.cache_key
     assert first.verdict == second.verdict == Verdict.PASSED, second.message
     # one build; beside it the kept engine of its kernels (wasm_engine.py) and any shared binding objects
-    assert len([p for p in cache.iterdir() if p.is_dir() and p.name not in (OBJECTS_DIR, ENGINES_DIR)]) == 1
+    builds = [p for p in cache.iterdir() if p.is_dir() and p.name not in (OBJECTS_DIR, ENGINES_DIR, SYMBOLS_DIR)]
+    assert len(builds) == 1
 
 
 @pytest.mark.parametrize("says", ["a compile error", "Killed"])
