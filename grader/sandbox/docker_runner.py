@@ -15,7 +15,9 @@ timeout only stops waiting (docker/docker-py#1966).
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,6 +49,10 @@ RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; t
 OWNER_LABEL = "org.bang-grader.owner-pid"
 HOST_LABEL = "org.bang-grader.owner-host"  # a pid only means something on the host (pid namespace) it came from
 KILL_GRACE_SECONDS = 30.0
+# The daemon marks a container OOMKilled from an event of its own, which can land after the exit it reports (seen
+# in CI: a memory hog killed by signal 9 read back OOMKilled false under load): a SIGKILL we did not send is
+# looked at again for this long before it is taken for a plain kill.
+OOM_EVENT_GRACE_SECONDS = 2.0
 SECCOMP_PROFILE = Path(__file__).resolve().parents[2] / "sandbox" / "images" / "seccomp" / "profile.json"
 RUNTIME_ENV = "BANG_GRADER_DOCKER_RUNTIME"  # e.g. runsc (gVisor); unset: the daemon's default (runc)
 # The cgroup every container of this grader goes under (unset: the daemon's default): its CPU account is then
@@ -194,13 +200,19 @@ class _Container:
         except (docker.errors.APIError, requests.exceptions.RequestException):
             pass  # already stopped
 
-    def ending(self, stopped: bool) -> Ending:  # noqa: ARG002 - docker's record says it all
+    def ending(self, stopped: bool) -> Ending:
         with _docker_run_errors():
             self.container.reload()
         code = int(self.result.get("StatusCode", -1))
+        oom = bool(self.container.attrs.get("State", {}).get("OOMKilled", False))
+        deadline = time.monotonic() + OOM_EVENT_GRACE_SECONDS
+        while not oom and not stopped and code == 128 + signal.SIGKILL and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with _docker_run_errors():
+                self.container.reload()
+            oom = bool(self.container.attrs.get("State", {}).get("OOMKilled", False))
         # docker-init reports a child killed by signal N as 128+N.
-        return Ending(code, code - 128 if code > 128 else None,
-                      oom_killed=bool(self.container.attrs.get("State", {}).get("OOMKilled", False)))
+        return Ending(code, code - 128 if code > 128 else None, oom_killed=oom)
 
     def close(self) -> None:
         try:
