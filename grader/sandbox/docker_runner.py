@@ -201,16 +201,16 @@ class _Container:
             pass  # already stopped
 
     def ending(self, stopped: bool) -> Ending:
-        with _docker_run_errors():
-            self.container.reload()
         code = int(self.result.get("StatusCode", -1))
-        oom = bool(self.container.attrs.get("State", {}).get("OOMKilled", False))
+        unexplained_kill = not stopped and code == 128 + signal.SIGKILL
         deadline = time.monotonic() + OOM_EVENT_GRACE_SECONDS
-        while not oom and not stopped and code == 128 + signal.SIGKILL and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while True:
             with _docker_run_errors():
                 self.container.reload()
             oom = bool(self.container.attrs.get("State", {}).get("OOMKilled", False))
+            if oom or not unexplained_kill or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
         # docker-init reports a child killed by signal N as 128+N.
         return Ending(code, code - 128 if code > 128 else None, oom_killed=oom)
 
