@@ -307,7 +307,7 @@ def test_a_kept_reading_of_symbols_is_the_librarys_own_and_keyed_by_its_content(
 
     cache = tmp_path / "cache"
     fresh = KernelSymbols.from_library(library)
-    assert fresh is not None and kernel_symbols(library, cache) == fresh
+    assert fresh is not None and kernel_symbols(library, cache, library.parent) == fresh
     kept = list((cache / "symbols").glob("*/symbols.json"))
     assert len(kept) == 1
     other = tmp_path / "libk2.so"
@@ -316,12 +316,20 @@ def test_a_kept_reading_of_symbols_is_the_librarys_own_and_keyed_by_its_content(
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     assert KernelSymbols.from_library(library) is None  # no nm now: only the kept reading can answer
-    back = kernel_symbols(library, cache)
+    back = kernel_symbols(library, cache, library.parent)
     assert back == fresh
     for name in ("tiled_kernel<half>", "plain_kernel", "inlined_kernel<float>", "forged_kernel", "torch_sigmoid"):
         assert back.has(name) == fresh.has(name), name
-    assert kernel_symbols(other, cache) is None  # not kept under the other library's content
+    assert kernel_symbols(other, cache, other.parent) is None  # not kept under the other library's content
     monkeypatch.undo()
     kept[0].write_text("{not json")
-    assert kernel_symbols(library, cache) == fresh
-    assert kernel_symbols(other, cache) == fresh and len(list((cache / "symbols").glob("*/symbols.json"))) == 2
+    assert kernel_symbols(library, cache, library.parent) == fresh
+    assert kernel_symbols(other, cache, other.parent) == fresh and len(list((cache / "symbols").glob("*/symbols.json"))) == 2
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    unseen = tmp_path / "libk3.so"
+    unseen.write_bytes(library.read_bytes() + b"\0\0")  # content no reading was kept for
+    (planted / "libk.so").symlink_to(unseen)
+    before = sorted((cache / "symbols").iterdir())
+    assert kernel_symbols(planted / "libk.so", cache, planted) == fresh  # from_library, as before this cache
+    assert sorted((cache / "symbols").iterdir()) == before

@@ -28,6 +28,7 @@ from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.read_outputs import describe_outcome, output_tail, read_json, read_text
 from grader.results import BuildInfo, Verdict
 from grader.sandbox.base import Limits, Mounts, Phase, Runner
+from grader.sandbox.capped import UntrustedFileError, open_capped
 
 COMPILER_OUTPUT_CHARS = 64_000
 COMPILE_ERROR_FILE = "compile-error.json"  # beside build.json; written by the host only
@@ -199,13 +200,13 @@ def host_facts(backend: ResolvedBackend, build_dir: Path, extension: str, cache:
         facts.notes.append(f"the {backend.name} backend has no signed launch trace: the integrity checks "
                            "that need it (provenance, counted work, modelled time) were skipped")
         if backend.impl.kernel_windows:  # kernel names CNPAPI reports are checked against these (kernel_use)
-            facts.symbols = kernel_symbols(build_dir / "ext" / f"{extension}.so", cache)
+            facts.symbols = kernel_symbols(build_dir / "ext" / f"{extension}.so", cache, build_dir)
         return facts
     facts.profile = device_profile(backend.device)
     if facts.profile is None:
         facts.notes.append(f"no entry for {backend.device} in the host's device table: profile "
                            "figures and modelled-time floors were not checked")
-    facts.symbols = kernel_symbols(build_dir / "ext" / f"{extension}.so", cache)
+    facts.symbols = kernel_symbols(build_dir / "ext" / f"{extension}.so", cache, build_dir)
     if facts.symbols is None:
         facts.notes.append("the built extension's symbols could not be read on the host (nm): kernel "
                            "names were not checked")
@@ -226,17 +227,21 @@ def _symbols_recipe() -> bytes:
                           + version).digest()
 
 
-def kernel_symbols(library: Path, cache: Path | None) -> KernelSymbols | None:
+def kernel_symbols(library: Path, cache: Path | None, root: Path) -> KernelSymbols | None:
     """KernelSymbols.from_library, kept in the build cache by what the host hashed itself (the library's bytes and
     _symbols_recipe) in a folder no sandbox is given: a warm grading of the same extension reads them back instead
-    of running nm twice and parsing every name again (~0.15 CPU-s and 0.2 s before its first round, stop 52). An
-    unreadable library or no nm is read (and said) as before, and never kept."""
+    of running nm twice and parsing every name again (~0.15 CPU-s and 0.2 s before its first round, stop 52). The
+    library is the build sandbox's file under `root`: hashed only as a regular file reached with no symlink, within
+    the build's own file size limit (capped.open_capped). Anything else, an unreadable library or no nm is read
+    (and said) as before, and never kept."""
     if cache is None:
         return KernelSymbols.from_library(library)
     try:
-        digest = hashlib.sha256(_symbols_recipe() + library.read_bytes()).hexdigest()[:32]
-    except OSError:
+        with open_capped(library, Limits().file_size_bytes, root=root) as stream:
+            digest = hashlib.file_digest(stream, "sha256").digest()
+    except (OSError, UntrustedFileError):
         return KernelSymbols.from_library(library)
+    digest = hashlib.sha256(_symbols_recipe() + digest).hexdigest()[:32]
     kept = cache / build_cache.SYMBOLS_DIR / digest / "symbols.json"
     try:
         found = json.loads(kept.read_text(encoding="utf-8"))
