@@ -244,5 +244,7 @@ def login(browser, server: Server, who: str, lang: str, errors: list[str]):  # n
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{server.url}/login?lang={lang}")
     page.fill("#token", server.tokens[who])
-    page.click("#login")
+    page.click("#login")  # waits for the navigation to commit, not for the page it lands on to be parsed
+    page.wait_for_load_state()  # so a locator's count() right after sees the whole page
+    assert "/login" not in page.url, page.content()[:2000]
     return page

@@ -137,6 +137,7 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
             assert "passed" in dee.locator(f"#sub-{dee_submission}").inner_text()
             assert dee.locator("#submissions tr[id]").count() == 1  # only dee's own
             dee.click(f"#sub-{dee_submission} a[href$='/report']")
+            dee.wait_for_load_state()
             assert "sigmoid" in dee.content() and dee.url.endswith(f"/submissions/{dee_submission}/report")
             dee.goto(f"{server.url}/?lang=zh")
             assert dee.locator("h1").inner_text() == "我的提交"
@@ -144,6 +145,7 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
 
             eli = login(browser, server, "eli", "zh", errors)
             eli.click("#opt")  # join the leaderboard (a form with its CSRF token)
+            eli.wait_for_load_state()
             assert "化名" in eli.locator("form[action='/leaderboard/opt']").inner_text()
             eli.goto(f"{server.url}/leaderboard/sigmoid")
             board = eli.locator("table.stage").first.inner_text()
@@ -157,6 +159,7 @@ def browse(server, dee_submission: int) -> None:  # noqa: ANN001
             table = teacher.locator("#submissions").inner_text()
             assert "dee" in table and "eli" in table and "评分次数" in table
             teacher.click(f"#sub-{dee_submission} button.regrade")  # a form with its CSRF token
+            teacher.wait_for_load_state()
             teacher.goto(f"{server.url}/instructor?lang=en")
             assert "Queue depth" in teacher.locator("#depth").inner_text()
             assert not errors, errors

@@ -54,6 +54,7 @@ def test_live_pages_code_and_similarity(redis_url: str, tmp_path) -> None:  # no
                 assert ann.locator(f"#sub-{theirs}").count() == 0  # bob's upload never reaches ann's page
                 # her own code; bob's is a 404
                 ann.click(f"#sub-{mine} a.code")
+                ann.wait_for_load_state()
                 assert ann.locator("h2.file").filter(has_text="sigmoid_vector.mlu").count() == 1
                 assert "__bang_active_sigmoid" in ann.locator("pre.code").all_inner_texts()[-1] or \
                     "__bang_active_sigmoid" in ann.content()
@@ -61,6 +62,7 @@ def test_live_pages_code_and_similarity(redis_url: str, tmp_path) -> None:  # no
                 assert ann.goto(f"{server.url}/instructor/similarity/sigmoid").status == 403
                 # the instructor's similarity page (zh): ann and bob handed in the same code
                 teacher.click("#assignment-sigmoid a.similarity")
+                teacher.wait_for_load_state()
                 assert teacher.locator("h1").inner_text().startswith("相似度")
                 pair = teacher.locator("#pairs tr.pair").first.inner_text()
                 assert "ann" in pair and "bob" in pair and "100%" in pair, pair
