@@ -22,6 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PROFILE = HERE / "profile.json"
+SLOT_PROFILE = HERE / "slot-profile.json"
 
 EPERM, ENOSYS = 1, 38
 # clone(2) flags that make a namespace: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
@@ -41,26 +42,37 @@ DENIED = frozenset({
 })
 
 
-def make_profile() -> dict:
+# What a slot container's zygote needs beyond a run sandbox to confine each job itself (bang_harness/slot.py):
+# new namespaces (unshare, clone's namespace flags) and the binds and tmpfs mounts of a job. Each job's processes
+# carry the run profile stacked on top, so for them these are refused again.
+SLOT_ALLOWED = frozenset({"unshare", "mount"})
+
+
+def make_profile(allowed: frozenset[str] = frozenset()) -> dict:
+    """The run profile; with `allowed` (the slot profile) those calls, and clone's namespace flags if "unshare" is
+    among them, are not refused."""
+    denied = DENIED - allowed
     return {
-        "comment": "bang-grader sandbox: allow by default, refuse " + ", ".join(sorted(DENIED))
-                   + ", clone with namespace flags, clone3 (ENOSYS); written by sandbox/images/seccomp/make_profile.py",
+        "comment": "bang-grader sandbox: allow by default, refuse " + ", ".join(sorted(denied))
+                   + ("" if "unshare" in allowed else ", clone with namespace flags")
+                   + ", clone3 (ENOSYS); written by sandbox/images/seccomp/make_profile.py",
         "defaultAction": "SCMP_ACT_ALLOW",
         "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
         "syscalls": [
-            {"names": sorted(DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM},
+            {"names": sorted(denied), "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM},
             {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS},
             # one rule per flag: rules are ORed, and (flags & flag) == flag is "this flag is set"
             *({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM,
                "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]}
-              for flag in CLONE_NAMESPACE_FLAGS),
+              for flag in (() if "unshare" in allowed else CLONE_NAMESPACE_FLAGS)),
         ],
     }
 
 
 def main() -> None:
     PROFILE.write_text(json.dumps(make_profile(), indent=1) + "\n")
-    print(PROFILE)
+    SLOT_PROFILE.write_text(json.dumps(make_profile(SLOT_ALLOWED), indent=1) + "\n")
+    print(PROFILE, SLOT_PROFILE)
 
 
 if __name__ == "__main__":
