@@ -130,8 +130,7 @@ class Result(Base):
     __tablename__ = "results"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     submission_pk: Mapped[int] = mapped_column(ForeignKey("submissions.id"), unique=True)  # counted once
-    document: Mapped[str] = mapped_column(Text)  # GradeResult JSON
-    report_html: Mapped[str] = mapped_column(Text)
+    document: Mapped[str] = mapped_column(Text)  # GradeResult JSON; the report is drawn from it on each fetch
     committed_at: Mapped[float] = mapped_column(Float)
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # the grading it holds
     replay_engine: Mapped[str | None] = mapped_column(String(16), nullable=True)  # its grading's (Submission's)

@@ -3,7 +3,7 @@
 The grading is the one job entry every front door uses (grader.orchestration.job.run_job): the batch's
 sandbox, build cache and secret seed handling, and a grader failure becomes the job's internal_error result.
 What differs is where the input comes from (the upload, stored in the database) and where the result goes:
-one transaction writing the `results` row (the document and its report, rendered by job.report_html), unique
+one transaction writing the `results` row (the document; the report is drawn from it on each fetch), unique
 per submission and stamped with the grading's generation, so a job delivered twice (its first worker SIGKILLed
 before the broker had the acknowledgement) is graded again and counted once, and a regrade's result replaces
 the one before only when it is committed (a failed regrade keeps it). A cancelled job is never graded. The task
@@ -134,9 +134,6 @@ def commit_result(db: Database, submission_id: int, result: GradeResult, generat
     generation changes nothing (a redelivered job); a regrade's replaces the one before only now, so the old
     result is shown until this commit; a regrade the grader failed on (internal error) keeps the old result and
     is recorded as failed. Returns what happened."""
-    from grader.orchestration.job import report_html
-
-    html = report_html(result)
     try:
         with db.session() as s:
             sub = s.get(Submission, submission_id, with_for_update=True)
@@ -151,14 +148,14 @@ def commit_result(db: Database, submission_id: int, result: GradeResult, generat
                             sub.regrade_failed)
                 return "regrade failed"
             if held is None:
-                s.add(Result(submission_pk=submission_id, document=result.to_json(), report_html=html,
+                s.add(Result(submission_pk=submission_id, document=result.to_json(),
                              committed_at=now(), generation=generation, replay_engine=replay_engine))
                 s.flush()  # the unique constraint decides a race between two deliveries here
             else:  # the result before is kept among the superseded ones
                 s.add(SupersededResult(submission_pk=submission_id, generation=held.generation,
                                        document=held.document, committed_at=held.committed_at, superseded_at=now(),
                                        replay_engine=held.replay_engine))
-                held.document, held.report_html, held.committed_at = result.to_json(), html, now()
+                held.document, held.committed_at = result.to_json(), now()
                 held.generation, held.replay_engine = generation, replay_engine
             sub.verdict, sub.score, sub.max_score = str(result.verdict), result.score, result.max_score
             sub.regrade_failed = None

@@ -251,3 +251,64 @@ def test_a_real_worker_holds_a_divergent_kernel_and_its_native_regrade_resolves_
             (0, "held_for_review", None), (1, "passed", "native")], history
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_migration_0007_drops_the_stored_report_and_keeps_every_result(kind: str, tmp_path: Path) -> None:
+    """0007 on a database at 0006 holding a result and a superseded one: the never-read report_html column goes,
+    the documents and generations stay; its
+    downgrade brings the column back empty, and the code of that schema (which wrote it) can insert again."""
+    from alembic import command
+    from alembic.config import Config
+    from cluster import pg_bin, start_postgres
+    from sqlalchemy import create_engine, inspect, text
+
+    from grader.server.db import MIGRATIONS, sqlite_url
+
+    pg = None
+    if kind == "postgresql":
+        if pg_bin() is None:
+            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
+        pg = start_postgres(tmp_path / "pg")
+    url = pg.url if pg else sqlite_url(tmp_path)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    engine = create_engine(url)
+    document = result_of(Verdict.PASSED, 90.0).to_json()
+
+    def result_columns() -> set[str]:
+        return {c["name"] for c in inspect(engine).get_columns("results")}
+
+    try:
+        command.upgrade(config, "0006")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO assignments (name, backend, seed, is_open, late_penalty) VALUES "
+                              "('sigmoid', 'emu', 's', true, 0)"))
+            conn.execute(text("INSERT INTO students (student_id, name, role, token_hash, pseudonym, on_leaderboard) "
+                              "VALUES ('ann', '', 'student', 'h', 'kernel-ann', false)"))
+            conn.execute(text("INSERT INTO submissions (student_pk, assignment_pk, mode, archive, content_hash, queue, "
+                              "status, grade_runs, submitted_at, late, verdict) VALUES (1, 1, 'final', :a, 'c', "
+                              "'grade.emu.mlu370-x8', 'done', 2, 1.0, false, 'passed')"), {"a": b""})
+            conn.execute(text("INSERT INTO results (submission_pk, document, report_html, committed_at, generation) "
+                              "VALUES (1, :d, '<html>old</html>', 2.0, 1)"), {"d": document})
+            conn.execute(text("INSERT INTO superseded_results (submission_pk, generation, document, committed_at, "
+                              "superseded_at) VALUES (1, 0, :d, 1.5, 2.0)"), {"d": document})
+        command.upgrade(config, "0007")
+        assert "report_html" not in result_columns() and "document" in result_columns()
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT document, generation FROM results")).all() == [(document, 1)]
+            assert conn.execute(text("SELECT count(*) FROM superseded_results")).scalar() == 1
+        command.downgrade(config, "0006")
+        assert "report_html" in result_columns()
+        with engine.begin() as conn:
+            assert conn.execute(text("SELECT report_html, generation FROM results")).all() == [("", 1)]
+            conn.execute(text("DELETE FROM results"))
+            conn.execute(text("INSERT INTO results (submission_pk, document, report_html, committed_at) VALUES "
+                              "(1, :d, '<html/>', 3.0)"), {"d": document})
+        command.upgrade(config, "head")
+        assert "report_html" not in result_columns()
+    finally:
+        engine.dispose()
+        if pg is not None:
+            pg.stop()
