@@ -27,6 +27,7 @@ from typing import Any
 import docker
 import docker.errors
 import requests
+from bang_harness.protocol import SLOT_ARGV_PREFIX
 from docker.types import LogConfig, Mount, Ulimit
 
 from grader.sandbox.base import (
@@ -82,8 +83,12 @@ class DockerRunner(StartingRunner):
     name = "docker"
 
     def __init__(self, image: str, client: docker.DockerClient | None = None, devices: list[str] | None = None,
-                 shm_bytes: int = 64 << 20, runtime: str | None = None, cap_io: bool | None = None) -> None:
+                 shm_bytes: int = 64 << 20, runtime: str | None = None, cap_io: bool | None = None,
+                 slots: bool = False) -> None:
         self.client = client or docker.from_env(timeout=60)
+        # The run phase as a job of a slot container (grader.sandbox.slot_runner): batch and server slots only.
+        self.slots = slots and not devices and not (runtime or os.environ.get(RUNTIME_ENV))
+        self.slot_note = ""
         self.image = image
         self.devices = list(devices or [])
         self.shm_bytes = shm_bytes
@@ -108,7 +113,17 @@ class DockerRunner(StartingRunner):
 
     def start(self, phase: Phase, argv: list[str], mounts: Mounts, limits: Limits,
               env: dict[str, str] | None = None) -> Started:
-        """The container started; its outcome (and its removal) come from the returned handle."""
+        """The container started (or, with slots, the job of a slot container: a plain container when no slot
+        can be had); its outcome (and its removal) come from the returned handle."""
+        if self.slots and phase is Phase.RUN and tuple(argv) == (*SLOT_ARGV_PREFIX, "run"):
+            from grader.sandbox.slot_runner import start_in_slot
+
+            try:
+                started, self.io_note = start_in_slot(self.client, self.image, mounts, argv, limits, env,
+                                                      self.cap_io)
+                return started
+            except SandboxError as exc:  # the slot itself failed: never the student's fault
+                self.slot_note = f"no slot ({exc}): a plain container"
         # The io note is kept off outcome.notes: those end up in the student's messages.
         started, self.io_note = supervise(
             phase, mounts, limits, lambda uid, gid: _Container(self._create(phase, argv, mounts, limits, env, uid, gid)),

@@ -28,7 +28,9 @@ def main(argv: list[str]) -> int:
     except Exception:  # noqa: BLE001 - no daemon (or a bwrap grader): no container of ours can be running
         status = 1
     from grader.sandbox.io_cap import release_mounts_of
+    from grader.sandbox.slot_runner import release_slot_mounts_of
 
+    release_slot_mounts_of(owner)  # its slots' binds first: they may hold an io tmpfs below
     release_mounts_of(owner)
     return status
 

@@ -56,7 +56,10 @@ def select_runner(kind: SandboxKind, batch: bool, backend: SandboxTarget, device
             if backend.passes_device and not devices:
                 raise SandboxRefused(_("no device nodes of {backend} device {device} on this host").format(
                     backend=backend.name, device=device or backend.default_device))
-            return DockerRunner(tag, client=client, devices=devices)
+            from grader.sandbox.slot_runner import slots_possible, slots_wanted
+
+            return DockerRunner(tag, client=client, devices=devices,
+                                slots=batch and not backend.passes_device and slots_wanted() and slots_possible())
         if client is not None:
             why = _("the sandbox image {tag} is not built (run `{fix}`)").format(tag=backend.image_tag(),
                                                                                 fix=backend.image_fix())

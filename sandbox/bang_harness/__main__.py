@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     worker = commands.add_parser("worker", help=argparse.SUPPRESS)  # started by `run`, one per crash
     worker.add_argument("--first-call", type=int, default=0)
     worker.add_argument("--control-fd", type=int, default=None)
+    zygote = commands.add_parser("zygote", help=argparse.SUPPRESS)  # a slot container's first process
+    zygote.add_argument("--profile", required=True)
     server = commands.add_parser("forkserver", help=argparse.SUPPRESS)  # started by the keeper (rounds)
     server.add_argument("--requests-fd", type=int, required=True)
     server.add_argument("--replies-fd", type=int, required=True)
@@ -71,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_replay_session(paths)
         return run_replay(paths) if args.command == "replay" else replay_one(paths, Path(args.journal))
+    if args.command == "zygote":
+        from pathlib import Path
+
+        from .zygote import serve as serve_slot
+
+        return serve_slot(Path(args.profile))
     if args.command == "forkserver":
         from .forkserver import serve
 

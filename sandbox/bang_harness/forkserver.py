@@ -21,6 +21,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,8 +137,50 @@ def serve(requests_fd: int, replies_fd: int) -> int:
     return 0
 
 
+# In a slot (bang_harness.zygote) the keeper's interpreter has torch imported already: its fork server is a fork
+# of it, made before the keeper reads the key (session.run_session), not a second interpreter importing torch.
+IN_PLACE = False
+
+
+class _ForkedServer:
+    """The fork server forked in place, followed as subprocess.Popen is (pid, wait, kill)."""
+
+    def __init__(self, requests_fd: int, replies_fd: int) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _close_all_but({0, 1, 2, requests_fd, replies_fd})
+                code = serve(requests_fd, replies_fd)
+            except BaseException:  # noqa: BLE001 -- the keeper sees it die; show why
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("forkserver", timeout or 0.0)
+            else:
+                time.sleep(0.01)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class ForkServer:
-    """The keeper's handle on its fork server (a child interpreter started before any student code)."""
+    """The keeper's handle on its fork server (a child interpreter started before any student code, or in a slot
+    a fork of the keeper's made before it reads the key: IN_PLACE)."""
 
     def __init__(self) -> None:
         to_server_read, self._to_server = os.pipe()
@@ -145,8 +188,9 @@ class ForkServer:
         argv = [sys.executable, "-m", "bang_harness", "forkserver", "--requests-fd", str(to_server_read),
                 "--replies-fd", str(from_server_write)]
         try:
-            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                            pass_fds=(to_server_read, from_server_write))
+            self.process: subprocess.Popen | _ForkedServer = (
+                _ForkedServer(to_server_read, from_server_write) if IN_PLACE else
+                subprocess.Popen(argv, stdin=subprocess.DEVNULL, pass_fds=(to_server_read, from_server_write)))
         finally:
             os.close(to_server_read)
             os.close(from_server_write)

@@ -279,3 +279,18 @@ class KernelWindow:
             raise ValueError("kernel records without CNPAPI")
         records = tuple(KernelRecord.from_json(k) for k in kernels) if cnpapi else None
         return cls(_count(data, "invocation", _NS_MAX), float(device_us), records, _count(data, "dropped", _NS_MAX))
+
+
+# A slot container (bang_harness.zygote; DESIGN "a zygote per worker slot"): the slot's host folder is bound on
+# SLOT_DIR. The host writes one JSON request per line into SLOT_CONTROL (a FIFO it made): {"op": "run", "job": k,
+# "argv": [...], "env": {...}, "tmp_bytes": n, "masks": [[masked...], [read-only...]]} or {"op": "kill", "job": k};
+# job k's folders are SLOT_DIR/k/{io,submission,build} (the host binds the grading's folders on them), its
+# stdout and stderr the FIFOs SLOT_DIR/k/{stdout,stderr} the host made and reads. Once the job's pid 1 says it is
+# confined (or why it could not be) the zygote writes SLOT_DIR/k/SLOT_STARTED; when it has ended,
+# SLOT_DIR/k/SLOT_STATUS: {"job": k, "code": C's exit status}. SLOT_READY says the zygote listens.
+SLOT_DIR = "/slot"
+SLOT_CONTROL = "control"
+SLOT_READY = "ready"
+SLOT_STATUS = "status.json"
+SLOT_STARTED = "started.json"  # {"job": k, "confined": bool, "why": str | None}: written before the job's end
+SLOT_ARGV_PREFIX = ("python3", "-m", "bang_harness")  # the only command a slot runs (the harness's own)

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import forkserver
 from .forkserver import ForkServer
 from .job import Job, JobError
 from .paths import HarnessPaths
@@ -157,14 +158,18 @@ def point_at_round(io: Path, round_dir: Path) -> None:
 def run_session(paths: HarnessPaths) -> int:
     make_undumpable()
     become_subreaper()
+    # In a slot the fork server is a fork of this process: made before the key is read, it never held it.
+    early = ForkServer() if forkserver.IN_PLACE else None
     try:
         master = take_trace_key(paths)  # first: before anything that runs student code exists
         if master is None:
             raise JobError("rounds need the host's key in /io/trace.key")
     except JobError as exc:
         print(f"bang_harness: {exc}", file=sys.stderr)
+        if early is not None:
+            early.stop()
         return ExitCode.JOB_UNREADABLE
-    server = ForkServer()
+    server = early or ForkServer()
     try:
         index = 0
         while True:

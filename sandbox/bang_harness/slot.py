@@ -28,6 +28,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ SCMP_CMP = {"SCMP_CMP_NE": 1, "SCMP_CMP_LT": 2, "SCMP_CMP_LE": 3, "SCMP_CMP_EQ":
             "SCMP_CMP_GT": 6, "SCMP_CMP_MASKED_EQ": 7}
 
 TMPFS_OPTIONS = b"mode=1777,size=%d"
+CONFINED = b"confined"
 JOB_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
 
 
@@ -120,18 +122,22 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _map_self(uid: int, gid: int) -> None:
-    """The new user namespace maps this process's own uid and gid to themselves (nothing else is mapped). A
-    non-dumpable process's /proc/self files are root's, so it is dumpable while it writes them, then as before
-    (no process of a job exists yet to attach in between)."""
+def _write_self(*files: tuple[str, str]) -> None:
+    """Writes /proc/self files. A non-dumpable process's are root's, so it is dumpable while it writes them,
+    then as before (no process of a job exists yet to attach in between)."""
     was = _check(_libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), "PR_GET_DUMPABLE")
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
     try:
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+        for path, text in files:
+            _write(path, text)
     finally:
         _check(_libc.prctl(PR_SET_DUMPABLE, was, 0, 0, 0), "PR_SET_DUMPABLE")
+
+
+def _map_self(uid: int, gid: int) -> None:
+    """The new user namespace maps this process's own uid and gid to themselves (nothing else is mapped)."""
+    _write_self(("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1\n"),
+                ("/proc/self/gid_map", f"{gid} {gid} 1\n"))
 
 
 def _locked_flags(path: Path) -> int:
@@ -233,17 +239,42 @@ def enter_job(mounts: JobMounts) -> None:
     _tmpfs("/dev/shm", mounts.tmp_bytes)
 
 
-def lock_job(profile: dict, fresh_proc: bool = True) -> bool:
-    """Step 2 (in the new pid namespace's pid 1, before anything of the student's exists): a fresh /proc where the
-    container allows one (returns whether it was mounted), then a second user and mount namespace -- every mount
-    of step 1 becomes locked -- then no capability, no_new_privs, the run profile stacked."""
+@dataclass(frozen=True)
+class ProcMasks:
+    """What Docker hides of /proc and /sys in a plain container (its MaskedPaths and ReadonlyPaths, read by the
+    host from the daemon): a job's fresh /proc gets the same, locked with the rest."""
+
+    masked: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+
+
+def _mask(masks: ProcMasks) -> None:
+    for path in masks.masked:
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=0")
+        elif os.path.exists(path):
+            _mount("/dev/null", path, None, MS_BIND)
+    for path in masks.read_only:
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _locked_flags(Path(path)))
+
+
+def lock_job(profile: dict, masks: ProcMasks | None = None) -> bool:
+    """Step 2 (in the new pid namespace's pid 1, before anything of the student's exists): with `masks`, a fresh
+    /proc of the job's own pid namespace with Docker's masks laid over it (SlotError when the container cannot
+    give one: a slot container is started without Docker's own masks for that); without, the container's /proc
+    stays (returns whether a fresh one was mounted). Then a second user and mount namespace -- every mount of step
+    1 and the masks become locked -- no capability, no_new_privs, the run profile stacked."""
     mounted = False
-    if fresh_proc:
-        try:
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-            mounted = True
-        except SlotError:  # Docker's masked /proc paths make a new proc "too revealing" (EPERM): keep the container's
-            pass
+    try:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        mounted = True
+    except SlotError:  # Docker's masked /proc paths make a new proc "too revealing" (EPERM)
+        if masks is not None:
+            raise
+    if masks is not None:
+        _mask(masks)
     uid, gid = os.getuid(), os.getgid()
     _unshare(CLONE_NEWUSER | CLONE_NEWNS)
     _map_self(uid, gid)
@@ -253,26 +284,77 @@ def lock_job(profile: dict, fresh_proc: bool = True) -> bool:
     return mounted
 
 
-def run_confined(mounts: JobMounts, profile: dict, job: Callable[[], int], keep_fds: Iterable[int] = ()) -> int:
+@dataclass
+class ConfinedJob:
+    """A job started by `start_confined`: C's pid (the zygote's child) and the job's pid 1 as the zygote's pid
+    namespace numbers it (None until C has said it, or when C failed before)."""
+
+    c_pid: int
+    first_pid: int | None
+    confined: bool = False  # pid 1 said it is locked, before the job ran
+    why: str | None = None  # else why not (the job never ran)
+    status: int | None = None  # C's exit status (os.waitstatus_to_exitcode) once reaped
+
+    def poll(self) -> int | None:
+        if self.status is None:
+            pid, status = os.waitpid(self.c_pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+        return self.status
+
+    def wait(self) -> int:
+        if self.status is None:
+            self.status = os.waitstatus_to_exitcode(os.waitpid(self.c_pid, 0)[1])
+        return self.status
+
+    def kill(self) -> None:
+        """Every process of the job: its pid 1 killed, the kernel kills the rest of its pid namespace."""
+        if self.status is None and self.first_pid is not None:
+            try:
+                os.kill(self.first_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def start_confined(mounts: JobMounts, profile: dict, job: Callable[[], int], keep_fds: Iterable[int] = (),
+                   stdio: tuple[int, int] | None = None, masks: ProcMasks | None = None) -> ConfinedJob:
     """Forks C, which confines itself (`enter_job`) and forks the job's pid 1, which locks itself (`lock_job`) and
-    runs `job`; returns the job's exit status as os.waitstatus_to_exitcode gives it (negative: a signal). Every
-    process of the job dies with its pid 1 (the kernel kills a pid namespace whose first process ends). A
-    confinement step that fails ends C with status 125 before `job` runs."""
+    runs `job`. `stdio`: the job's stdout and stderr (descriptors of the caller's, closed here afterwards). C's exit
+    status is the job's (0-255; 128 + n for signal n); a confinement step that fails ends C with 125 before `job`
+    runs. Every process of the job dies with its pid 1 (the kernel kills a pid namespace whose first process
+    ends)."""
     keep = list(keep_fds)
+    told_read, told_write = os.pipe()
+    locked_read, locked_write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
     child = os.fork()
     if child == 0:  # C
         code = 125
         try:
             make_undumpable()  # as the zygote: a job's processes (same uid) must not attach to C or read its memory
-            _close_fds(keep)
+            if stdio is not None:
+                os.dup2(stdio[0], 1)
+                os.dup2(stdio[1], 2)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            _close_fds([*keep, told_write, locked_write])
+            _write_self(("/proc/self/oom_score_adj", "1000"))  # the OOM killer takes the job's before the zygote
             enter_job(mounts)
             first = os.fork()
             if first == 0:  # pid 1 of the job's pid namespace
+                os.close(told_write)
                 try:
-                    lock_job(profile)
+                    # a session and process group of the job's own: killpg(0) from a job process would
+                    # otherwise reach the zygote's group, which the kernel resolves across pid namespaces
+                    os.setsid()
+                    lock_job(profile, masks)
                 except BaseException as exc:  # noqa: BLE001 - reported, then the job never runs
-                    print(f"slot: {exc}", file=sys.stderr, flush=True)
+                    os.write(locked_write, f"slot: {exc}".encode()[:4000])
                     os._exit(125)
+                os.write(locked_write, CONFINED)  # the zygote's word that the job runs confined
+                os.close(locked_write)
                 try:
                     code = int(job())
                 except SystemExit as exc:
@@ -285,15 +367,39 @@ def run_confined(mounts: JobMounts, profile: dict, job: Callable[[], int], keep_
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code & 0xFF)
+            os.close(locked_write)
+            os.write(told_write, str(first).encode())
+            os.close(told_write)
             _, status = os.waitpid(first, 0)
             code = os.waitstatus_to_exitcode(status)
             code = code & 0xFF if code >= 0 else 128 - code
         except BaseException as exc:  # noqa: BLE001 - a confinement step failed: C's status says so
-            print(f"slot: {exc}", file=sys.stderr, flush=True)
+            try:
+                os.write(locked_write, f"slot: {exc}".encode()[:4000])
+            except OSError:
+                pass
             code = 125
         os._exit(code)
-    _, status = os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status)
+    os.close(told_write)
+    os.close(locked_write)
+    if stdio is not None:
+        os.close(stdio[0])
+        os.close(stdio[1])
+    told = os.read(told_read, 32)  # C's word, or EOF when C failed before its fork
+    os.close(told_read)
+    said = b""
+    while chunk := os.read(locked_read, 4096):  # pid 1's word once locked, or why not; EOF after either
+        said += chunk
+    os.close(locked_read)
+    return ConfinedJob(child, int(told) if told.strip().isdigit() else None,
+                       confined=said == CONFINED, why=None if said == CONFINED else
+                       (said.decode("utf-8", "replace") or "the job ended before it was confined"))
+
+
+def run_confined(mounts: JobMounts, profile: dict, job: Callable[[], int], keep_fds: Iterable[int] = (),
+                 masks: ProcMasks | None = None) -> int:
+    """`start_confined` and wait: the job's exit status as C gives it."""
+    return start_confined(mounts, profile, job, keep_fds, masks=masks).wait()
 
 
 def make_undumpable() -> None:

@@ -1,8 +1,8 @@
 """Runs in a slot container as its zygote (tests/sandbox/test_slot.py): torch imported once, non-dumpable, then
 jobs confined one after another by bang_harness.slot.run_confined. Job 1 leaves what a job could leave (files in
 /io, /tmp and /dev/shm, a detached process, a SysV segment); job 2 is an honest job (torch with threads, a
-subprocess, fork); job 3 tries every way out and records what it got; job 4 is a fork bomb; job 5 checks the slot
-still serves. Prints one JSON object: each job's exit code and what the jobs and the zygote saw.
+subprocess, fork); job 3 tries every way out and records what it got; job 4 is a fork bomb; job 5 SIGKILLs its parent,
+pid 1, the zygote's pid, every process it may (-1) and its own process group; job 6 checks the slot still serves. Prints one JSON object: each job's exit code and what the jobs and the zygote saw.
 
 argv: PROFILE [--no-stack]  (--no-stack: the jobs get an allow-all filter instead of the run profile, so what is
 left refused is the namespaces' and MNT_LOCKED's doing, not seccomp's)."""
@@ -133,6 +133,23 @@ def job_bomb() -> int:
     return 3
 
 
+def job_kills() -> int:
+    """What kill_parent does in the corpus: every signal a job can send at its own group and at everything."""
+    import signal
+
+    for target in (os.getppid(), 1, ZYGOTE):
+        try:
+            os.kill(target, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    os.killpg(0, signal.SIGKILL)
+    return 0
+
+
 def job_after() -> int:
     report("after", {"io": sorted(os.listdir("/io")), "tmp": os.listdir("/tmp"), "torch": float(torch.ones(2).sum())})
     return 0
@@ -149,7 +166,7 @@ def main() -> int:
         profile = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}
     slot.make_undumpable()
     out: dict = {"jobs": {}, "left": {}}
-    for n, job in enumerate((job_leaves, job_honest, job_escapes, job_bomb, job_after), start=1):
+    for n, job in enumerate((job_leaves, job_honest, job_escapes, job_bomb, job_kills, job_after), start=1):
         base = SLOT / str(n)
         for folder in ("io", "submission", "build"):
             (base / folder).mkdir(parents=True)

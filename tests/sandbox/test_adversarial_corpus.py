@@ -76,6 +76,9 @@ def _grade(submission: Path, out: Path, backend: str = "emu"):
 
 
 def _our_containers() -> list[str]:
+    from grader.sandbox.slot_runner import close_slots
+
+    close_slots()  # with BANG_GRADER_SLOTS=1 this process keeps its slot containers for the next grading
     client = docker.from_env(timeout=30)
     return [summary_name(s) for s in container_summaries(client, f"{OWNER_LABEL}={os.getpid()}")
             if RUN_LABEL in (s.get("Labels") or {})]

@@ -127,3 +127,13 @@ def test_a_fork_bomb_ends_with_its_job_and_the_slot_serves_the_next(stacked: dic
     assert stacked["left"]["job_bomb"] == []  # every one of its processes died with its pid 1
     assert stacked["jobs"]["job_after"] == 0
 
+
+@pytest.mark.parametrize("name", ["stacked", "unstacked"])
+def test_a_job_killing_all_it_can_kills_only_itself(name: str, request: pytest.FixtureRequest) -> None:
+    """Its parent, pid 1 (itself: the kernel spares a namespace's init from its own), the zygote's pid (another
+    process's number in the job's namespace, or none), kill(-1) and killpg(0): the job ends by its own group's
+    SIGKILL or survives it (here the job is pid 1, which the kernel spares), the zygote serves the next job."""
+    seen = request.getfixturevalue(name)
+    assert seen["jobs"]["job_kills"] in (0, 128 + 9), seen["jobs"]
+    assert seen["left"]["job_kills"] == [] and seen["jobs"]["job_after"] == 0
+

@@ -1,0 +1,138 @@
+"""Gradings whose run sandbox is a job of a slot container (grader.sandbox.slot_runner, BANG_GRADER_SLOTS=1) get
+the grades of plain containers, both ways: honest students (the sigmoid references) keep every point, and the
+attacks of the adversarial corpus and the known-bad fixtures get the verdicts they get in plain containers; a
+slot that cannot confine a job falls back to a plain container with the same grade. Real docker, the real
+emulation image, real batch workers (each its own slot, reused from one student to the next)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from grader.sandbox import slot_runner
+
+pytestmark = pytest.mark.docker
+
+KERNELS = Path(__file__).resolve().parents[2] / "reference_kernels"
+HONEST = ("sigmoid/vector", "sigmoid/multicore", "sigmoid/pipeline")
+ODD = ("adversarial/fork_bomb", "adversarial/endless_output", "adversarial/tmpfs_fill", "adversarial/read_proc",
+       "adversarial/kill_parent", "adversarial/ptrace_siblings", "adversarial/key_from_memory",
+       "adversarial/forged_results", "known_bad/wrong_task_offset", "known_bad/wrapper_calls_torch_sigmoid")
+
+
+def _needs_slots() -> None:
+    if not slot_runner.slots_possible():
+        pytest.skip("slots need root, mount and a local Docker daemon sharing our mount namespace")
+
+
+def _created(client: docker.DockerClient, since: float) -> dict[str, int]:
+    """Containers created since `since`, by the phase label ("run", "build", "slot", ...)."""
+    counts: dict[str, int] = {}
+    for event in client.events(since=int(since), until=int(time.time()) + 1, decode=True,
+                               filters={"type": "container", "event": "create"}):
+        phase = (event.get("Actor", {}).get("Attributes") or {}).get("org.bang-grader.phase", "")
+        counts[phase] = counts.get(phase, 0) + 1
+    return counts
+
+
+def _book(out: Path) -> dict[str, tuple[str, str]]:
+    return {row["student_id"]: (row["verdict"], row["total"])
+            for row in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
+
+
+@pytest.mark.slow
+def test_a_class_graded_in_slots_gets_the_grades_of_plain_containers(emu_image: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_slots()
+    from grader.drivers.batch import run_batch
+
+    class_dir = tmp_path / "class"
+    for name in (*HONEST, *ODD):
+        shutil.copytree(KERNELS / name, class_dir / name.replace("/", "-"))
+    client = docker.from_env(timeout=60)
+    books, created = {}, {}
+    (tmp_path / "no-references").mkdir()
+    for mode in ("plain", "slots"):
+        if mode == "slots":
+            monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
+        since = time.time() - 1
+        run_batch(class_dir, "sigmoid", tmp_path / mode, workers=2, sandbox="docker", progress=False, seed="slots",
+                  reference_root=tmp_path / "no-references")
+        created[mode] = _created(client, since)
+        books[mode] = _book(tmp_path / mode)
+    assert books["slots"] == books["plain"], {s: (books["plain"][s], books["slots"].get(s)) for s in books["plain"]
+                                              if books["slots"].get(s) != books["plain"][s]}
+    honest = [name.replace("/", "-") for name in HONEST]
+    assert all(books["slots"][s][1] not in ("", "0") for s in honest), books["slots"]
+    # the run sandboxes went to the slots (one per worker, replaced where a job took its slot down)
+    assert 1 <= created["slots"].get("slot", 0) <= 2 + len(ODD), created
+    assert created["plain"].get("run", 0) - created["slots"].get("run", 0) >= len(HONEST), created
+
+
+def test_a_slot_that_cannot_confine_its_job_falls_back_to_a_plain_container(
+        emu_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slot started under the run profile (which refuses unshare): its zygote cannot confine the job, so the
+    run sandbox is a plain container, and the grade is the plain one."""
+    _needs_slots()
+    from grader.orchestration.build_cache import default_build_cache
+    from grader.orchestration.job import run_job
+    from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
+
+    def grade(out: Path):  # noqa: ANN202
+        return run_job(KERNELS / "sigmoid" / "vector", GradeRequest(seed="slots", seed_mode="public"),
+                       GradeEnvironment(backend="emu", sandbox="docker", batch=True,
+                                        build_cache=default_build_cache()), GradeObserver(out_dir=out)).result
+
+    plain = grade(tmp_path / "plain")
+    client = docker.from_env(timeout=60)
+    monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
+    monkeypatch.setattr(slot_runner, "SLOT_PROFILE", slot_runner.SECCOMP_PROFILE)
+    since = time.time() - 1
+    try:
+        fallen = grade(tmp_path / "fallen")
+    finally:
+        slot_runner.close_slots()
+    made = _created(client, since)
+    assert made.get("slot", 0) >= 1 and made.get("run", 0) >= 2, made  # a slot tried; the run and the replay plain
+    assert (fallen.verdict, fallen.score) == (plain.verdict, plain.score)
+    assert [s.verdict for s in fallen.stages] == [s.verdict for s in plain.stages]
+    assert [s.timing.median_us if s.timing else None for s in fallen.stages] == \
+        [s.timing.median_us if s.timing else None for s in plain.stages]
+
+
+def test_gradings_in_one_slot_one_after_another_keep_their_grades(emu_image: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process, one slot: an honest grading, a fork bomb, a process left behind (kill_parent), then the honest
+    one again -- the same grade as the first, in the same slot container."""
+    _needs_slots()
+    from grader.orchestration.build_cache import default_build_cache
+    from grader.orchestration.job import run_job
+    from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
+
+    def grade(name: str, out: Path):  # noqa: ANN202
+        return run_job(KERNELS / name, GradeRequest(seed="slots", seed_mode="public"),
+                       GradeEnvironment(backend="emu", sandbox="docker", batch=True,
+                                        build_cache=default_build_cache()), GradeObserver(out_dir=out)).result
+
+    monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
+    client = docker.from_env(timeout=60)
+    since = time.time() - 1
+    try:
+        first = grade("sigmoid/vector", tmp_path / "first")
+        bomb = grade("adversarial/fork_bomb", tmp_path / "bomb")
+        left = grade("adversarial/kill_parent", tmp_path / "left")
+        again = grade("sigmoid/vector", tmp_path / "again")
+    finally:
+        slot_runner.close_slots()
+    made = _created(client, since)
+    assert str(bomb.verdict) not in ("passed", "internal_error") and str(left.verdict) != "internal_error"
+    assert (again.verdict, again.score) == (first.verdict, first.score) and first.score > 0
+    assert [s.timing.median_us if s.timing else None for s in again.stages] == \
+        [s.timing.median_us if s.timing else None for s in first.stages]
+    assert made.get("slot", 0) <= 2, made  # reused (a job that took it down may cost one replacement)
