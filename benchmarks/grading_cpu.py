@@ -12,6 +12,8 @@ average is printed). `--cold N` first grades N times with an empty build cache e
 differs by a comment), cold (empty build cache) then warm (the same cache, a fresh batch folder), per tree:
 submissions per minute and CPU seconds per graded submission. `--warm-runs K` runs K warm batches per tree after
 both cold ones, interleaved in alternating order (the VM drifts within minutes), and reports their medians.
+`--after-env KEY=VALUE` (repeatable) runs "after" with that environment; with `--before HEAD` the two sides are
+one tree with and without it (e.g. BANG_GRADER_SLOTS=1: the run sandboxes in slot containers).
 """
 
 from __future__ import annotations
@@ -41,10 +43,17 @@ def children_cpu() -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
+EXTRA_ENV: dict[str, dict[str, str]] = {"before": {}, "after": {}}  # --after-env
+
+
+def _side(tree: Path) -> str:
+    return "after" if tree == REPO else "before"
+
+
 def submit(tree: Path, submission: Path, out: Path, cache: Path, setup: bool = False) -> dict:
     parent = f"/bang-bench-submit-{uuid.uuid4().hex[:8]}"
     # The public cases' arrays (spec/array_cache.py) kept beside the build cache, as warm or cold as it is
-    env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'sandbox'}", "BANG_GRADER_BUILD_CACHE": str(cache),
+    env = {**os.environ, **EXTRA_ENV[_side(tree)], "PYTHONPATH": f"{tree}:{tree / 'sandbox'}", "BANG_GRADER_BUILD_CACHE": str(cache),
            "BANG_GRADER_ARRAY_CACHE": f"{cache}-arrays", CGROUP_PARENT_ENV: parent}
     argv = [sys.executable, "-m", "grader.cli", "submit", str(submission), "--out", str(out), "--json",
             "--sandbox", "docker", *([] if setup else ["--no-setup"])]
@@ -66,7 +75,7 @@ def submit(tree: Path, submission: Path, out: Path, cache: Path, setup: bool = F
 
 def batch(tree: Path, students: Path, out: Path, cache: Path, graded: int) -> dict:
     parent = f"/bang-bench-batch-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'sandbox'}", "BANG_GRADER_BUILD_CACHE": str(cache),
+    env = {**os.environ, **EXTRA_ENV[_side(tree)], "PYTHONPATH": f"{tree}:{tree / 'sandbox'}", "BANG_GRADER_BUILD_CACHE": str(cache),
            "BANG_GRADER_ARRAY_CACHE": f"{cache}-arrays", CGROUP_PARENT_ENV: parent}
     argv = [sys.executable, "-m", "grader.cli", "batch", str(students), "-a", "sigmoid", "--out", str(out),
             "--no-progress", "--no-similarity", "--seed", "bench", "--sandbox", "docker"]
@@ -134,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", type=int, default=1)
     parser.add_argument("--batch", type=int, default=0, metavar="N", help="instead: a batch of N distinct students")
     parser.add_argument("--warm-runs", type=int, default=1, help="with --batch: warm batches per tree, interleaved")
+    parser.add_argument("--after-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="the after side's extra environment (repeatable)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    EXTRA_ENV["after"].update(item.split("=", 1) for item in args.after_env)
     submission = args.submission.resolve()
     with tempfile.TemporaryDirectory(prefix="bench-cpu-") as tmp:
         root = Path(tmp)

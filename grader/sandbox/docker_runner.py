@@ -49,6 +49,16 @@ from grader.sandbox.supervise import Ending, supervise
 RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; the sweep removes by it
 OWNER_LABEL = "org.bang-grader.owner-pid"
 HOST_LABEL = "org.bang-grader.owner-host"  # a pid only means something on the host (pid namespace) it came from
+PHASE_LABEL = "org.bang-grader.phase"
+TAG_LABEL = "org.bang-grader.tag"  # BANG_GRADER_CONTAINER_TAG's value: a run's own containers, told from others'
+TAG_ENV = "BANG_GRADER_CONTAINER_TAG"
+
+
+def container_labels(phase: str) -> dict[str, str]:
+    """The labels of every container a grader process makes: ours (the sweep and the reaper find them by these),
+    whose, on which host, for what, and the run's tag when its environment has one (inherited by batch workers)."""
+    return {RUN_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(), PHASE_LABEL: phase,
+            **({TAG_LABEL: tag} if (tag := os.environ.get(TAG_ENV)) else {})}
 KILL_GRACE_SECONDS = 30.0
 # The daemon marks a container OOMKilled from an event of its own, which can land after the exit it reports (seen
 # in CI: a memory hog killed by signal 9 read back OOMKilled false under load): a SIGKILL we did not send is
@@ -139,8 +149,7 @@ class DockerRunner(StartingRunner):
                 self.image,
                 argv,
                 name=f"bang-grader-{phase}-{job}",
-                labels={RUN_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(),
-                        "org.bang-grader.phase": str(phase)},
+                labels=container_labels(str(phase)),
                 user=f"{uid}:{gid}",
                 working_dir="/tmp",
                 environment=sandbox_env(phase, env),

@@ -29,7 +29,6 @@ import json
 import os
 import select
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
@@ -53,14 +52,7 @@ from bang_harness.protocol import (
 from docker.types import LogConfig, Mount, Ulimit
 
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, SandboxError, Started
-from grader.sandbox.docker_runner import (
-    CGROUP_PARENT_ENV,
-    HOST_LABEL,
-    OWNER_LABEL,
-    RUN_LABEL,
-    SECCOMP_PROFILE,
-    pids_limit,
-)
+from grader.sandbox.docker_runner import CGROUP_PARENT_ENV, SECCOMP_PROFILE, container_labels, pids_limit
 from grader.sandbox.io_cap import _unescape_mountinfo, can_cap, same_mount_namespace_as
 from grader.sandbox.layout import sandbox_env
 from grader.sandbox.lifeline import watch_this_process
@@ -70,6 +62,7 @@ SLOTS_ENV = "BANG_GRADER_SLOTS"
 SLOT_PROFILE = SECCOMP_PROFILE.with_name("slot-profile.json")
 PROFILE_IN_SLOT = "/opt/bang-grader/run-profile.json"
 READY_SECONDS = 120.0  # the zygote's imports (torch) on a loaded machine
+CONFINE_SECONDS = 30.0  # a job confined takes ~20 ms; a zygote silent this long is replaced
 KILL_GRACE_SECONDS = 5.0
 POLL_SECONDS = 0.02
 SLOT_ROOT_PREFIX = "bang-grader-slots-"
@@ -117,8 +110,7 @@ def docker_masks(client: docker.DockerClient, image: str) -> tuple[list[str], li
     """What Docker hides of /proc and /sys in a plain container here (created, never started, inspected): the
     slot runs without them (a fresh /proc per job needs that) and lays them over each job's own /proc."""
     container = client.api.create_container(image, command=["true"], host_config=client.api.create_host_config(),
-                                            labels={RUN_LABEL: "1", OWNER_LABEL: str(os.getpid()),
-                                                    HOST_LABEL: socket.gethostname()})
+                                            labels=container_labels("masks"))
     try:
         host = client.api.inspect_container(container["Id"])["HostConfig"]
         return list(host.get("MaskedPaths") or []), list(host.get("ReadonlyPaths") or [])
@@ -137,6 +129,7 @@ class Slot:
         self.jobs = 0
         self.dead = False
         self.container_id: str | None = None
+        self.init_pid: int | None = None  # on the host's pid namespace (a local daemon: slots_possible)
         self.control: int | None = None
         try:
             # a shared mount of its own: the binds made under it later propagate into the container (rslave)
@@ -178,10 +171,10 @@ class Slot:
                 self.image, command=[*SLOT_ARGV_PREFIX, "zygote", "--profile", PROFILE_IN_SLOT],
                 name=f"bang-grader-slot-{uuid.uuid4().hex[:12]}", user=f"{uid}:{gid}", working_dir="/tmp",
                 environment=sandbox_env(Phase.RUN), host_config=host_config,
-                labels={RUN_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(),
-                        "org.bang-grader.phase": "slot"})
+                labels=container_labels("slot"))
             self.container_id = created["Id"]
             self.client.api.start(self.container_id)
+            self.init_pid = int(self.client.api.inspect_container(self.container_id)["State"]["Pid"]) or None
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise SandboxError(f"could not start a slot container: {exc}") from exc
 
@@ -193,12 +186,15 @@ class Slot:
             time.sleep(0.05)
 
     def running(self) -> bool:
-        if self.container_id is None or self.dead:
+        """The container's first process (docker-init) still there, read from the host's /proc: asked every poll
+        of a job, so never a request to the daemon."""
+        if self.container_id is None or self.dead or self.init_pid is None:
             return False
         try:
-            return bool(self.client.api.inspect_container(self.container_id)["State"]["Running"])
-        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            state = Path(f"/proc/{self.init_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
             return False
+        return state not in ("Z", "X")
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer has taken in the slot's memory cgroup (v1 memory.oom_control,
@@ -339,9 +335,9 @@ class _SlotJob:
         return {"stdout": self.streams[0], "stderr": self.streams[1]}
 
     def _confined(self) -> bool | str:
-        """True once the zygote says the job's pid 1 is confined, else why not (READY_SECONDS at most)."""
+        """True once the zygote says the job's pid 1 is confined, else why not (CONFINE_SECONDS at most)."""
         path = self.folder / SLOT_STARTED
-        deadline = time.monotonic() + READY_SECONDS
+        deadline = time.monotonic() + CONFINE_SECONDS
         while True:
             try:
                 info = os.lstat(path)

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 import docker
 import pytest
 
 from grader.sandbox import slot_runner
+from grader.sandbox.docker_runner import PHASE_LABEL, TAG_ENV, TAG_LABEL
 
 pytestmark = pytest.mark.docker
 
@@ -31,12 +34,22 @@ def _needs_slots() -> None:
         pytest.skip("slots need root, mount and a local Docker daemon sharing our mount namespace")
 
 
+@pytest.fixture(autouse=True)
+def _tagged(monkeypatch: pytest.MonkeyPatch) -> str:
+    """This test's containers (its batch workers' too) carry a tag of their own: the suite's other workers make
+    containers at the same time."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(TAG_ENV, tag)
+    return tag
+
+
 def _created(client: docker.DockerClient, since: float) -> dict[str, int]:
-    """Containers created since `since`, by the phase label ("run", "build", "slot", ...)."""
+    """This test's containers created since `since`, by the phase label ("run", "build", "slot", ...)."""
     counts: dict[str, int] = {}
     for event in client.events(since=int(since), until=int(time.time()) + 1, decode=True,
-                               filters={"type": "container", "event": "create"}):
-        phase = (event.get("Actor", {}).get("Attributes") or {}).get("org.bang-grader.phase", "")
+                               filters={"type": "container", "event": "create",
+                                        "label": f"{TAG_LABEL}={os.environ[TAG_ENV]}"}):
+        phase = (event.get("Actor", {}).get("Attributes") or {}).get(PHASE_LABEL, "")
         counts[phase] = counts.get(phase, 0) + 1
     return counts
 
@@ -136,3 +149,37 @@ def test_gradings_in_one_slot_one_after_another_keep_their_grades(emu_image: str
     assert [s.timing.median_us if s.timing else None for s in again.stages] == \
         [s.timing.median_us if s.timing else None for s in first.stages]
     assert made.get("slot", 0) <= 2, made  # reused (a job that took it down may cost one replacement)
+
+
+def test_a_grader_killed_with_its_slot_leaves_no_container_and_no_mount(emu_image: str, tmp_path: Path) -> None:
+    """SIGKILL of a process holding a slot: its reaper removes the slot container and unmounts the slot's folder
+    (release_slot_mounts_of), as it does for the plain containers and the io tmpfs."""
+    _needs_slots()
+    import signal
+    import subprocess
+    import sys
+
+    from grader.sandbox.docker_runner import OWNER_LABEL, container_summaries
+
+    code = ("import sys, time, docker\n"
+            "from grader.sandbox import slot_runner\n"
+            "from grader.sandbox.base import Limits\n"
+            f"slot = slot_runner._POOL.take(docker.from_env(), {emu_image!r}, Limits())\n"
+            "print(slot.folder, flush=True)\n"
+            "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    folder = Path(proc.stdout.readline().strip())  # type: ignore[union-attr]
+    mounted = Path("/proc/self/mountinfo").read_text()
+    assert f" {folder} " in mounted, "the slot's folder is a mount of its own while the slot lives"
+    client = docker.from_env(timeout=60)
+    assert container_summaries(client, f"{OWNER_LABEL}={proc.pid}"), "the slot container runs"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        left = (container_summaries(client, f"{OWNER_LABEL}={proc.pid}"),
+                str(folder.parent) in Path("/proc/self/mountinfo").read_text(), folder.parent.exists())
+        if left == ([], False, False):
+            break
+        time.sleep(0.5)
+    assert left == ([], False, False), left
