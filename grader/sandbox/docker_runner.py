@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -134,6 +135,7 @@ class DockerRunner(StartingRunner):
                 return started
             except SandboxError as exc:  # the slot itself failed: never the student's fault
                 self.slot_note = f"no slot ({exc}): a plain container"
+                print(f"bang-grader: {self.slot_note}", file=sys.stderr, flush=True)  # the worker's log
         # The io note is kept off outcome.notes: those end up in the student's messages.
         started, self.io_note = supervise(
             phase, mounts, limits, lambda uid, gid: _Container(self._create(phase, argv, mounts, limits, env, uid, gid)),

@@ -10,8 +10,10 @@ import csv
 import io
 import os
 import shutil
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -35,23 +37,43 @@ def _needs_slots() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _tagged(monkeypatch: pytest.MonkeyPatch) -> str:
+def _tagged(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """This test's containers (its batch workers' too) carry a tag of their own: the suite's other workers make
     containers at the same time."""
     tag = uuid.uuid4().hex
     monkeypatch.setenv(TAG_ENV, tag)
-    return tag
+    monkeypatch.delenv(slot_runner.SLOTS_ENV, raising=False)  # each test says where it wants slots
+    slot_runner.close_slots()  # none of an earlier test's (a suite run with BANG_GRADER_SLOTS=1 set)
+    yield tag
+    slot_runner.close_slots()
 
 
-def _created(client: docker.DockerClient, since: float) -> dict[str, int]:
-    """This test's containers created since `since`, by the phase label ("run", "build", "slot", ...)."""
-    counts: dict[str, int] = {}
-    for event in client.events(since=int(since), until=int(time.time()) + 1, decode=True,
-                               filters={"type": "container", "event": "create",
-                                        "label": f"{TAG_LABEL}={os.environ[TAG_ENV]}"}):
-        phase = (event.get("Actor", {}).get("Attributes") or {}).get(PHASE_LABEL, "")
-        counts[phase] = counts.get(phase, 0) + 1
-    return counts
+class _Created:
+    """This test's containers created while the block runs, by the phase label ("run", "build", "slot", ...),
+    counted from the daemon's event stream as they come: asked for afterwards, the daemon keeps only its last
+    256 events, and the suite's other worker makes containers at the same time."""
+
+    def __enter__(self) -> dict[str, int]:
+        self.counts: dict[str, int] = {}
+        self.stream = docker.from_env(timeout=None).events(
+            decode=True, filters={"type": "container", "event": "create",
+                                  "label": f"{TAG_LABEL}={os.environ[TAG_ENV]}"})
+        self.thread = threading.Thread(target=self._count, daemon=True)
+        self.thread.start()
+        return self.counts
+
+    def _count(self) -> None:
+        try:
+            for event in self.stream:
+                phase = (event.get("Actor", {}).get("Attributes") or {}).get(PHASE_LABEL, "")
+                self.counts[phase] = self.counts.get(phase, 0) + 1
+        except Exception:  # noqa: BLE001 - the stream closed under us
+            pass
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(1.0)  # the last events of the block reach the stream
+        self.stream.close()
+        self.thread.join(timeout=10)
 
 
 def _book(out: Path) -> dict[str, tuple[str, str]]:
@@ -68,16 +90,14 @@ def test_a_class_graded_in_slots_gets_the_grades_of_plain_containers(emu_image: 
     class_dir = tmp_path / "class"
     for name in (*HONEST, *ODD):
         shutil.copytree(KERNELS / name, class_dir / name.replace("/", "-"))
-    client = docker.from_env(timeout=60)
     books, created = {}, {}
     (tmp_path / "no-references").mkdir()
     for mode in ("plain", "slots"):
         if mode == "slots":
             monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
-        since = time.time() - 1
-        run_batch(class_dir, "sigmoid", tmp_path / mode, workers=2, sandbox="docker", progress=False, seed="slots",
-                  reference_root=tmp_path / "no-references")
-        created[mode] = _created(client, since)
+        with _Created() as created[mode]:
+            run_batch(class_dir, "sigmoid", tmp_path / mode, workers=2, sandbox="docker", progress=False,
+                      seed="slots", reference_root=tmp_path / "no-references")
         books[mode] = _book(tmp_path / mode)
     assert books["slots"] == books["plain"], {s: (books["plain"][s], books["slots"].get(s)) for s in books["plain"]
                                               if books["slots"].get(s) != books["plain"][s]}
@@ -103,15 +123,10 @@ def test_a_slot_that_cannot_confine_its_job_falls_back_to_a_plain_container(
                                         build_cache=default_build_cache()), GradeObserver(out_dir=out)).result
 
     plain = grade(tmp_path / "plain")
-    client = docker.from_env(timeout=60)
     monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
     monkeypatch.setattr(slot_runner, "SLOT_PROFILE", slot_runner.SECCOMP_PROFILE)
-    since = time.time() - 1
-    try:
+    with _Created() as made:
         fallen = grade(tmp_path / "fallen")
-    finally:
-        slot_runner.close_slots()
-    made = _created(client, since)
     assert made.get("slot", 0) >= 1 and made.get("run", 0) >= 2, made  # a slot tried; the run and the replay plain
     assert (fallen.verdict, fallen.score) == (plain.verdict, plain.score)
     assert [s.verdict for s in fallen.stages] == [s.verdict for s in plain.stages]
@@ -134,16 +149,11 @@ def test_gradings_in_one_slot_one_after_another_keep_their_grades(emu_image: str
                                         build_cache=default_build_cache()), GradeObserver(out_dir=out)).result
 
     monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
-    client = docker.from_env(timeout=60)
-    since = time.time() - 1
-    try:
+    with _Created() as made:
         first = grade("sigmoid/vector", tmp_path / "first")
         bomb = grade("adversarial/fork_bomb", tmp_path / "bomb")
         left = grade("adversarial/kill_parent", tmp_path / "left")
         again = grade("sigmoid/vector", tmp_path / "again")
-    finally:
-        slot_runner.close_slots()
-    made = _created(client, since)
     assert str(bomb.verdict) not in ("passed", "internal_error") and str(left.verdict) != "internal_error"
     assert (again.verdict, again.score) == (first.verdict, first.score) and first.score > 0
     assert [s.timing.median_us if s.timing else None for s in again.stages] == \
