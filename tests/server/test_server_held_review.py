@@ -132,14 +132,11 @@ def test_a_held_result_is_shown_filtered_and_regraded_natively_as_its_next_gener
         assert ann.get(f"/api/submissions/{held}").json()["result_engine"] is None
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
-def test_migration_0006_adds_and_drops_the_replay_engine_columns(kind: str, tmp_path: Path) -> None:
-    """0006 on a database at 0005 holding a graded submission: the columns arrive empty (the default engine),
-    the rows intact; its downgrade drops them and keeps the rows."""
-    from alembic import command
+def _migrations(kind: str, tmp_path: Path):  # noqa: ANN202 - Alembic's Config, an Engine, the PostgreSQL or None
+    """An empty database of `kind` (a PostgreSQL server of the test's own, or SQLite) and Alembic's config for it."""
     from alembic.config import Config
     from cluster import pg_bin, start_postgres
-    from sqlalchemy import create_engine, inspect, text
+    from sqlalchemy import create_engine
 
     from grader.server.db import MIGRATIONS, sqlite_url
 
@@ -152,7 +149,31 @@ def test_migration_0006_adds_and_drops_the_replay_engine_columns(kind: str, tmp_
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    engine = create_engine(url)
+    return config, create_engine(url), pg
+
+
+def _one_submission(conn, grade_runs: int, verdict: str) -> None:  # noqa: ANN001 - a SQLAlchemy connection
+    """An assignment, a student and one done submission of hers, written as the schema of 0005/0006 holds them."""
+    from sqlalchemy import text
+
+    conn.execute(text("INSERT INTO assignments (name, backend, seed, is_open, late_penalty) VALUES "
+                      "('sigmoid', 'emu', 's', true, 0)"))
+    conn.execute(text("INSERT INTO students (student_id, name, role, token_hash, pseudonym, on_leaderboard) "
+                      "VALUES ('ann', '', 'student', 'h', 'kernel-ann', false)"))
+    conn.execute(text("INSERT INTO submissions (student_pk, assignment_pk, mode, archive, content_hash, queue, "
+                      "status, grade_runs, submitted_at, late, verdict) VALUES (1, 1, 'final', :a, 'c', "
+                      "'grade.emu.mlu370-x8', 'done', :runs, 1.0, false, :verdict)"),
+                 {"a": b"", "runs": grade_runs, "verdict": verdict})
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_migration_0006_adds_and_drops_the_replay_engine_columns(kind: str, tmp_path: Path) -> None:
+    """0006 on a database at 0005 holding a graded submission: the columns arrive empty (the default engine),
+    the rows intact; its downgrade drops them and keeps the rows."""
+    from alembic import command
+    from sqlalchemy import inspect, text
+
+    config, engine, pg = _migrations(kind, tmp_path)
     tables = ("submissions", "results", "superseded_results")
 
     def columns() -> dict[str, set[str]]:
@@ -163,13 +184,7 @@ def test_migration_0006_adds_and_drops_the_replay_engine_columns(kind: str, tmp_
         command.upgrade(config, "0005")
         assert not any("replay_engine" in cs for cs in columns().values())
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO assignments (name, backend, seed, is_open, late_penalty) VALUES "
-                              "('sigmoid', 'emu', 's', true, 0)"))
-            conn.execute(text("INSERT INTO students (student_id, name, role, token_hash, pseudonym, on_leaderboard) "
-                              "VALUES ('ann', '', 'student', 'h', 'kernel-ann', false)"))
-            conn.execute(text("INSERT INTO submissions (student_pk, assignment_pk, mode, archive, content_hash, queue, "
-                              "status, grade_runs, submitted_at, late, verdict) VALUES (1, 1, 'final', :a, 'c', "
-                              "'grade.emu.mlu370-x8', 'done', 1, 1.0, false, 'held_for_review')"), {"a": b""})
+            _one_submission(conn, grade_runs=1, verdict="held_for_review")
             conn.execute(text("INSERT INTO results (submission_pk, document, report_html, committed_at) VALUES "
                               "(1, '{}', '', 2.0)"))
         command.upgrade(config, "0006")
@@ -259,22 +274,9 @@ def test_migration_0007_drops_the_stored_report_and_keeps_every_result(kind: str
     the documents and generations stay; its
     downgrade brings the column back empty, and the code of that schema (which wrote it) can insert again."""
     from alembic import command
-    from alembic.config import Config
-    from cluster import pg_bin, start_postgres
-    from sqlalchemy import create_engine, inspect, text
+    from sqlalchemy import inspect, text
 
-    from grader.server.db import MIGRATIONS, sqlite_url
-
-    pg = None
-    if kind == "postgresql":
-        if pg_bin() is None:
-            pytest.skip("PostgreSQL not installed (scripts/setup-system.sh --tests)")
-        pg = start_postgres(tmp_path / "pg")
-    url = pg.url if pg else sqlite_url(tmp_path)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    engine = create_engine(url)
+    config, engine, pg = _migrations(kind, tmp_path)
     document = result_of(Verdict.PASSED, 90.0).to_json()
 
     def result_columns() -> set[str]:
@@ -283,13 +285,7 @@ def test_migration_0007_drops_the_stored_report_and_keeps_every_result(kind: str
     try:
         command.upgrade(config, "0006")
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO assignments (name, backend, seed, is_open, late_penalty) VALUES "
-                              "('sigmoid', 'emu', 's', true, 0)"))
-            conn.execute(text("INSERT INTO students (student_id, name, role, token_hash, pseudonym, on_leaderboard) "
-                              "VALUES ('ann', '', 'student', 'h', 'kernel-ann', false)"))
-            conn.execute(text("INSERT INTO submissions (student_pk, assignment_pk, mode, archive, content_hash, queue, "
-                              "status, grade_runs, submitted_at, late, verdict) VALUES (1, 1, 'final', :a, 'c', "
-                              "'grade.emu.mlu370-x8', 'done', 2, 1.0, false, 'passed')"), {"a": b""})
+            _one_submission(conn, grade_runs=2, verdict="passed")
             conn.execute(text("INSERT INTO results (submission_pk, document, report_html, committed_at, generation) "
                               "VALUES (1, :d, '<html>old</html>', 2.0, 1)"), {"d": document})
             conn.execute(text("INSERT INTO superseded_results (submission_pk, generation, document, committed_at, "
