@@ -299,6 +299,9 @@ def _remove_where(client: docker.DockerClient, label: str, chosen: Callable[[dic
             removed.append(summary_name(summary))
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: another remover (a reaper, a concurrent sweep) is at it already
+                raise
     return removed
 
 

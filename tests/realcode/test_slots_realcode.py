@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import csv
 import io
+import uuid
 from pathlib import Path
 
 import pytest
 
 from grader.sandbox import slot_runner
+from grader.sandbox.docker_runner import TAG_ENV
 from tests.realcode import answers
 from tests.realcode.conftest import GRADE, require_grader
+from tests.sandbox.container_events import Created
 
 
 @pytest.mark.parametrize("assignment", ["sigmoid", "matmul"])
@@ -36,15 +39,20 @@ def test_public_answers_grade_alike_in_slots_and_plain_containers(assignment: st
     for answer in found:
         answers.stage(answer, class_dir / answer.key)
     (tmp_path / "no-references").mkdir()
-    books = {}
+    monkeypatch.setenv(TAG_ENV, uuid.uuid4().hex)
+    monkeypatch.delenv(slot_runner.SLOTS_ENV, raising=False)
+    books, created = {}, {}
     for mode in ("plain", "slots"):
         if mode == "slots":
             monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
-        run_batch(class_dir, assignment, tmp_path / mode, workers=2, sandbox="docker", progress=False,
-                  seed="realcode-slots", reference_root=tmp_path / "no-references",
-                  similarity=SimilarityOptions(enabled=False))
+        with Created() as created[mode]:
+                run_batch(class_dir, assignment, tmp_path / mode, workers=2, sandbox="docker", progress=False,
+                      seed="realcode-slots", reference_root=tmp_path / "no-references",
+                      similarity=SimilarityOptions(enabled=False))
         books[mode] = {row["student_id"]: row for row in
-                       csv.DictReader(io.StringIO((tmp_path / mode / "gradebook.csv").read_text()))}
+                       csv.DictReader(io.StringIO((tmp_path / mode / "gradebook.csv").read_text()))
+                       if row["student_id"] != "(points possible)"}
     assert set(books["slots"]) == {a.key for a in found}
     differ = {key: (row, books["slots"][key]) for key, row in books["plain"].items() if books["slots"][key] != row}
     assert not differ, differ
+    assert created["slots"].get("slot", 0) >= 1 and created["plain"].get("slot", 0) == 0, created  # really in slots

@@ -10,7 +10,6 @@ import csv
 import io
 import os
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +19,8 @@ import docker
 import pytest
 
 from grader.sandbox import slot_runner
-from grader.sandbox.docker_runner import PHASE_LABEL, TAG_ENV, TAG_LABEL
+from grader.sandbox.docker_runner import TAG_ENV
+from tests.sandbox.container_events import Created
 
 pytestmark = pytest.mark.docker
 
@@ -48,34 +48,6 @@ def _tagged(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     slot_runner.close_slots()
 
 
-class _Created:
-    """This test's containers created while the block runs, by the phase label ("run", "build", "slot", ...),
-    counted from the daemon's event stream as they come: asked for afterwards, the daemon keeps only its last
-    256 events, and the suite's other worker makes containers at the same time."""
-
-    def __enter__(self) -> dict[str, int]:
-        self.counts: dict[str, int] = {}
-        self.stream = docker.from_env(timeout=None).events(
-            decode=True, filters={"type": "container", "event": "create",
-                                  "label": f"{TAG_LABEL}={os.environ[TAG_ENV]}"})
-        self.thread = threading.Thread(target=self._count, daemon=True)
-        self.thread.start()
-        return self.counts
-
-    def _count(self) -> None:
-        try:
-            for event in self.stream:
-                phase = (event.get("Actor", {}).get("Attributes") or {}).get(PHASE_LABEL, "")
-                self.counts[phase] = self.counts.get(phase, 0) + 1
-        except Exception:  # noqa: BLE001 - the stream closed under us
-            pass
-
-    def __exit__(self, *exc: object) -> None:
-        time.sleep(1.0)  # the last events of the block reach the stream
-        self.stream.close()
-        self.thread.join(timeout=10)
-
-
 def _book(out: Path) -> dict[str, tuple[str, str]]:
     return {row["student_id"]: (row["verdict"], row["total"])
             for row in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
@@ -95,7 +67,7 @@ def test_a_class_graded_in_slots_gets_the_grades_of_plain_containers(emu_image: 
     for mode in ("plain", "slots"):
         if mode == "slots":
             monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
-        with _Created() as created[mode]:
+        with Created() as created[mode]:
             run_batch(class_dir, "sigmoid", tmp_path / mode, workers=2, sandbox="docker", progress=False,
                       seed="slots", reference_root=tmp_path / "no-references")
         books[mode] = _book(tmp_path / mode)
@@ -125,7 +97,7 @@ def test_a_slot_that_cannot_confine_its_job_falls_back_to_a_plain_container(
     plain = grade(tmp_path / "plain")
     monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
     monkeypatch.setattr(slot_runner, "SLOT_PROFILE", slot_runner.SECCOMP_PROFILE)
-    with _Created() as made:
+    with Created() as made:
         fallen = grade(tmp_path / "fallen")
     assert made.get("slot", 0) >= 1 and made.get("run", 0) >= 2, made  # a slot tried; the run and the replay plain
     assert (fallen.verdict, fallen.score) == (plain.verdict, plain.score)
@@ -149,7 +121,7 @@ def test_gradings_in_one_slot_one_after_another_keep_their_grades(emu_image: str
                                         build_cache=default_build_cache()), GradeObserver(out_dir=out)).result
 
     monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
-    with _Created() as made:
+    with Created() as made:
         first = grade("sigmoid/vector", tmp_path / "first")
         bomb = grade("adversarial/fork_bomb", tmp_path / "bomb")
         left = grade("adversarial/kill_parent", tmp_path / "left")
