@@ -52,7 +52,7 @@ from bang_harness.protocol import (
 from docker.types import LogConfig, Mount, Ulimit
 
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, SandboxError, Started
-from grader.sandbox.docker_runner import CGROUP_PARENT_ENV, SECCOMP_PROFILE, container_labels, pids_limit
+from grader.sandbox.docker_settings import CGROUP_PARENT_ENV, SECCOMP_PROFILE, container_labels, pids_limit
 from grader.sandbox.io_cap import _unescape_mountinfo, can_cap, same_mount_namespace_as
 from grader.sandbox.layout import sandbox_env
 from grader.sandbox.lifeline import watch_this_process

@@ -8,7 +8,7 @@ import sys
 
 from . import backends
 from .paths import HarnessPaths
-from .protocol import JOB_FILE, REPLAYS_DIR, ROUNDS_DIR
+from .protocol import REPLAYS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,13 +52,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return replay_program(paths, args.stem)
     if args.command == "run":
-        if (paths.io / ROUNDS_DIR).is_dir() and not (paths.io / JOB_FILE).exists():
-            from .session import run_session  # the host writes the rounds one by one
+        from .session import run_phase  # the rounds, which the host writes one by one, or one job
 
-            return run_session(paths)
-        from .run import run_job
-
-        return run_job(paths)
+        return run_phase(paths)
     if args.command == "make-engine":
         from .replay import make_engine
 

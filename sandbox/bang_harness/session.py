@@ -192,3 +192,13 @@ def run_session(paths: HarnessPaths) -> int:
         return ExitCode.JOB_UNREADABLE
     finally:
         server.stop()
+
+
+def run_phase(paths: HarnessPaths) -> int:
+    """`python -m bang_harness run`: the rounds when the host hands them in one by one (/io/rounds/ and no
+    /io/job.json), else the one job."""
+    if (paths.io / ROUNDS_DIR).is_dir() and not (paths.io / JOB_FILE).exists():
+        return run_session(paths)
+    from .run import run_job
+
+    return run_job(paths)

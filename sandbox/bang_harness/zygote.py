@@ -34,10 +34,11 @@ def _job_main(argv: list[str], env: dict[str, str]) -> int:
     os.environ.update(env)
     os.chdir("/tmp")
     from . import forkserver
-    from .__main__ import main
+    from .paths import HarnessPaths
+    from .session import run_phase
 
     forkserver.IN_PLACE = True  # the rounds' fork server: forked from this interpreter, torch already imported
-    return main(argv[len(SLOT_ARGV_PREFIX):])
+    return run_phase(HarnessPaths.from_env())
 
 
 def _write_json(folder: Path, name: str, value: dict) -> None:
@@ -55,8 +56,8 @@ def _start(root: Path, request: dict, profile: dict) -> slot.ConfinedJob:
     folder = root / str(k)
     argv = [str(a) for a in request["argv"]]
     env = {str(a): str(b) for a, b in dict(request["env"]).items()}
-    if tuple(argv[:len(SLOT_ARGV_PREFIX)]) != SLOT_ARGV_PREFIX:
-        raise slot.SlotError(f"a slot runs the harness only, not {argv[:3]}")
+    if tuple(argv) != (*SLOT_ARGV_PREFIX, "run"):
+        raise slot.SlotError(f"a slot runs the harness's run phase only, not {argv[:4]}")
     masked, read_only = request["masks"]
     mounts = slot.JobMounts(io=folder / "io", submission=folder / "submission", build=folder / "build",
                             slot=root, tmp_bytes=int(request["tmp_bytes"]))
@@ -73,7 +74,7 @@ def serve(profile_path: Path, root: Path = Path(SLOT_DIR)) -> int:
     BASE_ENV.update(os.environ)
     profile = slot.read_profile(profile_path)
     preload()
-    import bang_harness.__main__  # noqa: F401 - what a job's pid 1 runs, imported once here
+    import bang_harness.run  # noqa: F401 - what a job's pid 1 runs, imported once here
     import bang_harness.session  # noqa: F401
 
     make_undumpable()

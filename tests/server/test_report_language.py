@@ -9,7 +9,6 @@ from pathlib import Path
 from factories import grade_result
 from sqlalchemy import select
 
-from grader.orchestration.job import report_html
 from grader.server.accounts import add_account
 from grader.server.admin import ensure_assignment
 from grader.server.db import Assignment, Database, Result, Student, Submission, migrate, now
@@ -30,8 +29,7 @@ def _stored(tmp_path: Path, lang: str) -> tuple[Database, int, Student]:
                          content_hash="0" * 64, queue="q", status="done", in_flight=None, submitted_at=now())
         s.add(sub)
         s.flush()
-        s.add(Result(submission_pk=sub.id, document=result.to_json(), report_html=report_html(result),
-                     committed_at=now()))
+        s.add(Result(submission_pk=sub.id, document=result.to_json(), committed_at=now()))
         s.flush()
         sub_id = sub.id
         s.expunge(student)

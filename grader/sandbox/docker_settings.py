@@ -1,0 +1,50 @@
+"""What every Docker container of the grader shares, whichever runner makes it (docker_runner's one per phase,
+slot_runner's slot containers): its labels, the pinned seccomp profile, the runtime and cgroup parent chosen by
+the environment, the pids limit under a runtime."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from grader.sandbox.base import SandboxError
+
+RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; the sweep removes by it
+OWNER_LABEL = "org.bang-grader.owner-pid"
+HOST_LABEL = "org.bang-grader.owner-host"  # a pid only means something on the host (pid namespace) it came from
+PHASE_LABEL = "org.bang-grader.phase"
+TAG_LABEL = "org.bang-grader.tag"  # BANG_GRADER_CONTAINER_TAG's value: a run's own containers, told from others'
+TAG_ENV = "BANG_GRADER_CONTAINER_TAG"
+
+
+def container_labels(phase: str) -> dict[str, str]:
+    """The labels of every container a grader process makes: ours (the sweep and the reaper find them by these),
+    whose, on which host, for what, and the run's tag when its environment has one (inherited by batch workers)."""
+    return {RUN_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(), PHASE_LABEL: phase,
+            **({TAG_LABEL: tag} if (tag := os.environ.get(TAG_ENV)) else {})}
+
+
+SECCOMP_PROFILE = Path(__file__).resolve().parents[2] / "sandbox" / "images" / "seccomp" / "profile.json"
+RUNTIME_ENV = "BANG_GRADER_DOCKER_RUNTIME"  # e.g. runsc (gVisor); unset: the daemon's default (runc)
+# The cgroup every container of this grader goes under (unset: the daemon's default): its CPU account is then
+# this grader's alone on a shared machine (benchmarks/cpu_ledger.py), or a course's slice.
+CGROUP_PARENT_ENV = "BANG_GRADER_DOCKER_CGROUP_PARENT"
+# gVisor's own sentry and gofer threads count in the container's pids cgroup, and on its ptrace platform every
+# guest thread is a host thread as well (measured here: a limit of 64 fails to start a Python at all, and the
+# build's default 256 + 128 gave "can't start new thread"). The pids limit becomes factor x pids + extra.
+RUNTIME_PIDS = {"runsc": (4, 256)}
+
+
+def pids_limit(pids: int, runtime: str | None) -> int:
+    factor, extra = RUNTIME_PIDS.get(runtime or "", (1, 0))
+    return int(pids) * factor + extra
+
+
+def seccomp_option(profile: Path = SECCOMP_PROFILE) -> str:
+    """The security_opt entry: the API takes the profile's JSON text, not a path (docker/docker-py#2819)."""
+    try:
+        text = profile.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SandboxError(f"seccomp profile {profile} is missing: {exc}") from exc
+    return "seccomp=" + text
