@@ -88,21 +88,27 @@ def _slot_root(owner: int) -> Path:
     return Path(tempfile.gettempdir()) / f"{SLOT_ROOT_PREFIX}{owner}"
 
 
-def release_slot_mounts_of(owner: int, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
+def release_slot_mounts_of(owner: int) -> list[Path]:
     """Unmounts (lazily) what grader process `owner` mounted for its slots (the reaper, once it is dead)."""
-    root = str(_slot_root(owner))
+    return _release_under(_slot_root(owner))
+
+
+def _release_under(folder: Path) -> list[Path]:
+    """Every mount at or under `folder` unmounted lazily, the deepest first, then the folder removed; returns the
+    mount points released (read from this process's mountinfo)."""
+    root = str(folder)
     try:
-        lines = mountinfo.read_text(errors="surrogateescape").splitlines()
+        lines = Path("/proc/self/mountinfo").read_text(errors="surrogateescape").splitlines()
     except OSError:
-        return []
-    points = [Path(_unescape_mountinfo(line.split()[4])) for line in lines if len(line.split()) > 4]
+        lines = []
+    points = [Path(_unescape_mountinfo(fields[4])) for fields in map(str.split, lines) if len(fields) > 4]
     released = []
     for point in sorted((p for p in points if str(p) == root or str(p).startswith(root + "/")),
                         key=lambda p: len(p.parts), reverse=True):
         if subprocess.run(["umount", "-l", str(point)], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL).returncode == 0:
             released.append(point)
-    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
     return released
 
 
@@ -238,27 +244,13 @@ class Slot:
             except (docker.errors.DockerException, requests.exceptions.RequestException):
                 pass  # the reaper and the sweep at the next start remove it
             self.container_id = None
-        for point in reversed(_mount_points_under(self.folder)):
-            subprocess.run(["umount", "-l", str(point)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        _release_under(self.folder)
 
 
 def _sandbox_ids() -> tuple[int, int]:
     from grader.sandbox.layout import sandbox_user
 
     return sandbox_user()
-
-
-def _mount_points_under(folder: Path) -> list[Path]:
-    root = str(folder)
-    points = []
-    for line in Path("/proc/self/mountinfo").read_text(errors="surrogateescape").splitlines():
-        fields = line.split()
-        if len(fields) > 4:
-            point = _unescape_mountinfo(fields[4])
-            if point == root or point.startswith(root + "/"):
-                points.append(Path(point))
-    return sorted(points, key=lambda p: len(p.parts))
 
 
 class _FifoStream:
@@ -420,9 +412,7 @@ class _SlotJob:
         self.ended.set()
         for stream in self.streams:
             stream.close()
-        for point in reversed(_mount_points_under(self.folder)):
-            subprocess.run(["umount", "-l", str(point)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        _release_under(self.folder)
         if self.container_killed or not self.slot.running():
             _POOL.discard(self.slot)
 
