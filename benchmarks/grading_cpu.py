@@ -12,8 +12,8 @@ average is printed). `--cold N` first grades N times with an empty build cache e
 differs by a comment), cold (empty build cache) then warm (the same cache, a fresh batch folder), per tree:
 submissions per minute and CPU seconds per graded submission. `--warm-runs K` runs K warm batches per tree after
 both cold ones, interleaved in alternating order (the VM drifts within minutes), and reports their medians.
-`--after-env KEY=VALUE` (repeatable) runs "after" with that environment; with `--before HEAD` the two sides are
-one tree with and without it (e.g. BANG_GRADER_SLOTS=1: the run sandboxes in slot containers).
+`--after-env KEY=VALUE` (repeatable) runs "after" with that environment, `--before-env` "before"; with `--before HEAD`
+the two sides are one tree with and without it (e.g. BANG_GRADER_SLOTS=1: the run sandboxes in slot containers).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def children_cpu() -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
-EXTRA_ENV: dict[str, dict[str, str]] = {"before": {}, "after": {}}  # --after-env
+EXTRA_ENV: dict[str, dict[str, str]] = {"before": {}, "after": {}}  # --before-env, --after-env
 
 
 def _side(tree: Path) -> str:
@@ -143,11 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", type=int, default=1)
     parser.add_argument("--batch", type=int, default=0, metavar="N", help="instead: a batch of N distinct students")
     parser.add_argument("--warm-runs", type=int, default=1, help="with --batch: warm batches per tree, interleaved")
+    parser.add_argument("--before-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable for the before side (repeatable)")
     parser.add_argument("--after-env", action="append", default=[], metavar="KEY=VALUE",
                         help="the after side's extra environment (repeatable)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     EXTRA_ENV["after"].update(item.split("=", 1) for item in args.after_env)
+    EXTRA_ENV["before"].update(item.split("=", 1) for item in args.before_env)
     submission = args.submission.resolve()
     with tempfile.TemporaryDirectory(prefix="bench-cpu-") as tmp:
         root = Path(tmp)

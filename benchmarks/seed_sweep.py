@@ -184,11 +184,14 @@ def starved(result: GradeResult, target: Target) -> bool:
 
 
 def grade_target(target: Target, seeds: list[str], mode: str, per_sandbox: int, cache: str | None,
-                 sandbox: str, per_round: int = 1, nice_after_build: int = 0) -> list[tuple[str, bool, str, float, str, float]]:
-    """(seed, correct, why, score, verdict, seconds) per seed."""
+                 sandbox: str, per_round: int = 1, nice_after_build: int = 0,
+                 batch: bool = False) -> list[tuple[str, bool, str, float, str, float]]:
+    """(seed, correct, why, score, verdict, seconds) per seed; `batch`: graded as `grade batch` grades (a slot's job
+    when slots are on)."""
     request = GradeRequest(assignment=target.assignment, seed_mode="public",
                            stages=tuple(target.stages) if target.stages else None)
-    environment = GradeEnvironment(sandbox=sandbox_name(sandbox), build_cache=Path(cache) if cache else None)
+    environment = GradeEnvironment(sandbox=sandbox_name(sandbox), build_cache=Path(cache) if cache else None,
+                                   batch=batch)
     rows = []
     chunks = [[s] for s in seeds] if mode == "separate" else \
         [seeds[i:i + per_sandbox] for i in range(0, len(seeds), per_sandbox)]
@@ -258,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(and its build) are done: the build keeps its share of a loaded host")
     parser.add_argument("--sandbox", default="docker")
     parser.add_argument("--build-cache", default=None)
+    parser.add_argument("--batch", action="store_true",
+                        help="grade as `grade batch` does (its run sandboxes are slot jobs unless BANG_GRADER_SLOTS=0)")
     args = parser.parse_args(argv)
 
     if args.summarise:
@@ -288,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = args.build_cache or str(default_build_cache())
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {t: pool.submit(grade_target, t, seeds[:count(t)], args.mode, args.seeds_per_sandbox, cache,
-                                  args.sandbox, args.seeds_per_round, args.nice_after_build)
+                                  args.sandbox, args.seeds_per_round, args.nice_after_build, args.batch)
                    for t in chosen}
         rows = {t: f.result() for t, f in futures.items()}
     staging.cleanup()

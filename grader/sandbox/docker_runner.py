@@ -27,7 +27,7 @@ from typing import Any
 import docker
 import docker.errors
 import requests
-from bang_harness.protocol import SLOT_ARGV_PREFIX
+from bang_harness.protocol import slot_command
 from docker.types import LogConfig, Mount, Ulimit
 
 from grader.sandbox.base import (
@@ -75,7 +75,8 @@ class DockerRunner(StartingRunner):
                  shm_bytes: int = 64 << 20, runtime: str | None = None, cap_io: bool | None = None,
                  slots: bool = False) -> None:
         self.client = client or docker.from_env(timeout=60)
-        # The run phase as a job of a slot container (grader.sandbox.slot_runner): batch and server slots only.
+        # The run phase's sandboxes (the rounds, the replay) as jobs of slot containers
+        # (grader.sandbox.slot_runner): batch and server slots only.
         self.slots = slots and not devices and not (runtime or os.environ.get(RUNTIME_ENV))
         self.slot_note = ""
         self.image = image
@@ -104,7 +105,7 @@ class DockerRunner(StartingRunner):
               env: dict[str, str] | None = None) -> Started:
         """The container started (or, with slots, the job of a slot container: a plain container when no slot
         can be had); its outcome (and its removal) come from the returned handle."""
-        if self.slots and phase is Phase.RUN and tuple(argv) == (*SLOT_ARGV_PREFIX, "run"):
+        if self.slots and phase is Phase.RUN and slot_command(argv) is not None:
             from grader.sandbox.slot_runner import start_in_slot
 
             try:
@@ -129,7 +130,7 @@ class DockerRunner(StartingRunner):
                 self.image,
                 argv,
                 name=f"bang-grader-{phase}-{job}",
-                labels=container_labels(str(phase)),
+                labels=container_labels(str(phase), argv),
                 user=f"{uid}:{gid}",
                 working_dir="/tmp",
                 environment=sandbox_env(phase, env),

@@ -8,21 +8,33 @@ import os
 import socket
 from pathlib import Path
 
+from bang_harness.protocol import SLOT_ARGV_PREFIX
+
 from grader.sandbox.base import SandboxError
 
 RUN_LABEL = "org.bang-grader.sandbox"  # every container we create carries it; the sweep removes by it
 OWNER_LABEL = "org.bang-grader.owner-pid"
 HOST_LABEL = "org.bang-grader.owner-host"  # a pid only means something on the host (pid namespace) it came from
 PHASE_LABEL = "org.bang-grader.phase"
+COMMAND_LABEL = "org.bang-grader.command"  # what the container runs: the harness command (run, replay, ...)
 TAG_LABEL = "org.bang-grader.tag"  # BANG_GRADER_CONTAINER_TAG's value: a run's own containers, told from others'
 TAG_ENV = "BANG_GRADER_CONTAINER_TAG"
 
 
-def container_labels(phase: str) -> dict[str, str]:
+def container_labels(phase: str, argv: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
     """The labels of every container a grader process makes: ours (the sweep and the reaper find them by these),
-    whose, on which host, for what, and the run's tag when its environment has one (inherited by batch workers)."""
+    whose, on which host, for what (its phase and, given its argv, its command), and the run's tag when its
+    environment has one (inherited by batch workers)."""
     return {RUN_LABEL: "1", OWNER_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname(), PHASE_LABEL: phase,
+            **({COMMAND_LABEL: command_of(argv)} if argv else {}),
             **({TAG_LABEL: tag} if (tag := os.environ.get(TAG_ENV)) else {})}
+
+
+def command_of(argv: list[str] | tuple[str, ...]) -> str:
+    """`python3 -m bang_harness replay` -> "replay"; any other command: its program's name."""
+    if len(argv) > len(SLOT_ARGV_PREFIX) and tuple(argv[:len(SLOT_ARGV_PREFIX)]) == SLOT_ARGV_PREFIX:
+        return argv[len(SLOT_ARGV_PREFIX)]
+    return Path(argv[0]).name if argv else ""
 
 
 SECCOMP_PROFILE = Path(__file__).resolve().parents[2] / "sandbox" / "images" / "seccomp" / "profile.json"

@@ -1,16 +1,19 @@
 """Run sandboxes in a slot container (DESIGN "a zygote per worker slot"; issue 41): the host's side.
 
 A slot is one long-lived container of the emulation image whose first process, the zygote (bang_harness.zygote),
-imported torch once; each grading's run sandbox is a job the zygote confines in namespaces of its own
-(bang_harness.slot) instead of a container of its own, so a grading no longer pays a container start and a torch
-import. The supervision is the one every runner has (grader.sandbox.supervise): the io cap, the writable folders,
+imported torch once; each of a grading's run-phase sandboxes -- the rounds' keeper, the trusted replay's keeper (or
+one replay): bang_harness.protocol.SLOT_COMMANDS -- is a job the zygote
+confines in namespaces of its own (bang_harness.slot) instead of a container of its own, so a grading no longer pays
+a container start per sandbox, nor the rounds a torch import. The supervision is the one every runner has (grader.sandbox.supervise): the io cap, the writable folders,
 the output tails, the disk watch, the wall limit. Only the substrate differs (`_SlotJob`).
 
 Where it runs: only where the host can lay a grading's folders into the slot -- root, and a Docker daemon that
-shares our mount namespace (the io cap's condition) -- for the run phase of the emulator backend, when
-BANG_GRADER_SLOTS=1. Anything else, and any failure of the slot itself (its start, the zygote's answer), runs a
+shares our mount namespace (the io cap's condition) -- for the run phase of the emulator backend, unless
+BANG_GRADER_SLOTS=0. Anything else, and any failure of the slot itself (its start, the zygote's answer), runs a
 plain container (DockerRunner), never blamed on the student. A slot holds one job at a time and is kept per
-process and per (image, limits): a batch worker or a server slot grades one submission after another in it.
+process and per (image, limits): a batch worker or a server slot grades one submission after another in it (the
+rounds in one slot, the replay, whose limits differ, in another, at the same time); at most FREE_PER_KEY idle
+slots of a kind are kept, the rest removed as they come back.
 
 The host lays job k's folders under the slot's folder (bound on /slot, a shared mount on the host, slave in the
 container): `mount --bind` of the grading's io, submission and build on <slot>/k/{io,submission,build}, and
@@ -66,11 +69,13 @@ CONFINE_SECONDS = 30.0  # a job confined takes ~20 ms; a zygote silent this long
 KILL_GRACE_SECONDS = 5.0
 POLL_SECONDS = 0.02
 SLOT_ROOT_PREFIX = "bang-grader-slots-"
+FREE_PER_KEY = 1  # idle slots kept per (image, limits): a process grades one submission at a time
 CGROUP = Path("/sys/fs/cgroup")
 
 
 def slots_wanted() -> bool:
-    return os.environ.get(SLOTS_ENV, "") == "1"
+    """Unless BANG_GRADER_SLOTS=0 (plain containers, as before stop 54)."""
+    return os.environ.get(SLOTS_ENV, "1") != "0"
 
 
 def slots_possible() -> bool:
@@ -444,7 +449,11 @@ class _Pool:
             slot.close()
             return
         with self.lock:
-            self.free.setdefault(_slot_key(slot.image, slot.limits), []).append(slot)
+            idle = self.free.setdefault(_slot_key(slot.image, slot.limits), [])
+            if len(idle) < FREE_PER_KEY:
+                idle.append(slot)
+                return
+        slot.close()  # a second one of a kind (two sandboxes of a kind at once): not kept idle
 
     def discard(self, slot: Slot) -> None:
         slot.close()

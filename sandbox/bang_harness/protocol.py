@@ -283,7 +283,7 @@ class KernelWindow:
 
 # A slot container (bang_harness.zygote; DESIGN "a zygote per worker slot"): the slot's host folder is bound on
 # SLOT_DIR. The host writes one JSON request per line into SLOT_CONTROL (a FIFO it made): {"op": "run", "job": k,
-# "argv": [...], "env": {...}, "tmp_bytes": n, "masks": [[masked...], [read-only...]]} or {"op": "kill", "job": k};
+# "argv": [...] (a SLOT_COMMANDS command), "env": {...}, "tmp_bytes": n, "masks": [[masked...], [read-only...]]} or {"op": "kill", "job": k};
 # job k's folders are SLOT_DIR/k/{io,submission,build} (the host binds the grading's folders on them), its
 # stdout and stderr the FIFOs SLOT_DIR/k/{stdout,stderr} the host made and reads. Once the job's pid 1 says it is
 # confined (or why it could not be) the zygote writes SLOT_DIR/k/SLOT_STARTED; when it has ended,
@@ -293,4 +293,15 @@ SLOT_CONTROL = "control"
 SLOT_READY = "ready"
 SLOT_STATUS = "status.json"
 SLOT_STARTED = "started.json"  # {"job": k, "confined": bool, "why": str | None}: written before the job's end
-SLOT_ARGV_PREFIX = ("python3", "-m", "bang_harness")  # the only command a slot runs (the harness's own)
+SLOT_ARGV_PREFIX = ("python3", "-m", "bang_harness")  # the only program a slot runs (the harness's own)
+# ... and its only commands: the rounds' keeper (or one job) and the trusted replay (its keeper, or one replay), each
+# a run-phase sandbox of a plain container's shape. Not the making of a build's WebAssembly engine: once per build,
+# beside the rounds and of their limits, it would start a second slot (a torch import) where a plain container
+# imports nothing.
+SLOT_COMMANDS = ("run", "replay")
+
+
+def slot_command(argv: list[str] | tuple[str, ...]) -> str | None:
+    """The harness command `argv` is, if a slot may run it as a job; else None."""
+    head, rest = tuple(argv[:len(SLOT_ARGV_PREFIX)]), tuple(argv[len(SLOT_ARGV_PREFIX):])
+    return rest[0] if head == SLOT_ARGV_PREFIX and len(rest) == 1 and rest[0] in SLOT_COMMANDS else None

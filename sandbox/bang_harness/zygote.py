@@ -18,7 +18,16 @@ import sys
 from pathlib import Path
 
 from . import slot
-from .protocol import SLOT_ARGV_PREFIX, SLOT_CONTROL, SLOT_DIR, SLOT_READY, SLOT_STARTED, SLOT_STATUS
+from .protocol import (
+    SLOT_ARGV_PREFIX,
+    SLOT_COMMANDS,
+    SLOT_CONTROL,
+    SLOT_DIR,
+    SLOT_READY,
+    SLOT_STARTED,
+    SLOT_STATUS,
+    slot_command,
+)
 
 POLL_SECONDS = 0.02
 
@@ -28,17 +37,17 @@ BASE_ENV: dict[str, str] = {}  # the slot container's own (the image's ENV and t
 
 def _job_main(argv: list[str], env: dict[str, str]) -> int:
     """In the job's pid 1, confined: the harness command `argv` with the job's environment -- the image's ENV under
-    the job's own, as a fresh run container's first process would have it."""
+    the job's own, as a fresh run container's first process would have it -- through the harness's one command
+    line (bang_harness.__main__), as that container's first process runs it."""
     os.environ.clear()
     os.environ.update(BASE_ENV)
     os.environ.update(env)
     os.chdir("/tmp")
     from . import forkserver
-    from .paths import HarnessPaths
-    from .session import run_phase
+    from .__main__ import main
 
     forkserver.IN_PLACE = True  # the rounds' fork server: forked from this interpreter, torch already imported
-    return run_phase(HarnessPaths.from_env())
+    return main(argv[len(SLOT_ARGV_PREFIX):])
 
 
 def _write_json(folder: Path, name: str, value: dict) -> None:
@@ -56,8 +65,8 @@ def _start(root: Path, request: dict, profile: dict) -> slot.ConfinedJob:
     folder = root / str(k)
     argv = [str(a) for a in request["argv"]]
     env = {str(a): str(b) for a, b in dict(request["env"]).items()}
-    if tuple(argv) != (*SLOT_ARGV_PREFIX, "run"):
-        raise slot.SlotError(f"a slot runs the harness's run phase only, not {argv[:4]}")
+    if slot_command(argv) is None:
+        raise slot.SlotError(f"a slot runs the harness's {', '.join(SLOT_COMMANDS)} only, not {argv[:4]}")
     masked, read_only = request["masks"]
     mounts = slot.JobMounts(io=folder / "io", submission=folder / "submission", build=folder / "build",
                             slot=root, tmp_bytes=int(request["tmp_bytes"]))
@@ -74,7 +83,10 @@ def serve(profile_path: Path, root: Path = Path(SLOT_DIR)) -> int:
     BASE_ENV.update(os.environ)
     profile = slot.read_profile(profile_path)
     preload()
-    import bang_harness.run  # noqa: F401 - what a job's pid 1 runs, imported once here
+    import bang_harness.__main__  # noqa: F401 - what a job's pid 1 runs, imported once here
+    import bang_harness.replay  # noqa: F401
+    import bang_harness.replay_session  # noqa: F401
+    import bang_harness.run  # noqa: F401
     import bang_harness.session  # noqa: F401
 
     make_undumpable()

@@ -40,13 +40,13 @@ def test_public_answers_grade_alike_in_slots_and_plain_containers(assignment: st
         answers.stage(answer, class_dir / answer.key)
     (tmp_path / "no-references").mkdir()
     monkeypatch.setenv(TAG_ENV, uuid.uuid4().hex)
-    monkeypatch.delenv(slot_runner.SLOTS_ENV, raising=False)
+    monkeypatch.setenv(slot_runner.SLOTS_ENV, "0")
     books, created = {}, {}
     for mode in ("plain", "slots"):
         if mode == "slots":
             monkeypatch.setenv(slot_runner.SLOTS_ENV, "1")
         with Created() as created[mode]:
-                run_batch(class_dir, assignment, tmp_path / mode, workers=2, sandbox="docker", progress=False,
+            run_batch(class_dir, assignment, tmp_path / mode, workers=2, sandbox="docker", progress=False,
                       seed="realcode-slots", reference_root=tmp_path / "no-references",
                       similarity=SimilarityOptions(enabled=False))
         books[mode] = {row["student_id"]: row for row in
@@ -56,3 +56,4 @@ def test_public_answers_grade_alike_in_slots_and_plain_containers(assignment: st
     differ = {key: (row, books["slots"][key]) for key, row in books["plain"].items() if books["slots"][key] != row}
     assert not differ, differ
     assert created["slots"].get("slot", 0) >= 1 and created["plain"].get("slot", 0) == 0, created  # really in slots
+    assert created["slots"].get("run:run", 0) == created["slots"].get("run:replay", 0) == 0, created  # all of them

@@ -10,11 +10,13 @@ import time
 
 import docker
 
-from grader.sandbox.docker_runner import PHASE_LABEL, TAG_ENV, TAG_LABEL
+from grader.sandbox.docker_runner import TAG_ENV, TAG_LABEL
+from grader.sandbox.docker_settings import COMMAND_LABEL, PHASE_LABEL
 
 
 class Created:
-    """This test's containers created while the block runs, by the phase label ("run", "build", "slot", ...),
+    """This test's containers created while the block runs, by the phase label ("run", "build", "slot", ...) and
+    by phase and command ("run:replay", "run:make-engine", ...),
     counted from the daemon's event stream as they come: asked for afterwards, the daemon keeps only its last
     256 events, and the suite's other worker makes containers at the same time."""
 
@@ -30,8 +32,12 @@ class Created:
     def _count(self) -> None:
         try:
             for event in self.stream:
-                phase = (event.get("Actor", {}).get("Attributes") or {}).get(PHASE_LABEL, "")
+                labels = event.get("Actor", {}).get("Attributes") or {}
+                phase = labels.get(PHASE_LABEL, "")
                 self.counts[phase] = self.counts.get(phase, 0) + 1
+                if COMMAND_LABEL in labels:
+                    both = f"{phase}:{labels[COMMAND_LABEL]}"
+                    self.counts[both] = self.counts.get(both, 0) + 1
         except Exception:  # noqa: BLE001 - the stream closed under us
             pass
 
