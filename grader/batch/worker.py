@@ -126,6 +126,9 @@ def serve(device: str | None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         answers.write(JOB_DONE + "\n")
+    from grader.sandbox.slot_runner import close_slots
+
+    close_slots()  # this worker's slot containers, before the pool's wait for its exit runs out
     return 0
 
 

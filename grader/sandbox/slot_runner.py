@@ -459,11 +459,15 @@ class _Pool:
         slot.close()
 
     def close_all(self) -> None:
+        """Every idle slot removed, all at once (a worker's end waits for it)."""
         with self.lock:
             slots = [s for group in self.free.values() for s in group]
             self.free.clear()
-        for slot in slots:
-            slot.close()
+        closing = [threading.Thread(target=slot.close, daemon=True) for slot in slots]
+        for thread in closing:
+            thread.start()
+        for thread in closing:
+            thread.join(timeout=60)
 
 
 def _slot_key(image: str, limits: Limits) -> tuple:

@@ -8,7 +8,6 @@ import sys
 
 from . import backends
 from .paths import HarnessPaths
-from .protocol import REPLAYS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,16 +58,16 @@ def main(argv: list[str] | None = None) -> int:
         from .replay import make_engine
 
         return make_engine(paths)
-    if args.command in ("replay", "replay-one"):
+    if args.command == "replay":
+        from .replay_session import replay_phase  # the replays the host hands in one by one, or one
+
+        return replay_phase(paths)
+    if args.command == "replay-one":
         from pathlib import Path
 
-        from .replay import REPLAY_JOB, replay_one, run_replay
+        from .replay import replay_one
 
-        if args.command == "replay" and (paths.io / REPLAYS_DIR).is_dir() and not (paths.io / REPLAY_JOB).exists():
-            from .replay_session import run_replay_session  # the host hands in the replays one by one
-
-            return run_replay_session(paths)
-        return run_replay(paths) if args.command == "replay" else replay_one(paths, Path(args.journal))
+        return replay_one(paths, Path(args.journal))
     if args.command == "zygote":
         from pathlib import Path
 

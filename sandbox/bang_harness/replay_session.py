@@ -25,6 +25,16 @@ from .run import make_undumpable, take_trace_key
 from .session import become_subreaper, sweep, wait_for_job, write_done
 
 
+def replay_phase(paths: HarnessPaths) -> int:
+    """`python -m bang_harness replay`: the replays when the host hands them in one by one (/io/replays/ and no
+    /io/replay.json), else the one replay of /io."""
+    from .replay import REPLAY_JOB, run_replay
+
+    if (paths.io / REPLAYS_DIR).is_dir() and not (paths.io / REPLAY_JOB).exists():
+        return run_replay_session(paths)
+    return run_replay(paths)
+
+
 def run_replay_session(paths: HarnessPaths, wait_seconds: float = ROUND_WAIT_SECONDS) -> int:
     make_undumpable()
     become_subreaper()

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from . import slot
 from .protocol import (
-    SLOT_ARGV_PREFIX,
     SLOT_COMMANDS,
     SLOT_CONTROL,
     SLOT_DIR,
@@ -37,17 +36,20 @@ BASE_ENV: dict[str, str] = {}  # the slot container's own (the image's ENV and t
 
 def _job_main(argv: list[str], env: dict[str, str]) -> int:
     """In the job's pid 1, confined: the harness command `argv` with the job's environment -- the image's ENV under
-    the job's own, as a fresh run container's first process would have it -- through the harness's one command
-    line (bang_harness.__main__), as that container's first process runs it."""
+    the job's own, as a fresh run container's first process would have it -- by the function the harness's
+    command line (bang_harness.__main__) calls for it."""
     os.environ.clear()
     os.environ.update(BASE_ENV)
     os.environ.update(env)
     os.chdir("/tmp")
     from . import forkserver
-    from .__main__ import main
+    from .paths import HarnessPaths
+    from .replay_session import replay_phase
+    from .session import run_phase
 
     forkserver.IN_PLACE = True  # the rounds' fork server: forked from this interpreter, torch already imported
-    return main(argv[len(SLOT_ARGV_PREFIX):])
+    phase = {"run": run_phase, "replay": replay_phase}[slot_command(argv) or ""]
+    return phase(HarnessPaths.from_env())
 
 
 def _write_json(folder: Path, name: str, value: dict) -> None:
@@ -83,8 +85,7 @@ def serve(profile_path: Path, root: Path = Path(SLOT_DIR)) -> int:
     BASE_ENV.update(os.environ)
     profile = slot.read_profile(profile_path)
     preload()
-    import bang_harness.__main__  # noqa: F401 - what a job's pid 1 runs, imported once here
-    import bang_harness.replay  # noqa: F401
+    import bang_harness.replay  # noqa: F401 - what a job's pid 1 runs, imported once here
     import bang_harness.replay_session  # noqa: F401
     import bang_harness.run  # noqa: F401
     import bang_harness.session  # noqa: F401

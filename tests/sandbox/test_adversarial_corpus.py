@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 import tomllib
+import uuid
 from pathlib import Path
 
 import docker
@@ -26,7 +27,14 @@ import pytest
 
 from grader.checks.screening import screen_submission
 from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
-from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL, container_summaries, summary_name
+from grader.sandbox.docker_runner import (
+    OWNER_LABEL,
+    RUN_LABEL,
+    TAG_ENV,
+    TAG_LABEL,
+    container_summaries,
+    summary_name,
+)
 
 CORPUS = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial"
 FIXTURES = sorted(p for p in CORPUS.iterdir() if (p / "expected.toml").is_file())
@@ -245,11 +253,12 @@ ODD_NAMES = ("\n=1+2", " =HYPERLINK(\"evil.example\",\"x\")")  # class folder na
 
 
 @pytest.mark.slow
-def test_a_class_of_honest_students_is_graded_beside_every_odd_one(emu_image, tmp_path):
+def test_a_class_of_honest_students_is_graded_beside_every_odd_one(emu_image, tmp_path, monkeypatch):
     """Issue 28, one batch: honest students (the vector reference), a tar whose member's name is not UTF-8, a
     FIFO binding, a `#line` forgery, a compile blocked on its own output, folders named like formulas, a .rar,
     a .7z and a stray file. The honest ones are graded as the reference is; each odd one gets its own verdict
-    or is listed as not graded with its reason; the CSV cells stay text; no container is left."""
+    or is listed as not graded with its reason; the CSV cells stay text; no container of the batch is left (its own:
+    they carry a tag of their own; the suite's other worker kills graders, whose reapers take a moment)."""
     import subprocess
     import tarfile
 
@@ -269,6 +278,8 @@ def test_a_class_of_honest_students_is_graded_beside_every_odd_one(emu_image, tm
     (class_dir / "erin.7z").write_bytes(b"7z\xbc\xaf\x27\x1c")
     (class_dir / "notes.txt").write_text("grading notes")
     out = tmp_path / "out"
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(TAG_ENV, tag)
     summary = run_batch(class_dir, "sigmoid", out, workers=1, sandbox="docker", progress=False, seed="corpus")
 
     book = {row["student_id"].removeprefix("'"): row  # the formula-like names come back quoted
@@ -301,7 +312,7 @@ def test_a_class_of_honest_students_is_graded_beside_every_odd_one(emu_image, tm
                 if cell.lstrip().startswith(FORMULA_STARTS) or cell.startswith(FORMULA_STARTS):
                     problems.append(f"{export}: cell {cell!r} starts like a formula")
     check = subprocess.run([sys.executable, "-c", "import docker, os; print([c.name for c in docker.from_env()"
-                            ".containers.list(all=True, filters={'label': 'org.bang-grader.sandbox'}) "
+                            f".containers.list(all=True, filters={{'label': '{TAG_LABEL}={tag}'}}) "
                             "if not os.path.exists('/proc/' + c.labels.get('org.bang-grader.owner-pid', '0'))])"],
                            capture_output=True, text=True)
     if check.stdout.strip() not in ("[]", ""):
