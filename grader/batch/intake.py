@@ -64,10 +64,17 @@ class StudentSubmission:
         return file_safe(self.student_id)
 
 
+SLUG_MAX_BYTES = 80  # a slug's UTF-8 bytes: room for "-<digest>" and ".html" in a 255-byte file name
+
+
 def file_safe(text: str) -> str:
-    """A student id as a single safe path component (ids come from folder names and rosters)."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "student"
-    return slug[:80]
+    """A student id as a single safe path component (ids come from folder names and rosters): its letters and
+    digits in any script kept (a class's folders are often named 张三, 李四: these must stay two students, and
+    readable), anything else a run of "_"; at most SLUG_MAX_BYTES bytes of UTF-8."""
+    slug = re.sub(r"[^\w.-]+", "_", text).strip("._") or "student"
+    while len(slug.encode("utf-8")) > SLUG_MAX_BYTES:
+        slug = slug[:-1]
+    return slug
 
 
 def is_archive(path: Path) -> bool:

@@ -15,6 +15,7 @@ from grader.batch.intake import (
     IntakeLimits,
     collect_submissions,
     content_hash,
+    file_safe,
     read_roster,
     stage_folder,
     unpack_archive,
@@ -67,6 +68,20 @@ def test_folder_of_folders_and_archives(tmp_path):
     assert (subs[2].path / "mlu" / "k.mlu").is_file() and (subs[3].path / "ops.py").is_file()
     # Same files wherever they sit: same content hash (that is what the build cache and scheduler rely on).
     assert len({s.content_hash for s in subs[:4]}) == 1
+
+
+def test_students_named_in_chinese_stay_distinct_and_readable(tmp_path):
+    """A class folder of 张三, 李四, 王五 (and a name mixed with a student number) is three, four students, each
+    file-named by its own name -- not all "student", which refused the whole batch as two ids on one file name."""
+    class_dir = tmp_path / "class"
+    for name in ("张三", "李四", "王五", "2023010101 赵六"):
+        write_submission(class_dir / name)
+    subs = collect_submissions(class_dir, tmp_path / "unpacked")
+    assert [s.slug for s in subs] == ["2023010101_赵六", "张三", "李四", "王五"]
+    assert all(s.problem is None for s in subs), [s.problem for s in subs]
+    for odd, safe in (("../张三", "张三"), ("a/b", "a_b"), ("...", "student"), ("名" * 100, "名" * 26)):
+        assert file_safe(odd) == safe
+    assert len(file_safe("名" * 100).encode()) <= 80 and "/" not in file_safe("张/../三")
 
 
 def test_content_hash_sees_every_byte_and_ignores_junk(tmp_path):
