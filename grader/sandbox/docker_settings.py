@@ -8,7 +8,7 @@ import os
 import socket
 from pathlib import Path
 
-from bang_harness.protocol import SLOT_ARGV_PREFIX
+from bang_harness.protocol import harness_command
 
 from grader.sandbox.base import SandboxError
 
@@ -32,9 +32,7 @@ def container_labels(phase: str, argv: list[str] | tuple[str, ...] = ()) -> dict
 
 def command_of(argv: list[str] | tuple[str, ...]) -> str:
     """`python3 -m bang_harness replay` -> "replay"; any other command: its program's name."""
-    if len(argv) > len(SLOT_ARGV_PREFIX) and tuple(argv[:len(SLOT_ARGV_PREFIX)]) == SLOT_ARGV_PREFIX:
-        return argv[len(SLOT_ARGV_PREFIX)]
-    return Path(argv[0]).name if argv else ""
+    return harness_command(argv) or (Path(argv[0]).name if argv else "")
 
 
 SECCOMP_PROFILE = Path(__file__).resolve().parents[2] / "sandbox" / "images" / "seccomp" / "profile.json"

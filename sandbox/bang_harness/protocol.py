@@ -283,9 +283,9 @@ class KernelWindow:
 
 # A slot container (bang_harness.zygote; DESIGN "a zygote per worker slot"): the slot's host folder is bound on
 # SLOT_DIR. The host writes one JSON request per line into SLOT_CONTROL (a FIFO it made): {"op": "run", "job": k,
-# "argv": [...] (a SLOT_COMMANDS command), "env": {...}, "tmp_bytes": n, "masks": [[masked...], [read-only...]]} or {"op": "kill", "job": k};
-# job k's folders are SLOT_DIR/k/{io,submission,build} (the host binds the grading's folders on them), its
-# stdout and stderr the FIFOs SLOT_DIR/k/{stdout,stderr} the host made and reads. Once the job's pid 1 says it is
+# "argv": [...] (a SLOT_COMMANDS command), "env": {...}, "tmp_bytes": n, "masks": [[masked...], [read-only...]]}
+# or {"op": "kill", "job": k}; job k's folders are SLOT_DIR/k/{io,submission,build} (the host binds the grading's
+# folders on them), its stdout and stderr the FIFOs SLOT_DIR/k/{stdout,stderr} the host made and reads. Once the job's pid 1 says it is
 # confined (or why it could not be) the zygote writes SLOT_DIR/k/SLOT_STARTED; when it has ended,
 # SLOT_DIR/k/SLOT_STATUS: {"job": k, "code": C's exit status}. SLOT_READY says the zygote listens.
 SLOT_DIR = "/slot"
@@ -301,7 +301,13 @@ SLOT_ARGV_PREFIX = ("python3", "-m", "bang_harness")  # the only program a slot 
 SLOT_COMMANDS = ("run", "replay")
 
 
+def harness_command(argv: list[str] | tuple[str, ...]) -> str | None:
+    """`python3 -m bang_harness CMD ...` -> CMD; None for any other program."""
+    n = len(SLOT_ARGV_PREFIX)
+    return str(argv[n]) if len(argv) > n and tuple(argv[:n]) == SLOT_ARGV_PREFIX else None
+
+
 def slot_command(argv: list[str] | tuple[str, ...]) -> str | None:
-    """The harness command `argv` is, if a slot may run it as a job; else None."""
-    head, rest = tuple(argv[:len(SLOT_ARGV_PREFIX)]), tuple(argv[len(SLOT_ARGV_PREFIX):])
-    return rest[0] if head == SLOT_ARGV_PREFIX and len(rest) == 1 and rest[0] in SLOT_COMMANDS else None
+    """The harness command `argv` is, if a slot may run it as a job (the command alone); else None."""
+    command = harness_command(argv)
+    return command if command in SLOT_COMMANDS and len(argv) == len(SLOT_ARGV_PREFIX) + 1 else None
