@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.batch_throughput import generate_class, generate_distinct_class  # noqa: E402
 from benchmarks.cpu_ledger import CGROUP, cgroup_cpu_seconds, daemon_cpu_seconds, remove_cgroup  # noqa: E402
-from grader.sandbox.docker_runner import CGROUP_PARENT_ENV  # noqa: E402
+from grader.sandbox.docker_settings import CGROUP_PARENT_ENV  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -22,7 +22,7 @@ import uuid
 from contextlib import suppress
 from pathlib import Path
 
-from grader.sandbox.docker_runner import CGROUP_PARENT_ENV
+from grader.sandbox.docker_settings import CGROUP_PARENT_ENV
 
 CGROUP = Path("/sys/fs/cgroup")
 DAEMONS = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2")

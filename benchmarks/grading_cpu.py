@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.cpu_ledger import cgroup_cpu_seconds, remove_cgroup  # noqa: E402
 from benchmarks.worktrees import worktree  # noqa: E402
-from grader.sandbox.docker_runner import CGROUP_PARENT_ENV  # noqa: E402
+from grader.sandbox.docker_settings import CGROUP_PARENT_ENV  # noqa: E402
 
 
 def children_cpu() -> tuple[float, float]:

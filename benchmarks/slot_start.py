@@ -29,7 +29,7 @@ import uuid  # noqa: E402
 from cpu_ledger import cgroup_cpu_seconds, daemon_cpu_seconds, remove_cgroup  # noqa: E402
 from docker.types import Mount  # noqa: E402
 
-from grader.sandbox.docker_runner import seccomp_option  # noqa: E402
+from grader.sandbox.docker_settings import seccomp_option  # noqa: E402
 from grader.sandbox.images import ensure_emu_image  # noqa: E402
 from grader.sandbox.layout import SANDBOX_GID, SANDBOX_UID  # noqa: E402
 

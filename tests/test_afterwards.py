@@ -72,7 +72,8 @@ def test_scopes_on_two_threads_are_their_own():
 
 
 def _our_containers() -> set[str]:
-    from grader.sandbox.docker_runner import OWNER_LABEL, container_summaries, summary_name
+    from grader.sandbox.docker_runner import container_summaries, summary_name
+    from grader.sandbox.docker_settings import OWNER_LABEL
     from grader.sandbox.select import docker_status
 
     client, _ = docker_status()

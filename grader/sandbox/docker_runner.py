@@ -41,17 +41,12 @@ from grader.sandbox.base import (
     Started,
     StartingRunner,
 )
-from grader.sandbox.docker_settings import (  # noqa: F401 - re-exported: the runner's names since before
+from grader.sandbox.docker_settings import (
     CGROUP_PARENT_ENV,
     HOST_LABEL,
     OWNER_LABEL,
-    PHASE_LABEL,
     RUN_LABEL,
     RUNTIME_ENV,
-    RUNTIME_PIDS,
-    SECCOMP_PROFILE,
-    TAG_ENV,
-    TAG_LABEL,
     container_labels,
     pids_limit,
     seccomp_option,

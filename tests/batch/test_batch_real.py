@@ -150,7 +150,8 @@ def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_im
     assert snapshot(out / "results") == after
     assert os.stat(out / "batch.json").st_mode & 0o077 == 0
     # The container the killed worker was running was swept by the resume, not left to run out its limit.
-    from grader.sandbox.docker_runner import OWNER_LABEL, RUN_LABEL, container_summaries
+    from grader.sandbox.docker_runner import container_summaries
+    from grader.sandbox.docker_settings import OWNER_LABEL, RUN_LABEL
     from grader.sandbox.images import docker_client
 
     owners = [(s.get("Labels") or {}).get(OWNER_LABEL, "") for s in container_summaries(docker_client(), RUN_LABEL)]

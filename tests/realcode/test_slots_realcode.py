@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.sandbox import slot_runner
-from grader.sandbox.docker_runner import TAG_ENV
+from grader.sandbox.docker_settings import TAG_ENV
 from tests.realcode import answers
 from tests.realcode.conftest import GRADE, require_grader
 from tests.sandbox.container_events import Created

@@ -93,7 +93,8 @@ def processes_with(marker: str) -> list[int]:
 def containers_with(marker: str) -> list[str]:
     import docker
 
-    from grader.sandbox.docker_runner import RUN_LABEL, container_summaries, summary_name
+    from grader.sandbox.docker_runner import container_summaries, summary_name
+    from grader.sandbox.docker_settings import RUN_LABEL
 
     client = docker.from_env(timeout=30)
     names = []

@@ -10,8 +10,7 @@ import time
 
 import docker
 
-from grader.sandbox.docker_runner import TAG_ENV, TAG_LABEL
-from grader.sandbox.docker_settings import COMMAND_LABEL, PHASE_LABEL
+from grader.sandbox.docker_settings import COMMAND_LABEL, PHASE_LABEL, TAG_ENV, TAG_LABEL
 
 
 class Created:

@@ -27,15 +27,8 @@ import pytest
 
 from grader.checks.screening import screen_submission
 from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest
-from grader.sandbox.docker_runner import (
-    OWNER_LABEL,
-    PHASE_LABEL,
-    RUN_LABEL,
-    TAG_ENV,
-    TAG_LABEL,
-    container_summaries,
-    summary_name,
-)
+from grader.sandbox.docker_runner import container_summaries, summary_name
+from grader.sandbox.docker_settings import OWNER_LABEL, PHASE_LABEL, RUN_LABEL, TAG_ENV, TAG_LABEL
 
 CORPUS = Path(__file__).resolve().parents[2] / "reference_kernels" / "adversarial"
 FIXTURES = sorted(p for p in CORPUS.iterdir() if (p / "expected.toml").is_file())

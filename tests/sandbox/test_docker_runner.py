@@ -12,15 +12,8 @@ import pytest
 
 from grader.backends.mlu import mlu_device_nodes
 from grader.sandbox.base import Phase, SandboxError
-from grader.sandbox.docker_runner import (
-    HOST_LABEL,
-    OWNER_LABEL,
-    RUN_LABEL,
-    DockerRunner,
-    container_summaries,
-    summary_name,
-    sweep_leftovers,
-)
+from grader.sandbox.docker_runner import DockerRunner, container_summaries, summary_name, sweep_leftovers
+from grader.sandbox.docker_settings import HOST_LABEL, OWNER_LABEL, RUN_LABEL
 from grader.sandbox.io_cap import can_cap, mounts_of
 from tests.sandbox.conftest import SMALL, run_code
 
@@ -177,7 +170,7 @@ def test_pinned_seccomp_profile_refuses_what_the_sandbox_never_needs(docker_runn
 def test_profile_refuses_the_denied_list_and_nothing_a_grading_needs():
     import json
 
-    from grader.sandbox.docker_runner import SECCOMP_PROFILE
+    from grader.sandbox.docker_settings import SECCOMP_PROFILE
 
     profile = json.loads(SECCOMP_PROFILE.read_text())
     assert profile["defaultAction"] == "SCMP_ACT_ALLOW"

@@ -19,7 +19,7 @@ import docker
 import pytest
 
 from grader.sandbox import slot_runner
-from grader.sandbox.docker_runner import TAG_ENV
+from grader.sandbox.docker_settings import TAG_ENV
 from tests.sandbox.container_events import Created
 
 pytestmark = pytest.mark.docker
@@ -146,7 +146,8 @@ def test_a_grader_killed_with_its_slot_leaves_no_container_and_no_mount(emu_imag
     import subprocess
     import sys
 
-    from grader.sandbox.docker_runner import OWNER_LABEL, container_summaries
+    from grader.sandbox.docker_runner import container_summaries
+    from grader.sandbox.docker_settings import OWNER_LABEL
 
     code = ("import sys, time, docker\n"
             "from grader.sandbox import slot_runner\n"
