@@ -21,6 +21,7 @@ import ctypes
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,7 @@ from .protocol import (
     ExitCode,
     replay_engine,
 )
+from .replay_forks import ReplayForks, ServerGone
 from .replay_ops import OpPolicy, OpRunner
 from .run import key_pipe, make_undumpable, take_trace_key
 from .wasm_replay import NATIVE_ENV, replay_either, replay_journal
@@ -53,14 +55,27 @@ SITES_FILE = "sites.json"
 ENGINE_DIR = WASM_ENGINE.split("/", 1)[0]  # under /io: the WebAssembly module made native code here (engine.py)
 
 
-def run_replay(paths: HarnessPaths, key: bytes | None = None, job_text: bytes | None = None) -> int:
+def run_replay(paths: HarnessPaths, key: bytes | None = None, job_text: bytes | None = None,
+               forks: ReplayForks | None = None) -> int:
     """The replay of `paths.io` (a sandbox's /io, or one replay's folder under it: replay_session.py, which
-    hands in the replay's `key` and its verified job); without them, both are read from /io."""
-    if key is None:
+    hands in the replay's `key`, its verified job and its fork server); without them, both are read from /io, and
+    the fork server is this process's own, forked before the key is read (replay_forks.py)."""
+    if key is not None:
+        return _run_replay(paths, key, job_text, forks)
+    make_undumpable()  # before the fork: the server inherits it
+    own = ReplayForks.start()
+    try:
         key = take_trace_key(paths)
         if key is None:
             print("bang_harness replay: no key file", file=sys.stderr)
             return ExitCode.JOB_UNREADABLE
+        return _run_replay(paths, key, job_text, own)
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _run_replay(paths: HarnessPaths, key: bytes, job_text: bytes | None, forks: ReplayForks | None) -> int:
     make_undumpable()
     job = json.loads(job_text if job_text is not None else (paths.io / REPLAY_JOB).read_bytes())
     module = paths.build / DEVICE_MODULE
@@ -87,7 +102,7 @@ def run_replay(paths: HarnessPaths, key: bytes | None = None, job_text: bytes | 
         calls = int(job.get("calls_per_journal", {}).get(journal.name, 1))
         child: dict[str, object] = {"journal": journal.name, "calls": calls}
         with _timed(child, ""):
-            status = _replay_child(journal, key, env, calls)
+            status = _replay_child(journal, key, env, calls, forks, child)
         children.append(child)
         # A kernel's faults are the trace's and a signal is the kernels' doing (the calls it did not reach have
         # no status: the host says so); an exit status of its own is the harness failing. Whether the engine's
@@ -119,8 +134,25 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _replay_child(journal: Path, key: bytes, env: dict[str, str], calls: int) -> int | None:
-    """One journal replayed by a child process of its own: its exit status, None when stopped after its time."""
+def _replay_child(journal: Path, key: bytes, env: dict[str, str], calls: int, forks: ReplayForks | None = None,
+                  profile: dict[str, object] | None = None) -> int | None:
+    """One journal replayed by a child process of its own -- forked by the replay's fork server (replay_forks.py),
+    else a fresh interpreter -- : its exit status, None when stopped after its time."""
+    seconds = REPLAY_SECONDS_PER_CALL * max(1, calls)
+    if forks is not None and forks.alive:
+        try:
+            status, cpu = forks.replay(journal, env, key, seconds)
+        except ServerGone as exc:
+            if exc.started:  # while its process ran: as a signal ending it (the kernels' doing, reported per call)
+                print(f"bang_harness replay: {journal.name}: {exc} during its replay", file=sys.stderr)
+                return -signal.SIGKILL
+            print(f"bang_harness replay: {journal.name}: {exc}; replayed by a fresh interpreter", file=sys.stderr)
+        else:
+            if profile is not None:
+                profile["forked_cpu_s"] = cpu  # a grandchild's: not in this process's RUSAGE_CHILDREN
+            if status is None:
+                print(f"bang_harness replay: {journal.name} stopped after its time", file=sys.stderr)
+            return status
     fd = key_pipe(key)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "bang_harness", "replay-one", str(journal)],
@@ -128,7 +160,7 @@ def _replay_child(journal: Path, key: bytes, env: dict[str, str], calls: int) ->
     finally:
         os.close(fd)
     try:
-        return proc.wait(timeout=REPLAY_SECONDS_PER_CALL * max(1, calls))
+        return proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

@@ -21,6 +21,7 @@ from pathlib import Path
 from .job import JobError
 from .paths import HarnessPaths
 from .protocol import REPLAY_STDERR, REPLAYS_DIR, ROUND_WAIT_SECONDS, ExitCode, replay_done_mark, replay_key
+from .replay_forks import ReplayForks
 from .run import make_undumpable, take_trace_key
 from .session import become_subreaper, sweep, wait_for_job, write_done
 
@@ -38,12 +39,15 @@ def replay_phase(paths: HarnessPaths) -> int:
 def run_replay_session(paths: HarnessPaths, wait_seconds: float = ROUND_WAIT_SECONDS) -> int:
     make_undumpable()
     become_subreaper()
+    forks = ReplayForks.start()  # before the key is read: it never holds one (replay_forks.py)
     try:
         master = take_trace_key(paths)  # first: before any replay's process exists
         if master is None:
             raise JobError("replays need the host's key in /io/trace.key")
     except JobError as exc:
         print(f"bang_harness replay: {exc}", file=sys.stderr)
+        if forks is not None:
+            forks.close()
         return ExitCode.JOB_UNREADABLE
     from .replay import run_replay
 
@@ -56,8 +60,8 @@ def run_replay_session(paths: HarnessPaths, wait_seconds: float = ROUND_WAIT_SEC
                 return ExitCode.OK  # the host is done with this sandbox (or gone)
             one = HarnessPaths(submission=paths.submission, build=paths.build, io=folder)
             with _stderr_into(one.outputs / REPLAY_STDERR):
-                status = run_replay(one, key=replay_key(master, index), job_text=job_text)
-            if not sweep(spare=-1):
+                status = run_replay(one, key=replay_key(master, index), job_text=job_text, forks=forks)
+            if not sweep(spare=forks.pid if forks is not None and forks.alive else -1):
                 print("bang_harness replay: processes of the replay survived SIGKILL", file=sys.stderr)
                 return ExitCode.ROUND_LOST
             write_done(one.outputs, replay_done_mark(master, index, status == ExitCode.OK))
@@ -65,6 +69,9 @@ def run_replay_session(paths: HarnessPaths, wait_seconds: float = ROUND_WAIT_SEC
     except JobError as exc:
         print(f"bang_harness replay: {exc}", file=sys.stderr)
         return ExitCode.JOB_UNREADABLE
+    finally:
+        if forks is not None:
+            forks.close()
 
 
 class _stderr_into:
