@@ -123,6 +123,10 @@ class Submission(Base):
     __table_args__ = (
         Index("one_in_flight_per_student", "student_pk", unique=True,
               sqlite_where=text("in_flight = 1"), postgresql_where=text("in_flight")),
+        # What a status poll asks of the queue (workers.queue_place: the jobs ahead and being graded, the recent
+        # gradings' times) read from the index alone: SQLite keeps the upload inline, before these columns, so a
+        # scan of the rows walks every upload's overflow pages (17 -> 1 ms a poll at 200 uploads; issue 41).
+        Index("queue_state", "status", "queue", "reported_at", "started_at"),
     )
 
 
