@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -65,29 +66,18 @@ class ForkedWorker:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def fork_worker(paths: HarnessPaths, job: Job, first_index: int, control_write: int,
-                key_read: int | None) -> ForkedWorker:
-    """Forks a worker that runs `job` from call `first_index` (run.StartWorker)."""
-    stderr_read, stderr_write = os.pipe()
+def fork_child(keep: set[int], body: Callable[[], int]) -> int:
+    """Forks a child that closes every descriptor but `keep`, runs `body` and exits with its status (1 when it
+    raised: the traceback on stderr), never returning into the caller's code; the child's pid."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 1
         try:
-            keep = {0, 1, 2, control_write, stderr_write} | ({key_read} if key_read is not None else set())
-            _close_all_but(keep)  # the keeper's pipe above all: it carries the next round's job
-            os.dup2(stderr_write, 2)
-            os.close(stderr_write)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.close(null)
-            os.environ.pop(KEY_FD_ENV, None)
-            os.environ.update(worker_env(job, key_read))
-            from .worker import run_worker
-
-            code = run_worker(paths, first_index, control_write, job)
-        except BaseException:  # noqa: BLE001 -- the supervisor records the exit; show why
+            _close_all_but(keep)
+            code = body()
+        except BaseException:  # noqa: BLE001 -- its parent sees the exit; show why
             traceback.print_exc()
         finally:
             try:
@@ -95,6 +85,28 @@ def fork_worker(paths: HarnessPaths, job: Job, first_index: int, control_write: 
                 sys.stderr.flush()
             finally:
                 os._exit(code)  # no interpreter teardown: the parent's state is not ours to finalise
+    return pid
+
+
+def fork_worker(paths: HarnessPaths, job: Job, first_index: int, control_write: int,
+                key_read: int | None) -> ForkedWorker:
+    """Forks a worker that runs `job` from call `first_index` (run.StartWorker)."""
+    stderr_read, stderr_write = os.pipe()
+
+    def worker() -> int:
+        os.dup2(stderr_write, 2)
+        os.close(stderr_write)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.environ.pop(KEY_FD_ENV, None)
+        os.environ.update(worker_env(job, key_read))
+        from .worker import run_worker
+
+        return run_worker(paths, first_index, control_write, job)
+
+    # every other descriptor closed: the keeper's pipe above all, which carries the next round's job
+    pid = fork_child({0, 1, 2, control_write, stderr_write} | ({key_read} if key_read is not None else set()), worker)
     os.close(stderr_write)
     return ForkedWorker(pid, os.fdopen(stderr_read, "rb", buffering=0))
 
@@ -146,19 +158,7 @@ class _ForkedServer:
     """The fork server forked in place, followed as subprocess.Popen is (pid, wait, kill)."""
 
     def __init__(self, requests_fd: int, replies_fd: int) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                _close_all_but({0, 1, 2, requests_fd, replies_fd})
-                code = serve(requests_fd, replies_fd)
-            except BaseException:  # noqa: BLE001 -- the keeper sees it die; show why
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        self.pid = pid
+        self.pid = fork_child({0, 1, 2, requests_fd, replies_fd}, lambda: serve(requests_fd, replies_fd))
         self.returncode: int | None = None
 
     def wait(self, timeout: float | None = None) -> int:

@@ -26,12 +26,10 @@ import os
 import select
 import signal
 import socket
-import sys
 import time
-import traceback
 from pathlib import Path
 
-from .forkserver import _close_all_but
+from .forkserver import fork_child
 from .paths import HarnessPaths
 from .protocol import KEY_FD_ENV
 from .run import key_pipe
@@ -66,19 +64,7 @@ class ReplayForks:
             keeper_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError:
             return None
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the server: never returns
-            code = 1
-            try:
-                keeper_end.close()
-                _close_all_but({0, 1, 2, server_end.fileno()})
-                code = serve(server_end)
-            except BaseException:  # noqa: BLE001 -- the keeper sees it gone and falls back; show why
-                traceback.print_exc()
-            finally:
-                os._exit(code)
+        pid = fork_child({0, 1, 2, server_end.fileno()}, lambda: serve(server_end))  # the keeper's end closed
         server_end.close()
         return cls(keeper_end, pid)
 
@@ -146,29 +132,17 @@ def serve(sock: socket.socket) -> int:
 
 def _run_one(request: dict, key_fd: int, stderr_fd: int) -> tuple[int | None, float]:
     journal, env, seconds = Path(request["journal"]), dict(request["env"]), float(request["seconds"])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the journal's process: never returns
-        code = 1
-        try:
-            _close_all_but({0, 1, 2, key_fd, stderr_fd})  # the server's socket above all
-            os.dup2(stderr_fd, 2)
-            os.close(stderr_fd)
-            os.environ.clear()
-            os.environ.update(env)
-            os.environ[KEY_FD_ENV] = str(key_fd)
-            from .replay import replay_one
+    def journal_process() -> int:
+        os.dup2(stderr_fd, 2)
+        os.close(stderr_fd)
+        os.environ.clear()
+        os.environ.update(env)
+        os.environ[KEY_FD_ENV] = str(key_fd)
+        from .replay import replay_one
 
-            code = replay_one(HarnessPaths.from_env(), journal)
-        except BaseException:  # noqa: BLE001 -- its exit status says it failed; show why
-            traceback.print_exc()
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
+        return replay_one(HarnessPaths.from_env(), journal)
+
+    pid = fork_child({0, 1, 2, key_fd, stderr_fd}, journal_process)  # the server's socket closed above all
     stopped = not _exited_within(pid, seconds)
     if stopped:
         os.kill(pid, signal.SIGKILL)
