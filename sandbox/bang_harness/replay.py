@@ -63,7 +63,7 @@ def run_replay(paths: HarnessPaths, key: bytes | None = None, job_text: bytes | 
     if key is not None:
         return _run_replay(paths, key, job_text, forks)
     make_undumpable()  # before the fork: the server inherits it
-    own = ReplayForks.start()
+    own = ReplayForks.start(replay_one)
     try:
         key = take_trace_key(paths)
         if key is None:

@@ -27,6 +27,7 @@ import select
 import signal
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .forkserver import fork_child
@@ -39,6 +40,7 @@ from .run import key_pipe
 PRELOAD = ("bang_harness.replay", "bang_harness.replay_ops", "bang_harness.wasm_replay", "bang_emu.toolchain",
            "bang_emu.wasm.engine", "bang_emu.wasm.sites")
 MESSAGE_MAX_BYTES = 1 << 20
+ReplayOne = Callable[[HarnessPaths, Path], int]  # replay.replay_one: one journal, in the process it is called in
 
 
 class ServerGone(OSError):
@@ -58,13 +60,14 @@ class ReplayForks:
         self.alive = True
 
     @classmethod
-    def start(cls) -> ReplayForks | None:
-        """Forks the server from this process, now (before it reads a key); None when it cannot."""
+    def start(cls, replay_one: ReplayOne) -> ReplayForks | None:
+        """Forks the server from this process, now (before it reads a key), to run `replay_one` (replay.replay_one)
+        in each journal's process; None when it cannot."""
         try:
             keeper_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError:
             return None
-        pid = fork_child({0, 1, 2, server_end.fileno()}, lambda: serve(server_end))  # the keeper's end closed
+        pid = fork_child({0, 1, 2, server_end.fileno()}, lambda: serve(server_end, replay_one))  # the keeper's end closed
         server_end.close()
         return cls(keeper_end, pid)
 
@@ -108,7 +111,7 @@ class ReplayForks:
             pass
 
 
-def serve(sock: socket.socket) -> int:
+def serve(sock: socket.socket, replay_one: ReplayOne) -> int:
     """The server's loop: one journal's process per message until the keeper closes its end."""
     for name in PRELOAD:
         try:
@@ -123,14 +126,14 @@ def serve(sock: socket.socket) -> int:
             request = json.loads(message)
             if len(fds) != 2:
                 raise ValueError(f"{len(fds)} descriptors, not 2")
-            status, cpu = _run_one(request, *fds)
+            status, cpu = _run_one(request, *fds, replay_one)
         finally:
             for fd in fds:
                 os.close(fd)
         sock.send(json.dumps({"status": status, "cpu_s": cpu}).encode("utf-8"))
 
 
-def _run_one(request: dict, key_fd: int, stderr_fd: int) -> tuple[int | None, float]:
+def _run_one(request: dict, key_fd: int, stderr_fd: int, replay_one: ReplayOne) -> tuple[int | None, float]:
     journal, env, seconds = Path(request["journal"]), dict(request["env"]), float(request["seconds"])
     def journal_process() -> int:
         os.dup2(stderr_fd, 2)
@@ -138,8 +141,6 @@ def _run_one(request: dict, key_fd: int, stderr_fd: int) -> tuple[int | None, fl
         os.environ.clear()
         os.environ.update(env)
         os.environ[KEY_FD_ENV] = str(key_fd)
-        from .replay import replay_one
-
         return replay_one(HarnessPaths.from_env(), journal)
 
     pid = fork_child({0, 1, 2, key_fd, stderr_fd}, journal_process)  # the server's socket closed above all

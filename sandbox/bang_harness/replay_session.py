@@ -39,7 +39,9 @@ def replay_phase(paths: HarnessPaths) -> int:
 def run_replay_session(paths: HarnessPaths, wait_seconds: float = ROUND_WAIT_SECONDS) -> int:
     make_undumpable()
     become_subreaper()
-    forks = ReplayForks.start()  # before the key is read: it never holds one (replay_forks.py)
+    from .replay import replay_one, run_replay
+
+    forks = ReplayForks.start(replay_one)  # before the key is read: it never holds one (replay_forks.py)
     try:
         master = take_trace_key(paths)  # first: before any replay's process exists
         if master is None:
@@ -49,8 +51,6 @@ def run_replay_session(paths: HarnessPaths, wait_seconds: float = ROUND_WAIT_SEC
         if forks is not None:
             forks.close()
         return ExitCode.JOB_UNREADABLE
-    from .replay import run_replay
-
     index = 0
     try:
         while True:

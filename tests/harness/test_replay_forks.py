@@ -1,8 +1,8 @@
 """The replay's fork server (bang_harness.replay_forks): each journal's process forked from it gets the key through
 its own pipe and nothing else of the server's -- no descriptor, not the server's environment -- is stopped at its
 time, and a server a journal's process killed sends the replays after it back to fresh interpreters
-(replay._replay_child). The journal's process here is a stand-in for replay.replay_one (patched before the fork,
-so the forked child runs it); the real replays run it in docker (tests/e2e, the corpus)."""
+(replay._replay_child). The journal's process here runs a stand-in for replay.replay_one (the function the server
+is started with); the real replays run it in docker (tests/e2e, the corpus)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,8 @@ def report(paths, journal: Path) -> int:  # noqa: ANN001 - HarnessPaths
 
 @pytest.fixture
 def forks(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
-    monkeypatch.setattr(replay, "replay_one", report)
     monkeypatch.setenv("SERVER_ONLY", "the keeper's environment, not the journal's")
-    started = ReplayForks.start()
+    started = ReplayForks.start(report)
     assert started is not None
     yield started
     started.close()
