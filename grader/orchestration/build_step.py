@@ -38,6 +38,10 @@ RESOURCE_FAILURE_SIGNS = ("Killed", "internal compiler error", "out of memory", 
 # The wall limit of a build, as a multiple of its per-compiler CPU limit: a backstop for what CPU time does not
 # count (a stuck I/O wait), loose enough that an honest build on a host loaded several times over finishes.
 BUILD_WALL_FACTOR = 3
+# The build's compiles run side by side (bang_harness/build.py: the sources, the kernels' two objects, the
+# WebAssembly build, the two links): up to two cores, as a project's run has (project_run.RUN_CPUS). Each compiler
+# process keeps its own CPU limit (COMPILER_CPU_ENV); one core made a changed kernel's build the sum of its steps.
+BUILD_CPUS = 2.0
 
 
 def _cached_info(cached: dict, build_dir: Path, *, ok: bool, compiler_output: str = "") -> BuildInfo:
@@ -151,7 +155,7 @@ class BuildStep:
         wall_seconds = self.timeout_seconds * BUILD_WALL_FACTOR
         outcome = self.runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
                                   Mounts(submission=self.root.resolve(), build=build_dir, io=io),
-                                  Limits(wall_seconds=wall_seconds),
+                                  Limits(wall_seconds=wall_seconds, cpus=min(BUILD_CPUS, float(os.cpu_count() or 1))),
                                   env={**self.backend.env, COMPILER_CPU_ENV: f"{self.timeout_seconds:g}"})
         info = read_json(build_dir / "build.json") or {}
         log = read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or str(info.get("log_tail", ""))

@@ -23,6 +23,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,17 +209,42 @@ def _arch_macros(archs: list[str]) -> list[str]:
     ]
 
 
-def _run(cmd: list[str], verbose: bool) -> subprocess.CompletedProcess:
+class Said:
+    """Where a compile's words go: straight to stdout / stderr, or (kept=True) kept in order for later (say()),
+    for a compile running beside another one."""
+
+    def __init__(self, kept: bool = False) -> None:
+        self._kept: list[tuple[bool, str]] | None = [] if kept else None
+
+    def out(self, text: str) -> None:
+        self._write(False, text)
+
+    def err(self, text: str) -> None:
+        self._write(True, text)
+
+    def _write(self, error: bool, text: str) -> None:
+        if self._kept is not None:
+            self._kept.append((error, text))
+        else:
+            (sys.stderr if error else sys.stdout).write(text)
+
+    def say(self) -> None:
+        for error, text in self._kept or []:
+            (sys.stderr if error else sys.stdout).write(text)
+
+
+def _run(cmd: list[str], verbose: bool, said: Said | None = None) -> subprocess.CompletedProcess:
     if verbose:
-        print("cncc-emu: " + " ".join(cmd), file=sys.stderr)
+        (said or Said()).err("cncc-emu: " + " ".join(cmd) + "\n")
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def _forward(proc: subprocess.CompletedProcess) -> None:
+def _forward(proc: subprocess.CompletedProcess, said: Said | None = None) -> None:
+    said = said or Said()
     if proc.stdout:
-        sys.stdout.write(proc.stdout)
+        said.out(proc.stdout)
     if proc.stderr:
-        sys.stderr.write(proc.stderr)
+        said.err(proc.stderr)
 
 
 def read_onchip_records(obj: Path) -> list[tuple[int, int]]:
@@ -279,7 +305,7 @@ def _user_file(path: str) -> bool:
     return not any(resolved.is_relative_to(d.resolve()) for d in toolchain.include_dirs())
 
 
-def _add_c_aliases(obj: Path, kernels: list[str], verbose: bool) -> None:
+def _add_c_aliases(obj: Path, kernels: list[str], verbose: bool, said: Said | None = None) -> None:
     """Give each non-template kernel at global scope its unmangled name too, as old cncc objects had: MLU270-era
     host files declare the kernel `extern "C"` and pass its address to cnrtInvokeKernel_V2/_V3."""
     if not kernels:
@@ -307,7 +333,7 @@ def _add_c_aliases(obj: Path, kernels: list[str], verbose: bool) -> None:
         section, value = defined[hits[0]]
         args += ["--add-symbol", f"{k}={section}:0x{value},global,function"]
     if args:
-        _run(["objcopy", *args, str(obj)], verbose)
+        _run(["objcopy", *args, str(obj)], verbose, said)
 
 
 def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
@@ -322,22 +348,39 @@ def compile_mlu_unit(src: Path, obj: Path, o: Options, workdir: Path) -> int:
         _forward(proc)
         return proc.returncode or 1
     preprocessed = pre.read_text(errors="replace")
-    rc = _rewrite_and_compile(src, preprocessed, obj, o, std, workdir, o.device_module)
-    if rc == 0 and o.device_module_also and not (o.device_module or o.preprocess_only):
-        rc = _rewrite_and_compile(src, preprocessed, Path(o.device_module_also), o, std, workdir, True)
+    if not o.device_module_also or o.device_module or o.preprocess_only:
+        return _rewrite_and_compile(src, preprocessed, obj, o, std, workdir, o.device_module)
+    # The run's object and the device module's, from the same text, compiled side by side (a changed kernel's
+    # build waited for one after the other). What each says is said in that order, the device module's only when
+    # the run's object compiled: it is the same source, its errors would be said twice.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        both = [(said := Said(kept=True),
+                 pool.submit(_rewrite_and_compile, src, preprocessed, target, o, std, workdir, device, said, name))
+                for target, device, name in ((obj, False, ".emu.ii"),
+                                             (Path(o.device_module_also), True, ".device.emu.ii"))]
+        for said, job in both:
+            rc = job.result()
+            said.say()
+            if rc != 0:
+                break
+    if rc != 0:  # as if the second had never been compiled
+        Path(o.device_module_also).unlink(missing_ok=True)
     return rc
 
 
 def _rewrite_and_compile(src: Path, preprocessed: str, obj: Path, o: Options, std: str, workdir: Path,
-                         device_module: bool) -> int:
-    """src's preprocessed text rewritten (for the device module or not) and compiled into obj (-E: written out)."""
+                         device_module: bool, said: Said | None = None, name: str = ".emu.ii") -> int:
+    """src's preprocessed text rewritten (for the device module or not) and compiled into obj (-E: written out);
+    `said`: where its words go (None: straight out), `name`: the rewritten text's file in `workdir`, after src's
+    stem."""
+    said = said or Said()
     try:
         result = rw.rewrite(preprocessed, default_device=o.emu_device, user_file=_user_file,
                             device_module=device_module)
     except rw.RewriteError as e:
-        print(f"{src}: error: cncc-emu: {e}", file=sys.stderr)
+        said.err(f"{src}: error: cncc-emu: {e}\n")
         return 1
-    rewritten = workdir / (src.stem + ".emu.ii")
+    rewritten = workdir / (src.stem + name)
     rewritten.write_text(result.text)
     if o.preprocess_only:
         if o.output:
@@ -348,15 +391,15 @@ def _rewrite_and_compile(src: Path, preprocessed: str, obj: Path, o: Options, st
     cmd = ["g++", "-c", std, o.opt, "-g" if o.debug else "-g1", "-fno-omit-frame-pointer",
            *DEVICE_INSTRUMENTATION, *(DEVICE_MODULE_FLAGS if device_module else []), *o.passthrough,
            *(DEVICE_MODULE_HARDENING if device_module else []), str(rewritten), "-o", str(obj)]
-    proc = _run(cmd, o.verbose)
-    _forward(proc)
+    proc = _run(cmd, o.verbose, said)
+    _forward(proc, said)
     if proc.returncode != 0:
         return proc.returncode
-    _add_c_aliases(obj, result.kernels, o.verbose)
+    _add_c_aliases(obj, result.kernels, o.verbose, said)
     errors = check_capacity(obj, result.onchip, o.archs)
     if errors:
         for e in errors:
-            print(e, file=sys.stderr)
+            said.err(e + "\n")
         obj.unlink(missing_ok=True)
         return 1
     return 0

@@ -108,12 +108,14 @@ class ExtensionBuilder:
         self.obj_dir = paths.build / OBJECT_DIR
         self.compiling = False  # set once the compiler first sees the student's sources
 
-    def _build_wasm(self, mlu_sources: list[Path], includes: list[Path]) -> None:
+    def _build_wasm(self, mlu_sources: list[Path], includes: list[Path]) -> str:
         """The kernels for the WebAssembly replay (the default engine): WASM_MODULE and WASM_SITES, or WASM_NOTE
         saying why not -- never a failed build: the native device module stands for them then, and the replay and
-        the report say so."""
-        _wasm_note(self.log, build_wasm(mlu_sources, includes, self.paths.build / WASM_MODULE,
-                                        self.paths.build / WASM_SITES, note=self.paths.build / WASM_NOTE))
+        the report say so. Returns the build log's note."""
+        for made in (WASM_MODULE, WASM_SITES, WASM_NOTE):  # beside the device module, linked meanwhile
+            (self.paths.build / made).parent.mkdir(parents=True, exist_ok=True)
+        return build_wasm(mlu_sources, includes, self.paths.build / WASM_MODULE, self.paths.build / WASM_SITES,
+                          note=self.paths.build / WASM_NOTE)
 
     def build(self) -> bool:
         mlu_sources, cpp_sources, local_includes = self.plan.resolve(self.paths.submission)
@@ -176,33 +178,41 @@ class ExtensionBuilder:
                 passed_over.append(compiler.command if compiler != GXX else "g++ with its PCH first")
             return obj, _noting(run_step(cpp_command(GXX, src, obj, gxx_pch, forced=False)), passed_over)
 
-        # Objects are independent: compile them all at once (the torch headers make each C++ file slow).
+        # Objects are independent: compile them all at once (the torch headers make each C++ file slow). The
+        # kernels' WebAssembly build reads only the sources: it is queued behind the compiles, so it takes the
+        # first free worker and is done by the time they are (its note is said only for a build that compiled),
+        # and the two links run side by side -- a changed kernel's build is no longer the sum of its steps.
         self.compiling = True
-        with ThreadPoolExecutor(max_workers=parallel_jobs()) as pool:
+        library = self.paths.extension_library(self.plan.extension)
+        pool = ThreadPoolExecutor(max_workers=parallel_jobs())
+        try:
             # the binding first: the longest single step, begun while the .mlu steps share the other workers
             cpp_futures = [pool.submit(_timed, compile_cpp, s) for s in cpp_sources]
             futures = [pool.submit(_timed, compile_mlu, s) for s in mlu_sources] + cpp_futures
+            wasm = pool.submit(self._build_wasm, mlu_sources, local_includes) \
+                if device_objects and replay_engine(os.environ) == "wasm" else None
             results = [f.result() for f in futures]
-        failed = [step for _, step in results if step.returncode != 0]
-        # Successful steps first, so the failures sit at the end of the log, in its tail.
-        for _, step in sorted(results, key=lambda r: r[1].returncode != 0):
-            self.log.add_step(step)
-        if failed:
-            self.log.add(f"error: {len(failed)} of {len(results)} source files failed to compile")
-            return False
-        if device_objects:
-            step = self.toolchain.link_device_module(device_objects, self.paths.build / DEVICE_MODULE)
-            self.log.add_step(step)
-            if step.returncode != 0:
-                self.log.add("error: the kernels could not be made a device module the grader can replay")
+            failed = [step for _, step in results if step.returncode != 0]
+            # Successful steps first, so the failures sit at the end of the log, in its tail.
+            for _, step in sorted(results, key=lambda r: r[1].returncode != 0):
+                self.log.add_step(step)
+            if failed:
+                self.log.add(f"error: {len(failed)} of {len(results)} source files failed to compile")
                 return False
-
-        if device_objects and replay_engine(os.environ) == "wasm":
-            self._build_wasm(mlu_sources, local_includes)
-
-        library = self.paths.extension_library(self.plan.extension)
-        link = run_step(["g++", "-shared", "-o", str(library), *[str(obj) for obj, _ in results],
-                         *self.toolchain.link_args(), *torch_link_args()])
+            linking = pool.submit(run_step, ["g++", "-shared", "-o", str(library), *[str(obj) for obj, _ in results],
+                                             *self.toolchain.link_args(), *torch_link_args()])
+            if device_objects:
+                step = self.toolchain.link_device_module(device_objects, self.paths.build / DEVICE_MODULE)
+                self.log.add_step(step)
+                if step.returncode != 0:
+                    self.log.add("error: the kernels could not be made a device module the grader can replay")
+                    return False
+            if wasm is not None:
+                _wasm_note(self.log, wasm.result())
+            link = linking.result()
+        finally:
+            # a failed build does not wait for the WebAssembly build it will not use, when that has not begun
+            pool.shutdown(wait=True, cancel_futures=True)
         self.log.add_step(link)
         if link.returncode != 0:
             self.log.add("error: linking the extension failed")

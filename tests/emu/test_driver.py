@@ -433,6 +433,9 @@ def test_the_pair_stops_at_the_first_objects_error_and_names_the_device_modules_
     src.write_text("#include <bang.h>\n__mlu_global__ void k(float *y) { y[0] = undeclared; }\n")
     proc = cncc("-c", "-fPIC", f"--emu-device-module-also={device}", src, "-o", tmp_path / "k.o")
     assert proc.returncode != 0 and proc.stderr.count("undeclared") >= 1 and not device.exists()
+    # the two objects are compiled side by side, the error is said once: as a plain -c says it
+    alone = cncc("-c", "-fPIC", src, "-o", tmp_path / "alone.o")
+    assert alone.returncode != 0 and proc.stderr.count("error:") == alone.stderr.count("error:") >= 1, proc.stderr
     # what only the device module refuses: the run's object is made, the step fails at the refusal
     src.write_text("#include <bang.h>\n__mlu_func__ void *f() { return __builtin_frame_address(0); }\n"
                    "__mlu_global__ void k(float *y) { y[0] = f() != 0; }\n")

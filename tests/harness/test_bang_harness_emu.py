@@ -153,3 +153,26 @@ def test_kernels_run_on_the_emulated_device_with_a_trace_and_modelled_time(emu_b
 
     overrun = space.result("overrun")
     assert not overrun["ok"] and overrun["error_kind"] == "emulator_error", overrun
+
+
+def test_the_builds_steps_run_side_by_side_and_are_logged_in_their_order(emu_build):
+    """The kernels' WebAssembly build runs beside the compiles and the two links beside each other (issue 41):
+    the log still says each step once, in the order the build means them."""
+    log = (emu_build.build / "build.log").read_text()
+    marks = ["--emu-device-module-also=", "link-device-module", "note: built the kernels for the WebAssembly replay",
+             "g++ -shared", "built sig_ext.so"]
+    at = [log.find(mark) for mark in marks]
+    assert -1 not in at and at == sorted(at) and all(log.count(mark) == 1 for mark in marks), log
+    assert (emu_build.build / "device" / "module.wasm").is_file()
+
+
+def test_a_binding_that_does_not_compile_fails_the_build_without_the_webassembly_note(tmp_path):
+    """A failed compile ends the build with its error; the WebAssembly build begun beside it is not said."""
+    broken = {**SUBMISSION, "cpp/binding.cpp": BINDING.replace("return launch(x, 0);", "return launch(x, 0)")}
+    space = Workspace(tmp_path, write_tree(tmp_path / "submission", broken))
+    outcome = space.harness("build", "--backend", "emu", phase=Phase.BUILD)
+    summary = space.build_json()
+    log = (space.build / "build.log").read_text()
+    assert outcome.exit_code != 0 and not summary["ok"] and summary["error_kind"] == "compile_error", log
+    assert "binding.cpp" in log and "error: 1 of 2 source files failed to compile" in log, log
+    assert "WebAssembly" not in log and "g++ -shared" not in log, log
