@@ -18,7 +18,7 @@ from grader.batch.store import BatchManifest
 from grader.i18n import _
 from grader.results import GradeResult
 from grader.server.counting import POLICIES, counted, counting_ids
-from grader.server.db import PHASES, Assignment, Database, Result, Student, Submission, now
+from grader.server.db import PHASES, Assignment, Database, Result, Student, Submission, now, upload_of
 from grader.server.devices import DeviceTypeError, device_type, grading_device
 from grader.server.intake import Enqueue
 from grader.server.policy import Refused
@@ -304,11 +304,12 @@ def similarity(db: Database, assignment: str):  # noqa: ANN201 - grader.batch.si
                          .join(Assignment, Submission.assignment_pk == Assignment.id)
                          .where(Assignment.name == assignment, Submission.mode == "final")
                          .order_by(Submission.id)).all()
-    for student, sub in rows:
-        latest[student.student_id] = (student, sub)  # ordered by id: the last one wins
+        for student, sub in rows:
+            latest[student.student_id] = (student, sub)  # ordered by id: the last one wins
+        archives = [upload_of(s, sub.id) for _student, sub in latest.values()]
     settings, templates = settings_for(assignment)
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         members = [Member(student.student_id, student.name or student.student_id, f"submission-{sub.id}",
-                          unpack_upload(sub.archive, Path(scratch) / str(sub.id)), sub.content_hash)
-                   for student, sub in latest.values()]
+                          unpack_upload(archive, Path(scratch) / str(sub.id)), sub.content_hash)
+                   for (student, sub), archive in zip(latest.values(), archives, strict=True)]
         return compare_submissions(members, [t for t in templates if t.is_dir()], settings)

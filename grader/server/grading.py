@@ -26,7 +26,16 @@ from grader.orchestration.build_cache import default_build_cache
 from grader.orchestration.options import GradeEnvironment, GradeObserver, GradeRequest, sandbox_name
 from grader.results import GradeResult, Verdict
 from grader.results import Student as RosterStudent
-from grader.server.db import Assignment, Database, Result, Student, Submission, SupersededResult, now
+from grader.server.db import (
+    Assignment,
+    Database,
+    Result,
+    Student,
+    Submission,
+    SupersededResult,
+    now,
+    upload_of,
+)
 from grader.server.devices import grading_device
 from grader.server.uploads import unpack_upload
 
@@ -83,7 +92,7 @@ def grade_uploaded(db: Database, submission_id: int, *, worker: str, work_root: 
         sub.worker, sub.grade_runs = worker, sub.grade_runs + 1
         sub.graded_type, sub.graded_device = slot_type, device
         sub.started_at, sub.built_at, sub.ran_at, sub.scored_at = now(), None, None, None
-        archive, mode, engine = sub.archive, sub.mode, sub.replay_engine
+        archive, mode, engine = upload_of(s, sub.id), sub.mode, sub.replay_engine
         lang = lang or sub.lang  # the language its student asked in: the report and messages are theirs
         job_spec = (assignment.name, assignment.backend, assignment.seed, student.student_id, student.name)
     name, backend, seed, student_id, student_name = job_spec

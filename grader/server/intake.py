@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from grader.i18n import _
-from grader.server.db import Assignment, Database, Refusal, Result, Student, Submission, now
+from grader.server.db import Assignment, Database, Refusal, Result, Student, Submission, Upload, now
 from grader.server.devices import DeviceTypeError, device_type, queue_name
 from grader.server.jobs import is_opening
 from grader.server.policy import (
@@ -68,10 +68,12 @@ def take_submission(db: Database, student: Student, assignment: str, mode: str, 
         raise refused_upload(exc) from exc
     try:
         with db.session() as s:
-            sub = Submission(student_pk=student.id, assignment_pk=assignment_pk, mode=mode, archive=data,
+            sub = Submission(student_pk=student.id, assignment_pk=assignment_pk, mode=mode,
                              content_hash=digest, queue=queue, device_type=asked, status="queued", in_flight=True,
                              grade_runs=0, submitted_at=at, late=late, lang=lang)
             s.add(sub)
+            s.flush()  # its id, for its upload's row (the same transaction: both or neither)
+            s.add(Upload(submission_pk=sub.id, archive=data))
     except IntegrityError as exc:  # the partial unique index: one in flight per student
         raise Refused(_("you already have a submission being graded; wait for its result or cancel it"),
                       409) from exc

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func, or_, select
-from sqlalchemy.orm import defer
 
 from grader.i18n import _
 from grader.results import GradeResult, StageResult, Verdict
@@ -27,6 +26,7 @@ from grader.server.db import (
     SupersededResult,
     Worker,
     now,
+    upload_of,
 )
 from grader.server.devices import device_type
 from grader.server.policy import Refused
@@ -186,7 +186,7 @@ def with_places(db: Database, rows: list[SubmissionView]) -> list[SubmissionView
 def _rows(result=Result.document):  # noqa: ANN001, ANN202 - a column; a SQLAlchemy select
     """Submissions with their student, assignment, `result` (its document; Result.id where only whether it
     was graded matters) and its replay engine; the upload itself is never loaded with them."""
-    return (select(Submission, Student, Assignment, result, Result.replay_engine).options(defer(Submission.archive))
+    return (select(Submission, Student, Assignment, result, Result.replay_engine)
             .join(Student, Submission.student_pk == Student.id)
             .join(Assignment, Submission.assignment_pk == Assignment.id)
             .outerjoin(Result, Result.submission_pk == Submission.id))
@@ -510,7 +510,7 @@ def code_of(db: Database, submission_id: int, viewer: Student) -> tuple[list[tup
 
     submission_of(db, submission_id, viewer)
     with db.session() as s:
-        archive = s.scalar(select(Submission.archive).where(Submission.id == submission_id))
+        archive = upload_of(s, submission_id)
     with tempfile.TemporaryDirectory(prefix="code-") as scratch:
         files, notes = read_sources(unpack_upload(archive, Path(scratch)))
     return [(f.rel, f.text) for f in files], notes

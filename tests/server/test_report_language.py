@@ -25,7 +25,7 @@ def _stored(tmp_path: Path, lang: str) -> tuple[Database, int, Student]:
     with db.session() as s:
         student = s.scalar(select(Student).where(Student.student_id == "s1"))
         assignment = s.scalar(select(Assignment).where(Assignment.name == "sigmoid"))
-        sub = Submission(student_pk=student.id, assignment_pk=assignment.id, mode="final", archive=b"",
+        sub = Submission(student_pk=student.id, assignment_pk=assignment.id, mode="final",
                          content_hash="0" * 64, queue="q", status="done", in_flight=None, submitted_at=now())
         s.add(sub)
         s.flush()

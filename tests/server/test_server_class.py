@@ -39,12 +39,12 @@ def enrol_class(db, size: int) -> None:  # noqa: ANN001
         subs = []
         for i, student in enumerate(students):
             for mode in ("final", "test"):
-                subs.append(Submission(student_pk=student.id, assignment_pk=sigmoid, mode=mode, archive=b"",
+                subs.append(Submission(student_pk=student.id, assignment_pk=sigmoid, mode=mode,
                                        content_hash="0" * 64, queue="grade.emu.mlu370-x8", device_type="mlu370-x8",
                                        status="done", in_flight=False, verdict="passed", score=90.0,
                                        max_score=100.0, late=mode == "final" and i % 5 == 0, submitted_at=now()))
             if i % 10 == 0:
-                subs.append(Submission(student_pk=student.id, assignment_pk=sigmoid, mode="test", archive=b"",
+                subs.append(Submission(student_pk=student.id, assignment_pk=sigmoid, mode="test",
                                        content_hash="0" * 64, queue="grade.emu.mlu370-x8",
                                        device_type="mlu370-x8", status="queued", in_flight=True,
                                        submitted_at=now()))

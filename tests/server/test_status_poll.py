@@ -6,11 +6,13 @@ point (grading.commit_result); no grading runs.
   cases' figures it shows are each result's own, however often it is polled (views._shown_figures keeps them);
 - it says when to ask again: a quarter of the estimated wait, between workers.POLL_SECONDS (the longest while no
   worker serves the queue), so a class waiting in the queue does not ask twice a second each;
-- its place in the queue is read from an index (db.Submission `queue_state`), never by a scan of the rows, which
-  hold the uploads inline in SQLite."""
+- its place in the queue is read from an index (db.Submission `queue_state`), never by a scan of the rows;
+- the uploads live in a table of their own (db.Upload, migration 0009), so that no scan of the submissions (the
+  pages' live refresh, the dashboard) walks them: SQLite kept them inline in the rows."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,7 @@ def queued(db: Database, who: str, *, status: str = "queued", started_ago: float
     with db.session() as s:
         student = s.scalar(select(Student).where(Student.student_id == who))
         assignment = s.scalar(select(Assignment).where(Assignment.name == "sigmoid"))
-        sub = Submission(student_pk=student.id, assignment_pk=assignment.id, mode="test", archive=b"x" * 1000,
+        sub = Submission(student_pk=student.id, assignment_pk=assignment.id, mode="test",
                          content_hash="1" * 64, queue=QUEUE, status=status, in_flight=True, submitted_at=now(),
                          started_at=None if started_ago is None else now() - started_ago)
         s.add(sub)
@@ -141,6 +143,69 @@ def test_migration_0008_adds_the_queue_state_index_and_takes_it_back(kind: str, 
         assert found["queue_state"] == ["status", "queue", "reported_at", "started_at"], found
         command.downgrade(config, "0007")
         assert "queue_state" not in {i["name"] for i in inspect(engine).get_indexes("submissions")}
+    finally:
+        engine.dispose()
+        if pg is not None:
+            pg.stop()
+
+
+def test_the_uploads_live_out_of_the_submissions_rows(db: Database) -> None:
+    """Uploads taken by the real intake (POST /api/submissions) land in `uploads`, the submissions' rows stay a
+    few bytes each (SQLite: the table's pages, from dbstat), and a worker reads each upload back whole."""
+    import io
+    import tarfile
+
+    from grader.server.db import upload_of
+
+    tokens = {who: add_account(db, who, who.title()) for who in ("ann", "ben", "cho", "dan", "eve")}
+    worker_seen(db, "slot0@test", queue=QUEUE, device_type="mlu370-x8", device="mlu370-x8")
+    sent: dict[int, bytes] = {}
+    for who, token in tokens.items():
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            body = f"# {who}\n".encode() + os.urandom(60_000).hex().encode()  # ~120 KB that gzip cannot shrink away
+            info = tarfile.TarInfo("ops.py")
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        with api(db, token) as c:
+            r = c.post("/api/submissions", data={"assignment": "sigmoid", "mode": "test"},
+                       files={"archive": ("s.tar.gz", buffer.getvalue(), "application/gzip")})
+            assert r.status_code == 201, r.text
+            sent[r.json()["id"]] = buffer.getvalue()
+    with db.session() as s:
+        assert {sub: upload_of(s, sub) for sub in sent} == sent
+    if db.engine.dialect.name != "sqlite":
+        return
+    with db.engine.connect() as conn:
+        try:
+            pages = dict(conn.exec_driver_sql("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").all())
+        except Exception as exc:  # noqa: BLE001 - a SQLite built without the dbstat table
+            pytest.skip(f"this SQLite has no dbstat table: {exc}")
+    assert pages["uploads"] >= 5 * 50_000 and pages["submissions"] <= 2 * 4096, pages
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_migration_0009_moves_the_uploads_into_their_table_and_back(kind: str, tmp_path: Path) -> None:
+    from alembic import command
+    from sqlalchemy import inspect, text
+    from test_server_held_review import _migrations, _one_submission
+
+    config, engine, pg = _migrations(kind, tmp_path)
+    upload = os.urandom(150_000)
+    try:
+        command.upgrade(config, "0008")
+        with engine.begin() as conn:
+            _one_submission(conn, 1, "passed")
+            conn.execute(text("UPDATE submissions SET archive = :a"), {"a": upload})
+        command.upgrade(config, "0009")
+        assert "archive" not in {c["name"] for c in inspect(engine).get_columns("submissions")}
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT submission_pk, archive FROM uploads")).all() == [(1, upload)]
+        assert {i["name"] for i in inspect(engine).get_indexes("submissions")} >= {"queue_state"}
+        command.downgrade(config, "0008")
+        assert "uploads" not in inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT id, archive FROM submissions")).all() == [(1, upload)]
     finally:
         engine.dispose()
         if pg is not None:
