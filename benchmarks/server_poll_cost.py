@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -93,19 +92,6 @@ def measure(students: int, polls: int, document: Path | None) -> dict:
     return row
 
 
-def side(tree: Path, args: argparse.Namespace) -> dict:
-    """One measurement in `tree`'s code (a child process: its PYTHONPATH and working directory that tree's)."""
-    env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'sandbox'}"}
-    argv = [sys.executable, str(tree / "benchmarks" / Path(__file__).name), "--measure", "--students",
-            str(args.students), "--polls", str(args.polls)]
-    if args.document:
-        argv += ["--document", str(args.document.resolve())]
-    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: {done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--before", help="a commit to compare with (checked out in a temporary worktree)")
@@ -119,15 +105,13 @@ def main() -> int:
         print(json.dumps(measure(args.students, args.polls, args.document)))
         return 0
     sys.path.insert(0, str(REPO))  # here, not at the top: this file also runs from --before's tree (--measure)
-    from benchmarks.worktrees import compared_trees
+    from benchmarks.worktrees import measured_sides
 
-    with compared_trees(args.before, "poll-cost-before-") as trees:
-        if "before" in trees:
-            shutil.copy(__file__, trees["before"] / "benchmarks" / Path(__file__).name)  # this file, on its code
-        rows: dict[str, list[dict]] = {name: [] for name in trees}
-        for _round in range(args.rounds):
-            for name, tree in trees.items():
-                rows[name].append(side(tree, args))
+    measure_args = ["--students", str(args.students), "--polls", str(args.polls)]
+    if args.document:
+        measure_args += ["--document", str(args.document.resolve())]
+    rows = measured_sides(args.before, Path(__file__).resolve(), measure_args, args.rounds, "poll-cost-before-",
+                          timeout=1800)
     summary = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in rows.items()}
     print(f"{'':34}" + "".join(f"{name:>10}" for name in summary))
     for key, label in (("queued_ms", "CPU ms per poll, queued"), ("done_ms", "CPU ms per poll, graded"),

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -88,17 +87,6 @@ def measure(uploads: int, kib: int, repeats: int) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def side(tree: Path, args: argparse.Namespace) -> dict:
-    """One measurement in `tree`'s code (a child process: its PYTHONPATH and working directory that tree's)."""
-    env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'sandbox'}"}
-    argv = [sys.executable, str(tree / "benchmarks" / Path(__file__).name), "--measure", "--uploads",
-            str(args.uploads), "--kib", str(args.kib), "--repeats", str(args.repeats)]
-    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: {done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--before", help="a commit to compare with (checked out in a temporary worktree)")
@@ -112,15 +100,11 @@ def main() -> int:
         print(json.dumps(measure(args.uploads, args.kib, args.repeats)))
         return 0
     sys.path.insert(0, str(REPO))  # here, not at the top: this file also runs from --before's tree (--measure)
-    from benchmarks.worktrees import compared_trees
+    from benchmarks.worktrees import measured_sides
 
-    with compared_trees(args.before, "scan-cost-before-") as trees:
-        if "before" in trees:
-            shutil.copy(__file__, trees["before"] / "benchmarks" / Path(__file__).name)  # this file, on its code
-        rows: dict[str, list[dict]] = {name: [] for name in trees}
-        for _round in range(args.rounds):
-            for name, tree in trees.items():
-                rows[name].append(side(tree, args))
+    rows = measured_sides(args.before, Path(__file__).resolve(),
+                          ["--uploads", str(args.uploads), "--kib", str(args.kib), "--repeats", str(args.repeats)],
+                          args.rounds, "scan-cost-before-")
     summary = {name: {k: statistics.median(r[k] for r in runs) for k in QUERIES} for name, runs in rows.items()}
     print(f"ms per query, {args.uploads} uploads of {args.kib} KiB (SQLite), median of {args.rounds} round(s)")
     print(f"{'':24}" + "".join(f"{name:>10}" for name in summary) + ("     ratio" if len(summary) > 1 else ""))
