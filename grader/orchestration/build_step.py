@@ -27,7 +27,7 @@ from grader.orchestration import build_cache, object_cache
 from grader.orchestration.environment import ResolvedBackend
 from grader.orchestration.read_outputs import describe_outcome, output_tail, read_json, read_text
 from grader.results import BuildInfo, Verdict
-from grader.sandbox.base import Limits, Mounts, Phase, Runner
+from grader.sandbox.base import Limits, Mounts, Phase, Runner, cores
 from grader.sandbox.capped import UntrustedFileError, open_capped
 
 COMPILER_OUTPUT_CHARS = 64_000
@@ -155,7 +155,7 @@ class BuildStep:
         wall_seconds = self.timeout_seconds * BUILD_WALL_FACTOR
         outcome = self.runner.run(Phase.BUILD, self.backend.argv(Phase.BUILD),
                                   Mounts(submission=self.root.resolve(), build=build_dir, io=io),
-                                  Limits(wall_seconds=wall_seconds, cpus=min(BUILD_CPUS, float(os.cpu_count() or 1))),
+                                  Limits(wall_seconds=wall_seconds, cpus=cores(BUILD_CPUS)),
                                   env={**self.backend.env, COMPILER_CPU_ENV: f"{self.timeout_seconds:g}"})
         info = read_json(build_dir / "build.json") or {}
         log = read_text(build_dir / "build.log", COMPILER_OUTPUT_CHARS) or str(info.get("log_tail", ""))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from grader.orchestration.environment import resolve_environment
 from grader.orchestration.options import GradeEnvironment
-from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome
+from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, cores
 from grader.sandbox.layout import sandbox_user
 
 DEFAULT_TIMEOUT_SECONDS = 1800.0  # a build with g++ (no precompiled header) plus the tests, on a loaded host
@@ -33,7 +33,7 @@ class ProjectRun:
 
 
 def project_limits(timeout_seconds: float) -> Limits:
-    return Limits(wall_seconds=timeout_seconds, cpus=min(RUN_CPUS, float(os.cpu_count() or 1)),
+    return Limits(wall_seconds=timeout_seconds, cpus=cores(RUN_CPUS),
                   log_bytes=4 << 20)
 
 

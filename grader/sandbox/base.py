@@ -3,6 +3,7 @@ mounts, limits and outcome."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +65,11 @@ class Limits:
     open_files: int = 1024
     tmpfs_bytes: int = 512 << 20
     log_bytes: int = 1 << 20  # stdout/stderr kept beyond this are dropped
+
+
+def cores(at_most: float) -> float:
+    """A sandbox's CPU limit (Limits.cpus) of `at_most` cores, or all the machine's where it has fewer."""
+    return min(at_most, float(os.cpu_count() or 1))
 
 
 @dataclass
