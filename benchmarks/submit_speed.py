@@ -12,7 +12,9 @@ the build's wall time is mostly g++ and shares the CPU with whatever else runs.
 
     .venv/bin/python benchmarks/submit_speed.py --submission reference_kernels/sigmoid/vector --compare-rounds 3
 compares warm submits (build cached) with one run-phase sandbox per round (BANG_GRADER_SANDBOX_PER_ROUND=1,
-as before issue 14) and one sandbox for all of a submission's rounds, interleaved.
+as before issue 14) and one sandbox for all of a submission's rounds, interleaved; `--compare-parking N` warm
+submits that start their own sandboxes (BANG_GRADER_PARK_SECONDS=0) and submits that adopt the slots the previous
+one parked (issue 41, stop 57), interleaved.
 """
 
 from __future__ import annotations
@@ -51,9 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-rounds", type=int, default=0, metavar="N",
                         help="instead: N warm submits each with one run-phase sandbox per round (before issue 14) "
                              "and one per submission (after), interleaved")
+    parser.add_argument("--compare-parking", type=int, default=0, metavar="N",
+                        help="instead: N warm submits each starting its own sandboxes (BANG_GRADER_PARK_SECONDS=0) "
+                             "and adopting the previous submit's parked slots, interleaved")
     args = parser.parse_args(argv)
     if args.compare_rounds:
         return compare_rounds(args)
+    if args.compare_parking:
+        return compare_parking(args)
     base_env = {k: v for k, v in os.environ.items() if k != "BANG_GRADER_NO_PCH"}
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
@@ -91,12 +98,32 @@ def compare_rounds(args: argparse.Namespace) -> int:
     base_env = {k: v for k, v in os.environ.items() if k not in ("BANG_GRADER_NO_PCH", PER_ROUND_ENV)}
     modes = {"before: a sandbox per round": {**base_env, PER_ROUND_ENV: "1"},
              "after: one sandbox per submission": base_env}
+    return _interleaved(args, modes, args.compare_rounds, base_env)
+
+
+def compare_parking(args: argparse.Namespace) -> int:
+    """Warm `grade submit` (build cached) starting its own sandboxes (parking off) vs adopting the slots the previous
+    submit parked (issue 41, stop 57). Interleaved: a submit with parking off neither adopts nor parks, so each
+    parking one adopts what the one before it of its kind left."""
+    from grader.sandbox.slot_runner import PARK_ENV
+
+    base_env = {k: v for k, v in os.environ.items() if k not in ("BANG_GRADER_NO_PCH", PARK_ENV)}
+    modes = {"before: its own sandboxes": {**base_env, PARK_ENV: "0"},
+             "after: the last submit's, parked": {**base_env, PARK_ENV: "300"}}
+    return _interleaved(args, modes, args.compare_parking, modes["after: the last submit's, parked"])
+
+
+def _interleaved(args: argparse.Namespace, modes: dict[str, dict[str, str]], rounds: int,
+                 warm_up: dict[str, str]) -> int:
+    """`rounds` warm submits in each environment of `modes`, interleaved (load changes hit both alike), after one
+    submit in `warm_up` that fills the build cache; medians and the speed-up."""
     times: dict[str, list[float]] = {label: [] for label in modes}
     with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
         cache = ["--build-cache", str(Path(tmp) / "cache")]
-        submit(args.submission, Path(tmp) / "warm-up", args.sandbox, cache, base_env)  # fills the build cache
-        for i in range(args.compare_rounds):
-            for label, env in modes.items():  # interleaved: load changes hit both alike
+        wall, _ = submit(args.submission, Path(tmp) / "warm-up", args.sandbox, cache, warm_up)
+        print(f"  {'warm-up (its build)':<36} {wall:6.1f} s", flush=True)
+        for i in range(rounds):
+            for label, env in modes.items():
                 wall, data = submit(args.submission, Path(tmp) / f"out{i}-{len(times[label])}", args.sandbox, cache,
                                     env)
                 times[label].append(wall)
@@ -104,7 +131,7 @@ def compare_rounds(args: argparse.Namespace) -> int:
                       f"load {os.getloadavg()[0]:.1f})", flush=True)
     medians = {label: statistics.median(t) for label, t in times.items()}
     before, after = medians.values()
-    print(f"\nwarm `grade submit` of {args.submission.name}, {args.sandbox} sandbox, median of {args.compare_rounds}:")
+    print(f"\nwarm `grade submit` of {args.submission.name}, {args.sandbox} sandbox, median of {rounds}:")
     for label, median in medians.items():
         print(f"  {label:<36} {median:6.1f} s")
     print(f"  speed-up {before / after:.2f}x ({before - after:.1f} s less per grading)")

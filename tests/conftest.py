@@ -33,6 +33,11 @@ if not os.environ.get("BANG_GRADER_BUILD_CACHE"):
     os.environ["BANG_GRADER_BUILD_CACHE"] = str(_OWN_BUILD_CACHE)
 
 
+# No test's `grade submit` parks its slots for the next one (slot_runner.park_at_exit): tests count their own
+# containers, and a slot adopted across tests would blur whose is whose. tests/sandbox/test_parked_slots.py parks.
+os.environ.setdefault("BANG_GRADER_PARK_SECONDS", "0")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _OWN_BUILD_CACHE is not None:
         os.environ.pop("BANG_GRADER_BUILD_CACHE", None)

@@ -124,7 +124,9 @@ def submit(
     environment = GradeEnvironment(backend=backend, device=device, sandbox=_sandbox(sandbox), build_cache=cache,
                                    replay_engine=replay_engine)
     from grader.orchestration.resolve import grading_language
+    from grader.sandbox.slot_runner import park_at_exit
 
+    park_at_exit()  # the student's next submit adopts this one's warm slots (one-shot: nothing else would reuse them)
     with use_language(grading_language(submission, request)):  # the same language grade_submission picks
         _submit(submission, request, environment, console, out_dir=out_dir, cache=cache, install=not no_setup,
                 gradescope=gradescope, json_output=json_output, profile=profile)

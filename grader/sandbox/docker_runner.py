@@ -44,10 +44,11 @@ from grader.sandbox.base import (
 from grader.sandbox.docker_settings import (
     CGROUP_PARENT_ENV,
     HOST_LABEL,
-    OWNER_LABEL,
+    PARKED_NAME,
     RUN_LABEL,
     RUNTIME_ENV,
     container_labels,
+    owner_of,
     pids_limit,
     seccomp_option,
 )
@@ -71,7 +72,7 @@ class DockerRunner(StartingRunner):
                  slots: bool = False) -> None:
         self.client = client or docker.from_env(timeout=60)
         # The run phase's sandboxes (the rounds, the replay) as jobs of slot containers
-        # (grader.sandbox.slot_runner): batch and server slots only.
+        # (grader.sandbox.slot_runner): a batch's and a server's, or a one-shot's that parks them (`grade submit`).
         self.slots = slots and not devices and not (runtime or os.environ.get(RUNTIME_ENV))
         self.slot_note = ""
         self.image = image
@@ -237,10 +238,17 @@ def sweep_leftovers(client: docker.DockerClient | None = None, only_dead_owners:
 
     With `only_dead_owners`, containers whose creating grader process is still alive are left alone, so a
     concurrent batch run is not disturbed."""
-    def lost(labels: dict[str, str]) -> bool:
-        owner = labels.get(OWNER_LABEL, "")
-        return not only_dead_owners or (labels.get(HOST_LABEL) == socket.gethostname() and owner.isdigit()
-                                        and not _pid_alive(int(owner)))
+    def lost(summary: dict) -> bool:
+        labels = summary.get("Labels") or {}
+        if not only_dead_owners:
+            return True
+        if labels.get(HOST_LABEL) != socket.gethostname():
+            return False
+        name = summary_name(summary)
+        owner = owner_of(name, labels)
+        if owner is not None:
+            return not _pid_alive(owner)
+        return name.startswith(PARKED_NAME) and summary.get("State") != "running"  # a parked slot that ended
 
     return _remove_where(client or docker.from_env(timeout=60), RUN_LABEL, lost)
 
@@ -248,8 +256,11 @@ def sweep_leftovers(client: docker.DockerClient | None = None, only_dead_owners:
 def remove_containers_of(owner: int, client: docker.DockerClient | None = None) -> list[str]:
     """Removes the containers the grader process `owner` of this host created (grader.sandbox.reaper, once it
     is dead)."""
-    return _remove_where(client or docker.from_env(timeout=60), f"{OWNER_LABEL}={owner}",
-                         lambda labels: labels.get(HOST_LABEL) == socket.gethostname() and RUN_LABEL in labels)
+    def held(summary: dict) -> bool:  # a slot it parked, or another process adopted, is not its own any more
+        labels = summary.get("Labels") or {}
+        return labels.get(HOST_LABEL) == socket.gethostname() and owner_of(summary_name(summary), labels) == owner
+
+    return _remove_where(client or docker.from_env(timeout=60), RUN_LABEL, held)
 
 
 def container_summaries(client: docker.DockerClient, label: str) -> list[dict]:
@@ -263,10 +274,10 @@ def summary_name(summary: dict) -> str:
     return str((summary.get("Names") or [summary["Id"]])[0]).lstrip("/")
 
 
-def _remove_where(client: docker.DockerClient, label: str, chosen: Callable[[dict[str, str]], bool]) -> list[str]:
+def _remove_where(client: docker.DockerClient, label: str, chosen: Callable[[dict], bool]) -> list[str]:
     removed = []
     for summary in container_summaries(client, label):
-        if not chosen(summary.get("Labels") or {}):
+        if not chosen(summary):
             continue
         try:
             client.api.remove_container(summary["Id"], force=True, v=True)

@@ -30,6 +30,28 @@ def container_labels(phase: str, argv: list[str] | tuple[str, ...] = ()) -> dict
             **({TAG_LABEL: tag} if (tag := os.environ.get(TAG_ENV)) else {})}
 
 
+# A slot container's name says who holds it now (grader.sandbox.slot_runner), since labels cannot change: made,
+# SLOT_NAME + its id (its creator, OWNER_LABEL); parked for the next grader process, PARKED_NAME + id (nobody: its
+# zygote ends it once idle); adopted by another process, SLOT_NAME + id + ADOPTED_BY + that process's pid.
+SLOT_NAME = "bang-grader-slot-"
+PARKED_NAME = "bang-grader-parked-"
+ADOPTED_BY = "-of-"
+
+
+def owner_of(name: str, labels: dict[str, str]) -> int | None:
+    """The grader process (on its host) answerable for one of our containers, by its name and labels: the adopter
+    of a slot another process made, nobody for a parked slot, else its creator."""
+    name = name.lstrip("/")
+    if name.startswith(PARKED_NAME):
+        return None
+    if name.startswith(SLOT_NAME):
+        _, adopted, pid = name.rpartition(ADOPTED_BY)
+        if adopted and pid.isdigit():
+            return int(pid)
+    owner = labels.get(OWNER_LABEL, "")
+    return int(owner) if owner.isdigit() else None
+
+
 def command_of(argv: list[str] | tuple[str, ...]) -> str:
     """`python3 -m bang_harness replay` -> "replay"; any other command: its program's name."""
     return harness_command(argv) or (Path(argv[0]).name if argv else "")

@@ -56,10 +56,13 @@ def select_runner(kind: SandboxKind, batch: bool, backend: SandboxTarget, device
             if backend.passes_device and not devices:
                 raise SandboxRefused(_("no device nodes of {backend} device {device} on this host").format(
                     backend=backend.name, device=device or backend.default_device))
-            from grader.sandbox.slot_runner import slots_possible, slots_wanted
+            from grader.sandbox.slot_runner import parks_at_exit, slots_possible, slots_wanted
 
+            # slots where they pay: a batch's or a server's (one grading after another), or a one-shot that parks
+            # them for the next one-shot (`grade submit`)
             return DockerRunner(tag, client=client, devices=devices,
-                                slots=batch and not backend.passes_device and slots_wanted() and slots_possible())
+                                slots=(batch or parks_at_exit()) and not backend.passes_device and slots_wanted()
+                                and slots_possible())
         if client is not None:
             why = _("the sandbox image {tag} is not built (run `{fix}`)").format(tag=backend.image_tag(),
                                                                                 fix=backend.image_fix())

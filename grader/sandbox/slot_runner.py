@@ -26,10 +26,12 @@ The reaper (grader.sandbox.reaper) unmounts a dead grader's binds (release_slot_
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import errno
 import json
 import os
+import re
 import select
 import shutil
 import stat
@@ -51,11 +53,20 @@ from bang_harness.protocol import (
     SLOT_READY,
     SLOT_STARTED,
     SLOT_STATUS,
+    SLOT_UNPARKED,
 )
 from docker.types import LogConfig, Mount, Ulimit
 
 from grader.sandbox.base import Limits, Mounts, Phase, RunOutcome, SandboxError, Started
-from grader.sandbox.docker_settings import CGROUP_PARENT_ENV, SECCOMP_PROFILE, container_labels, pids_limit
+from grader.sandbox.docker_settings import (
+    ADOPTED_BY,
+    CGROUP_PARENT_ENV,
+    PARKED_NAME,
+    SECCOMP_PROFILE,
+    SLOT_NAME,
+    container_labels,
+    pids_limit,
+)
 from grader.sandbox.io_cap import _unescape_mountinfo, can_cap, same_mount_namespace_as
 from grader.sandbox.layout import sandbox_env
 from grader.sandbox.lifeline import watch_this_process
@@ -71,6 +82,17 @@ POLL_SECONDS = 0.02
 SLOT_ROOT_PREFIX = "bang-grader-slots-"
 FREE_PER_KEY = 1  # idle slots kept per (image, limits): a process grades one submission at a time
 CGROUP = Path("/sys/fs/cgroup")
+# Parked slots (issue 41: a warm `grade submit` waited ~1.5 s for its slot's start and torch import): a process that
+# asked for it (park_at_exit) leaves its idle slots, at its exit, to the next grader process on this host for
+# PARK_ENV's seconds (0: never park, never adopt). See park_at_exit.
+PARK_ENV = "BANG_GRADER_PARK_SECONDS"
+PARK_SECONDS = 300.0
+PARKED_ROOT = "bang-grader-slots-parked"
+SLOT_STORE = "bang-grader-slot-store"
+PARKED_PER_KEY = 1
+ADOPT_SECONDS = 2.0  # the zygote's answer to "unpark": it listens, or the slot is removed and a new one made
+ADOPT_MARGIN_SECONDS = 15.0  # a parked slot this close to ending itself is removed, not adopted
+_SLOT_ID = re.compile(r"[0-9a-f]{12}")  # Slot.id: a slot's folder and container name
 
 
 def slots_wanted() -> bool:
@@ -93,9 +115,57 @@ def _slot_root(owner: int) -> Path:
     return Path(tempfile.gettempdir()) / f"{SLOT_ROOT_PREFIX}{owner}"
 
 
+def park_seconds() -> float:
+    """How long a parked slot waits for a process to adopt it (PARK_ENV; 0: slots are neither parked nor adopted)."""
+    try:
+        return max(0.0, float(os.environ.get(PARK_ENV, PARK_SECONDS)))
+    except ValueError:
+        return 0.0
+
+
+def _parked_root() -> Path | None:
+    """The folder parked slots wait in (each slot's folder, moved there, beside its record): this user's own,
+    private; None when the name is held by anything else (then nothing is parked or adopted)."""
+    return _own_folder(PARKED_ROOT)
+
+
+def _slot_store() -> Path | None:
+    """Where each slot's files are (SLOT_STORE/<id>): its folder is a bind of them, a mount that can be moved from
+    one process's folder to the parked one and on to an adopter's (a mount whose own directory was removed cannot
+    be moved: the store stays put while the slot lives)."""
+    return _own_folder(SLOT_STORE)
+
+
+def _own_folder(name: str) -> Path | None:
+    """A folder of the temp dir that this user owns and no one else may enter, made if missing; None when the
+    name is held by anything else."""
+    root = Path(tempfile.gettempdir()) / name
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(root)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        return None
+    return root
+
+
+def _park_key(image: str, limits: Limits) -> str:
+    """What a parked slot must match to be adopted: its image, its limits (_slot_key) and its cgroup parent."""
+    _, held = _slot_key(image, limits)
+    return json.dumps([image, dataclasses.asdict(held), os.environ.get(CGROUP_PARENT_ENV, "")], sort_keys=True)
+
+
 def release_slot_mounts_of(owner: int) -> list[Path]:
-    """Unmounts (lazily) what grader process `owner` mounted for its slots (the reaper, once it is dead)."""
-    return _release_under(_slot_root(owner))
+    """Unmounts (lazily) what grader process `owner` mounted for its slots (the reaper, once it is dead), and
+    removes the files of the slots it held then (a slot it parked is not under its folder any more)."""
+    root = _slot_root(owner)
+    released = _release_under(root)
+    store = _slot_store()
+    for point in released:
+        if store is not None and point.parent == root and _SLOT_ID.fullmatch(point.name):
+            shutil.rmtree(store / point.name, ignore_errors=True)
+    return released
 
 
 def _release_under(folder: Path) -> list[Path]:
@@ -135,7 +205,13 @@ class Slot:
     def __init__(self, client: docker.DockerClient, image: str, limits: Limits,
                  masks: tuple[list[str], list[str]]) -> None:
         self.client, self.image, self.limits, self.masks = client, image, limits, masks
-        self.folder = _slot_root(os.getpid()) / uuid.uuid4().hex[:12]
+        self.id = uuid.uuid4().hex[:12]
+        store = _slot_store()
+        if store is None:
+            raise SandboxError(f"{Path(tempfile.gettempdir()) / SLOT_STORE} is not this user's own private folder")
+        self.store = store / self.id
+        self.folder = _slot_root(os.getpid()) / self.id
+        self.store.mkdir()
         self.folder.mkdir(parents=True)
         self.jobs = 0
         self.dead = False
@@ -144,12 +220,12 @@ class Slot:
         self.control: int | None = None
         try:
             # a shared mount of its own: the binds made under it later propagate into the container (rslave)
-            _run(["mount", "--bind", str(self.folder), str(self.folder)])
+            _run(["mount", "--bind", str(self.store), str(self.folder)])
             _run(["mount", "--make-private", str(self.folder)])
             _run(["mount", "--make-shared", str(self.folder)])
             os.mkfifo(self.folder / SLOT_CONTROL, 0o600)
             os.chown(self.folder / SLOT_CONTROL, *_sandbox_ids())
-            os.chown(self.folder, *_sandbox_ids())
+            os.chown(self.folder, *_sandbox_ids())  # the store's folder, through the bind
             self._start_container()
             self._wait_ready()
             self.control = os.open(self.folder / SLOT_CONTROL, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -180,7 +256,7 @@ class Slot:
         try:
             created = self.client.api.create_container(
                 self.image, command=[*SLOT_ARGV_PREFIX, "zygote", "--profile", PROFILE_IN_SLOT],
-                name=f"bang-grader-slot-{uuid.uuid4().hex[:12]}", user=f"{uid}:{gid}", working_dir="/tmp",
+                name=f"{SLOT_NAME}{self.id}", user=f"{uid}:{gid}", working_dir="/tmp",
                 environment=sandbox_env(Phase.RUN), host_config=host_config,
                 labels=container_labels("slot"))
             self.container_id = created["Id"]
@@ -237,6 +313,89 @@ class Slot:
         except OSError as exc:
             raise SandboxError(f"the slot's zygote does not listen: {exc}") from exc
 
+    def park(self, root: Path, seconds: float) -> bool:
+        """Left for the next grader process (an idle slot, at this one's exit): its folder moved under `root` (out
+        of this process's, which its reaper releases), its container renamed parked (no process's, for the reaper
+        and the sweep), its zygote told to end after `seconds` idle, and its record written beside it, last: only
+        a slot parked whole is adopted. False when it could not be (the caller closes it)."""
+        if self.dead or self.control is None or not self.running():
+            return False
+        parked = root / self.id
+        try:
+            parked.mkdir()
+            _run(["mount", "--move", str(self.folder), str(parked)])
+        except (OSError, SandboxError):
+            with contextlib.suppress(OSError):
+                parked.rmdir()
+            return False
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()  # the mount point left behind, empty
+        self.folder = parked  # closed from here on, it is released there
+        try:
+            # told first, renamed next: a parker killed in between leaves a slot that ends itself, or its reaper's
+            self.ask({"op": "park", "seconds": seconds})
+            self.client.api.rename(self.container_id, f"{PARKED_NAME}{self.id}")
+            record = {"id": self.id, "key": _park_key(self.image, self.limits), "container": self.container_id,
+                      "jobs": self.jobs, "masks": list(self.masks), "parked_at": time.time(), "seconds": seconds}
+            partial = root / f".{self.id}.json"
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump(record, out)
+            os.replace(partial, root / f"{self.id}.json")
+        except (OSError, SandboxError, docker.errors.DockerException, requests.exceptions.RequestException):
+            return False
+        os.close(self.control)
+        self.control = None
+        return True
+
+    @classmethod
+    def adopt(cls, client: docker.DockerClient, image: str, limits: Limits, record: dict, root: Path) -> Slot:
+        """A parked slot (its record claimed by this process) made this process's: its folder moved under ours,
+        its container renamed ours, its zygote's answer to "unpark" awaited. Raises SandboxError, the slot removed,
+        when any of that fails."""
+        store = _slot_store()
+        if not _SLOT_ID.fullmatch(str(record.get("id"))) or store is None:
+            raise SandboxError(f"a parked slot's record names no slot: {str(record.get('id'))[:40]!r}")
+        slot = cls.__new__(cls)
+        slot.client, slot.image, slot.limits = client, image, limits
+        slot.id = str(record["id"])
+        slot.masks = (list(record["masks"][0]), list(record["masks"][1]))
+        slot.jobs = int(record["jobs"])  # job numbers go on: a folder of an earlier job is never met again
+        slot.dead, slot.control, slot.init_pid = False, None, None
+        slot.container_id = str(record["container"])
+        slot.folder = root / slot.id
+        slot.store = store / slot.id
+        try:
+            watch_this_process()  # before it is ours: our reaper removes it if we die holding it
+            folder = _slot_root(os.getpid()) / slot.id
+            folder.mkdir(parents=True)
+            _run(["mount", "--move", str(slot.folder), str(folder)])
+            (root / slot.id).rmdir()
+            slot.folder = folder
+            state = client.api.inspect_container(slot.container_id)
+            if (state.get("Name", "").lstrip("/") != f"{PARKED_NAME}{slot.id}" or state["Config"]["Image"] != image
+                    or not state["State"]["Running"]):
+                raise SandboxError(f"parked slot {slot.id} is not the container its record names, or has ended")
+            slot.init_pid = int(state["State"]["Pid"]) or None
+            client.api.rename(slot.container_id, f"{SLOT_NAME}{slot.id}{ADOPTED_BY}{os.getpid()}")
+            # the folder has held jobs since this host made the FIFO: opened only as the FIFO it was
+            slot.control = os.open(slot.folder / SLOT_CONTROL,
+                                   os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+            if not stat.S_ISFIFO(os.fstat(slot.control).st_mode):
+                raise SandboxError(f"parked slot {slot.id}'s control is not its FIFO")
+            token = uuid.uuid4().hex
+            slot.ask({"op": "unpark", "token": token})
+            deadline = time.monotonic() + ADOPT_SECONDS
+            while _small_text(slot.folder / SLOT_UNPARKED) != token:
+                if time.monotonic() > deadline or not slot.running():
+                    raise SandboxError(f"parked slot {slot.id}'s zygote did not answer")
+                time.sleep(POLL_SECONDS / 4)
+        except (OSError, KeyError, TypeError, ValueError, SandboxError, docker.errors.DockerException,
+                requests.exceptions.RequestException) as exc:
+            slot.close()
+            raise SandboxError(f"could not adopt parked slot {slot.id}: {exc}") from exc
+        return slot
+
     def close(self) -> None:
         """The container removed, every mount under the folder released, the folder removed."""
         self.dead = True
@@ -250,6 +409,21 @@ class Slot:
                 pass  # the reaper and the sweep at the next start remove it
             self.container_id = None
         _release_under(self.folder)
+        shutil.rmtree(self.store, ignore_errors=True)
+
+
+def _small_text(path: Path, cap: int = 256) -> str | None:
+    """A short regular file's text (the zygote's answer), None when it is not there or is anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, cap).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
 
 
 def _sandbox_ids() -> tuple[int, int]:
@@ -429,6 +603,7 @@ class _Pool:
     free: dict[tuple, list[Slot]]
     lock: threading.Lock
     exit_hook: bool = False
+    parking: bool = False  # park_at_exit: idle slots are parked at the exit, not removed
 
     def take(self, client: docker.DockerClient, image: str, limits: Limits) -> Slot:
         key = _slot_key(image, limits)
@@ -438,10 +613,13 @@ class _Pool:
                 if slot.running():
                     return slot
                 slot.close()
-        watch_this_process()
         if not self.exit_hook:
             atexit.register(self.close_all)
             self.exit_hook = True
+        adopted = _adopt_parked(client, image, limits)
+        if adopted is not None:
+            return adopted
+        watch_this_process()
         return Slot(client, image, limits, _masks(client, image))
 
     def give_back(self, slot: Slot) -> None:
@@ -459,15 +637,94 @@ class _Pool:
         slot.close()
 
     def close_all(self) -> None:
-        """Every idle slot removed, all at once (a worker's end waits for it)."""
+        """Every idle slot removed, all at once (a worker's end waits for it); parked instead, as far as
+        PARKED_PER_KEY allows, when this process parks at its exit."""
         with self.lock:
             slots = [s for group in self.free.values() for s in group]
             self.free.clear()
+        seconds, root = park_seconds(), _parked_root() if self.parking else None
+        if self.parking and seconds > 0 and root is not None:
+            slots = [slot for slot in slots if not (_parked_count(root, slot) < PARKED_PER_KEY
+                                                    and slot.park(root, seconds))]
         closing = [threading.Thread(target=slot.close, daemon=True) for slot in slots]
         for thread in closing:
             thread.start()
         for thread in closing:
             thread.join(timeout=60)
+
+
+def park_at_exit() -> None:
+    """This process (a one-shot `grade submit`) parks its idle slots at its exit for the next grader process on this
+    host, which adopts one instead of starting a container and importing torch (~1.5 s of a warm submit). A parked
+    slot is nobody's: the reaper and the sweep leave it while it runs, its zygote ends it after PARK_ENV's seconds
+    idle, and an adopter makes it its own (then its reaper's) before the first job. Jobs in it are confined as in any
+    slot (each in namespaces of its own): what one grading leaves in a slot, the next never sees."""
+    _POOL.parking = True
+
+
+def parks_at_exit() -> bool:
+    """Whether this process parks its slots at its exit (park_at_exit, and PARK_ENV not 0): then even its one-shot
+    grading runs in slots, which the next process adopts."""
+    return _POOL.parking and park_seconds() > 0
+
+
+def _parked_records(root: Path) -> list[tuple[Path, dict]]:
+    """The parked slots' records under root, the newest first (records this process cannot read are passed over)."""
+    found = []
+    for path in root.glob("*.json"):
+        if path.name.startswith("."):
+            continue  # a record being written
+        try:
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and info.st_size < 65536:
+                record = json.loads(path.read_text())
+                if isinstance(record, dict):
+                    found.append((path, record))
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda pair: float(pair[1].get("parked_at") or 0), reverse=True)
+
+
+def _parked_count(root: Path, slot: Slot) -> int:
+    key = _park_key(slot.image, slot.limits)
+    return sum(1 for _, record in _parked_records(root) if record.get("key") == key)
+
+
+def _adopt_parked(client: docker.DockerClient, image: str, limits: Limits) -> Slot | None:
+    """A parked slot of this image and these limits made ours, or None (none parked, or none that answers).
+    Records claimed along the way whose slots have ended, or will within ADOPT_MARGIN_SECONDS, are removed."""
+    root = _parked_root() if park_seconds() > 0 else None
+    if root is None:
+        return None
+    key = _park_key(image, limits)
+    for path, record in _parked_records(root):
+        ending = float(record.get("parked_at") or 0) + float(record.get("seconds") or 0)
+        if record.get("key") != key and time.time() < ending:
+            continue
+        claimed = path.with_name(f"{path.name}.{os.getpid()}")
+        try:
+            os.rename(path, claimed)  # one claimant only: another process's rename finds nothing
+            claimed.unlink()
+        except OSError:
+            continue
+        if record.get("key") == key and time.time() < ending - ADOPT_MARGIN_SECONDS:
+            try:
+                return Slot.adopt(client, image, limits, record, root)
+            except SandboxError:
+                continue
+        _remove_parked(client, record, root)
+    return None
+
+
+def _remove_parked(client: docker.DockerClient, record: dict, root: Path) -> None:
+    """A parked slot that will not be adopted: its container removed, its folder released."""
+    with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException, KeyError):
+        client.api.remove_container(str(record["container"]), force=True)
+    if _SLOT_ID.fullmatch(str(record.get("id"))):
+        _release_under(root / str(record["id"]))
+        store = _slot_store()
+        if store is not None:
+            shutil.rmtree(store / str(record["id"]), ignore_errors=True)
 
 
 def _slot_key(image: str, limits: Limits) -> tuple:

@@ -288,7 +288,12 @@ class KernelWindow:
 # folders on them), its stdout and stderr the FIFOs SLOT_DIR/k/{stdout,stderr} the host made and reads. Once the job's pid 1 says it is
 # confined (or why it could not be) the zygote writes SLOT_DIR/k/SLOT_STARTED; when it has ended,
 # SLOT_DIR/k/SLOT_STATUS: {"job": k, "code": C's exit status}. SLOT_READY says the zygote listens.
+# A slot parked for the next grader process (grader.sandbox.slot_runner, `grade submit`): {"op": "park", "seconds": n}
+# -- the zygote ends once no request has come for n seconds with no job running, and the container with it --
+# then {"op": "unpark", "token": t} from the process that adopts it, which the zygote answers by writing t to
+# SLOT_DIR/SLOT_UNPARKED (the adopter uses the slot only then: an answer in time says the zygote listens).
 SLOT_DIR = "/slot"
+SLOT_UNPARKED = "unparked"
 SLOT_CONTROL = "control"
 SLOT_READY = "ready"
 SLOT_STATUS = "status.json"

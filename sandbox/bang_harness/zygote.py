@@ -25,6 +25,7 @@ from .protocol import (
     SLOT_READY,
     SLOT_STARTED,
     SLOT_STATUS,
+    SLOT_UNPARKED,
     slot_command,
 )
 
@@ -52,10 +53,14 @@ def _job_main(argv: list[str], env: dict[str, str]) -> int:
     return phase(HarnessPaths.from_env())
 
 
-def _write_json(folder: Path, name: str, value: dict) -> None:
+def _write_text(folder: Path, name: str, text: str) -> None:
     tmp = folder / f".{name}.tmp"
-    tmp.write_text(json.dumps(value))
+    tmp.write_text(text)
     os.replace(tmp, folder / name)
+
+
+def _write_json(folder: Path, name: str, value: dict) -> None:
+    _write_text(folder, name, json.dumps(value))
 
 
 def _write_status(folder: Path, job: int, code: int) -> None:
@@ -97,8 +102,12 @@ def serve(profile_path: Path, root: Path = Path(SLOT_DIR)) -> int:
     selector.register(control, selectors.EVENT_READ)
     pending = b""
     running: tuple[int, slot.ConfinedJob] | None = None
+    parked: float | None = None  # seconds of silence, with no job, after which a parked slot ends
     while True:
-        for _key, _events in selector.select(POLL_SECONDS if running else None):
+        events = selector.select(POLL_SECONDS if running else parked)
+        if not events and running is None and parked is not None:
+            return 0  # parked and idle for its seconds: nobody adopted it (the container ends with its zygote)
+        for _key, _events in events:
             pending += os.read(control, 65536)
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
@@ -107,12 +116,18 @@ def serve(profile_path: Path, root: Path = Path(SLOT_DIR)) -> int:
                 request = json.loads(line)
                 assert isinstance(request, dict)
                 if request["op"] == "run" and running is None:
+                    parked = None
                     k = int(request["job"])
                     job = _start(root, request, profile)
                     _write_json(root / str(k), SLOT_STARTED, {"job": k, "confined": job.confined, "why": job.why})
                     running = (k, job)
                 elif request["op"] == "kill" and running is not None and running[0] == int(request["job"]):
                     running[1].kill()
+                elif request["op"] == "park":
+                    parked = max(1.0, float(request["seconds"]))
+                elif request["op"] == "unpark":
+                    parked = None
+                    _write_text(root, SLOT_UNPARKED, str(request["token"])[:64])
             except (AssertionError, ValueError, KeyError, TypeError, OSError, slot.SlotError) as exc:
                 print(f"zygote: request refused: {exc}", file=sys.stderr, flush=True)
                 if isinstance(request, dict) and request.get("op") == "run" and running is None:
