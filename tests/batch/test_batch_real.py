@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -88,7 +89,11 @@ def live_workers_of(pid: int) -> list[int]:
     return found
 
 
-def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_image):
+def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_image, monkeypatch):
+    from grader.sandbox.docker_settings import TAG_ENV
+
+    tag = uuid.uuid4().hex  # this test's containers (its batches' workers inherit it)
+    monkeypatch.setenv(TAG_ENV, tag)
     class_dir = tmp_path / "class"
     make_class(class_dir)
     out, cache = tmp_path / "batch", tmp_path / "build-cache"
@@ -150,13 +155,15 @@ def test_kill_midway_then_resume_loses_and_regrades_nothing(tmp_path, sandbox_im
     assert snapshot(out / "results") == after
     assert os.stat(out / "batch.json").st_mode & 0o077 == 0
     # The container the killed worker was running was swept by the resume, not left to run out its limit.
+    # Only this test's (its tag): another test may hold a container of a dead owner for a moment on purpose
+    # (test_docker_runner's sweep tests). Whose a container is: its creator's, or its adopter's for a slot parked by
+    # one process and adopted by another; a parked slot is nobody's.
     from grader.sandbox.docker_runner import container_summaries, summary_name
-    from grader.sandbox.docker_settings import RUN_LABEL, owner_of
+    from grader.sandbox.docker_settings import TAG_LABEL, owner_of
     from grader.sandbox.images import docker_client
 
-    # (whose a container is: its creator's, or its adopter's for a slot parked by one process and adopted by another;
-    # a parked slot is nobody's, and another test's may be waiting)
-    owners = [owner_of(summary_name(s), s.get("Labels") or {}) for s in container_summaries(docker_client(), RUN_LABEL)]
+    ours = container_summaries(docker_client(), f"{TAG_LABEL}={tag}")
+    owners = [owner_of(summary_name(s), s.get("Labels") or {}) for s in ours]
     assert not [o for o in owners if o is not None and not Path(f"/proc/{o}").exists()]
 
 
