@@ -354,7 +354,7 @@ class Slot:
         its container renamed ours, its zygote's answer to "unpark" awaited. Raises SandboxError, the slot removed,
         when any of that fails."""
         store = _slot_store()
-        if not _SLOT_ID.fullmatch(str(record.get("id"))) or store is None:
+        if not _well_formed(record) or store is None:
             raise SandboxError(f"a parked slot's record names no slot: {str(record.get('id'))[:40]!r}")
         slot = cls.__new__(cls)
         slot.client, slot.image, slot.limits = client, image, limits
@@ -678,11 +678,23 @@ def _parked_records(root: Path) -> list[tuple[Path, dict]]:
             info = os.lstat(path)
             if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and info.st_size < 65536:
                 record = json.loads(path.read_text())
-                if isinstance(record, dict):
+                if _well_formed(record):
                     found.append((path, record))
         except (OSError, ValueError):
             continue
-    return sorted(found, key=lambda pair: float(pair[1].get("parked_at") or 0), reverse=True)
+    return sorted(found, key=lambda pair: float(pair[1]["parked_at"]), reverse=True)
+
+
+def _well_formed(record: object) -> bool:
+    """A parked slot's record as Slot.park writes it (anything else is passed over, never adopted)."""
+    if not isinstance(record, dict):
+        return False
+    masks = record.get("masks")
+    return (isinstance(record.get("id"), str) and bool(_SLOT_ID.fullmatch(record["id"]))
+            and isinstance(record.get("key"), str) and isinstance(record.get("container"), str)
+            and isinstance(record.get("jobs"), int) and isinstance(masks, list) and len(masks) == 2
+            and all(isinstance(m, list) and all(isinstance(p, str) for p in m) for m in masks)
+            and all(isinstance(record.get(n), int | float) for n in ("parked_at", "seconds")))
 
 
 def _parked_count(root: Path, slot: Slot) -> int:
@@ -698,7 +710,7 @@ def _adopt_parked(client: docker.DockerClient, image: str, limits: Limits) -> Sl
         return None
     key = _park_key(image, limits)
     for path, record in _parked_records(root):
-        ending = float(record.get("parked_at") or 0) + float(record.get("seconds") or 0)
+        ending = float(record["parked_at"]) + float(record["seconds"])
         if record.get("key") != key and time.time() < ending:
             continue
         claimed = path.with_name(f"{path.name}.{os.getpid()}")

@@ -187,3 +187,29 @@ def test_whose_a_container_is_by_its_name_and_labels() -> None:
     assert owner_of("bang-grader-parked-0123456789ab", labels) is None
     assert owner_of("bang-grader-run-of-77", labels) == 41  # only a slot's name says an adopter
     assert owner_of("bang-grader-slot-0123456789ab", {}) is None
+
+
+def test_a_record_not_as_park_writes_it_is_passed_over_never_adopted_nor_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record of another shape (another version of the grader, a bug) in the parked folder: the next process takes
+    no slot from it and grades on (a fresh slot), rather than failing the grading."""
+    root = slot_runner._parked_root()
+    if root is None:
+        pytest.skip("the parked slots' folder is not this user's own here")
+    monkeypatch.setenv(slot_runner.PARK_ENV, "60")
+    good = {"id": "0123456789ab", "key": "k", "container": "c", "jobs": 1, "masks": [[], []], "parked_at": time.time(),
+            "seconds": 60}
+    assert slot_runner._well_formed(good)
+    odd = [{**good, "id": "../../etc"}, {**good, "masks": [[]]}, {**good, "parked_at": "soon"},
+           {k: v for k, v in good.items() if k != "jobs"}, ["not", "a", "record"]]
+    paths = [root / f"{uuid.uuid4().hex[:12]}.json" for _ in odd]
+    try:
+        for path, record in zip(paths, odd, strict=True):
+            path.write_text(json.dumps(record))
+            os.chmod(path, 0o600)
+        assert not slot_runner._parked_records(root) or all(
+            p not in [q for q, _ in slot_runner._parked_records(root)] for p in paths)
+        assert slot_runner._adopt_parked(docker.from_env(timeout=60), "no-such-image:0", slot_runner.Limits()) is None
+        assert all(p.exists() for p in paths), "passed over, not claimed"
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
